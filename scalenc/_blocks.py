@@ -1,0 +1,146 @@
+"""Per-block NumPy functions that the streaming passes call.
+
+Nothing here imports dask. Every function takes one row block (a NumPy array) and
+returns a small partial result: class counts, class means and pooled within-class
+scatter matrices, accumulated in float64 whatever the input dtype. Partials of two
+blocks are merged with :func:`merge_moments`, which is associative, so the passes can
+combine them in any tree order and get the same result to rounding.
+
+Class moments use Chan, Golub & LeVeque's pairwise update (means and centred scatter,
+not raw sums of squares), so merging many blocks does not lose precision to
+cancellation when class means are large compared to the spread within a class.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "class_moments",
+    "merge_moments",
+    "merge_partials",
+    "combine_partials",
+    "count_nonfinite",
+    "log_softmax",
+    "labeled_log_likelihood",
+]
+
+
+def _onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
+    """Sparse K×b indicator of the labeled rows of a block (codes < 0 are unlabeled)."""
+    rows = np.flatnonzero(codes >= 0)
+    data = np.ones(rows.size)
+    return sp.csr_matrix((data, (codes[rows], rows)), shape=(n_classes, codes.size))
+
+
+def class_moments(
+    X: np.ndarray,
+    codes: np.ndarray,
+    n_classes: int,
+    *,
+    scatter: bool = True,
+    sqnorm: bool = False,
+) -> dict[str, np.ndarray]:
+    """Class counts, class means and pooled within-class scatter of one block.
+
+    Parameters
+    ----------
+    X : ndarray of shape (b, d)
+        One row block (any float dtype; the statistics are float64).
+    codes : ndarray of shape (b,)
+        Class codes 0..K-1, or -1 for an unlabeled row (ignored).
+    n_classes : int
+        K.
+    scatter : bool
+        Also return the pooled within-class scatter
+        ``S_w = Σ_k Σ_{y_i=k} (x_i - μ_k)(x_i - μ_k)ᵀ`` (d×d).
+    sqnorm : bool
+        Also return the per-class sums of squared row norms Σ_{y_i=k} ‖x_i‖² (K,).
+
+    Returns
+    -------
+    dict with ``n`` (K,), ``mean`` (K, d) and, if asked, ``scatter`` (d, d) and
+    ``sqnorm`` (K,).
+    A class with no row in the block has count 0 and mean 0.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    codes = np.asarray(codes)
+    onehot = _onehot(codes, n_classes)
+    n = np.asarray(onehot.sum(axis=1)).ravel()
+    sums = np.asarray(onehot @ X)
+    mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    out = {"n": n, "mean": mean}
+    if scatter:
+        labeled = codes >= 0
+        centred = X[labeled] - mean[codes[labeled]]
+        out["scatter"] = centred.T @ centred
+    if sqnorm:
+        out["sqnorm"] = onehot @ np.einsum("ij,ij->i", X, X)
+    return out
+
+
+def merge_moments(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Merge two class-moment partials (Chan et al.'s pairwise update).
+
+    Keys other than ``n``, ``mean`` and ``scatter`` are summed.
+    """
+    n = a["n"] + b["n"]
+    delta = b["mean"] - a["mean"]
+    frac = np.divide(b["n"], n, out=np.zeros_like(n), where=n > 0)
+    out = {"n": n, "mean": a["mean"] + delta * frac[:, None]}
+    if "scatter" in a:
+        weight = np.divide(a["n"] * b["n"], n, out=np.zeros_like(n), where=n > 0)
+        out["scatter"] = a["scatter"] + b["scatter"] + (delta * weight[:, None]).T @ delta
+    for key in a.keys() - {"n", "mean", "scatter"}:
+        out[key] = merge_partials(a[key], b[key])
+    return out
+
+
+def _is_moments(obj) -> bool:
+    return isinstance(obj, dict) and "n" in obj and "mean" in obj
+
+
+def merge_partials(a, b):
+    """Merge two partials of any pass.
+
+    Class-moment dicts (keys ``n`` and ``mean``) merge by :func:`merge_moments`; other
+    dicts, tuples and lists merge key by key; arrays and numbers are summed.
+    """
+    if _is_moments(a):
+        return merge_moments(a, b)
+    if isinstance(a, dict):
+        return {key: merge_partials(a[key], b[key]) for key in a}
+    if isinstance(a, (tuple, list)):
+        return type(a)(merge_partials(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def combine_partials(*partials):
+    """Merge any number of partials (one node of a tree reduction)."""
+    out = partials[0]
+    for part in partials[1:]:
+        out = merge_partials(out, part)
+    return out
+
+
+def count_nonfinite(X: np.ndarray) -> int:
+    """Number of NaN or infinite entries of a block."""
+    if np.issubdtype(X.dtype, np.integer):
+        return 0
+    return int(X.size - np.count_nonzero(np.isfinite(X)))
+
+
+def log_softmax(scores: np.ndarray) -> np.ndarray:
+    """Row-wise log of the softmax of ``scores`` (b, K), computed stably."""
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
+    """Sum of ``log T(i, y_i)`` over the labeled rows of a block, and their number.
+
+    The cross-entropy of Shen's Section 3, Step 4, is minus the total over all blocks.
+    """
+    labeled = np.flatnonzero(codes >= 0)
+    return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)

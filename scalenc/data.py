@@ -1,0 +1,468 @@
+"""Inputs and outputs: everything becomes row-chunked Dask arrays (X, y) with aligned chunks.
+
+Inputs
+    NumPy arrays (and anything ``np.asarray`` takes), Dask arrays, Zarr arrays or groups
+    (local path or fsspec URL), Parquet datasets (feature columns + a label column),
+    ``.npy`` (memory-mapped), ``.npz`` and CSV files.
+Labels
+    Any hashable class values. ``-1`` marks an unlabeled row for numeric labels, and
+    ``None``/NaN for object or float labels (as in :mod:`sklearn.semi_supervised`).
+    Unlabeled rows are embedded and predicted but never enter a class statistic.
+Outputs
+    :func:`write_output` writes a lazy array block by block to Zarr or Parquet under a
+    temporary name and renames it at the end, so a failed run leaves nothing that looks
+    complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "as_dask_array",
+    "as_dask_labels",
+    "check_xy",
+    "unlabeled_mask",
+    "find_classes",
+    "encode_labels",
+    "load",
+    "write_output",
+    "data_dir",
+]
+
+DEFAULT_CHUNK_BYTES = 64 * 2**20
+
+
+def data_dir() -> Path:
+    """Where the papers' datasets live: ``$SCALENC_DATA_DIR`` or ``../shared/data``."""
+    return Path(os.environ.get("SCALENC_DATA_DIR", Path.cwd().parent / "shared" / "data"))
+
+
+# --- features ------------------------------------------------------------------------
+
+
+def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
+    if dtype in (np.float32, np.float64):
+        return np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_):
+        return np.dtype(np.float64)
+    if np.issubdtype(dtype, np.floating):
+        return np.dtype(np.float64)
+    raise ValueError(
+        f"{name} must hold numbers; got dtype {dtype}. Convert it with "
+        f"{name}.astype('float32') or select the numeric columns."
+    )
+
+
+def _auto_rows(n_features: int, itemsize: int) -> int:
+    return max(1, DEFAULT_CHUNK_BYTES // max(1, n_features * itemsize))
+
+
+def as_dask_array(X, *, chunk_rows: int | None = None, name: str = "X") -> da.Array:
+    """``X`` as a 2-D float Dask array chunked along rows only.
+
+    NumPy input is wrapped without copying, in row blocks of ``chunk_rows`` (default:
+    about 64 MB per block). Dask input keeps its row chunks unless ``chunk_rows`` is given;
+    column chunks are merged. float32 and float64 are kept; integers become float64.
+    """
+    if isinstance(X, (str, os.PathLike)):
+        X, _ = load(X, chunk_rows=chunk_rows)
+    if not isinstance(X, da.Array):
+        if _is_zarr_array(X):
+            X = da.from_zarr(X)
+        else:
+            if hasattr(X, "__array__") and not isinstance(X, np.ndarray) and hasattr(X, "iloc"):
+                X = X.to_numpy()
+            try:
+                X = np.asarray(X)
+            except Exception as exc:  # ragged lists and the like
+                raise ValueError(f"{name} could not be read as a numeric 2-D array: {exc}") from exc
+            if X.ndim != 2:
+                raise ValueError(
+                    f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
+                    f"e.g. {name}.reshape(-1, 1) for a single feature."
+                )
+            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize)
+            X = da.from_array(X, chunks=(rows, -1))
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
+            f"e.g. {name}.reshape(-1, 1) for a single feature."
+        )
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown row chunk sizes {X.chunks[0]}; scalenc needs them to align "
+            f"labels and outputs. Call {name}.compute_chunk_sizes() first, or build it with "
+            "dataframe.to_dask_array(lengths=True)."
+        )
+    dtype = _float_dtype(X.dtype, name)
+    if dtype != X.dtype:
+        X = X.astype(dtype)
+    if chunk_rows is not None and X.chunks[0] != _even(X.shape[0], chunk_rows):
+        X = X.rechunk({0: chunk_rows})
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    return X
+
+
+def _even(n: int, rows: int) -> tuple[int, ...]:
+    return tuple([rows] * (n // rows) + ([n % rows] if n % rows else []))
+
+
+def _is_zarr_array(obj) -> bool:
+    return type(obj).__module__.startswith("zarr") and hasattr(obj, "shape")
+
+
+# --- labels --------------------------------------------------------------------------
+
+
+def unlabeled_mask(values: np.ndarray) -> np.ndarray:
+    """True where a label means "unknown": -1 for numbers, None/NaN for objects and floats."""
+    values = np.asarray(values)
+    if values.dtype.kind in "iu":
+        return values == -1
+    if values.dtype.kind == "f":
+        return np.isnan(values) | (values == -1)
+    if values.dtype.kind == "O":
+        out = np.fromiter(
+            (v is None or (isinstance(v, float) and np.isnan(v))
+             or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v == -1)
+             for v in values),
+            dtype=bool, count=values.size,
+        )
+        return out.reshape(values.shape)
+    return np.zeros(values.shape, dtype=bool)
+
+
+def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
+    """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ)."""
+    if _is_zarr_array(y):
+        y = da.from_zarr(y)
+    if not isinstance(y, da.Array):
+        if hasattr(y, "to_numpy"):
+            y = y.to_numpy()
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.ndim != 1:
+            raise ValueError(
+                f"{name} must be 1-D (one label per row); got shape {y.shape}. "
+                "Multi-output labels are not supported."
+            )
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
+                "pass one label per row (use -1 for unlabeled rows)."
+            )
+        return da.from_array(y, chunks=(X.chunks[0],))
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one label per row); got shape {y.shape}.")
+    if any(np.isnan(c) for c in y.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes {y.chunks[0]}; call {name}.compute_chunk_sizes()."
+        )
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
+            "pass one label per row (use -1 for unlabeled rows)."
+        )
+    if y.chunks[0] != X.chunks[0]:
+        y = y.rechunk({0: X.chunks[0]})
+    return y
+
+
+def check_xy(X, y=None, *, chunk_rows: int | None = None) -> tuple[da.Array, da.Array | None]:
+    """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks."""
+    X = as_dask_array(X, chunk_rows=chunk_rows)
+    if X.shape[0] == 0:
+        raise ValueError("X has no rows; at least one row is needed.")
+    if X.shape[1] == 0:
+        raise ValueError("X has 0 features; at least one column is needed.")
+    if y is None:
+        return X, None
+    return X, as_dask_labels(y, X)
+
+
+def _labeled_unique(block: np.ndarray) -> np.ndarray:
+    block = np.asarray(block)
+    labeled = block[~unlabeled_mask(block)]
+    if labeled.dtype.kind == "O":
+        return np.array(sorted(set(labeled.tolist()), key=_sort_key), dtype=object)
+    return np.unique(labeled)
+
+
+def _sort_key(value):
+    return (type(value).__name__, value)
+
+
+def _union(*parts: np.ndarray) -> np.ndarray:
+    return _labeled_unique(np.concatenate(parts))
+
+
+def find_classes(y: da.Array) -> np.ndarray:
+    """Sorted distinct labeled values of y, by a tree reduction (reads y, not X)."""
+    from .cluster import compute
+    from .passes import tree_reduce
+
+    parts = [dask.delayed(_labeled_unique, pure=True)(b) for b in y.to_delayed().ravel()]
+    (classes,) = compute(tree_reduce(parts, _union))
+    return classes
+
+
+def _encode_block(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    block = np.asarray(block)
+    codes = np.full(block.shape, -1, dtype=np.int64)
+    labeled = ~unlabeled_mask(block)
+    values = block[labeled]
+    if classes.dtype.kind == "O" or values.dtype.kind == "O":
+        lookup = {v: i for i, v in enumerate(classes.tolist())}
+        try:
+            found = np.fromiter((lookup[v] for v in values.tolist()), np.int64, values.size)
+        except KeyError as exc:
+            raise ValueError(
+                f"Label {exc.args[0]!r} is not one of the classes {list(classes)}; "
+                "declare every class (partial_fit's `classes`) or mark the row as unlabeled."
+            ) from None
+    else:
+        found = np.searchsorted(classes, values)
+        found = np.clip(found, 0, classes.size - 1)
+        bad = classes[found] != values
+        if bad.any():
+            raise ValueError(
+                f"Label {values[bad][0]!r} is not one of the classes {list(classes)}; "
+                "declare every class (partial_fit's `classes`) or mark the row as unlabeled."
+            )
+    codes[labeled] = found
+    return codes
+
+
+def encode_labels(y: da.Array, classes: np.ndarray) -> da.Array:
+    """Lazy class codes 0..K-1 of y (−1 for unlabeled rows), block by block."""
+    return y.map_blocks(_encode_block, classes=classes, dtype=np.int64, meta=np.empty(0, np.int64))
+
+
+# --- files ---------------------------------------------------------------------------
+
+
+def load(
+    path, *, labels=None, label_column: str | None = None, chunk_rows: int | None = None,
+) -> tuple[da.Array, da.Array | None]:
+    """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
+
+    ``path`` may be a Zarr array, a Zarr group holding arrays ``X`` and (optionally) ``y``,
+    a Parquet file or directory (features = every column but ``label_column``), ``.npy``
+    (memory-mapped), ``.npz`` (arrays ``X`` and ``y``) or ``.csv`` (with a header row).
+    ``labels`` may be a path to a second Zarr array / ``.npy`` file, or a component name
+    inside the Zarr group.
+    """
+    spath = os.fspath(path)
+    suffix = Path(spath.rstrip("/")).suffix.lower()
+    if suffix == ".parquet" or (Path(spath).is_dir() and any(Path(spath).glob("*.parquet"))):
+        X, y = _load_parquet(spath, label_column)
+    elif suffix == ".npy":
+        X, y = np.load(spath, mmap_mode="r"), None
+    elif suffix == ".npz":
+        with np.load(spath, allow_pickle=False) as npz:
+            if "X" not in npz:
+                raise ValueError(f"{spath} holds {list(npz.keys())}; scalenc expects an array 'X'.")
+            X, y = npz["X"], (npz["y"] if "y" in npz and labels is None else None)
+    elif suffix in (".csv", ".txt"):
+        X, y = _load_csv(spath, label_column)
+    else:
+        X, y = _load_zarr(spath, labels)
+        labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
+    X = as_dask_array(X, chunk_rows=chunk_rows)
+    if labels is not None:
+        y = _open_labels(labels)
+    if y is not None:
+        y = as_dask_labels(y, X)
+    return X, y
+
+
+def _looks_like_path(value: str) -> bool:
+    return "/" in value or "." in Path(value).name or "://" in value
+
+
+def _open_labels(labels):
+    if isinstance(labels, (str, os.PathLike)):
+        spath = os.fspath(labels)
+        if spath.endswith(".npy"):
+            return np.load(spath, mmap_mode="r")
+        import zarr
+
+        return zarr.open(spath, mode="r")
+    return labels
+
+
+def _load_zarr(spath: str, labels):
+    import zarr
+
+    try:
+        node = zarr.open(spath, mode="r")
+    except Exception as exc:
+        raise FileNotFoundError(
+            f"Cannot open {spath!r} as Zarr, Parquet, .npy, .npz or CSV ({exc}). Check the path."
+        ) from exc
+    if hasattr(node, "shape"):
+        return node, None
+    keys = set(node.array_keys())
+    if "X" not in keys:
+        raise ValueError(
+            f"The Zarr group {spath!r} holds arrays {sorted(keys)}; scalenc reads features "
+            "from an array named 'X' (and labels from 'y'). Point --data at the array itself."
+        )
+    y = None
+    if isinstance(labels, str) and not _looks_like_path(labels):
+        if labels not in keys:
+            raise ValueError(f"The Zarr group {spath!r} has no labels array {labels!r}.")
+        y = node[labels]
+    elif labels is None and "y" in keys:
+        y = node["y"]
+    return node["X"], y
+
+
+def _load_csv(spath: str, label_column: str | None):
+    import pandas as pd
+
+    frame = pd.read_csv(spath)
+    return _split_frame(frame, label_column, spath)
+
+
+def _split_frame(frame, label_column, source):
+    if label_column is None:
+        return frame.to_numpy(), None
+    if label_column not in frame.columns:
+        raise ValueError(
+            f"{source} has no column {label_column!r}; its columns are {list(frame.columns)[:20]}."
+        )
+    return frame.drop(columns=[label_column]).to_numpy(), frame[label_column].to_numpy()
+
+
+def _read_row_group(path: str, index: int, columns: list[str]) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path).read_row_group(index, columns=columns)
+    return np.column_stack([table.column(c).to_numpy(zero_copy_only=False) for c in columns])
+
+
+def _read_labels_row_group(path: str, index: int, column: str) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(path).read_row_group(index, columns=[column])
+    return table.column(column).to_numpy(zero_copy_only=False)
+
+
+def _load_parquet(spath: str, label_column: str | None):
+    """Parquet as Dask arrays: one block per row group, lengths from the file metadata."""
+    import pyarrow.parquet as pq
+
+    files = sorted(str(p) for p in Path(spath).glob("**/*.parquet")) if Path(spath).is_dir() else [spath]
+    if not files:
+        raise FileNotFoundError(f"No .parquet files under {spath!r}.")
+    schema = pq.ParquetFile(files[0]).schema_arrow
+    names = list(schema.names)
+    if label_column is not None and label_column not in names:
+        raise ValueError(f"{spath} has no column {label_column!r}; its columns are {names[:20]}.")
+    features = [c for c in names if c != label_column]
+    dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
+    x_blocks, y_blocks = [], []
+    for path in files:
+        meta = pq.ParquetFile(path).metadata
+        for group in range(meta.num_row_groups):
+            rows = meta.row_group(group).num_rows
+            if rows == 0:
+                continue
+            x_blocks.append(da.from_delayed(
+                dask.delayed(_read_row_group, pure=True)(path, group, features),
+                shape=(rows, len(features)), dtype=dtype,
+            ))
+            if label_column is not None:
+                y_dtype = schema.field(label_column).type.to_pandas_dtype()
+                y_blocks.append(da.from_delayed(
+                    dask.delayed(_read_labels_row_group, pure=True)(path, group, label_column),
+                    shape=(rows,), dtype=np.dtype(y_dtype) if y_dtype is not object else object,
+                ))
+    X = da.concatenate(x_blocks, axis=0)
+    y = da.concatenate(y_blocks, axis=0) if y_blocks else None
+    return X, y
+
+
+# --- outputs -------------------------------------------------------------------------
+
+
+def _output_format(path: str, fmt: str | None) -> str:
+    if fmt is not None:
+        if fmt not in ("zarr", "parquet"):
+            raise ValueError(f"Unknown output format {fmt!r}; use 'zarr' or 'parquet'.")
+        return fmt
+    suffix = Path(path.rstrip("/")).suffix.lower()
+    if suffix == ".parquet":
+        return "parquet"
+    if suffix == ".zarr":
+        return "zarr"
+    raise ValueError(
+        f"Cannot tell the output format of {path!r}: name it *.zarr or *.parquet, "
+        "or pass format='zarr' / format='parquet'."
+    )
+
+
+def _write_parquet_block(block: np.ndarray, path: str, columns: list[str]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    block = np.asarray(block)
+    arrays = [block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])]
+    pq.write_table(pa.table(dict(zip(columns, arrays))), path)
+    return block.shape[0]
+
+
+def write_output(
+    arr: da.Array, path, *, format: str | None = None, columns: list[str] | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Write a lazy array block by block to Zarr or Parquet, atomically.
+
+    The blocks go to ``<path>.tmp-<random>`` and the directory is renamed to ``path`` only
+    after every block is written; a failure removes the temporary directory, so a failed
+    run leaves no output that looks complete. An existing ``path`` is replaced only with
+    ``overwrite=True``. Returns the path written.
+    """
+    from .cluster import compute
+
+    spath = os.fspath(path).rstrip("/")
+    fmt = _output_format(spath, format)
+    if os.path.exists(spath) and not overwrite:
+        raise FileExistsError(f"{spath} exists; pass overwrite=True (--overwrite) to replace it.")
+    tmp = f"{spath}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        if fmt == "zarr":
+            compute(arr.to_zarr(tmp, compute=False))
+        else:
+            os.makedirs(tmp)
+            n_cols = 1 if arr.ndim == 1 else arr.shape[1]
+            cols = columns or (["value"] if arr.ndim == 1 else [f"c{j}" for j in range(n_cols)])
+            if len(cols) != n_cols:
+                raise ValueError(f"{len(cols)} column names for {n_cols} output columns.")
+            blocks = arr.to_delayed().ravel()
+            writes = [
+                dask.delayed(_write_parquet_block)(b, os.path.join(tmp, f"part-{i:06d}.parquet"), cols)
+                for i, b in enumerate(blocks)
+            ]
+            compute(*writes)
+        if os.path.exists(spath):
+            shutil.rmtree(spath) if os.path.isdir(spath) else os.remove(spath)
+        os.replace(tmp, spath)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return spath

@@ -1,0 +1,169 @@
+"""Kernels δ(x, u) between the rows of a data block and the K class means U.
+
+Pure NumPy. A kernel maps a block ``X`` (b×p) and ``U`` (K×p) to the embedding block
+``Z = δ(X, U)`` (b×K) in float64. Kernels are looked up by name in :data:`KERNELS`;
+a user callable ``f(X_block, U) -> (b, K)`` is wrapped as a :class:`CallableKernel`.
+
+==============  ===========================================================  ===========
+name            δ(x, u)                                                      parameters
+==============  ===========================================================  ===========
+``linear``      ⟨x, u⟩ (Shen's inner product)
+``euclidean``   −‖x − u‖ (the distance-induced kernel; LDA is affine-
+                invariant, so −d serves for Shen's "max − d" transform)
+``spearman``    Spearman rank correlation of the vectors x and u
+``gaussian``    exp(−‖x − u‖² / (2σ²))                                       ``sigma``
+==============  ===========================================================  ===========
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+__all__ = [
+    "Kernel",
+    "Linear",
+    "Euclidean",
+    "Spearman",
+    "Gaussian",
+    "CallableKernel",
+    "KERNELS",
+    "get_kernel",
+    "squared_distances",
+]
+
+
+def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """‖x_i − u_j‖² for the rows of X (b×p) and U (K×p), in float64, clipped at 0."""
+    X = np.asarray(X, dtype=np.float64)
+    U = np.asarray(U, dtype=np.float64)
+    d2 = (X * X).sum(axis=1)[:, None] + (U * U).sum(axis=1)[None, :] - 2.0 * (X @ U.T)
+    return np.maximum(d2, 0.0, out=d2)
+
+
+class Kernel:
+    """Base class: ``kernel(X_block, U) -> Z_block`` of shape (b, K), float64."""
+
+    name = "kernel"
+
+    def __call__(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def resolve(self, stats: dict) -> Kernel:
+        """Return a copy with data-dependent defaults filled from pass-1 statistics."""
+        return self
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, repr=False)
+class Linear(Kernel):
+    name = "linear"
+
+    def __call__(self, X, U):
+        return np.asarray(X, dtype=np.float64) @ np.asarray(U, dtype=np.float64).T
+
+
+@dataclass(frozen=True, repr=False)
+class Euclidean(Kernel):
+    name = "euclidean"
+
+    def __call__(self, X, U):
+        return -np.sqrt(squared_distances(X, U))
+
+
+def _centred_ranks(A: np.ndarray) -> np.ndarray:
+    """Row-wise average ranks, centred and scaled to unit norm (0 for constant rows)."""
+    ranks = rankdata(A, axis=1).astype(np.float64)
+    ranks -= ranks.mean(axis=1, keepdims=True)
+    norms = np.linalg.norm(ranks, axis=1, keepdims=True)
+    return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
+
+
+@dataclass(frozen=True, repr=False)
+class Spearman(Kernel):
+    name = "spearman"
+
+    def __call__(self, X, U):
+        return _centred_ranks(np.asarray(X)) @ _centred_ranks(np.asarray(U)).T
+
+
+@dataclass(frozen=True, repr=False)
+class Gaussian(Kernel):
+    """exp(−‖x − u‖²/(2σ²)).
+
+    ``sigma=None`` takes σ² = the mean of ‖x_i − u_k‖² over the labeled training rows i
+    and all classes k (computed from the first pass's statistics, no extra pass).
+    """
+
+    sigma: float | None = None
+    name = "gaussian"
+
+    def __call__(self, X, U):
+        if self.sigma is None:
+            raise ValueError("The Gaussian kernel's width sigma is not set; fit resolves it.")
+        return np.exp(-squared_distances(X, U) / (2.0 * self.sigma**2))
+
+    def resolve(self, stats):
+        if self.sigma is not None:
+            return self
+        n, mean, sqnorm = stats["n"], stats["mean"], stats["sqnorm"]
+        total = n.sum()
+        xbar = (n @ mean) / total
+        mean_sq = sqnorm.sum() / total - 2.0 * xbar @ mean.mean(axis=0) + (mean**2).sum(1).mean()
+        return Gaussian(sigma=float(np.sqrt(max(mean_sq, np.finfo(float).tiny))))
+
+    def __repr__(self):
+        return "gaussian" if self.sigma is None else f"gaussian(sigma={self.sigma:.4g})"
+
+
+@dataclass(frozen=True, repr=False)
+class CallableKernel(Kernel):
+    """A user function ``f(X_block, U) -> (b, K)``; it must be picklable for clusters."""
+
+    func: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+    @property
+    def name(self):  # type: ignore[override]
+        return getattr(self.func, "__name__", "callable")
+
+    def __call__(self, X, U):
+        Z = np.asarray(self.func(X, U), dtype=np.float64)
+        if Z.shape != (X.shape[0], U.shape[0]):
+            raise ValueError(
+                f"The kernel callable {self.name!r} must return an array of shape "
+                f"(rows, K) = {(X.shape[0], U.shape[0])}; it returned {Z.shape}."
+            )
+        return Z
+
+
+KERNELS: dict[str, type[Kernel]] = {
+    "linear": Linear,
+    "euclidean": Euclidean,
+    "spearman": Spearman,
+    "gaussian": Gaussian,
+}
+
+
+def get_kernel(spec) -> Kernel:
+    """A :class:`Kernel` from a name, a :class:`Kernel` instance or a callable."""
+    if isinstance(spec, Kernel):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return KERNELS[spec]()
+        except KeyError:
+            raise ValueError(
+                f"Unknown kernel {spec!r}. Valid names are {sorted(KERNELS)}, "
+                "or pass a callable f(X_block, U) -> (rows, K)."
+            ) from None
+    if callable(spec):
+        return CallableKernel(spec)
+    raise ValueError(
+        f"A kernel must be a name in {sorted(KERNELS)}, a scalenc.kernels.Kernel or a "
+        f"callable f(X_block, U) -> (rows, K); got {spec!r}."
+    )

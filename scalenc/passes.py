@@ -1,0 +1,208 @@
+"""The streaming layer: tree reductions and block maps over row-chunked Dask arrays.
+
+A *pass* is one read of X block by block. Each block yields a small partial (NumPy
+arrays of size K×p, K×K, r×r, …, never n-sized); partials are merged pairwise in a tree
+of fan-in ``split_every`` (never a linear chain, never a gather of n-sized data on the
+client). Several statistics wanted from the same read go into one block function, so
+they cost one pass together.
+
+* :func:`reduce_rows` — the generic "sum of small per-block results" every method uses.
+* :func:`class_moments_pass` — class counts and means (U = S/n), optionally the pooled
+  within-class scatter (p×p) and squared norms; also counts non-finite entries of X.
+* :func:`embedding_moments_pass` — class moments of Z_m = δ_m(X, U) for several kernels
+  at once (K×K each).
+* :func:`cross_entropy_pass` — Σ log T_m(i, y_i) over labeled rows for several LDA models.
+* :func:`map_rows` — lazy block-wise outputs (predictions, probabilities, embeddings).
+
+The block functions come from :mod:`scalenc._blocks`, :mod:`scalenc.kernels` and
+:mod:`scalenc.linalg`; this module only wires them into Dask graphs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from . import _blocks
+from .kernels import Kernel
+from .linalg import LDAModel, lda_log_proba
+
+__all__ = [
+    "SPLIT_EVERY",
+    "reduce_rows",
+    "tree_reduce",
+    "class_moments_pass",
+    "embedding_moments_pass",
+    "cross_entropy_pass",
+    "map_rows",
+]
+
+SPLIT_EVERY = 8
+
+
+def tree_reduce(
+    partials: Sequence[Delayed], combine: Callable = _blocks.combine_partials, *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks))."""
+    if not partials:
+        raise ValueError("Nothing to reduce: the input has no row blocks.")
+    if split_every < 2:
+        raise ValueError(f"split_every must be at least 2; got {split_every}.")
+    combine_task = dask.delayed(combine, pure=True)
+    partials = list(partials)
+    while len(partials) > 1:
+        groups = [partials[i : i + split_every] for i in range(0, len(partials), split_every)]
+        partials = [combine_task(*group) if len(group) > 1 else group[0] for group in groups]
+    return partials[0]
+
+
+def _row_blocks(X: da.Array, *aligned: da.Array | None):
+    """Per-block delayed pieces of X and of the row-aligned arrays, with row offsets."""
+    if len(X.chunks) == 2 and len(X.chunks[1]) != 1:
+        raise ValueError(
+            f"X must have a single chunk along its columns for a pass; got column chunks "
+            f"{X.chunks[1]}. Call X.rechunk({{1: -1}}) (scalenc.data.as_dask_array does this)."
+        )
+    pieces = [X.to_delayed().ravel()]
+    for arr in aligned:
+        if arr is None:
+            pieces.append([None] * len(pieces[0]))
+            continue
+        if arr.chunks[0] != X.chunks[0]:
+            raise ValueError(
+                f"Row chunks of an aligned array {arr.chunks[0]} differ from X's "
+                f"{X.chunks[0]}; align them with arr.rechunk({{0: X.chunks[0]}})."
+            )
+        pieces.append(arr.to_delayed().ravel())
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    return list(zip(*pieces)), starts
+
+
+def reduce_rows(
+    block_fn: Callable, X: da.Array, *aligned: da.Array | None,
+    combine: Callable = _blocks.combine_partials, split_every: int = SPLIT_EVERY,
+    **kwargs,
+) -> Delayed:
+    """One pass: ``block_fn(X_b, *aligned_b, row_start=i0, **kwargs)`` per block, merged in a tree.
+
+    Parameters
+    ----------
+    block_fn : callable
+        NumPy function of one row block returning a small partial (arrays, numbers,
+        dicts or tuples of them). ``row_start`` is the global index of the block's first
+        row, so random choices and folds can depend on global row indices only.
+    X : dask array (n, p), one chunk along columns
+    *aligned : dask arrays with the same row chunks as X (labels, weights), or None
+    combine : callable
+        Merges any number of partials; :func:`scalenc._blocks.combine_partials` sums
+        arrays and merges class moments exactly.
+    **kwargs
+        Small NumPy arguments (U, a model). Each is put in the graph once, not per task.
+
+    Returns
+    -------
+    Delayed
+        The merged partial. Compute several passes' results together with
+        :func:`scalenc.cluster.compute` so that shared inputs are read once.
+
+    Notes
+    -----
+    Memory: one block plus ``split_every`` partials per worker thread; nothing n-sized.
+    """
+    shared = {
+        key: dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
+        for key, value in kwargs.items()
+    }
+    fn = dask.delayed(block_fn, pure=True)
+    blocks, starts = _row_blocks(X, *aligned)
+    partials = [fn(*pieces, row_start=int(s), **shared) for pieces, s in zip(blocks, starts)]
+    return tree_reduce(partials, combine, split_every=split_every)
+
+
+# --- the encoder's passes -------------------------------------------------------------
+
+
+def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
+    out = _blocks.class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+    out["nonfinite"] = _blocks.count_nonfinite(X)
+    out["rows"] = X.shape[0]
+    return out
+
+
+def class_moments_pass(
+    X: da.Array, codes: da.Array, n_classes: int, *, scatter: bool = False,
+    sqnorm: bool = False, split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
+
+    One pass over X. Also returns ``nonfinite`` (NaN/inf count) and ``rows``.
+    Memory per task: one block plus O(Kp) (O(p²) with ``scatter``).
+    """
+    return reduce_rows(
+        _moments_block, X, codes, n_classes=n_classes, scatter=scatter, sqnorm=sqnorm,
+        split_every=split_every,
+    )
+
+
+def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
+    return tuple(
+        _blocks.class_moments(kernel(X, U), codes, n_classes, scatter=True)
+        for kernel in kernels
+    )
+
+
+def embedding_moments_pass(
+    X: da.Array, codes: da.Array, kernels: Sequence[Kernel], U: np.ndarray, *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """For every kernel at once: class moments of Z_m = δ_m(X, U) over labeled rows.
+
+    One pass over X; returns a tuple of moment dicts (``n``, ``mean`` K×K, ``scatter`` K×K).
+    """
+    return reduce_rows(
+        _embedding_block, X, codes, kernels=tuple(kernels), U=U, n_classes=U.shape[0],
+        split_every=split_every,
+    )
+
+
+def _cross_entropy_block(X, codes, *, row_start, kernels, U, models):
+    out = []
+    for kernel, model in zip(kernels, models):
+        loglik, _ = _blocks.labeled_log_likelihood(lda_log_proba(model, kernel(X, U)), codes)
+        out.append(np.array(loglik))
+    return tuple(out)
+
+
+def cross_entropy_pass(
+    X: da.Array, codes: da.Array, kernels: Sequence[Kernel], U: np.ndarray,
+    models: Sequence[LDAModel], *, split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Σ_i log T_m(i, y_i) over labeled rows, for every kernel m (one pass).
+
+    Minus the result is Shen's cross-entropy c_m (Section 3, Step 4).
+    """
+    return reduce_rows(
+        _cross_entropy_block, X, codes, kernels=tuple(kernels), U=U, models=tuple(models),
+        split_every=split_every,
+    )
+
+
+def map_rows(
+    func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs
+) -> da.Array:
+    """Lazy block-wise output: ``func(X_b, **kwargs)`` gives (b, n_out), or (b,) if n_out is None.
+
+    Nothing is computed; the result streams to Zarr/Parquet or is computed by the caller.
+    """
+    dtype = np.dtype(dtype)
+    if n_out is None:
+        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype), **kwargs)
+    return X.map_blocks(
+        func, chunks=(X.chunks[0], (n_out,)), dtype=dtype,
+        meta=np.empty((0, n_out), dtype), **kwargs,
+    )
