@@ -1,0 +1,59 @@
+"""Shared fixtures: data makers, schedulers, and a real LocalCluster on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+
+DATA_DIR = Path(os.environ.get("SCALENC_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+def shared_dataset(name: str):
+    """Load ../shared/data/<name>.npz, or skip with the reason when it is absent."""
+    path = DATA_DIR / f"{name}.npz"
+    if not path.exists():
+        pytest.skip(f"{path} is absent (set SCALENC_DATA_DIR to the papers' datasets)")
+    return np.load(path, allow_pickle=False)
+
+
+def make_blobs(n=300, p=6, K=3, *, seed=0, sep=3.0, dtype=np.float64, unlabeled=0.0):
+    """Gaussian classes with shared covariance; a fraction of labels set to -1."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(scale=sep, size=(K, p))
+    y = rng.integers(0, K, n)
+    X = centres[y] + rng.normal(size=(n, p)) @ rng.normal(size=(p, p)) * 0.5
+    if unlabeled:
+        y = y.copy()
+        y[rng.random(n) < unlabeled] = -1
+    return X.astype(dtype), y
+
+
+@pytest.fixture(params=["threads", "sync", "processes"])
+def scheduler(request):
+    """Run the test body under each in-process / multiprocess Dask scheduler."""
+    with dask.config.set(scheduler=request.param):
+        yield request.param
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A distributed LocalCluster of 2 worker processes bound to 127.0.0.1."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", silence_logs=50,
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def client(local_cluster):
+    """A Client to the session LocalCluster, the default scheduler within the test."""
+    import distributed
+
+    with distributed.Client(local_cluster, set_as_default=True) as c:
+        yield c
