@@ -1,0 +1,564 @@
+"""Shen's fast multi-kernel encoder classifier, streamed over row blocks.
+
+Paper: C. Shen, "Fast and Scalable Multi-Kernel Encoder Classifier" (shared/seeds/
+multi-kernel-encoder-classifier.md), Sections 2 and 3.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from . import _blocks, passes
+from ._validation import check_int, check_options, check_real
+from .cluster import compute
+from .data import check_xy, encode_labels, find_classes
+from .kernels import CallableKernel, Kernel, Linear, get_kernel
+from .linalg import LDAModel, lda_decision, lda_from_moments, lda_log_proba
+
+__all__ = ["EncoderClassifier"]
+
+
+# --- per-block outputs (module level so that they pickle for any scheduler) ------------
+
+
+def _check_block(X: np.ndarray) -> None:
+    bad = _blocks.count_nonfinite(X)
+    if bad:
+        raise ValueError(
+            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
+            "impute or drop them before predicting."
+        )
+
+
+def _embed_block(X, *, kernel, U, out_dtype):
+    _check_block(X)
+    return kernel(X, U).astype(out_dtype, copy=False)
+
+
+def _decision_block(X, *, kernel, U, model, out_dtype):
+    _check_block(X)
+    scores = lda_decision(model, kernel(X, U))
+    return scores.astype(out_dtype, copy=False)
+
+
+def _proba_block(X, *, kernel, U, model, out_dtype):
+    _check_block(X)
+    return np.exp(lda_log_proba(model, kernel(X, U))).astype(out_dtype, copy=False)
+
+
+def _predict_block(X, *, kernel, U, model, classes):
+    _check_block(X)
+    scores = lda_decision(model, kernel(X, U))
+    index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(axis=1)
+    return classes[index]
+
+
+def _full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):
+    """Σ_j δ(x_i, x_j) W(j, k) over one column block: Shen's Section 2, Z = A W."""
+    A = kernel(X_rows, X_cols)
+    labeled = codes_cols >= 0
+    out = np.zeros((X_rows.shape[0], n_classes))
+    np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)
+    return out / counts
+
+
+class EncoderClassifier(ClassifierMixin, BaseEstimator):
+    """Fast multi-kernel encoder classifier (Shen), fitted in one to three passes over X.
+
+    The class means ``U = Wᵀ X`` (K×p) are computed in one pass; every kernel's embedding
+    ``Z_m = δ_m(X, U)`` (n×K) is formed block by block and reduced to its LDA sufficient
+    statistics (class means and pooled within-class scatter, K×K) in a second pass; with
+    several kernels, a third pass computes each kernel's training cross-entropy
+    ``c_m = −Σ_i log T_m(i, y_i)`` and the kernel is chosen as in the paper: the first
+    kernel is the benchmark and another replaces it only if its cross-entropy is at least
+    ``min_improvement`` (30 %) smaller.
+
+    Parameters
+    ----------
+    kernels : sequence of str, Kernel or callable, default=("linear",)
+        Kernel choices δ_m: ``"linear"``, ``"euclidean"``, ``"spearman"``, ``"gaussian"``
+        (see :mod:`scalenc.kernels`), a :class:`scalenc.kernels.Kernel` such as
+        ``Gaussian(sigma=2.0)``, or a callable ``f(X_block, U) -> (rows, K)``.
+        A single string is taken as one kernel.
+    min_improvement : float in [0, 1), default=0.3
+        A kernel replaces the first (benchmark) kernel only if its cross-entropy is at
+        most ``(1 − min_improvement)`` times the benchmark's.
+    method : {"fast", "full"}, default="fast"
+        ``"fast"`` is the paper's Section 3 algorithm (kernels against U, O(nKp)).
+        ``"full"`` is Section 2's intermediate algorithm ``Z = A W`` with the full n×n
+        kernel matrix, computed block × block (O(n²p) time, O(chunk²) memory per task) —
+        for small and medium n. It keeps a reference to the training X, which predict
+        needs. With several kernels the same cross-entropy rule chooses among them.
+    max_scatter_features : int, default=1024
+        The linear kernel alone is fitted in ONE pass when p ≤ this: the p×p pooled
+        within-class scatter S_w of X gives Z's class means U Uᵀ and scatter U S_w Uᵀ.
+        Above it (p×p too large to hold per task), two passes are made instead.
+    tol : float, default=1e-4
+        Rank threshold of the LDA (as scikit-learn's ``LinearDiscriminantAnalysis``).
+    chunk_rows : int or None, default=None
+        Rows per block for NumPy input (None: about 64 MB blocks). Dask input keeps its
+        chunks unless this is set.
+    split_every : int, default=8
+        Fan-in of the tree reductions.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (K,)
+    class_counts_ : ndarray of shape (K,)
+        Labeled training rows per class, n_k (eq. 1).
+    class_means_ : ndarray of shape (K, p)
+        U = Wᵀ X, the class means.
+    kernels_ : list of Kernel
+        The kernels tried, with data-dependent defaults (Gaussian σ) resolved.
+    kernel_ : Kernel
+        The chosen kernel δ_{m*}.
+    kernel_index_ : int
+    cross_entropy_ : ndarray of shape (n_kernels,)
+        c_m per kernel. NaN when only one kernel was given (no choice to make, so no pass
+        is spent on it).
+    coef_, intercept_ : ndarray
+        The LDA on Z of the chosen kernel, as scikit-learn's (binary: one row).
+    lda_models_ : list of LDAModel
+        The LDA fitted for every kernel.
+    embedding_means_ : ndarray of shape (K, K)
+        Class means of Z for the chosen kernel.
+    n_features_in_ : int
+    n_passes_ : int
+        Passes over X that the last ``fit``/``partial_fit`` made.
+
+    Notes
+    -----
+    Passes over X: 1 (linear kernel alone, p ≤ ``max_scatter_features``), 2 (one kernel),
+    3 (several kernels). Memory per task: one row block plus O(Kp) (O(p²) in the one-pass
+    mode); on the client O(Kp + MK²). Nothing n-sized is brought to the client.
+    ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
+    block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
+    """
+
+    def __init__(
+        self, kernels=("linear",), *, min_improvement=0.3, method="fast",
+        max_scatter_features=1024, tol=1e-4, chunk_rows=None, split_every=8,
+    ):
+        self.kernels = kernels
+        self.min_improvement = min_improvement
+        self.method = method
+        self.max_scatter_features = max_scatter_features
+        self.tol = tol
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    # --- parameters ---------------------------------------------------------------
+
+    def _check_params(self) -> list[Kernel]:
+        check_real(self, "min_improvement", self.min_improvement, low=0.0, high=1.0, closed="left")
+        check_options(self, "method", self.method, {"fast", "full"})
+        check_int(self, "max_scatter_features", self.max_scatter_features, low=0)
+        check_real(self, "tol", self.tol, low=0.0)
+        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
+        check_int(self, "split_every", self.split_every, low=2)
+        specs = [self.kernels] if isinstance(self.kernels, (str, Kernel)) or callable(self.kernels) else self.kernels
+        try:
+            specs = list(specs)
+        except TypeError:
+            specs = [specs]
+        if not specs:
+            raise ValueError(
+                "The 'kernels' parameter of EncoderClassifier must be a non-empty sequence of "
+                "kernel names, Kernel objects or callables. Got [] instead."
+            )
+        return [get_kernel(spec) for spec in specs]
+
+    # --- fitting ------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Fit from (X, y); rows labeled −1 (or None/NaN) are unlabeled and ignored.
+
+        Parameters
+        ----------
+        X : array-like, Dask array or Zarr array of shape (n, p)
+        y : array-like or Dask array of shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        kernels = self._check_params()
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows)
+        classes = find_classes(y)
+        self._check_classes(classes)
+        codes = encode_labels(y, classes)
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        self._X_dtype = X.dtype
+        if self.method == "full":
+            return self._fit_full(X, codes, kernels)
+        one_pass = self._one_pass(kernels, X.shape[1])
+        moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
+        self._set_class_stats(moments, kernels, one_pass)
+        self._x_moments = moments if one_pass else None
+        self._finish_fit(X, codes)
+        return self
+
+    def _one_pass(self, kernels, n_features) -> bool:
+        return (
+            len(kernels) == 1 and isinstance(kernels[0], Linear)
+            and n_features <= self.max_scatter_features
+        )
+
+    def _check_classes(self, classes):
+        if classes.size == 0:
+            raise ValueError(
+                "All rows of y are unlabeled (-1/None/NaN); EncoderClassifier needs labeled "
+                "rows of at least 2 classes."
+            )
+        if classes.size == 1:
+            raise ValueError(
+                f"y has labeled rows of only one class ({classes[0]!r}); EncoderClassifier "
+                "needs at least 2 classes. Add rows of another class."
+            )
+
+    def _moments_pass(self, X, codes, kernels, *, scatter):
+        (moments,) = compute(passes.class_moments_pass(
+            X, codes, self.classes_.size, scatter=scatter, sqnorm=True,
+            split_every=self.split_every,
+        ))
+        self.n_passes_ = 1
+        if moments["nonfinite"]:
+            raise ValueError(
+                f"X contains {int(moments['nonfinite'])} NaN or infinite value(s); impute or "
+                "drop them (e.g. with sklearn.impute.SimpleImputer) before fitting."
+            )
+        return moments
+
+    def _set_class_stats(self, moments, kernels, one_pass, *, resolve=True):
+        self.class_counts_ = moments["n"].astype(np.int64)
+        self.class_means_ = moments["mean"]
+        if resolve:
+            self.kernels_ = [k.resolve(moments) for k in kernels]
+        if one_pass:
+            U, Sw = moments["mean"], moments["scatter"]
+            self._z_moments = [{"n": moments["n"], "mean": U @ U.T, "scatter": U @ Sw @ U.T}]
+        else:
+            self._z_moments = None
+
+    def _finish_fit(self, X, codes):
+        """Passes 2 and 3 as needed, then the LDA models and the kernel choice."""
+        self._require_all_classes()
+        U = self.class_means_
+        if self._z_moments is None:
+            (z_moments,) = compute(passes.embedding_moments_pass(
+                X, codes, self.kernels_, U, split_every=self.split_every))
+            self._z_moments = list(z_moments)
+            self.n_passes_ += 1
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        if len(self.kernels_) > 1:
+            (loglik,) = compute(passes.cross_entropy_pass(
+                X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
+            self.cross_entropy_ = -np.array([float(v) for v in loglik])
+            self.n_passes_ += 1
+        self._select_kernel()
+
+    def _lda(self, z_moments) -> LDAModel:
+        return lda_from_moments(z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol)
+
+    def _select_kernel(self):
+        index = choose_kernel(self.cross_entropy_, self.min_improvement)
+        self.kernel_index_ = index
+        self.kernel_ = self.kernels_[index]
+        model = self.lda_models_[index]
+        self.coef_ = model.coef
+        self.intercept_ = model.intercept
+        self.embedding_means_ = self._z_moments[index]["mean"]
+
+    def _require_all_classes(self):
+        empty = self.class_counts_ == 0
+        if empty.any():
+            names = [self.classes_[i] for i in np.flatnonzero(empty)]
+            raise ValueError(
+                f"Class(es) {names} have no labeled rows; the encoder needs at least one labeled "
+                "row per class. Feed rows of those classes, or leave them out of `classes`."
+            )
+
+    # --- Section 2: the intermediate algorithm ----------------------------------------
+
+    def _fit_full(self, X, codes, kernels):
+        (moments,) = compute(passes.class_moments_pass(
+            X, codes, self.classes_.size, sqnorm=True, split_every=self.split_every))
+        if moments["nonfinite"]:
+            raise ValueError(
+                f"X contains {int(moments['nonfinite'])} NaN or infinite value(s); impute or "
+                "drop them before fitting."
+            )
+        self.n_passes_ = 1
+        self._set_class_stats(moments, kernels, one_pass=False)
+        self._require_all_classes()
+        self._X_fit = X
+        self._codes_fit = codes
+        embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]
+        stats = [
+            passes.reduce_rows(_z_moments_block, Z, codes, n_classes=self.classes_.size,
+                               split_every=self.split_every)
+            for Z in embeddings
+        ]
+        self._z_moments = list(compute(*stats))
+        self.n_passes_ += X.numblocks[0]  # Z = A W reads all of X once per row block
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        if len(self.kernels_) > 1:
+            logliks = [
+                passes.reduce_rows(_z_loglik_block, Z, codes, model=model, split_every=self.split_every)
+                for Z, model in zip(embeddings, self.lda_models_)
+            ]
+            self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
+            self.n_passes_ += X.numblocks[0]
+        self._select_kernel()
+        return self
+
+    def _full_embedding(self, X, kernel) -> da.Array:
+        """Z = A W block × block: row block b gets Σ_c δ(X_b, X_c) W_c, summed in a tree."""
+        import dask
+
+        counts = self.class_counts_.astype(np.float64)
+        X_fit, codes = self._X_fit, self._codes_fit
+        col_blocks = list(zip(X_fit.to_delayed().ravel(), codes.to_delayed().ravel()))
+        fn = dask.delayed(_full_embedding_block, pure=True)
+        rows = []
+        for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
+            parts = [fn(xb, xc, cc, kernel=kernel, n_classes=self.classes_.size, counts=counts)
+                     for xc, cc in col_blocks]
+            total = passes.tree_reduce(parts, _blocks.combine_partials, split_every=self.split_every)
+            rows.append(da.from_delayed(total, shape=(size, self.classes_.size), dtype=np.float64))
+        return da.concatenate(rows, axis=0)
+
+    # --- partial_fit ----------------------------------------------------------------
+
+    def partial_fit(self, X, y, classes=None):
+        """Update the model with a new batch of rows, without re-reading earlier batches.
+
+        All statistics are sums, merged exactly with the stored ones. With the linear
+        kernel alone and p ≤ ``max_scatter_features`` the result equals ``fit`` on all
+        batches together (to rounding). For other kernels Z depends on U, which moves
+        as batches arrive: each batch's embedding statistics (and, with several kernels,
+        its cross-entropy) are computed with U as updated by that batch, so the model
+        approaches ``fit``'s as U settles (Shen's Theorem 1: U converges to E(X|Y)).
+
+        Parameters
+        ----------
+        X, y : the new batch.
+        classes : array-like, required on the first call
+            Every class that will ever appear.
+
+        Notes
+        -----
+        Passes over the batch: 1 (linear, one-pass mode), 2, or 3 (several kernels).
+        Until every class has had a labeled row, U is incomplete and Z cannot be formed;
+        batches seen until then update U but (for non-linear kernels) not the LDA.
+        """
+        first = not hasattr(self, "_x_moments_total")
+        if first:
+            kernels = self._check_params()
+            if self.method != "fast":
+                raise ValueError("partial_fit needs method='fast'; the full method keeps all of X.")
+            if classes is None:
+                raise ValueError(
+                    "classes must be passed on the first call to partial_fit, listing every "
+                    "class that will ever appear (e.g. classes=np.unique(y_all))."
+                )
+            classes = _as_classes(classes)
+            self._check_classes(classes)
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows)
+        if first:
+            self.classes_ = classes
+            self.n_features_in_ = X.shape[1]
+            self._X_dtype = X.dtype
+            self._kernel_specs = kernels
+            self._one_pass_mode = self._one_pass(kernels, X.shape[1])
+        else:
+            self._check_n_features(X)
+            if classes is not None and not np.array_equal(_as_classes(classes), self.classes_):
+                raise ValueError(
+                    f"classes={list(classes)} differs from the classes of the first "
+                    f"partial_fit call {list(self.classes_)}."
+                )
+        codes = encode_labels(y, self.classes_)
+        batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
+        total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
+        self._x_moments_total = total
+        resolve = not hasattr(self, "kernels_") or (self.class_counts_ == 0).any()
+        self._set_class_stats(total, self._kernel_specs, self._one_pass_mode, resolve=resolve)
+        if self._one_pass_mode:
+            self._refit_from_totals(X, codes, n_kernels=1)
+            return self
+        if (self.class_counts_ == 0).any():
+            self._model_ready = False  # wait for rows of every class before fitting LDA
+            return self
+        self._partial_embedding_update(X, codes)
+        return self
+
+    def _partial_embedding_update(self, X, codes):
+        U = self.class_means_
+        (z_batch,) = compute(passes.embedding_moments_pass(
+            X, codes, self.kernels_, U, split_every=self.split_every))
+        self.n_passes_ += 1
+        prev = getattr(self, "_z_totals", None)
+        self._z_totals = list(z_batch) if prev is None else [
+            _blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)
+        ]
+        self._z_moments = self._z_totals
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        if len(self.kernels_) > 1:
+            (loglik,) = compute(passes.cross_entropy_pass(
+                X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
+            self._loglik_total = getattr(self, "_loglik_total", 0.0) + np.array(
+                [float(v) for v in loglik])
+            self.n_passes_ += 1
+            self.cross_entropy_ = -self._loglik_total
+        else:
+            self.cross_entropy_ = np.full(1, np.nan)
+        self._select_kernel()
+        self._model_ready = True
+
+    def _refit_from_totals(self, X, codes, n_kernels):
+        if (self.class_counts_ == 0).any():
+            self._model_ready = False
+            return
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        self.cross_entropy_ = np.full(n_kernels, np.nan)
+        self._select_kernel()
+        self._model_ready = True
+
+    # --- prediction -----------------------------------------------------------------
+
+    def _check_fitted(self):
+        check_is_fitted(self, "classes_")
+        if getattr(self, "_model_ready", True) is False or not hasattr(self, "coef_"):
+            self._require_all_classes()
+            raise NotFittedError("This EncoderClassifier has no fitted model yet; call fit.")
+
+    def _check_n_features(self, X):
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but EncoderClassifier was fitted with "
+                f"{self.n_features_in_} features."
+            )
+
+    def _prepare(self, X):
+        self._check_fitted()
+        is_dask = isinstance(X, da.Array)
+        Xd, _ = check_xy(X, chunk_rows=self.chunk_rows)
+        self._check_n_features(Xd)
+        return Xd, is_dask
+
+    def _map(self, X, block_fn, n_out, result_dtype, **kwargs):
+        """One lazy block map over X; ``result_dtype=None`` means X's float dtype."""
+        Xd, is_dask = self._prepare(X)
+        if result_dtype is None:
+            result_dtype = kwargs["out_dtype"] = Xd.dtype
+        if self.method == "full":
+            Z = self._full_embedding(Xd, self.kernel_)
+            out = passes.map_rows(_apply_to_embedding, Z, n_out, result_dtype,
+                                  block_fn=block_fn, **kwargs)
+        else:
+            out = passes.map_rows(block_fn, Xd, n_out, result_dtype, kernel=self.kernel_,
+                                  U=self.class_means_, **kwargs)
+        if is_dask:
+            return out
+        (result,) = compute(out)
+        return result
+
+    def transform(self, X):
+        """The embedding Z = δ(X, U) of the chosen kernel, shape (n, K) (one lazy block map)."""
+        return self._map(X, _embed_block, self.classes_.size, None)
+
+    def decision_function(self, X):
+        """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA."""
+        n_out = 1 if self.classes_.size == 2 else self.classes_.size
+        out = self._map(X, _decision_block, n_out, np.float64, model=self.lda_models_[self.kernel_index_],
+                        out_dtype=np.float64)
+        return out[:, 0] if n_out == 1 else out
+
+    def predict_proba(self, X):
+        """LDA posteriors T of Z, shape (n, K); rows sum to one."""
+        return self._map(X, _proba_block, self.classes_.size, np.float64,
+                         model=self.lda_models_[self.kernel_index_], out_dtype=np.float64)
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`."""
+        proba = self.predict_proba(X)
+        return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
+
+    def predict(self, X):
+        """Class labels (one lazy block map over X)."""
+        return self._map(X, _predict_block, None, self.classes_.dtype,
+                         model=self.lda_models_[self.kernel_index_], classes=self.classes_)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""
+        if sample_weight is not None or not isinstance(X, da.Array):
+            y_arr = np.asarray(y)
+            from .data import unlabeled_mask
+
+            keep = ~unlabeled_mask(y_arr)
+            pred = self.predict(X)
+            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
+            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
+        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows)
+        codes = encode_labels(yd, self.classes_)
+        pred_codes = encode_labels(self.predict(Xd), self.classes_)
+        labeled = codes >= 0
+        correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
+        return float(correct) / float(total)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _z_moments_block(Z, codes, *, row_start, n_classes):
+    return _blocks.class_moments(Z, codes, n_classes, scatter=True)
+
+
+def _z_loglik_block(Z, codes, *, row_start, model):
+    return np.array(_blocks.labeled_log_likelihood(lda_log_proba(model, Z), codes)[0])
+
+
+def _apply_to_embedding(Z, *, block_fn, **kwargs):
+    """Apply an output block function to a precomputed embedding (method='full')."""
+    identity = CallableKernel(_identity_embedding)
+    return block_fn(Z, kernel=identity, U=np.empty((Z.shape[1], 0)), **kwargs)
+
+
+def _identity_embedding(Z, U):
+    return Z
+
+
+def _as_classes(classes) -> np.ndarray:
+    classes = np.asarray(classes)
+    if classes.dtype.kind == "O":
+        return np.array(sorted(set(classes.tolist()), key=lambda v: (type(v).__name__, v)), dtype=object)
+    return np.unique(classes)
+
+
+def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:
+    """Index of the kernel chosen by Shen's rule.
+
+    The first kernel is the benchmark; another replaces it only if its cross-entropy is
+    at most ``(1 − min_improvement)`` times the benchmark's, and then the smallest such
+    cross-entropy wins. With one kernel (or NaN cross-entropies) the first is chosen.
+    """
+    ce = np.asarray(cross_entropy, dtype=float)
+    if ce.size <= 1 or np.isnan(ce).all():
+        return 0
+    threshold = (1.0 - min_improvement) * ce[0]
+    better = np.flatnonzero(ce <= threshold)
+    better = better[better > 0]
+    if better.size == 0:
+        return 0
+    return int(better[np.argmin(ce[better])])
+
