@@ -230,7 +230,7 @@ def _encode_block(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
             found = np.fromiter((lookup[v] for v in values.tolist()), np.int64, values.size)
         except KeyError as exc:
             raise ValueError(
-                f"Label {exc.args[0]!r} is not one of the classes {list(classes)}; "
+                f"Label {exc.args[0]!r} is not one of the classes {classes.tolist()}; "
                 "declare every class (partial_fit's `classes`) or mark the row as unlabeled."
             ) from None
     else:
@@ -239,7 +239,7 @@ def _encode_block(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
         bad = classes[found] != values
         if bad.any():
             raise ValueError(
-                f"Label {values[bad][0]!r} is not one of the classes {list(classes)}; "
+                f"Label {values[bad][0].item()!r} is not one of the classes {classes.tolist()}; "
                 "declare every class (partial_fit's `classes`) or mark the row as unlabeled."
             )
     codes[labeled] = found

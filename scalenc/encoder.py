@@ -217,7 +217,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
             )
         if classes.size == 1:
             raise ValueError(
-                f"y has labeled rows of only one class ({classes[0]!r}); EncoderClassifier "
+                f"y has labeled rows of only one class ({classes.tolist()[0]!r}); EncoderClassifier "
                 "needs at least 2 classes. Add rows of another class."
             )
 
@@ -278,7 +278,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
     def _require_all_classes(self):
         empty = self.class_counts_ == 0
         if empty.any():
-            names = [self.classes_[i] for i in np.flatnonzero(empty)]
+            names = self.classes_[empty].tolist()
             raise ValueError(
                 f"Class(es) {names} have no labeled rows; the encoder needs at least one labeled "
                 "row per class. Feed rows of those classes, or leave them out of `classes`."
@@ -440,6 +440,10 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
             self._require_all_classes()
             raise NotFittedError("This EncoderClassifier has no fitted model yet; call fit.")
 
+    def _chosen_model(self) -> LDAModel:
+        self._check_fitted()
+        return self.lda_models_[self.kernel_index_]
+
     def _check_n_features(self, X):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -478,14 +482,14 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA."""
         n_out = 1 if self.classes_.size == 2 else self.classes_.size
-        out = self._map(X, _decision_block, n_out, np.float64, model=self.lda_models_[self.kernel_index_],
+        out = self._map(X, _decision_block, n_out, np.float64, model=self._chosen_model(),
                         out_dtype=np.float64)
         return out[:, 0] if n_out == 1 else out
 
     def predict_proba(self, X):
         """LDA posteriors T of Z, shape (n, K); rows sum to one."""
         return self._map(X, _proba_block, self.classes_.size, np.float64,
-                         model=self.lda_models_[self.kernel_index_], out_dtype=np.float64)
+                         model=self._chosen_model(), out_dtype=np.float64)
 
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`."""
@@ -495,7 +499,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         """Class labels (one lazy block map over X)."""
         return self._map(X, _predict_block, None, self.classes_.dtype,
-                         model=self.lda_models_[self.kernel_index_], classes=self.classes_)
+                         model=self._chosen_model(), classes=self.classes_)
 
     def score(self, X, y, sample_weight=None):
         """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""

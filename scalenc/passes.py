@@ -128,8 +128,11 @@ def reduce_rows(
 
 
 def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
+    nonfinite = _blocks.count_nonfinite(X)
+    if nonfinite:  # the fit will refuse X; keep the statistics finite until then
+        X = np.where(np.isfinite(X), X, 0.0)
     out = _blocks.class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
-    out["nonfinite"] = _blocks.count_nonfinite(X)
+    out["nonfinite"] = nonfinite
     out["rows"] = X.shape[0]
     return out
 

@@ -1,0 +1,61 @@
+"""Block math against plain NumPy: class moments, their merge, log-softmax."""
+
+import numpy as np
+import pytest
+
+from scalenc import _blocks
+
+
+def _oracle(X, codes, K):
+    n = np.array([(codes == k).sum() for k in range(K)], dtype=float)
+    mean = np.array([X[codes == k].mean(0) if n[k] else np.zeros(X.shape[1]) for k in range(K)])
+    lab = codes >= 0
+    C = X[lab] - mean[codes[lab]]
+    return n, mean, C.T @ C
+
+
+@pytest.mark.parametrize("splits", [[1], [3, 50, 51, 52, 199], list(range(5, 200, 17))])
+def test_merged_moments_equal_numpy(splits):
+    rng = np.random.default_rng(0)
+    X = rng.normal(loc=1e3, size=(200, 5))  # large mean: tests the centred (Chan) merge
+    codes = rng.integers(-1, 4, 200)
+    parts = [_blocks.class_moments(b, c, 4, sqnorm=True)
+             for b, c in zip(np.split(X, splits), np.split(codes, splits))]
+    merged = _blocks.combine_partials(*parts)
+    n, mean, S = _oracle(X, codes, 4)
+    np.testing.assert_array_equal(merged["n"], n)
+    np.testing.assert_allclose(merged["mean"], mean, rtol=1e-13)
+    np.testing.assert_allclose(merged["scatter"], S, rtol=1e-9)
+    sq = [np.sum(X[codes == k] ** 2) for k in range(4)]
+    np.testing.assert_allclose(merged["sqnorm"], sq, rtol=1e-12)
+
+
+def test_merge_is_order_independent():
+    rng = np.random.default_rng(1)
+    X, codes = rng.normal(size=(90, 3)), rng.integers(0, 3, 90)
+    parts = [_blocks.class_moments(X[i:i + 10], codes[i:i + 10], 3) for i in range(0, 90, 10)]
+    a = _blocks.combine_partials(*parts)
+    b = _blocks.combine_partials(*parts[::-1])
+    np.testing.assert_allclose(a["scatter"], b["scatter"], rtol=1e-12)
+    np.testing.assert_allclose(a["mean"], b["mean"], rtol=1e-13)
+
+
+def test_empty_class_in_block_has_zero_count():
+    X = np.ones((4, 2))
+    out = _blocks.class_moments(X, np.array([0, 0, -1, -1]), 3)
+    np.testing.assert_array_equal(out["n"], [2, 0, 0])
+    np.testing.assert_array_equal(out["mean"][1:], 0)
+
+
+def test_log_softmax_matches_naive_and_is_stable():
+    s = np.array([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0]])
+    out = _blocks.log_softmax(s)
+    np.testing.assert_allclose(np.exp(out).sum(1), 1.0)
+    np.testing.assert_allclose(out[0], np.log(np.exp(s[0]) / np.exp(s[0]).sum()))
+    assert np.isfinite(out).all()
+
+
+def test_count_nonfinite():
+    X = np.array([[1.0, np.nan], [np.inf, 2.0]])
+    assert _blocks.count_nonfinite(X) == 2
+    assert _blocks.count_nonfinite(np.ones((2, 2), dtype=int)) == 0

@@ -1,0 +1,333 @@
+"""EncoderClassifier against the plain NumPy + scikit-learn computation (Shen, Section 3)."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_blobs
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+from scalenc import EncoderClassifier
+from scalenc.encoder import choose_kernel
+from scalenc.kernels import Gaussian, get_kernel
+
+KERNELS = ["linear", "euclidean", "spearman", "gaussian"]
+
+
+def oracle(X, y, kernel, labeled_only=True):
+    """Shen's algorithm in plain NumPy: U = Wᵀ X, Z = δ(X, U), LDA on labeled Z."""
+    classes = np.unique(y[y != -1]) if y.dtype.kind in "iu" else np.unique(y[y != None])  # noqa: E711
+    lab = np.isin(y, classes)
+    W = np.zeros((len(y), len(classes)))
+    for k, c in enumerate(classes):
+        W[y == c, k] = 1.0 / np.sum(y == c)
+    U = W.T @ X.astype(np.float64)
+    Z = kernel(X, U)
+    lda = LinearDiscriminantAnalysis().fit(Z[lab], y[lab])
+    return U, Z, lda
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("chunks", [None, 61, (1, 150, 7, 99, 143)])
+def test_matches_numpy_sklearn_oracle(kernel, chunks):
+    X, y = make_blobs(400, 7, 4, seed=3, unlabeled=0.25)
+    if isinstance(chunks, tuple):
+        Xin, yin = da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=50)
+    else:
+        Xin, yin = X, y
+    model = EncoderClassifier(kernels=(kernel,), chunk_rows=chunks if isinstance(chunks, int) else None)
+    model.fit(Xin, yin)
+    U, Z, lda = oracle(X, y, model.kernel_)
+    np.testing.assert_allclose(model.class_means_, U, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(model.class_counts_, np.bincount(y[y >= 0]))
+    np.testing.assert_allclose(np.asarray(model.transform(Xin)), Z, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(np.asarray(model.predict(Xin)), lda.predict(Z))
+    np.testing.assert_allclose(np.asarray(model.predict_proba(Xin)), lda.predict_proba(Z), atol=1e-9)
+    np.testing.assert_allclose(model.coef_, lda.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(model.decision_function(Xin)), lda.decision_function(Z),
+                               rtol=1e-7, atol=1e-7)
+
+
+def test_passes_linear_one_multi():
+    X, y = make_blobs(300, 5, 3)
+    assert EncoderClassifier().fit(X, y).n_passes_ == 1
+    assert EncoderClassifier(max_scatter_features=2).fit(X, y).n_passes_ == 2
+    assert EncoderClassifier(kernels=("euclidean",)).fit(X, y).n_passes_ == 2
+    assert EncoderClassifier(kernels=KERNELS).fit(X, y).n_passes_ == 3
+
+
+def test_one_pass_linear_equals_two_pass():
+    X, y = make_blobs(300, 5, 3, seed=2)
+    a = EncoderClassifier().fit(X, y)
+    b = EncoderClassifier(max_scatter_features=0).fit(X, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9)
+    np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dtype_in_equals_dtype_out(dtype):
+    X, y = make_blobs(200, 4, 3, dtype=dtype)
+    model = EncoderClassifier().fit(X, y)
+    assert model.transform(X).dtype == dtype
+    assert model.transform(da.from_array(X, chunks=50)).dtype == dtype
+    U, Z, lda = oracle(X, y, get_kernel("linear"))
+    np.testing.assert_allclose(model.class_means_, U, rtol=1e-6 if dtype == np.float32 else 1e-12)
+    np.testing.assert_array_equal(model.predict(X), lda.predict(Z))
+    assert model.predict_proba(X).dtype == np.float64
+
+
+def test_string_labels_and_unlabeled_none():
+    X, yi = make_blobs(300, 5, 3, seed=4, unlabeled=0.2)
+    names = np.array(["cat", "dog", "emu"], dtype=object)
+    y = np.where(yi >= 0, names[np.clip(yi, 0, 2)], None).astype(object)
+    model = EncoderClassifier(kernels=("linear", "spearman")).fit(X, y)
+    assert list(model.classes_) == ["cat", "dog", "emu"]
+    ref = EncoderClassifier(kernels=("linear", "spearman")).fit(X, yi)
+    np.testing.assert_array_equal(model.predict(X), names[ref.predict(X)])
+    np.testing.assert_allclose(model.cross_entropy_, ref.cross_entropy_, rtol=1e-12)
+
+
+def test_semi_supervised_rows_do_not_change_class_statistics():
+    X, y = make_blobs(300, 5, 3, seed=5, unlabeled=0.3)
+    lab = y >= 0
+    semi = EncoderClassifier(kernels=("euclidean",)).fit(X, y)
+    sup = EncoderClassifier(kernels=("euclidean",)).fit(X[lab], y[lab])
+    np.testing.assert_allclose(semi.class_means_, sup.class_means_, rtol=1e-12)
+    np.testing.assert_allclose(semi.coef_, sup.coef_, rtol=1e-9)
+    # unlabeled rows are still embedded and predicted
+    assert semi.predict(X[~lab]).shape == ((~lab).sum(),)
+
+
+def test_multi_kernel_choice_follows_cross_entropy_rule():
+    # Rows rescaled by random positive factors: rank correlation is immune, inner product is not.
+    rng = np.random.default_rng(0)
+    X, y = make_blobs(600, 30, 4, seed=6, sep=1.0)
+    X = (X - X.min()) * np.exp(rng.normal(scale=1.5, size=(600, 1)))
+    model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    lab = np.ones(600, bool)
+    ce = []
+    for name in ("linear", "euclidean", "spearman"):
+        _, Z, lda = oracle(X, y, get_kernel(name))
+        ce.append(-np.sum(np.log(lda.predict_proba(Z)[lab, y])))
+    np.testing.assert_allclose(model.cross_entropy_, ce, rtol=1e-6)
+    assert model.kernel_.name == ["linear", "euclidean", "spearman"][choose_kernel(ce, 0.3)]
+    assert model.kernel_.name != "linear"
+    # a huge threshold keeps the benchmark kernel
+    keep = EncoderClassifier(kernels=("linear", "euclidean", "spearman"), min_improvement=0.999999).fit(X, y)
+    assert keep.kernel_.name == "linear"
+
+
+def test_choose_kernel_rule():
+    assert choose_kernel([10.0, 7.5, 8.0], 0.3) == 0  # 25% better is not enough
+    assert choose_kernel([10.0, 7.0, 6.0], 0.3) == 2  # both qualify: smallest wins
+    assert choose_kernel([10.0, 11.0, 6.9], 0.3) == 2
+    assert choose_kernel([np.nan], 0.3) == 0
+
+
+def test_gaussian_width_parameter_is_used():
+    X, y = make_blobs(200, 4, 3)
+    model = EncoderClassifier(kernels=(Gaussian(sigma=0.7),)).fit(X, y)
+    assert model.kernel_.sigma == 0.7
+    auto = EncoderClassifier(kernels=("gaussian",)).fit(X, y)
+    assert auto.kernel_.sigma > 0 and auto.kernel_.sigma != 0.7
+
+
+def test_callable_kernel():
+    X, y = make_blobs(200, 4, 3)
+
+    def cosine(A, U):
+        A = A / np.linalg.norm(A, axis=1, keepdims=True)
+        return A @ (U / np.linalg.norm(U, axis=1, keepdims=True)).T
+
+    model = EncoderClassifier(kernels=(cosine,)).fit(X, y)
+    _, Z, lda = oracle(X, y, cosine)
+    np.testing.assert_array_equal(model.predict(X), lda.predict(Z))
+
+
+@pytest.mark.parametrize("kernel", ["linear", "euclidean"])
+def test_full_method_matches_section2_numpy(kernel):
+    X, y = make_blobs(150, 4, 3, seed=8, unlabeled=0.1)
+    delta = get_kernel(kernel)
+    A = delta(X, X)
+    W = np.zeros((150, 3))
+    for k in range(3):
+        W[y == k, k] = 1.0 / np.sum(y == k)
+    Z = A @ W
+    lab = y >= 0
+    lda = LinearDiscriminantAnalysis().fit(Z[lab], y[lab])
+    model = EncoderClassifier(kernels=(kernel,), method="full", chunk_rows=40).fit(X, y)
+    np.testing.assert_allclose(model.transform(X), Z, rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(model.predict(X), lda.predict(Z))
+    np.testing.assert_allclose(model.predict_proba(X), lda.predict_proba(Z), atol=1e-9)
+
+
+def test_full_equals_fast_for_linear_kernel():
+    # Shen, Section 3: with M = 1 and the inner product, both algorithms coincide.
+    X, y = make_blobs(200, 6, 4, seed=9)
+    full = EncoderClassifier(method="full", chunk_rows=64).fit(X, y)
+    fast = EncoderClassifier().fit(X, y)
+    np.testing.assert_allclose(full.transform(X), fast.transform(X), rtol=1e-10)
+    np.testing.assert_array_equal(full.predict(X), fast.predict(X))
+
+
+def test_partial_fit_linear_equals_fit():
+    X, y = make_blobs(500, 6, 3, seed=10, unlabeled=0.1)
+    batches = np.split(np.arange(500), [90, 91, 300])
+    model = EncoderClassifier()
+    for idx in batches:
+        model.partial_fit(X[idx], y[idx], classes=[0, 1, 2])
+    ref = EncoderClassifier().fit(X, y)
+    np.testing.assert_allclose(model.class_means_, ref.class_means_, rtol=1e-12)
+    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-8)
+    np.testing.assert_array_equal(model.predict(X), ref.predict(X))
+
+
+def test_partial_fit_nonlinear_approaches_fit():
+    X, y = make_blobs(3000, 6, 3, seed=11, sep=1.5)
+    model = EncoderClassifier(kernels=("linear", "euclidean"))
+    for idx in np.array_split(np.arange(3000), 6):
+        model.partial_fit(X[idx], y[idx], classes=[0, 1, 2])
+    ref = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+    np.testing.assert_allclose(model.class_means_, ref.class_means_, rtol=1e-12)
+    assert np.mean(model.predict(X) == ref.predict(X)) > 0.98
+
+
+def test_partial_fit_waits_for_every_class():
+    X, y = make_blobs(200, 4, 3, seed=12)
+    model = EncoderClassifier().partial_fit(X[y < 2], y[y < 2], classes=[0, 1, 2])
+    with pytest.raises(ValueError, match=r"Class\(es\) \[2\] have no labeled rows"):
+        model.predict(X)
+    model.partial_fit(X[y == 2], y[y == 2])
+    np.testing.assert_array_equal(model.predict(X), EncoderClassifier().fit(X, y).predict(X))
+
+
+def test_numpy_in_numpy_out_dask_in_dask_out():
+    X, y = make_blobs(200, 4, 3)
+    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+    Xd = da.from_array(X, chunks=70)
+    for method in ("predict", "predict_proba", "decision_function", "transform"):
+        out_np, out_da = getattr(model, method)(X), getattr(model, method)(Xd)
+        assert isinstance(out_np, np.ndarray) and isinstance(out_da, da.Array)
+        np.testing.assert_allclose(np.asarray(out_da.compute(), dtype=float),
+                                   np.asarray(out_np, dtype=float), rtol=1e-12)
+    assert model.score(Xd, da.from_array(y, chunks=70)) == pytest.approx(model.score(X, y))
+
+
+def test_results_do_not_depend_on_scheduler(scheduler):
+    X, y = make_blobs(300, 5, 3, seed=13, unlabeled=0.1)
+    Xd, yd = da.from_array(X, chunks=(70, 5)), da.from_array(y, chunks=70)
+    model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(Xd, yd)
+    with dask.config.set(scheduler="sync"):
+        ref = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    np.testing.assert_allclose(model.cross_entropy_, ref.cross_entropy_, rtol=1e-10)
+    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-9)
+    np.testing.assert_array_equal(model.predict(Xd).compute(), ref.predict(X))
+
+
+def test_distributed_local_cluster(client):
+    X, y = make_blobs(400, 5, 4, seed=14, unlabeled=0.1)
+    Xd, yd = da.from_array(X, chunks=(90, 5)), da.from_array(y, chunks=90)
+    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(Xd, yd)
+    _, Z, lda = oracle(X, y, model.kernel_)
+    np.testing.assert_array_equal(model.predict(Xd).compute(), lda.predict(Z))
+    np.testing.assert_allclose(model.predict_proba(Xd).compute(), lda.predict_proba(Z), atol=1e-9)
+
+
+# --- bad input ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def data():
+    return make_blobs(100, 4, 3)
+
+
+def test_nan_in_X_is_refused(data):
+    X, y = data
+    X = X.copy()
+    X[5, 1] = np.nan
+    X[7, 2] = np.inf
+    with pytest.raises(ValueError, match=r"X contains 2 NaN or infinite value\(s\); impute"):
+        EncoderClassifier().fit(X, y)
+    model = EncoderClassifier().fit(*data)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        model.predict(X)
+
+
+def test_length_mismatch(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"X has 100 rows but y has 99 labels"):
+        EncoderClassifier().fit(X, y[:99])
+    with pytest.raises(ValueError, match=r"X has 100 rows but y has 99 labels"):
+        EncoderClassifier().fit(da.from_array(X, chunks=30), da.from_array(y[:99], chunks=30))
+
+
+def test_unknown_chunks_are_refused(data):
+    X, y = data
+    Xd = da.from_array(X, chunks=30)
+    Xd = Xd[Xd[:, 0] > -np.inf]  # boolean indexing: unknown chunk sizes
+    with pytest.raises(ValueError, match=r"unknown row chunk sizes.*compute_chunk_sizes"):
+        EncoderClassifier().fit(Xd, y)
+
+
+def test_misaligned_chunks_are_aligned(data):
+    X, y = data
+    a = EncoderClassifier().fit(da.from_array(X, chunks=(33, 4)), da.from_array(y, chunks=17))
+    b = EncoderClassifier().fit(X, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-10)
+
+
+def test_one_class_only(data):
+    X, _ = data
+    with pytest.raises(ValueError, match=r"only one class \(1\).*at least 2 classes"):
+        EncoderClassifier().fit(X, np.ones(100, int))
+
+
+def test_all_unlabeled(data):
+    X, _ = data
+    with pytest.raises(ValueError, match=r"All rows of y are unlabeled"):
+        EncoderClassifier().fit(X, -np.ones(100, int))
+
+
+def test_partial_fit_needs_classes(data):
+    with pytest.raises(ValueError, match=r"classes must be passed on the first call"):
+        EncoderClassifier().partial_fit(*data)
+
+
+def test_label_outside_declared_classes(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"Label 2 is not one of the classes \[0, 1\]"):
+        EncoderClassifier().partial_fit(X, y, classes=[0, 1])
+
+
+def test_wrong_number_of_features_at_predict(data):
+    model = EncoderClassifier().fit(*data)
+    with pytest.raises(ValueError, match=r"X has 3 features, but EncoderClassifier was fitted with 4"):
+        model.predict(data[0][:, :3])
+
+
+def test_unknown_kernel_name(data):
+    with pytest.raises(ValueError, match=r"Unknown kernel 'poly'. Valid names are"):
+        EncoderClassifier(kernels=("linear", "poly")).fit(*data)
+
+
+@pytest.mark.parametrize("param,value,msg", [
+    ("min_improvement", 1.0, r"The 'min_improvement' parameter of EncoderClassifier must be a float in the range \[0.0, 1.0\)"),
+    ("method", "slow", r"The 'method' parameter of EncoderClassifier must be a str among \['fast', 'full'\]"),
+    ("chunk_rows", 0, r"The 'chunk_rows' parameter of EncoderClassifier must be an int in the range \[1, inf\)"),
+    ("kernels", (), r"The 'kernels' parameter of EncoderClassifier must be a non-empty sequence"),
+])
+def test_bad_parameters(data, param, value, msg):
+    with pytest.raises(ValueError, match=msg):
+        EncoderClassifier(**{param: value}).fit(*data)
+
+
+def test_non_numeric_X(data):
+    _, y = data
+    with pytest.raises(ValueError, match=r"X must hold numbers; got dtype <U1"):
+        EncoderClassifier().fit(np.full((100, 2), "a"), y)
+
+
+def test_1d_X(data):
+    _, y = data
+    with pytest.raises(ValueError, match=r"X must be 2-D \(rows, features\); got shape \(100,\)"):
+        EncoderClassifier().fit(np.arange(100.0), y)
