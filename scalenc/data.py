@@ -30,6 +30,7 @@ __all__ = [
     "as_dask_array",
     "as_dask_labels",
     "check_xy",
+    "check_class_values",
     "unlabeled_mask",
     "find_classes",
     "encode_labels",
@@ -79,17 +80,7 @@ def as_dask_array(X, *, chunk_rows: int | None = None, name: str = "X") -> da.Ar
         if _is_zarr_array(X):
             X = da.from_zarr(X)
         else:
-            if hasattr(X, "__array__") and not isinstance(X, np.ndarray) and hasattr(X, "iloc"):
-                X = X.to_numpy()
-            try:
-                X = np.asarray(X)
-            except Exception as exc:  # ragged lists and the like
-                raise ValueError(f"{name} could not be read as a numeric 2-D array: {exc}") from exc
-            if X.ndim != 2:
-                raise ValueError(
-                    f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
-                    f"e.g. {name}.reshape(-1, 1) for a single feature."
-                )
+            X = _check_in_memory(X, name)
             rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize)
             X = da.from_array(X, chunks=(rows, -1))
     if X.ndim != 2:
@@ -111,6 +102,20 @@ def as_dask_array(X, *, chunk_rows: int | None = None, name: str = "X") -> da.Ar
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
     return X
+
+
+def _check_in_memory(X, name: str) -> np.ndarray:
+    """In-memory input through scikit-learn's ``check_array`` (its messages for sparse,
+    complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
+    from sklearn.utils import check_array
+
+    if isinstance(X, np.memmap) or (isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)):
+        if X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0:
+            return X  # no copy of a memory map or a float array
+    return check_array(
+        X, accept_sparse=False, dtype=[np.float64, np.float32], ensure_all_finite=False,
+        input_name=name, ensure_min_samples=1, ensure_min_features=1,
+    )
 
 
 def _even(n: int, rows: int) -> tuple[int, ...]:
@@ -147,14 +152,16 @@ def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
     if _is_zarr_array(y):
         y = da.from_zarr(y)
     if not isinstance(y, da.Array):
+        from sklearn.utils.validation import column_or_1d
+
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
+            y = column_or_1d(y, warn=True)
         if y.ndim != 1:
             raise ValueError(
-                f"{name} must be 1-D (one label per row); got shape {y.shape}. "
+                f"{name} should be a 1d array (one label per row); got shape {y.shape}. "
                 "Multi-output labels are not supported."
             )
         if y.shape[0] != X.shape[0]:
@@ -181,13 +188,28 @@ def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
     return y
 
 
-def check_xy(X, y=None, *, chunk_rows: int | None = None) -> tuple[da.Array, da.Array | None]:
-    """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks."""
+def check_xy(
+    X, y=None, *, chunk_rows: int | None = None, estimator=None, require_y: bool = False,
+) -> tuple[da.Array, da.Array | None]:
+    """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks.
+
+    With ``require_y``, a missing y is an error naming the estimator.
+    """
+    if require_y and y is None:
+        owner = type(estimator).__name__ if estimator is not None else "This estimator"
+        raise ValueError(
+            f"{owner} requires y to be passed, but the target y is None. Pass one label per "
+            "row (-1 for unlabeled rows)."
+        )
     X = as_dask_array(X, chunk_rows=chunk_rows)
     if X.shape[0] == 0:
-        raise ValueError("X has no rows; at least one row is needed.")
+        raise ValueError(
+            f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is required."
+        )
     if X.shape[1] == 0:
-        raise ValueError("X has 0 features; at least one column is needed.")
+        raise ValueError(
+            f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of 1 is required."
+        )
     if y is None:
         return X, None
     return X, as_dask_labels(y, X)
@@ -216,7 +238,23 @@ def find_classes(y: da.Array) -> np.ndarray:
 
     parts = [dask.delayed(_labeled_unique, pure=True)(b) for b in y.to_delayed().ravel()]
     (classes,) = compute(tree_reduce(parts, _union))
+    check_class_values(classes)
     return classes
+
+
+def check_class_values(classes: np.ndarray) -> None:
+    """Refuse infinite and continuous targets, as scikit-learn's classifiers do."""
+    if classes.dtype.kind == "f" and not np.all(np.isfinite(classes)):
+        raise ValueError(
+            f"Input y contains infinity or a value too large for {classes.dtype!r}; "
+            "mark unknown labels with -1 or NaN instead."
+        )
+    if classes.dtype.kind == "f" and not np.all(np.mod(classes, 1) == 0):
+        raise ValueError(
+            "Unknown label type: continuous. y holds non-integer floats such as "
+            f"{classes[np.mod(classes, 1) != 0][0]!r}; a classifier needs class labels "
+            "(for regression use another estimator)."
+        )
 
 
 def _encode_block(block: np.ndarray, classes: np.ndarray) -> np.ndarray:

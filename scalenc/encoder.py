@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -66,7 +66,7 @@ def _full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, coun
     return out / counts
 
 
-class EncoderClassifier(ClassifierMixin, BaseEstimator):
+class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     """Fast multi-kernel encoder classifier (Shen), fitted in one to three passes over X.
 
     The class means ``U = Wᵀ X`` (K×p) are computed in one pass; every kernel's embedding
@@ -187,7 +187,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         kernels = self._check_params()
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows)
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         classes = find_classes(y)
         self._check_classes(classes)
         codes = encode_labels(y, classes)
@@ -199,9 +199,18 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
         one_pass = self._one_pass(kernels, X.shape[1])
         moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
         self._set_class_stats(moments, kernels, one_pass)
-        self._x_moments = moments if one_pass else None
         self._finish_fit(X, codes)
+        self._keep_running_totals(moments, kernels, one_pass)
         return self
+
+    def _keep_running_totals(self, moments, kernels, one_pass):
+        """Keep fit's sums so that partial_fit can extend them with new batches."""
+        self._kernel_specs = kernels
+        self._one_pass_mode = one_pass
+        self._x_moments_total = moments
+        self._z_totals = None if one_pass else list(self._z_moments)
+        finite = ~np.isnan(self.cross_entropy_)
+        self._loglik_total = -self.cross_entropy_ if finite.all() else 0.0
 
     def _one_pass(self, kernels, n_features) -> bool:
         return (
@@ -371,13 +380,15 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
                 )
             classes = _as_classes(classes)
             self._check_classes(classes)
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows)
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         if first:
             self.classes_ = classes
             self.n_features_in_ = X.shape[1]
             self._X_dtype = X.dtype
             self._kernel_specs = kernels
             self._one_pass_mode = self._one_pass(kernels, X.shape[1])
+            self._z_totals = None
+            self._loglik_total = 0.0
         else:
             self._check_n_features(X)
             if classes is not None and not np.array_equal(_as_classes(classes), self.classes_):
@@ -405,7 +416,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
         (z_batch,) = compute(passes.embedding_moments_pass(
             X, codes, self.kernels_, U, split_every=self.split_every))
         self.n_passes_ += 1
-        prev = getattr(self, "_z_totals", None)
+        prev = self._z_totals
         self._z_totals = list(z_batch) if prev is None else [
             _blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)
         ]
@@ -414,8 +425,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
         if len(self.kernels_) > 1:
             (loglik,) = compute(passes.cross_entropy_pass(
                 X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
-            self._loglik_total = getattr(self, "_loglik_total", 0.0) + np.array(
-                [float(v) for v in loglik])
+            self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
             self.n_passes_ += 1
             self.cross_entropy_ = -self._loglik_total
         else:
@@ -447,8 +457,8 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
     def _check_n_features(self, X):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
-                f"X has {X.shape[1]} features, but EncoderClassifier was fitted with "
-                f"{self.n_features_in_} features."
+                f"X has {X.shape[1]} features, but EncoderClassifier is expecting "
+                f"{self.n_features_in_} features as input."
             )
 
     def _prepare(self, X):
@@ -477,10 +487,12 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
 
     def transform(self, X):
         """The embedding Z = δ(X, U) of the chosen kernel, shape (n, K) (one lazy block map)."""
+        self._check_fitted()
         return self._map(X, _embed_block, self.classes_.size, None)
 
     def decision_function(self, X):
         """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA."""
+        self._check_fitted()
         n_out = 1 if self.classes_.size == 2 else self.classes_.size
         out = self._map(X, _decision_block, n_out, np.float64, model=self._chosen_model(),
                         out_dtype=np.float64)
@@ -488,6 +500,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         """LDA posteriors T of Z, shape (n, K); rows sum to one."""
+        self._check_fitted()
         return self._map(X, _proba_block, self.classes_.size, np.float64,
                          model=self._chosen_model(), out_dtype=np.float64)
 
@@ -498,6 +511,7 @@ class EncoderClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         """Class labels (one lazy block map over X)."""
+        self._check_fitted()
         return self._map(X, _predict_block, None, self.classes_.dtype,
                          model=self._chosen_model(), classes=self.classes_)
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,15 +75,24 @@ def lda_from_moments(
     sing = np.sqrt(np.clip(eigvals[order], 0.0, None))
     vt = eigvecs[:, order].T
     rank = int(np.sum(sing > tol))
-    scalings = (vt[:rank] / std).T / sing[:rank]
+    if rank == 0:
+        warnings.warn(
+            "The within-class scatter is zero: every class is a single point in this space. "
+            "LDA falls back to the nearest class mean (Euclidean metric).",
+            UserWarning, stacklevel=2,
+        )
+        scalings = np.eye(means.shape[1])
+    else:
+        scalings = (vt[:rank] / std).T / sing[:rank]
 
     # 2) between-class scaling
     fac = 1.0 if n_classes == 1 else 1.0 / (n_classes - 1)
     between = (np.sqrt(counts * fac) * (means - xbar).T).T @ scalings
     _, sing_b, vt_b = scipy.linalg.svd(between, full_matrices=False)
     max_components = min(n_classes - 1, means.shape[1])
-    explained = (sing_b**2 / np.sum(sing_b**2))[:max_components]
-    rank_b = int(np.sum(sing_b > tol * sing_b[0]))
+    total = np.sum(sing_b**2)
+    explained = (sing_b**2 / total if total > 0 else np.zeros_like(sing_b))[:max_components]
+    rank_b = int(np.sum(sing_b > tol * sing_b[0])) if sing_b.size and sing_b[0] > 0 else 0
     scalings = scalings @ vt_b.T[:, :rank_b]
 
     coef = (means - xbar) @ scalings

@@ -301,7 +301,7 @@ def test_label_outside_declared_classes(data):
 
 def test_wrong_number_of_features_at_predict(data):
     model = EncoderClassifier().fit(*data)
-    with pytest.raises(ValueError, match=r"X has 3 features, but EncoderClassifier was fitted with 4"):
+    with pytest.raises(ValueError, match=r"X has 3 features, but EncoderClassifier is expecting 4"):
         model.predict(data[0][:, :3])
 
 
@@ -323,11 +323,30 @@ def test_bad_parameters(data, param, value, msg):
 
 def test_non_numeric_X(data):
     _, y = data
-    with pytest.raises(ValueError, match=r"X must hold numbers; got dtype <U1"):
+    with pytest.raises(ValueError, match=r"could not convert string to float"):
         EncoderClassifier().fit(np.full((100, 2), "a"), y)
 
 
 def test_1d_X(data):
     _, y = data
-    with pytest.raises(ValueError, match=r"X must be 2-D \(rows, features\); got shape \(100,\)"):
+    with pytest.raises(ValueError, match=r"Expected 2D array, got 1D array instead"):
         EncoderClassifier().fit(np.arange(100.0), y)
+    with pytest.raises(ValueError, match=r"X must be 2-D \(rows, features\); got shape \(100,\)"):
+        EncoderClassifier().fit(da.arange(100.0, chunks=10), y)
+
+
+def test_y_missing_or_continuous(data):
+    X, y = data
+    with pytest.raises(ValueError, match=r"requires y to be passed, but the target y is None"):
+        EncoderClassifier().fit(X, None)
+    with pytest.raises(ValueError, match=r"Unknown label type: continuous"):
+        EncoderClassifier().fit(X, y + 0.5)
+    with pytest.raises(ValueError, match=r"Found array with 0 feature\(s\)"):
+        EncoderClassifier().fit(X[:, :0], y)
+
+
+def test_partial_fit_after_fit_extends_the_sums():
+    X, y = make_blobs(400, 5, 3, seed=21)
+    model = EncoderClassifier().fit(X[:250], y[:250]).partial_fit(X[250:], y[250:])
+    ref = EncoderClassifier().fit(X, y)
+    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-8)
