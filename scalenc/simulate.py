@@ -1,0 +1,117 @@
+"""The encoder paper's six simulations (Shen, Section 5.1), generated block by block.
+
+Rows are generated in fixed tiles of :data:`TILE` rows, each from its own seed
+``(random_state, tile)``, so the same ``(n, p, random_state)`` gives the same data for
+any chunking and any scheduler, and no block ever needs the others.
+
+==========================  ======================================================
+setting                     X given Y = y (y = 0..K-1 here; the paper's 1..K)
+==========================  ======================================================
+``uniform``                 X_y ~ U(1, 3), X_i ~ U(0, 1) for i ≠ y
+``uniform_noise``           as above, then X_i += 0.5 U(0, 1) for every i
+``uniform_transformed``     as ``uniform_noise``, then X = X Q, Q_ij ~ U(0, 1) (p×p)
+``normal``                  X_y ~ N(8, 1), X_i ~ N(1, 1) for i ≠ y
+``normal_noise``            as above, then X_i += 2 U(0, 1) for every i
+``normal_transformed``      as ``normal_noise``, then X = X Q
+==========================  ======================================================
+
+Y is uniform on the K classes. The Bayes error of every setting is 0.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+
+__all__ = ["SETTINGS", "TILE", "simulate", "simulate_rows"]
+
+TILE = 1024
+SETTINGS = (
+    "uniform", "uniform_noise", "uniform_transformed",
+    "normal", "normal_noise", "normal_transformed",
+)
+
+
+def _tile(setting: str, tile: int, n_features: int, n_classes: int, seed: int):
+    rng = np.random.default_rng([seed, tile])
+    y = rng.integers(0, n_classes, TILE)
+    rows = np.arange(TILE)
+    if setting.startswith("uniform"):
+        X = rng.uniform(0.0, 1.0, size=(TILE, n_features))
+        X[rows, y] = rng.uniform(1.0, 3.0, size=TILE)
+        noise = 0.5
+    else:
+        X = rng.normal(1.0, 1.0, size=(TILE, n_features))
+        X[rows, y] = rng.normal(8.0, 1.0, size=TILE)
+        noise = 2.0
+    if setting.endswith(("noise", "transformed")):
+        X += noise * rng.uniform(0.0, 1.0, size=(TILE, n_features))
+    return X, y
+
+
+def transform_matrix(n_features: int, seed: int) -> np.ndarray:
+    """The random Q (p×p, entries U(0, 1)) of the transformed settings."""
+    return np.random.default_rng([seed, 2**31]).uniform(0.0, 1.0, size=(n_features, n_features))
+
+
+def simulate_rows(
+    setting: str, start: int, stop: int, n_features: int, n_classes: int, seed: int,
+    Q: np.ndarray | None = None, dtype=np.float64,
+):
+    """Rows ``start:stop`` of a simulation as NumPy arrays ``(X, y)``."""
+    first, last = start // TILE, (stop - 1) // TILE
+    parts = [_tile(setting, t, n_features, n_classes, seed) for t in range(first, last + 1)]
+    X = np.concatenate([p[0] for p in parts])[start - first * TILE: stop - first * TILE]
+    y = np.concatenate([p[1] for p in parts])[start - first * TILE: stop - first * TILE]
+    if setting.endswith("transformed"):
+        X = X @ (Q if Q is not None else transform_matrix(n_features, seed))
+    return X.astype(dtype, copy=False), y
+
+
+def _x_block(setting, start, stop, p, K, seed, Q, dtype):
+    return simulate_rows(setting, start, stop, p, K, seed, Q, dtype)[0]
+
+
+def simulate(
+    setting: str, n: int, n_features: int = 5000, n_classes: int = 5, *,
+    random_state: int = 0, chunk_rows: int | None = None, dtype=np.float32,
+) -> tuple[da.Array, da.Array]:
+    """A simulation as lazy Dask arrays ``(X, y)``, generated block by block.
+
+    Parameters
+    ----------
+    setting : one of :data:`SETTINGS`
+    n, n_features, n_classes : the paper uses p = 5000 and K = 5.
+    random_state : int
+    chunk_rows : rows per block (default: about 64 MB blocks).
+    dtype : float32 (default) or float64.
+    """
+    if setting not in SETTINGS:
+        raise ValueError(f"Unknown simulation {setting!r}; choose one of {list(SETTINGS)}.")
+    if n < 1 or n_features < n_classes or n_classes < 2:
+        raise ValueError(
+            f"A simulation needs n ≥ 1, K ≥ 2 and p ≥ K; got n={n}, p={n_features}, K={n_classes}."
+        )
+    itemsize = np.dtype(dtype).itemsize
+    rows = chunk_rows or max(1, (64 * 2**20) // (n_features * itemsize))
+    bounds = list(range(0, n, rows)) + [n]
+    Q = dask.delayed(transform_matrix)(n_features, random_state) if setting.endswith(
+        "transformed") else None
+    x_blocks, y_blocks = [], []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        x_blocks.append(da.from_delayed(
+            dask.delayed(_x_block, pure=True)(setting, start, stop, n_features, n_classes,
+                                              random_state, Q, np.dtype(dtype)),
+            shape=(stop - start, n_features), dtype=dtype))
+        y_blocks.append(da.from_delayed(
+            dask.delayed(_labels_block, pure=True)(start, stop, n_classes, random_state),
+            shape=(stop - start,), dtype=np.int64))
+    return da.concatenate(x_blocks), da.concatenate(y_blocks)
+
+
+def _labels_block(start, stop, n_classes, seed):
+    """The labels of rows start:stop without generating X (same draws as :func:`_tile`)."""
+    first, last = start // TILE, (stop - 1) // TILE
+    ys = [np.random.default_rng([seed, t]).integers(0, n_classes, TILE) for t in range(first, last + 1)]
+    return np.concatenate(ys)[start - first * TILE: stop - first * TILE]
