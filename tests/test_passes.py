@@ -1,0 +1,88 @@
+"""The streaming layer: tree reductions, row offsets, block maps."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+from scalenc import passes
+from scalenc.cluster import compute
+
+
+def _rows_and_sum(X, codes, *, row_start):
+    return {"rows": np.array([row_start, row_start + X.shape[0]]), "sum": X.sum(0),
+            "first": np.array([row_start])}
+
+
+def _combine_spans(*parts):
+    return {"rows": np.array([min(p["rows"][0] for p in parts), max(p["rows"][1] for p in parts)]),
+            "sum": sum(p["sum"] for p in parts), "first": min(p["first"] for p in parts)}
+
+
+def test_reduce_rows_passes_global_row_offsets():
+    X = da.from_array(np.arange(100.0).reshape(50, 2), chunks=((7, 13, 20, 10), 2))
+    (out,) = compute(passes.reduce_rows(_rows_and_sum, X, None, combine=_combine_spans))
+    np.testing.assert_array_equal(out["rows"], [0, 50])
+    np.testing.assert_array_equal(out["sum"], np.arange(100.0).reshape(50, 2).sum(0))
+
+
+def _count_rows(X, *, row_start):
+    return np.array(X.shape[0])
+
+
+def _combine_depth(graph, key):
+    from dask.core import get_dependencies
+
+    deps = [d for d in get_dependencies(graph, key) if str(d).startswith("combine_partials")]
+    return 1 + max((_combine_depth(graph, d) for d in deps), default=0)
+
+
+@pytest.mark.parametrize("n_blocks,split_every,depth", [(1, 8, 0), (8, 8, 1), (9, 8, 2), (100, 4, 4)])
+def test_reduction_is_a_tree(n_blocks, split_every, depth):
+    X = da.ones((n_blocks * 3, 2), chunks=(3, 2))
+    result = passes.reduce_rows(_count_rows, X, split_every=split_every)
+    graph = dict(result.__dask_graph__())
+    combines = [k for k in graph if str(k).startswith("combine_partials")]
+    # each combine merges at most split_every partials, and the chain is log_s(blocks) deep
+    assert n_blocks - 1 <= len(combines) * (split_every - 1)
+    if depth:
+        assert _combine_depth(graph, result.key) == depth
+    else:
+        assert combines == []
+    assert int(compute(result)[0]) == n_blocks * 3
+
+
+def test_tree_reduce_rejects_bad_fan_in():
+    with pytest.raises(ValueError, match="split_every must be at least 2"):
+        passes.tree_reduce([dask.delayed(1)], split_every=1)
+
+
+def test_column_chunks_are_refused_by_passes():
+    X = da.ones((10, 4), chunks=(5, 2))
+    with pytest.raises(ValueError, match=r"single chunk along its columns.*rechunk"):
+        passes.reduce_rows(_count_rows, X)
+
+
+def test_class_moments_pass_matches_numpy_and_counts_nonfinite():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    X[5, 0] = np.nan
+    codes = rng.integers(-1, 3, 120)
+    Xd = da.from_array(X, chunks=(25, 3))
+    cd = da.from_array(codes, chunks=25)
+    (m,) = compute(passes.class_moments_pass(Xd, cd, 3, scatter=True))
+    assert m["nonfinite"] == 1 and m["rows"] == 120
+    np.testing.assert_array_equal(m["n"], [np.sum(codes == k) for k in range(3)])
+
+
+def _double(X):
+    return 2 * X
+
+
+def test_map_rows_is_lazy_and_blockwise():
+    X = da.from_array(np.arange(12.0).reshape(6, 2), chunks=(4, 2))
+    out = passes.map_rows(_double, X, 2, np.float64)
+    assert isinstance(out, da.Array) and out.chunks == ((4, 2), (2,))
+    np.testing.assert_array_equal(out.compute(), 2 * np.arange(12.0).reshape(6, 2))
+    vec = passes.map_rows(lambda b: b[:, 0], X, None, np.float64)
+    assert vec.chunks == ((4, 2),)
