@@ -1,0 +1,277 @@
+"""Exact block-wise k nearest neighbours and Hu, Pan & Wu's soft-KNN confidence.
+
+Paper: Hu, Pan & Wu, nRBFN and LRC from spectral graph theory
+(shared/seeds/nrbfn-lrc-spectral-graph.txt), Algorithm 1 (SKNN).
+
+The k-NN search is exact. A set of *candidate* rows C (c×p) is compared with every row
+block of the training data X: each block yields, for every candidate, its k nearest
+labeled rows **within the block** (a c×k partial of squared distances, global row indices
+and labels); partials are merged by keeping the k smallest, which is associative, so a
+tree reduction over the blocks gives the k nearest rows in the whole of X. A candidate
+is never its own neighbour (rows are told apart by global row index).
+
+Block functions here are NumPy only; :func:`kneighbors_pass` wires them into one pass
+with :func:`scalenc.passes.reduce_rows`.
+
+Ties: neighbours are ordered by (distance, global row index), so exact ties between
+blocks are broken the same way for any chunking. Within one block, exact ties at the
+k-th distance are broken by ``numpy.argpartition`` (only duplicate rows can produce them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _blocks
+
+__all__ = [
+    "pairwise_sq_distances",
+    "labeled_rows",
+    "kneighbors_block",
+    "merge_neighbors",
+    "kneighbors_pass",
+    "knn_sigma",
+    "soft_knn_confidence",
+    "select_basis",
+    "stratified_sample",
+    "row_hash",
+]
+
+#: Elements of one distance tile (candidates × rows); 4M float64 = 32 MB per worker thread.
+TILE_ELEMENTS = 4 * 2**20
+
+
+def pairwise_sq_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """‖a_i − b_j‖² (len(A)×len(B), float64, clipped at 0).
+
+    The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
+    data keeps BLAS at its float32 speed); row norms and the sum are float64.
+    """
+    dtype = np.result_type(A.dtype, B.dtype, np.float32)
+    cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
+    A64 = np.asarray(A, dtype=np.float64)
+    B64 = np.asarray(B, dtype=np.float64)
+    d2 = np.einsum("ij,ij->i", A64, A64)[:, None] + np.einsum("ij,ij->i", B64, B64)[None, :]
+    d2 -= 2.0 * cross
+    return np.maximum(d2, 0.0, out=d2)
+
+
+def labeled_rows(X: np.ndarray, codes: np.ndarray, row_start: int = 0):
+    """The labeled rows of a block: ``(rows, global indices, codes)``."""
+    keep = np.flatnonzero(np.asarray(codes) >= 0)
+    return np.asarray(X)[keep], (row_start + keep).astype(np.int64), np.asarray(codes)[keep]
+
+
+def _empty_neighbors(c: int, k: int) -> dict[str, np.ndarray]:
+    return {
+        "dist2": np.full((c, k), np.inf),
+        "index": np.full((c, k), -1, dtype=np.int64),
+        "label": np.full((c, k), -1, dtype=np.int64),
+        "nonfinite": 0,
+    }
+
+
+def _sorted_k(dist2, index, label, k):
+    """Keep the k smallest of each row by (distance, global index), in that order."""
+    order = np.lexsort((index, dist2), axis=-1)[:, :k]
+    take = np.take_along_axis
+    return take(dist2, order, 1), take(index, order, 1), take(label, order, 1)
+
+
+def kneighbors_block(
+    X: np.ndarray, codes: np.ndarray, *, row_start: int, candidates: np.ndarray,
+    candidate_index: np.ndarray, n_neighbors: int,
+) -> dict[str, np.ndarray]:
+    """The k nearest labeled rows of one block, for every candidate.
+
+    Parameters
+    ----------
+    X : ndarray (b, p), one row block; codes : ndarray (b,), −1 for unlabeled rows
+    row_start : int, global index of the block's first row
+    candidates : ndarray (c, p); candidate_index : ndarray (c,) their global row indices
+    n_neighbors : int, k
+
+    Returns
+    -------
+    dict with ``dist2`` (c, k) squared distances (inf where the block has fewer than k
+    labeled rows), ``index`` (c, k) global row indices (−1 for padding), ``label``
+    (c, k) class codes, and ``nonfinite`` (NaN/inf count of the block).
+
+    Notes
+    -----
+    Distances are computed for tiles of candidates against the whole block, each tile at
+    most :data:`TILE_ELEMENTS` entries, so memory is O(TILE_ELEMENTS + c·k).
+    """
+    k = n_neighbors
+    nonfinite = _blocks.count_nonfinite(X)
+    if nonfinite:
+        X = np.where(np.isfinite(X), X, 0.0)
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    c = candidates.shape[0]
+    out = _empty_neighbors(c, k)
+    out["nonfinite"] = nonfinite
+    if rows.shape[0] == 0 or c == 0:
+        return out
+    b = rows.shape[0]
+    keep = min(k, b)
+    self_pos = np.searchsorted(index, candidate_index)
+    self_pos = np.minimum(self_pos, b - 1)
+    is_self = index[self_pos] == candidate_index
+    tile = max(1, TILE_ELEMENTS // b)
+    for start in range(0, c, tile):
+        stop = min(c, start + tile)
+        d2 = pairwise_sq_distances(candidates[start:stop], rows)
+        local = np.flatnonzero(is_self[start:stop])
+        d2[local, self_pos[start:stop][local]] = np.inf
+        if keep < b:
+            part = np.argpartition(d2, keep - 1, axis=1)[:, :keep]
+        else:
+            part = np.broadcast_to(np.arange(b), (stop - start, b))
+        sel_d = np.take_along_axis(d2, part, 1)
+        sel_i, sel_l = index[part], labels[part]
+        sel_i = np.where(np.isinf(sel_d), -1, sel_i)
+        out["dist2"][start:stop, :keep], out["index"][start:stop, :keep], out["label"][start:stop, :keep] = (
+            _sorted_k(sel_d, sel_i, sel_l, keep)
+        )
+    return out
+
+
+def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Merge k-NN partials of several blocks: the k nearest of their union (associative)."""
+    k = parts[0]["dist2"].shape[1]
+    dist2, index, label = (
+        np.concatenate([p[key] for p in parts], axis=1) for key in ("dist2", "index", "label")
+    )
+    dist2, index, label = _sorted_k(dist2, index, label, k)
+    return {
+        "dist2": dist2, "index": index, "label": label,
+        "nonfinite": sum(int(p["nonfinite"]) for p in parts),
+    }
+
+
+def kneighbors_pass(X, codes, candidates, candidate_index, n_neighbors: int, *, split_every: int = 8):
+    """One pass over X: the k nearest labeled rows (global indices) of every candidate.
+
+    ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
+    block of X itself, for the exact all-rows search). Returns a Delayed dict as
+    :func:`kneighbors_block`. Memory per task: one block, one distance tile and O(c·k).
+    """
+    from .passes import reduce_rows
+
+    return reduce_rows(
+        kneighbors_block, X, codes, candidates=candidates, candidate_index=candidate_index,
+        n_neighbors=n_neighbors, combine=merge_neighbors, split_every=split_every,
+    )
+
+
+# --- soft-KNN (Algorithm 1) -----------------------------------------------------------
+
+
+def knn_sigma(dist2: np.ndarray) -> float:
+    """Algorithm 1, step 4: σ = Σ_ij Q_ij / (k n), the mean neighbour distance."""
+    return float(np.sqrt(dist2).mean())
+
+
+def soft_knn_confidence(
+    dist2: np.ndarray, neighbor_labels: np.ndarray, labels: np.ndarray, sigma: float,
+) -> np.ndarray:
+    """Algorithm 1, steps 5–7: the soft-KNN confidence T of each candidate.
+
+    W_ij = exp(−Q_ij² / (2σ²)) over the k neighbours of candidate j, normalised to sum to
+    one (W̃ = W diag(1ᵀW)⁻¹); T_j = Σ of W̃ over the neighbours that share j's label.
+    The smallest Q_ij² of each candidate is subtracted inside the exponential, which the
+    normalisation cancels exactly, so T is defined even when every W_ij underflows.
+    """
+    scale = 2.0 * sigma**2 if sigma > 0 else 1.0
+    logits = -(dist2 - dist2.min(axis=1, keepdims=True)) / scale
+    W = np.exp(logits)
+    W /= W.sum(axis=1, keepdims=True)
+    same = neighbor_labels == np.asarray(labels)[:, None]
+    return (W * same).sum(axis=1)
+
+
+def _by_confidence(confidence: np.ndarray) -> np.ndarray:
+    """Positions ordered by increasing confidence, ties by position."""
+    return np.lexsort((np.arange(confidence.size), confidence))
+
+
+def _least_confident_per_class(confidence, labels, n_classes) -> np.ndarray:
+    order = _by_confidence(confidence)
+    first = {}
+    for pos in order:
+        first.setdefault(int(labels[pos]), pos)
+        if len(first) == n_classes:
+            break
+    return np.array(sorted(first.values()), dtype=np.intp)
+
+
+def select_basis(
+    confidence: np.ndarray, labels: np.ndarray, threshold: float, n_classes: int, *,
+    n_basis: int | None = None, max_basis: int | None = None,
+) -> tuple[np.ndarray, bool]:
+    """Algorithm 1, steps 8–9: positions (into the candidates) of the basis, ascending.
+
+    Without ``n_basis``: every candidate with T < ``threshold``, plus the least confident
+    candidate of any class left out. With ``n_basis`` (the paper's "same basis size as
+    SVM" mode, Section 7.1.3): exactly the ``n_basis`` least confident candidates, one per
+    class reserved first. ``max_basis`` caps the size the same way. Returns the positions
+    and whether the cap cut the basis.
+    """
+    labels = np.asarray(labels)
+    reserve = _least_confident_per_class(confidence, labels, n_classes)
+    size = n_basis
+    if size is None:
+        chosen = np.union1d(np.flatnonzero(confidence < threshold), reserve)
+        if max_basis is None or chosen.size <= max_basis:
+            return chosen, False
+        size = max_basis
+    reserved = np.zeros(confidence.size, dtype=bool)
+    reserved[reserve] = True
+    order = _by_confidence(confidence)
+    fill = order[~reserved[order]][: max(0, size - reserve.size)]
+    chosen = np.union1d(reserve, fill)
+    return chosen, n_basis is None
+
+
+# --- random choices from global row indices --------------------------------------------
+
+
+def row_hash(index: np.ndarray, seed: int) -> np.ndarray:
+    """A uniform number in [0, 1) per global row index (splitmix64 of index and seed).
+
+    Depends only on the index and the seed, so random choices made with it do not depend
+    on chunking or scheduler.
+    """
+    with np.errstate(over="ignore"):
+        z = np.asarray(index, dtype=np.uint64) + np.uint64(seed % 2**63) * np.uint64(0x9E3779B97F4A7C15)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -> np.ndarray:
+    """Global indices of a class-stratified sample of ``size`` labeled rows, ascending.
+
+    Class k gets a share of ``size`` proportional to its count (largest remainders, at
+    least one row per class); within a class the rows with the smallest
+    :func:`row_hash` are taken.
+    """
+    codes = np.asarray(codes)
+    labeled = np.flatnonzero(codes >= 0)
+    counts = np.bincount(codes[labeled], minlength=n_classes)
+    exact = size * counts / counts.sum()
+    share = np.minimum(np.maximum(np.floor(exact).astype(int), counts > 0), counts)
+    order = np.argsort(-(exact - np.floor(exact)), kind="stable")
+    for k in order:
+        if share.sum() >= size:
+            break
+        if share[k] < counts[k]:
+            share[k] += 1
+    u = row_hash(labeled, seed)
+    picked = []
+    for k in range(n_classes):
+        rows = labeled[codes[labeled] == k]
+        picked.append(rows[np.argsort(u[codes[labeled] == k], kind="stable")[: share[k]]])
+    return np.sort(np.concatenate(picked))

@@ -1,0 +1,787 @@
+"""Hu, Pan & Wu's normalized RBF network (nRBFN) and linear regression classifier (LRC).
+
+Paper: "nRBFN and LRC from spectral graph theory" (shared/seeds/nrbfn-lrc-spectral-graph.txt),
+Sections 3–5 and Algorithms 1–3. Both are ridge regressions of the class indicator matrix
+F (K×n) on a data matrix A (r×n):
+
+    D* = F Aᵀ (A Aᵀ + λ‖A‖²_F I)⁻¹                                        (eqs. 14, 15)
+
+nRBFN takes A = W̃, the column-normalised Gaussian kernel between a basis G (r rows chosen
+by soft-KNN) and the training rows; LRC takes A = Ã, the mean-removed data with a row of
+√β on top. Both only need the r×r Gram A Aᵀ and the K×r cross term F Aᵀ, which are sums
+over rows and so are accumulated block by block in one pass (float64) and merged in a
+tree. The paper's fitting error ε (Definition 7) and spectral risk γ (Definition 5) follow
+from the same two matrices without another pass.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from . import _blocks, passes
+from ._validation import check_int, check_param, check_real
+from .cluster import compute
+from .data import check_xy, encode_labels, find_classes, unlabeled_mask
+from .neighbors import (
+    kneighbors_pass,
+    knn_sigma,
+    labeled_rows,
+    pairwise_sq_distances,
+    row_hash,
+    select_basis,
+    soft_knn_confidence,
+    stratified_sample,
+)
+
+__all__ = [
+    "NRBFNClassifier",
+    "LRClassifier",
+    "normalized_kernel",
+    "ridge_solve",
+    "regression_diagnostics",
+    "fold_of",
+    "DEFAULT_ALPHA_GRID",
+]
+
+#: The paper's cross-validation grid for λ (Section 7.1.1).
+DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
+
+#: Elements of one kernel tile (basis × rows) inside a block; 16M float64 = 128 MB.
+KERNEL_TILE_ELEMENTS = 16 * 2**20
+
+
+# --- the paper's formulas, NumPy only ---------------------------------------------------
+
+
+def normalized_kernel(X: np.ndarray, basis: np.ndarray, sigma: float) -> np.ndarray:
+    """W̃ᵀ for a block: Gaussian kernel to the basis, each row normalised to sum to one.
+
+    ``W_ij = exp(−‖G_i − x_j‖² / (2σ²))`` and ``W̃ = W diag(1ᵀW)⁻¹`` (Algorithm 2 steps
+    6–7, Algorithm 3 steps 3–4). Returned transposed, shape (b, r), float64. The smallest
+    squared distance of each row is subtracted inside the exponential, which the
+    normalisation cancels exactly, so rows far from every basis vector do not underflow.
+    """
+    d2 = pairwise_sq_distances(X, basis)
+    d2 -= d2.min(axis=1, keepdims=True)
+    W = np.exp(d2 * (-0.5 / sigma**2), out=d2)
+    W /= W.sum(axis=1, keepdims=True)
+    return W
+
+
+def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, str | None]:
+    """X* = B (M + λ' I)⁻¹ with λ' = λ tr(M) = λ‖A‖²_F (Algorithm 2 step 9, eq. 14).
+
+    Solved by Cholesky (``scipy.linalg.solve(assume_a="pos")``). Returns the solution and
+    None, or — if the system is singular or too ill-conditioned for Cholesky — the
+    minimum-norm least-squares solution and a message for the caller to warn with.
+    """
+    M = np.asarray(M, dtype=np.float64)
+    reg = lam * np.trace(M)
+    system = M + reg * np.eye(M.shape[0])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
+            return scipy.linalg.solve(system, B.T, assume_a="pos").T, None
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning) as exc:
+        solution = scipy.linalg.lstsq(system, B.T)[0].T
+        return solution, str(exc).split("\n")[0]
+
+
+def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: float) -> dict:
+    """The paper's Section 5 measures of a fitted regression F ≈ D A, from A Aᵀ and F Aᵀ.
+
+    With ‖F‖²_F = n (one indicator per labeled row), ‖DA‖²_F = tr(D M Dᵀ) and
+    ‖F − DA‖²_F = n − 2 tr(D Bᵀ) + ‖DA‖²_F:
+
+    * fitting error ε = ‖F − DA‖²_F / ‖DA‖²_F + 1            (Definition 7, eq. 23)
+    * spectral risk γ = ‖D‖²_F ‖A‖²_F / ‖DA‖²_F              (Definition 5, eq. 19)
+    """
+    fit_sq = float(np.einsum("kr,rs,ks->", D, M, D))
+    residual = float(n_rows) - 2.0 * float(np.sum(D * B)) + fit_sq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        epsilon = residual / fit_sq + 1.0 if fit_sq > 0 else np.nan
+        gamma = float(np.sum(D * D)) * float(np.trace(M)) / fit_sq if fit_sq > 0 else np.nan
+    return {"fitting_error": epsilon, "spectral_risk": gamma, "residual": residual, "fit": fit_sq}
+
+
+def numerical_rank(M: np.ndarray) -> int:
+    """Numerical rank of A from its Gram M = A Aᵀ (pivoted Cholesky, O(r³/3)).
+
+    Counts the singular values of A above √(r ε) σ₁ — the smallest that the Gram can
+    resolve in float64.
+    """
+    if M.size == 0 or not np.any(M):
+        return 0
+    tol = M.shape[0] * np.finfo(np.float64).eps * float(np.max(np.diag(M)))
+    _, _, rank, _ = scipy.linalg.lapack.dpstrf(np.array(M, dtype=np.float64, order="F"), tol=tol)
+    return int(rank)
+
+
+def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
+    """Cross-validation fold (0..n_folds−1) of each global row index (a hash, so chunk-free)."""
+    return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
+
+
+def _syrk_upper(W: np.ndarray) -> np.ndarray:
+    """Upper triangle of Wᵀ W (W is rows × r), by BLAS ``dsyrk`` (half the flops of a GEMM)."""
+    from scipy.linalg.blas import dsyrk
+
+    return dsyrk(1.0, np.asarray(W, dtype=np.float64, order="F"), trans=1)
+
+
+def _symmetrize_upper(M: np.ndarray) -> np.ndarray:
+    return np.triu(M) + np.triu(M, 1).T
+
+
+# --- block functions of the passes -------------------------------------------------------
+
+
+def _basis_tiles(n_rows: int, r: int) -> int:
+    return int(np.clip(KERNEL_TILE_ELEMENTS // max(r, 1), 256, 8192))
+
+
+def sigma_block(X, codes, *, row_start, basis):
+    """Σ_ij ‖G_i − x_j‖ over the labeled rows of a block, and their number (Algorithm 2, step 5)."""
+    rows, _, _ = labeled_rows(X, codes, row_start)
+    total = 0.0
+    step = _basis_tiles(rows.shape[0], basis.shape[0])
+    for start in range(0, rows.shape[0], step):
+        total += float(np.sqrt(pairwise_sq_distances(rows[start:start + step], basis)).sum())
+    return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
+
+
+def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
+    """Per fold: M_f = W̃W̃ᵀ (r×r, upper triangle), B_f = F W̃ᵀ (K×r) and the row count.
+
+    One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
+    per labeled row). Memory: one kernel tile plus n_folds (r² + K r) float64.
+    """
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    r = basis.shape[0]
+    folds = fold_of(index, n_folds, seed) if n_folds > 1 else np.zeros(index.size, np.int64)
+    M = np.zeros((n_folds, r, r))
+    B = np.zeros((n_folds, n_classes, r))
+    step = _basis_tiles(rows.shape[0], r)
+    for start in range(0, rows.shape[0], step):
+        Wt = normalized_kernel(rows[start:start + step], basis, sigma)
+        fold_tile, label_tile = folds[start:start + step], labels[start:start + step]
+        for f in np.unique(fold_tile):
+            mine = fold_tile == f
+            Wf = Wt[mine] if not mine.all() else Wt
+            M[f] += _syrk_upper(Wf)
+            np.add.at(B[f], label_tile[mine], Wf)
+    count = np.bincount(folds, minlength=n_folds).astype(np.float64)
+    return {"M": M, "B": B, "count": count}
+
+
+def cv_error_block(X, codes, *, row_start, basis, sigma, weights, seed):
+    """Misclassified labeled rows per λ, each row scored by its own fold's model.
+
+    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f.
+    """
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    n_folds, n_alphas = weights.shape[:2]
+    errors = np.zeros(n_alphas)
+    if rows.shape[0] == 0:
+        return errors
+    folds = fold_of(index, n_folds, seed)
+    Wt = normalized_kernel(rows, basis, sigma)
+    for f in np.unique(folds):
+        mine = folds == f
+        scores = np.einsum("br,akr->abk", Wt[mine], weights[f])
+        errors += (scores.argmax(axis=2) != labels[mine]).sum(axis=1)
+    return errors
+
+
+def _check_block(X):
+    bad = _blocks.count_nonfinite(X)
+    if bad:
+        raise ValueError(
+            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
+            "impute or drop them before predicting."
+        )
+
+
+def nrbfn_scores(X, *, basis, sigma, weights):
+    """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5)."""
+    _check_block(X)
+    return normalized_kernel(X, basis, sigma) @ weights.T
+
+
+def lrc_scores(X, *, coef, intercept):
+    """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
+    _check_block(X)
+    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+
+
+def scores_to_proba(scores: np.ndarray) -> np.ndarray:
+    """Probabilities from F̂: negative entries clipped to 0, each row renormalised.
+
+    F̂ approximates an indicator and its columns sum to about one, but entries may be
+    negative (the paper's "quasi-probability"). Clipping keeps the argmax, so the most
+    probable class is always the predicted one; a row with no positive entry gets all
+    its mass on its argmax.
+    """
+    proba = np.clip(scores, 0.0, None)
+    total = proba.sum(axis=1, keepdims=True)
+    empty = total[:, 0] <= 0
+    if empty.any():
+        proba[empty] = 0.0
+        proba[empty, scores[empty].argmax(axis=1)] = 1.0
+        total[empty] = 1.0
+    return proba / total
+
+
+def _decision_block(X, *, score_fn, out_dtype, binary, **kwargs):
+    scores = score_fn(X, **kwargs)
+    if binary:
+        scores = scores[:, 1:2] - scores[:, 0:1]
+    return scores.astype(out_dtype, copy=False)
+
+
+def _proba_block(X, *, score_fn, out_dtype, **kwargs):
+    return scores_to_proba(score_fn(X, **kwargs)).astype(out_dtype, copy=False)
+
+
+def _predict_block(X, *, score_fn, classes, **kwargs):
+    return classes[score_fn(X, **kwargs).argmax(axis=1)]
+
+
+# --- shared estimator plumbing -----------------------------------------------------------
+
+
+class _RegressionClassifier(ClassifierMixin, BaseEstimator):
+    """Validation, class handling and block-wise prediction shared by nRBFN and LRC."""
+
+    def _check_classes(self, classes):
+        name = type(self).__name__
+        if classes.size == 0:
+            raise ValueError(
+                f"All rows of y are unlabeled (-1/None/NaN); {name} needs labeled rows of at "
+                "least 2 classes."
+            )
+        if classes.size == 1:
+            raise ValueError(
+                f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {name} needs "
+                "at least 2 classes. Add rows of another class."
+            )
+
+    def _prepare_fit(self, X, y):
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        classes = find_classes(y)
+        self._check_classes(classes)
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        return X, encode_labels(y, classes)
+
+    @staticmethod
+    def _refuse_nonfinite(count):
+        if count:
+            raise ValueError(
+                f"X contains {int(count)} NaN or infinite value(s); impute or drop them "
+                "(e.g. with sklearn.impute.SimpleImputer) before fitting."
+            )
+
+    def _score_kwargs(self) -> dict:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _map(self, X, block_fn, n_out, dtype, **kwargs):
+        check_is_fitted(self, "classes_")
+        is_dask = isinstance(X, da.Array)
+        Xd, _ = check_xy(X, chunk_rows=self.chunk_rows)
+        if Xd.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        dtype = Xd.dtype if dtype is None else dtype
+        if "out_dtype" in kwargs and kwargs["out_dtype"] is None:
+            kwargs["out_dtype"] = Xd.dtype
+        out = passes.map_rows(block_fn, Xd, n_out, dtype, **self._score_kwargs(), **kwargs)
+        if is_dask:
+            return out
+        (result,) = compute(out)
+        return result
+
+    def decision_function(self, X):
+        """F̂ᵀ, shape (n, K): the regression's estimate of the class indicators.
+
+        For two classes, shape (n,) with F̂₂ − F̂₁ (scikit-learn's binary convention:
+        positive means ``classes_[1]``). One lazy block map over X; dtype follows X.
+        """
+        check_is_fitted(self, "classes_")
+        binary = self.classes_.size == 2
+        out = self._map(X, _decision_block, 1 if binary else self.classes_.size, None,
+                        out_dtype=None, binary=binary)
+        return out[:, 0] if binary else out
+
+    def predict_proba(self, X):
+        """F̂ᵀ clipped at zero and renormalised per row (see :func:`scores_to_proba`).
+
+        Rows sum to one and the argmax is the prediction. These are not calibrated
+        posteriors: F̂ is a least-squares fit to the class indicators.
+        """
+        check_is_fitted(self, "classes_")
+        return self._map(X, _proba_block, self.classes_.size, None, out_dtype=None)
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba` (−inf where the probability is 0)."""
+        proba = self.predict_proba(X)
+        with np.errstate(divide="ignore"):
+            return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
+
+    def predict(self, X):
+        """Class labels, argmax_k F̂_k (Algorithm 3 step 6; eq. 2 for LRC). One lazy block map."""
+        check_is_fitted(self, "classes_")
+        return self._map(X, _predict_block, None, self.classes_.dtype, classes=self.classes_)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""
+        if sample_weight is not None or not isinstance(X, da.Array):
+            y_arr = np.asarray(y)
+            keep = ~unlabeled_mask(y_arr)
+            pred = np.asarray(self.predict(X))
+            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
+            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
+        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows)
+        codes = encode_labels(yd, self.classes_)
+        pred_codes = encode_labels(self.predict(Xd), self.classes_)
+        labeled = codes >= 0
+        correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
+        return float(correct) / float(total)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _warn_singular(owner, alpha, detail):
+    warnings.warn(
+        f"{owner}: the regularised system A Aᵀ + λ‖A‖²_F I is singular or ill-conditioned "
+        f"with alpha={alpha!r} ({detail}); the minimum-norm least-squares solution is used. "
+        "Increase alpha (e.g. alpha=1e-13 or larger) for a well-posed solve.",
+        UserWarning, stacklevel=3,
+    )
+
+
+# --- nRBFN --------------------------------------------------------------------------------
+
+
+class NRBFNClassifier(_RegressionClassifier):
+    """Normalized RBF network with soft-KNN basis selection (Hu, Pan & Wu, Algorithms 1–3).
+
+    Fitting:
+
+    1. **Soft-KNN** (Algorithm 1): the k nearest labeled rows of every candidate, searched
+       exactly in the whole training set; confidence T = weight of same-label neighbours;
+       basis G = candidates with T < t, plus the least confident row of any class left out.
+    2. **Width** σ = mean distance of the labeled training rows to the basis (Algorithm 2
+       step 5), one pass.
+    3. **Gram pass**: M = W̃W̃ᵀ (r×r), B = F W̃ᵀ (K×r), per cross-validation fold when λ is
+       cross-validated, one pass, float64.
+    4. **Solve** X* = B (M + λ‖W̃‖²_F I)⁻¹ (Cholesky), and the diagnostics ε and γ.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=20
+        k of soft-KNN. Must be smaller than the number of labeled training rows.
+    confidence_threshold : float in (0, 1], default=0.9
+        t: candidates with confidence below t join the basis.
+    alpha : float ≥ 0, sequence of floats, or "cv", default=1e-13
+        λ, relative to ‖W̃‖²_F. A sequence is a grid chosen by ``cv``-fold
+        cross-validation (held-out error rate; ties go to the earlier value); ``"cv"`` is
+        the paper's grid (1e-5, 1e-9, 1e-13).
+    cv : int ≥ 2, default=5
+        Folds for the λ search. A row's fold is a hash of its global row index.
+    n_basis : int or None, default=None
+        Exactly this many least-confident candidates as basis (one per class reserved)
+        instead of the threshold — the paper's "same basis size as SVM" mode.
+    max_basis : int or None, default=None
+        Cap on r. A larger threshold basis is cut to the ``max_basis`` least confident
+        rows (one per class reserved) with a warning.
+    n_candidates : int or None, default=None
+        None: every labeled row is a soft-KNN candidate (the paper's algorithm exactly;
+        O(n² p) time, one pass over X per row block of X). An int: a class-stratified
+        sample of that many labeled rows (by hash of the global row index and
+        ``random_state``) whose neighbours are still searched in the whole training set
+        in ONE pass. The basis is then drawn from the candidates.
+    random_state : int or None, default=None
+        Seeds the candidate sample and the folds. None draws a seed from NumPy's global
+        generator at each fit.
+    chunk_rows : int or None, default=None
+        Rows per block for NumPy input (None: about 64 MB blocks).
+    split_every : int, default=8
+        Fan-in of the tree reductions.
+
+    Attributes
+    ----------
+    classes_ : ndarray (K,)
+    n_features_in_ : int
+    candidate_indices_ : ndarray (c,)
+        Global row indices of the soft-KNN candidates.
+    confidence_ : ndarray (c,)
+        Soft-KNN confidence T of each candidate.
+    knn_sigma_ : float
+        Width used by soft-KNN (Algorithm 1 step 4).
+    basis_indices_ : ndarray (r,)
+        Global row indices of the basis, ascending.
+    basis_ : ndarray (r, p)
+        G, in X's dtype.
+    sigma_ : float
+        Gaussian width σ (Algorithm 2 step 5).
+    weights_ : ndarray (K, r)
+        X*, the paper's weight matrix.
+    alpha_ : float
+        λ used for ``weights_`` (the chosen one when cross-validated).
+    cv_error_ : ndarray (n_alphas,) or None
+        Held-out error rate of every λ of the grid.
+    fitting_error_ : float
+        ε (Definition 7) of the training fit.
+    spectral_risk_ : float
+        γ (Definition 5).
+    rank_ : int
+        Numerical rank of W̃ (see :func:`numerical_rank`).
+    basis_fraction_ : float
+        r / number of labeled training rows.
+    n_passes_ : int
+        Passes over X made by ``fit``.
+
+    Notes
+    -----
+    Passes over X: soft-KNN 1 (sample) or one per row block of X (all rows), plus 1 to
+    gather the basis rows, 1 for σ, 1 for the Gram, and 1 more to score the λ grid when
+    cross-validating — whatever the grid size. Memory per task: one block, one kernel
+    tile and n_folds·(r² + K r) float64; on the client O(r² + r p) plus, in the exact
+    all-rows mode, the n×k neighbour table and n-vectors of labels and confidences.
+    Unlabeled rows (−1/None/NaN) take no part in training.
+    """
+
+    def __init__(
+        self, n_neighbors=20, *, confidence_threshold=0.9, alpha=1e-13, cv=5, n_basis=None,
+        max_basis=None, n_candidates=None, random_state=None, chunk_rows=None, split_every=8,
+    ):
+        self.n_neighbors = n_neighbors
+        self.confidence_threshold = confidence_threshold
+        self.alpha = alpha
+        self.cv = cv
+        self.n_basis = n_basis
+        self.max_basis = max_basis
+        self.n_candidates = n_candidates
+        self.random_state = random_state
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    # --- parameters ---------------------------------------------------------------
+
+    def _check_params(self) -> tuple[float, ...]:
+        check_int(self, "n_neighbors", self.n_neighbors, low=1)
+        check_real(self, "confidence_threshold", self.confidence_threshold, low=0.0, high=1.0,
+                   closed="right")
+        check_int(self, "cv", self.cv, low=2)
+        check_int(self, "n_basis", self.n_basis, low=1, allow_none=True)
+        check_int(self, "max_basis", self.max_basis, low=1, allow_none=True)
+        check_int(self, "n_candidates", self.n_candidates, low=2, allow_none=True)
+        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
+        check_int(self, "split_every", self.split_every, low=2)
+        if self.random_state is not None:
+            check_int(self, "random_state", self.random_state, low=0)
+        return self._alpha_grid()
+
+    def _alpha_grid(self) -> tuple[float, ...]:
+        def real(v):
+            return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
+
+        if isinstance(self.alpha, str):
+            check_param(self, "alpha", self.alpha, lambda v: v == "cv",
+                        'a float >= 0, a non-empty sequence of them, or "cv"')
+            return DEFAULT_ALPHA_GRID
+        if real(self.alpha):
+            return (float(self.alpha),)
+        check_param(self, "alpha", self.alpha,
+                    lambda v: len(v) > 0 and all(real(a) for a in v),
+                    'a float >= 0, a non-empty sequence of them, or "cv"')
+        return tuple(float(a) for a in self.alpha)
+
+    def _seed(self) -> int:
+        if self.random_state is None:
+            return int(np.random.randint(0, 2**31 - 1))
+        return int(self.random_state)
+
+    # --- fit ----------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Fit the network (Algorithm 2) from (X, y); rows labeled −1/None/NaN are ignored.
+
+        Parameters
+        ----------
+        X : array-like, Dask array or Zarr array of shape (n, p)
+        y : array-like or Dask array of shape (n,)
+
+        Returns
+        -------
+        self
+        """
+        grid = self._check_params()
+        X, codes = self._prepare_fit(X, y)
+        seed = self._seed()
+        (codes_np,) = compute(codes)
+        self._check_sizes(codes_np)
+        self.n_passes_ = 0
+        candidates, cand_index, cand_codes = self._soft_knn(X, codes, codes_np, seed)
+        self._choose_basis(X, candidates, cand_index, cand_codes)
+        self.sigma_ = self._sigma_pass(X, codes)
+        n_folds = self.cv if len(grid) > 1 else 1
+        gram = self._gram_pass(X, codes, n_folds, seed)
+        self.alpha_, self.cv_error_ = self._choose_alpha(X, codes, gram, grid, seed)
+        self._solve(gram, self.alpha_)
+        return self
+
+    def _check_sizes(self, codes_np):
+        n_labeled = int(np.count_nonzero(codes_np >= 0))
+        if self.n_neighbors >= n_labeled:
+            raise ValueError(
+                f"n_neighbors={self.n_neighbors} must be smaller than the number of labeled "
+                f"training rows ({n_labeled}): each row's neighbours are the other rows. "
+                f"Pass n_neighbors <= {n_labeled - 1}."
+            )
+        K = self.classes_.size
+        for name in ("n_basis", "max_basis"):
+            value = getattr(self, name)
+            if value is not None and value < K:
+                raise ValueError(
+                    f"{name}={value} is smaller than the number of classes ({K}); the basis "
+                    f"needs one row per class. Pass {name} >= {K}."
+                )
+        if self.n_candidates is not None and self.n_candidates < K:
+            raise ValueError(
+                f"n_candidates={self.n_candidates} is smaller than the number of classes ({K}); "
+                f"the stratified sample needs one row per class. Pass n_candidates >= {K}."
+            )
+        self._n_labeled = n_labeled
+
+    # --- step 1: soft-KNN -----------------------------------------------------------
+
+    def _soft_knn(self, X, codes, codes_np, seed):
+        """Neighbours of the candidates and their confidence; returns the candidates."""
+        if self.n_candidates is None or self.n_candidates >= self._n_labeled:
+            candidates = None
+            neighbors, cand_index, cand_codes = self._knn_all_rows(X, codes)
+        else:
+            cand_index = stratified_sample(codes_np, self.n_candidates, self.classes_.size, seed)
+            (candidates,) = compute(X[cand_index])
+            self.n_passes_ += 1
+            cand_codes = codes_np[cand_index]
+            (neighbors,) = compute(kneighbors_pass(
+                X, codes, candidates, cand_index, self.n_neighbors, split_every=self.split_every))
+            self.n_passes_ += 1
+        self._refuse_nonfinite(neighbors["nonfinite"])
+        self.knn_sigma_ = knn_sigma(neighbors["dist2"])
+        self.confidence_ = soft_knn_confidence(
+            neighbors["dist2"], neighbors["label"], cand_codes, self.knn_sigma_)
+        self.candidate_indices_ = cand_index
+        return candidates, cand_index, cand_codes
+
+    def _knn_all_rows(self, X, codes):
+        """Exact search for every labeled row: one pass over X per row block of X."""
+        starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+        rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
+        parts = []
+        for xb, cb, start in zip(X.to_delayed().ravel(), codes.to_delayed().ravel(), starts):
+            cand, cand_index, cand_codes = rows_of(xb, cb, int(start))
+            parts.append((kneighbors_pass(X, codes, cand, cand_index, self.n_neighbors,
+                                          split_every=self.split_every), cand_index, cand_codes))
+        (results,) = compute(parts)
+        self.n_passes_ += len(parts)
+        neighbors = {
+            key: np.concatenate([res[0][key] for res in results]) for key in ("dist2", "index", "label")
+        }
+        neighbors["nonfinite"] = results[0][0]["nonfinite"]
+        return (neighbors, np.concatenate([res[1] for res in results]),
+                np.concatenate([res[2] for res in results]))
+
+    def _choose_basis(self, X, candidates, cand_index, cand_codes):
+        positions, capped = select_basis(
+            self.confidence_, cand_codes, self.confidence_threshold, self.classes_.size,
+            n_basis=self.n_basis, max_basis=self.max_basis,
+        )
+        if capped:
+            wanted = int(np.count_nonzero(self.confidence_ < self.confidence_threshold))
+            warnings.warn(
+                f"The soft-KNN basis has {wanted} rows with confidence below "
+                f"confidence_threshold={self.confidence_threshold}, more than "
+                f"max_basis={self.max_basis}; keeping the {self.max_basis} least confident "
+                "(one per class reserved). Raise max_basis or lower confidence_threshold.",
+                UserWarning, stacklevel=3,
+            )
+        self.basis_indices_ = cand_index[positions]
+        if candidates is not None:
+            self.basis_ = candidates[positions]
+        else:
+            (self.basis_,) = compute(X[self.basis_indices_])
+            self.n_passes_ += 1
+        self.basis_fraction_ = positions.size / self._n_labeled
+
+    # --- steps 2–4 ---------------------------------------------------------------------
+
+    def _sigma_pass(self, X, codes) -> float:
+        (stats,) = compute(passes.reduce_rows(
+            sigma_block, X, codes, basis=self.basis_, split_every=self.split_every))
+        self.n_passes_ += 1
+        return float(stats["dist_sum"]) / (float(stats["rows"]) * self.basis_.shape[0])
+
+    def _gram_pass(self, X, codes, n_folds, seed) -> dict:
+        (gram,) = compute(passes.reduce_rows(
+            gram_block, X, codes, basis=self.basis_, sigma=self.sigma_,
+            n_classes=self.classes_.size, n_folds=n_folds, seed=seed,
+            split_every=self.split_every,
+        ))
+        self.n_passes_ += 1
+        gram["M"] = np.stack([_symmetrize_upper(m) for m in gram["M"]])
+        return gram
+
+    def _choose_alpha(self, X, codes, gram, grid, seed):
+        if len(grid) == 1:
+            return grid[0], None
+        M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
+        weights = np.empty((self.cv, len(grid)) + B_all.shape)
+        problems = []
+        for f in range(self.cv):
+            M_train, B_train = M_all - gram["M"][f], B_all - gram["B"][f]
+            for a, lam in enumerate(grid):
+                weights[f, a], problem = ridge_solve(M_train, B_train, lam)
+                if problem:
+                    problems.append(lam)
+        if problems:
+            _warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
+        (errors,) = compute(passes.reduce_rows(
+            cv_error_block, X, codes, basis=self.basis_, sigma=self.sigma_, weights=weights,
+            seed=seed, split_every=self.split_every,
+        ))
+        self.n_passes_ += 1
+        cv_error = errors / self._n_labeled
+        return grid[int(np.argmin(cv_error))], cv_error
+
+    def _solve(self, gram, lam):
+        M, B = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
+        self.weights_, problem = ridge_solve(M, B, lam)
+        if problem:
+            _warn_singular(type(self).__name__, lam, problem)
+        diag = regression_diagnostics(M, B, self.weights_, gram["count"].sum())
+        self.fitting_error_ = diag["fitting_error"]
+        self.spectral_risk_ = diag["spectral_risk"]
+        self.rank_ = numerical_rank(M)
+
+    def _score_kwargs(self):
+        return {"score_fn": nrbfn_scores, "basis": self.basis_, "sigma": self.sigma_,
+                "weights": self.weights_}
+
+
+# --- LRC ------------------------------------------------------------------------------------
+
+
+class LRClassifier(_RegressionClassifier):
+    """Regularised linear regression classifier (Hu, Pan & Wu, eqs. 1 and 14), one pass.
+
+    Ridge regression of the class indicators F on the augmented data
+    Ã = [√β 1ᵀ; A], A = the labeled training rows with their mean removed:
+    D* = F Ãᵀ (ÃÃᵀ + λ‖Ã‖²_F I)⁻¹, and a row b is classified by argmax_k (D* b̃)_k,
+    b̃ = [√β; b − x̄].
+
+    Parameters
+    ----------
+    alpha : float ≥ 0, default=1e-4
+        λ, relative to ‖Ã‖²_F (λ' = λ‖Ã‖²_F).
+    beta : float > 0, default=1.0
+        β of the augmentation (the paper uses β = 1 in practice).
+    chunk_rows : int or None, default=None
+    split_every : int, default=8
+
+    Attributes
+    ----------
+    classes_, n_features_in_
+    mean_ : ndarray (p,)
+        x̄, the mean of the labeled training rows.
+    weights_ : ndarray (K, p + 1)
+        D*, first column for the √β row.
+    coef_ : ndarray (K, p); intercept_ : ndarray (K,)
+        The same model as scores = X coef_ᵀ + intercept_.
+    fitting_error_, spectral_risk_ : float
+        ε (Definition 7) and γ (Definition 5) of the training fit.
+    rank_ : int
+        Numerical rank of Ã.
+    n_passes_ : int
+        1.
+
+    Notes
+    -----
+    One pass over X accumulates the class counts, class means and pooled within-class
+    scatter (Chan et al.'s pairwise merge, no cancellation); ÃÃᵀ and FÃᵀ follow exactly:
+    ÃÃᵀ = diag(βn, S_w + Σ_k n_k (μ_k − x̄)(μ_k − x̄)ᵀ), FÃᵀ = [√β n_k, n_k (μ_k − x̄)].
+    Memory per task: one block plus O(p² + K p). The solve is (p+1)×(p+1).
+    """
+
+    def __init__(self, alpha=1e-4, *, beta=1.0, chunk_rows=None, split_every=8):
+        self.alpha = alpha
+        self.beta = beta
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    def _check_params(self):
+        check_real(self, "alpha", self.alpha, low=0.0)
+        check_real(self, "beta", self.beta, low=0.0, closed="neither")
+        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
+        check_int(self, "split_every", self.split_every, low=2)
+
+    def fit(self, X, y):
+        """Fit from (X, y) in one pass; rows labeled −1/None/NaN are ignored.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X, codes = self._prepare_fit(X, y)
+        (moments,) = compute(passes.class_moments_pass(
+            X, codes, self.classes_.size, scatter=True, split_every=self.split_every))
+        self.n_passes_ = 1
+        self._refuse_nonfinite(moments["nonfinite"])
+        gram, cross = self._augmented_gram(moments)
+        self._solve(gram, cross, moments["n"].sum())
+        return self
+
+    def _augmented_gram(self, moments):
+        """ÃÃᵀ ((p+1)×(p+1)) and FÃᵀ (K×(p+1)) from class moments."""
+        counts, means = moments["n"], moments["mean"]
+        total = counts.sum()
+        self.mean_ = counts @ means / total
+        centred = means - self.mean_
+        scatter = moments["scatter"] + (centred * counts[:, None]).T @ centred
+        p = means.shape[1]
+        gram = np.zeros((p + 1, p + 1))
+        gram[0, 0] = self.beta * total
+        gram[1:, 1:] = (scatter + scatter.T) / 2.0
+        cross = np.hstack([np.sqrt(self.beta) * counts[:, None], counts[:, None] * centred])
+        return gram, cross
+
+    def _solve(self, gram, cross, n_rows):
+        self.weights_, problem = ridge_solve(gram, cross, self.alpha)
+        if problem:
+            _warn_singular(type(self).__name__, self.alpha, problem)
+        diag = regression_diagnostics(gram, cross, self.weights_, n_rows)
+        self.fitting_error_ = diag["fitting_error"]
+        self.spectral_risk_ = diag["spectral_risk"]
+        self.rank_ = numerical_rank(gram)
+        self.coef_ = self.weights_[:, 1:]
+        self.intercept_ = np.sqrt(self.beta) * self.weights_[:, 0] - self.coef_ @ self.mean_
+
+    def _score_kwargs(self):
+        return {"score_fn": lrc_scores, "coef": self.coef_, "intercept": self.intercept_}
