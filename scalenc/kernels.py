@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
 
 __all__ = [
     "Kernel",
@@ -33,6 +32,7 @@ __all__ = [
     "KERNELS",
     "get_kernel",
     "squared_distances",
+    "average_ranks",
 ]
 
 
@@ -40,8 +40,35 @@ def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
     """‖x_i − u_j‖² for the rows of X (b×p) and U (K×p), in float64, clipped at 0."""
     X = np.asarray(X, dtype=np.float64)
     U = np.asarray(U, dtype=np.float64)
-    d2 = (X * X).sum(axis=1)[:, None] + (U * U).sum(axis=1)[None, :] - 2.0 * (X @ U.T)
+    d2 = X @ (-2.0 * U.T)
+    d2 += np.einsum("ij,ij->i", X, X)[:, None]
+    d2 += np.einsum("ij,ij->i", U, U)[None, :]
     return np.maximum(d2, 0.0, out=d2)
+
+
+def average_ranks(A: np.ndarray) -> np.ndarray:
+    """Row-wise ranks 1..p, ties given their average rank (as ``scipy.stats.rankdata``).
+
+    One argsort per row block; rows without ties take a fast path (an inverse permutation).
+    """
+    A = np.asarray(A)
+    n_rows, n_cols = A.shape
+    order = np.argsort(A, axis=1)
+    rows = np.arange(n_rows)[:, None]
+    sorted_values = A[rows, order]
+    new_run = np.ones((n_rows, n_cols), dtype=bool)
+    np.not_equal(sorted_values[:, 1:], sorted_values[:, :-1], out=new_run[:, 1:])
+    ranked = np.empty((n_rows, n_cols), dtype=np.float64)
+    if new_run.all():
+        ranked[rows, order] = np.arange(1.0, n_cols + 1)
+        return ranked
+    index = np.arange(n_cols)
+    start = np.maximum.accumulate(np.where(new_run, index, 0), axis=1)
+    run_end = np.ones((n_rows, n_cols), dtype=bool)
+    run_end[:, :-1] = new_run[:, 1:]
+    end = np.minimum.accumulate(np.where(run_end, index, n_cols)[:, ::-1], axis=1)[:, ::-1]
+    ranked[rows, order] = (start + end) / 2.0 + 1.0
+    return ranked
 
 
 class Kernel:
@@ -78,7 +105,7 @@ class Euclidean(Kernel):
 
 def _centred_ranks(A: np.ndarray) -> np.ndarray:
     """Row-wise average ranks, centred and scaled to unit norm (0 for constant rows)."""
-    ranks = rankdata(A, axis=1).astype(np.float64)
+    ranks = average_ranks(A)
     ranks -= ranks.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(ranks, axis=1, keepdims=True)
     return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)

@@ -59,3 +59,14 @@ def test_callable_kernel_shape_is_checked(xu):
 def test_unknown_kernel_lists_valid_names():
     with pytest.raises(ValueError, match=r"Unknown kernel 'rbf'. Valid names are \['euclidean'"):
         get_kernel("rbf")
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_average_ranks_equal_scipy_rankdata(ties):
+    from scipy.stats import rankdata
+
+    from scalenc.kernels import average_ranks
+
+    rng = np.random.default_rng(1)
+    A = rng.integers(0, 4, size=(50, 13)).astype(float) if ties else rng.normal(size=(50, 13))
+    np.testing.assert_array_equal(average_ranks(A), rankdata(A, axis=1))
