@@ -1,0 +1,82 @@
+"""Out of core for real: a Zarr store several times larger than the memory limit of the only
+Dask worker, fitted and predicted with correct results, with nothing n-sized on the client."""
+
+import dask.array as da
+import numpy as np
+import psutil
+import pytest
+import zarr
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+from scalenc import EncoderClassifier, load, write_output
+from scalenc.simulate import simulate
+
+pytestmark = pytest.mark.cluster
+
+N, P, K = 1_500_000, 200, 5          # 1.2 GB of float32
+CHUNK = 10_000                       # 8 MB blocks
+MEMORY_LIMIT = 400 * 2**20           # the worker's limit: the store is 3x larger
+
+
+@pytest.fixture(scope="module")
+def limited_client():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=True, memory_limit=MEMORY_LIMIT,
+        host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=50,
+    ) as cluster, distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, limited_client):
+    path = tmp_path_factory.mktemp("ooc") / "data.zarr"
+    X, y = simulate("normal_noise", N, P, K, random_state=1, chunk_rows=CHUNK)
+    y = da.where(da.arange(N, chunks=CHUNK) % 10 == 0, -1, y)  # 10% unlabeled
+    da.to_zarr(X, str(path), component="X")  # written by the limited worker, block by block
+    da.to_zarr(y, str(path), component="y")
+    return path
+
+
+def _stream_oracle(path):
+    """Class means and Z = X Uᵀ by a plain NumPy loop over the store's chunks."""
+    group = zarr.open_group(str(path), mode="r")
+    Xz, yz = group["X"], group["y"]
+    sums, counts = np.zeros((K, P)), np.zeros(K)
+    for start in range(0, N, 100_000):
+        X, y = Xz[start:start + 100_000].astype(np.float64), yz[start:start + 100_000]
+        for k in range(K):
+            sums[k] += X[y == k].sum(0)
+            counts[k] += np.sum(y == k)
+    U = sums / counts[:, None]
+    Z = np.concatenate([Xz[s:s + 100_000].astype(np.float64) @ U.T for s in range(0, N, 100_000)])
+    return U, Z, yz[:]
+
+
+def test_fit_predict_larger_than_worker_memory(store, tmp_path, limited_client):
+    total = N * P * 4
+    assert total > 2.5 * MEMORY_LIMIT
+    client_rss = psutil.Process().memory_info().rss
+    X, y = load(store)
+    model = EncoderClassifier().fit(X, y)
+    assert model.n_passes_ == 1
+    out = write_output(model.predict(X), tmp_path / "pred.zarr")
+    accuracy = model.score(X, y)
+    grown = psutil.Process().memory_info().rss - client_rss
+    assert grown < 150 * 2**20, f"the client grew by {grown / 2**20:.0f} MiB"
+    # nothing was lost to a dying worker: every worker is still the original one
+    assert len(limited_client.scheduler_info()["workers"]) == 1
+
+    U, Z, labels = _stream_oracle(store)
+    np.testing.assert_allclose(model.class_means_, U, rtol=1e-9)
+    lab = labels >= 0
+    lda = LinearDiscriminantAnalysis().fit(Z[lab], labels[lab])
+    pred = zarr.open_array(str(out), mode="r")[:]
+    np.testing.assert_array_equal(pred, lda.predict(Z))
+    assert accuracy == pytest.approx(np.mean(pred[lab] == labels[lab]))
+
+
+def test_multi_kernel_fit_larger_than_worker_memory(store):
+    X, y = load(store)
+    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X[:600_000], y[:600_000])
+    assert model.n_passes_ == 3 and np.isfinite(model.cross_entropy_).all()
