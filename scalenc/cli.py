@@ -1,0 +1,794 @@
+"""The ``scalenc`` command: scripted batch runs over the library.
+
+Every option is an estimator parameter (``--set NAME=VALUE``) or an argument of an IO
+function (:func:`scalenc.data.load`, :func:`scalenc.data.write_output`,
+:func:`scalenc.persist.save_model`). A human log goes to stderr, one line per event;
+a JSON summary of what ran goes to stdout (or ``--json FILE``); the exit code says what
+kind of failure happened, so batch systems can act on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+__all__ = ["main", "build_parser", "METHODS", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_CLUSTER",
+           "EXIT_COMPUTE", "EXIT_INTERRUPTED", "parse_value"]
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_CLUSTER = 3
+EXIT_COMPUTE = 4
+EXIT_INTERRUPTED = 130
+
+#: METHOD of ``scalenc fit`` → estimator class.
+METHODS = {
+    "encoder": "scalenc.encoder:EncoderClassifier",
+    "nrbfn": "scalenc.nrbfn:NRBFNClassifier",
+    "lrc": "scalenc.nrbfn:LRClassifier",
+    "ccdr": "scalenc.ccdr:CCDR",
+    "ccdr-classifier": "scalenc.ccdr:CCDRClassifier",
+}
+
+EPILOG = f"""\
+exit codes:
+  {EXIT_OK}    success
+  {EXIT_BAD_INPUT}    bad input: wrong arguments or parameters, a missing or unreadable file,
+       a damaged/altered model, an output that exists without --overwrite, data the
+       estimator refuses (NaN, one class), matplotlib missing for `report`
+  {EXIT_CLUSTER}    the Dask cluster (--scheduler / --scheduler-file / SCALENC_SCHEDULER)
+       cannot be reached or started
+  {EXIT_COMPUTE}    a failure during the computation (worker lost for good, out of memory,
+       disk full, a bug); the traceback is logged with --verbose
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C / SIGINT)
+
+A failed run never leaves an output that looks complete: outputs and models are
+written under a temporary name and renamed at the end.
+
+environment:
+  SCALENC_SCHEDULER   default for --scheduler (e.g. tcp://host:8786 or local)
+"""
+
+log = logging.getLogger("scalenc.cli")
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+class CLIError(Exception):
+    """An error with its exit code; the message is shown as is."""
+
+    code = EXIT_COMPUTE
+
+
+class BadInput(CLIError):
+    code = EXIT_BAD_INPUT
+
+
+class ClusterUnreachable(CLIError):
+    code = EXIT_CLUSTER
+
+
+def _exit_code(exc: BaseException) -> int:
+    """Map an exception to an exit code: input problems vs failures while computing."""
+    from .jobs import JobError
+    from .persist import ModelFileError
+    from .report import MissingPlotDependency
+
+    if isinstance(exc, CLIError):
+        return exc.code
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, (ModelFileError, JobError, MissingPlotDependency, ValueError, TypeError,
+                        KeyError, FileNotFoundError, FileExistsError, NotADirectoryError,
+                        IsADirectoryError, PermissionError)):
+        return EXIT_BAD_INPUT
+    return EXIT_COMPUTE
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so job steps and tests get the message."""
+
+    def error(self, message):
+        raise BadInput(f"{self.prog}: {message}\n{self.format_usage().strip()}")
+
+
+def parse_value(text: str):
+    """A ``--set`` value: JSON (1, 0.5, true, null, "s", [1, 2]), a Python literal
+    ((1, 2), None), a comma-separated list (linear,euclidean), or else the string itself."""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    if "," in text:
+        return [parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    return text
+
+
+def _parse_set(items) -> dict:
+    params = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(f"--set expects PARAM=VALUE (e.g. --set kernels=linear,euclidean); got {item!r}.")
+        params[name.strip()] = parse_value(value.strip())
+    return params
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``scalenc`` (one sub-parser per command)."""
+    from . import __version__
+    from .simulate import SETTINGS
+
+    common = _Parser(add_help=False)
+    g = common.add_argument_group("output and logging")
+    g.add_argument("--json", metavar="FILE", help="write the JSON summary here instead of stdout")
+    g.add_argument("-q", "--quiet", action="store_true", help="log errors only, no progress")
+    g.add_argument("-v", "--verbose", action="store_true", help="log details and tracebacks")
+    g.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
+                   help="progress of long passes: a bar on a terminal, periodic lines otherwise "
+                        "(auto, the default)")
+    g.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS",
+                   help="seconds between progress lines when not on a terminal (default 10)")
+    c = common.add_argument_group("where it runs")
+    c.add_argument("--scheduler", metavar="ADDRESS",
+                   help="tcp://host:port of a running Dask scheduler, or 'local' to start a "
+                        "LocalCluster of processes (default: $SCALENC_SCHEDULER, else threads "
+                        "in this process)")
+    c.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file to connect to")
+    c.add_argument("--n-workers", type=int, metavar="N", help="workers of --scheduler local")
+    c.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                   help="give up connecting to the scheduler after this long (default 10)")
+
+    data = _Parser(add_help=False)
+    d = data.add_argument_group("data")
+    d.add_argument("--data", required=True, metavar="PATH",
+                   help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
+                        "(arrays X, y) or .csv; local path or fsspec URL")
+    d.add_argument("--chunk-rows", type=int, metavar="N", help="rows per block (default: about 64 MB)")
+
+    labels = _Parser(add_help=False)
+    lab = labels.add_argument_group("labels")
+    ex = lab.add_mutually_exclusive_group()
+    ex.add_argument("--labels", metavar="PATH|NAME",
+                    help="labels: a Zarr array or .npy path, or an array name inside the --data "
+                         "Zarr group (default: its array 'y' if present)")
+    ex.add_argument("--label-column", metavar="NAME", help="label column of Parquet/CSV data")
+
+    out = _Parser(add_help=False)
+    o = out.add_argument_group("output")
+    o.add_argument("--out", required=True, metavar="PATH",
+                   help="output: *.zarr or *.parquet (or set --format)")
+    o.add_argument("--format", choices=["zarr", "parquet"], help="output format (default: from --out)")
+    o.add_argument("--overwrite", action="store_true", help="replace an existing output")
+
+    parser = _Parser(
+        prog="scalenc",
+        description="Train and apply spectral/kernel classifiers on data larger than memory, "
+                    "on this machine or a Dask cluster.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"scalenc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    fmt = argparse.RawDescriptionHelpFormatter
+
+    p = sub.add_parser("fit", parents=[common, data, labels], formatter_class=fmt, epilog=EPILOG,
+                       help="fit an estimator and save the model directory",
+                       description="Fit METHOD on --data and save the model to --model-out.")
+    p.add_argument("method", choices=sorted(METHODS), metavar="METHOD",
+                   help=f"one of {', '.join(METHODS)}")
+    p.add_argument("--model-out", required=True, metavar="DIR", help="model directory to write")
+    p.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
+                   help="an estimator parameter, e.g. --set kernels=linear,euclidean --set "
+                        "min_improvement=0.2 (values are JSON or comma lists; the estimator "
+                        "validates them)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
+
+    p = sub.add_parser("predict", parents=[common, data, out], formatter_class=fmt, epilog=EPILOG,
+                       help="write predicted labels (or --proba) block by block",
+                       description="Predict every row of --data with --model.")
+    p.add_argument("--model", required=True, metavar="DIR")
+    p.add_argument("--proba", action="store_true", help="class probabilities instead of labels")
+
+    p = sub.add_parser("embed", parents=[common, data, out], formatter_class=fmt, epilog=EPILOG,
+                       help="write the embedding (transform) block by block",
+                       description="Embed every row of --data with --model's transform.")
+    p.add_argument("--model", required=True, metavar="DIR")
+
+    p = sub.add_parser("evaluate", parents=[common, data, labels], formatter_class=fmt,
+                       epilog=EPILOG, help="accuracy, per-class report and confusion matrix",
+                       description="Score --model on labelled --data in one pass.")
+    p.add_argument("--model", required=True, metavar="DIR")
+
+    p = sub.add_parser("info", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="describe a model directory (checksums verified)")
+    p.add_argument("--model", required=True, metavar="DIR")
+
+    p = sub.add_parser("make-data", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="write one of the encoder paper's simulations, block by block",
+                       description="Write a simulation as a Zarr group with arrays X and y "
+                                   "(or a Parquet dataset with columns x0.. and y).")
+    p.add_argument("setting", choices=SETTINGS, metavar="SETTING", help=", ".join(SETTINGS))
+    p.add_argument("--n", type=int, required=True, help="rows")
+    p.add_argument("--p", type=int, required=True, help="features")
+    p.add_argument("--k", type=int, default=5, help="classes (default 5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--chunk-rows", type=int, metavar="N", help="rows per block")
+    p.add_argument("--out", required=True, metavar="PATH", help="*.zarr or *.parquet")
+    p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("report", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="a self-contained HTML report with plots (needs matplotlib)")
+    p.add_argument("--model", required=True, metavar="DIR")
+    p.add_argument("--data", metavar="PATH", help="labelled data: adds scores and a confusion matrix")
+    p.add_argument("--chunk-rows", type=int, metavar="N")
+    ex = p.add_mutually_exclusive_group()
+    ex.add_argument("--labels", metavar="PATH|NAME")
+    ex.add_argument("--label-column", metavar="NAME")
+    p.add_argument("--sample", type=int, default=2000, metavar="N",
+                   help="rows embedded for the CCDR scatter plot (default 2000)")
+    p.add_argument("--out", required=True, metavar="FILE.html")
+    p.add_argument("--overwrite", action="store_true")
+
+    p = sub.add_parser("run", parents=[common], formatter_class=fmt, epilog=EPILOG,
+                       help="run the steps of a TOML job file",
+                       description="Run a job file: [job] settings and [[step]] tables holding "
+                                   "the same options as the commands (see examples/job.toml).")
+    p.add_argument("job", metavar="JOB.toml")
+    return parser
+
+
+# --- session: logging, scheduler, progress ------------------------------------------------
+
+
+class Session:
+    """What the steps of one invocation share: the log, the client, progress settings."""
+
+    def __init__(self, args):
+        self.args = args
+        self.client = None
+        self.scheduler_info = {"kind": "threads"}
+        self.quiet = args.quiet
+
+    def progress(self, label: str):
+        from .progress import Progress
+
+        mode = "none" if self.quiet else self.args.progress
+        return Progress(label, mode=mode, stream=sys.stderr, interval=self.args.progress_interval,
+                        client=self.client)
+
+    @contextlib.contextmanager
+    def connected(self, address=None, scheduler_file=None, n_workers=None, timeout=None):
+        address = address or self.args.scheduler or os.environ.get("SCALENC_SCHEDULER") or None
+        scheduler_file = scheduler_file or self.args.scheduler_file
+        n_workers = n_workers or self.args.n_workers
+        timeout = timeout or self.args.connect_timeout
+        if address is None and scheduler_file is None:
+            yield None
+            return
+        with contextlib.ExitStack() as stack:
+            self.client = stack.enter_context(_connect(address, scheduler_file, n_workers, timeout))
+            info = {"kind": "distributed", "address": getattr(self.client, "scheduler", None)
+                    and self.client.scheduler.address}
+            link = getattr(self.client, "dashboard_link", None)
+            if link:
+                info["dashboard"] = link
+            self.scheduler_info = info
+            log.info("connected to Dask scheduler %s%s", info["address"],
+                     f"; dashboard: {link}" if link else "")
+            try:
+                yield self.client
+            finally:
+                self.client = None
+
+
+@contextlib.contextmanager
+def _connect(address, scheduler_file, n_workers, timeout):
+    """A distributed Client (via scalenc.connect when available), exit code 3 if unreachable."""
+    import dask
+
+    try:
+        from .cluster import connect
+    except ImportError:
+        connect = None
+    stack = contextlib.ExitStack()
+    with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
+        try:
+            if connect is not None:
+                client = stack.enter_context(connect(address=address, scheduler_file=scheduler_file,
+                                                     n_workers=n_workers))
+            else:
+                client = stack.enter_context(_fallback_connect(address, scheduler_file, n_workers,
+                                                               timeout))
+        except (ValueError, TypeError) as exc:
+            stack.close()
+            raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
+        except Exception as exc:
+            stack.close()
+            raise ClusterUnreachable(
+                f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
+                f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
+                "scheduler is running, or drop --scheduler to run on local threads."
+            ) from exc
+    with stack:
+        yield client
+
+
+@contextlib.contextmanager
+def _fallback_connect(address, scheduler_file, n_workers, timeout):
+    """Minimal connection when scalenc.cluster.connect is not available."""
+    from distributed import Client, LocalCluster
+
+    if address == "local":
+        with LocalCluster(n_workers=n_workers, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                          processes=True, silence_logs=logging.ERROR) as cluster, \
+                Client(cluster, set_as_default=True) as client:
+            yield client
+    else:
+        with Client(address, scheduler_file=scheduler_file, timeout=timeout,
+                    set_as_default=True) as client:
+            yield client
+
+
+def _setup_logging(args) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s scalenc %(message)s", "%H:%M:%S"))
+    log.handlers = [handler]
+    log.propagate = False
+    log.setLevel(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
+    return handler
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def estimator_class(method: str):
+    """The estimator class of a ``scalenc fit`` METHOD."""
+    try:
+        module, _, name = METHODS[method].partition(":")
+    except KeyError:
+        raise BadInput(f"Unknown method {method!r}; choose one of {list(METHODS)}.") from None
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise BadInput(f"Method {method!r} is not available in this scalenc installation ({exc}).") from None
+
+
+def _check_exists(path: str, what: str) -> None:
+    if "://" not in path and not os.path.exists(path):
+        raise BadInput(f"{what} {path!r} does not exist.")
+
+
+def _check_free(path: str, overwrite: bool) -> None:
+    if os.path.exists(path) and not overwrite:
+        raise BadInput(f"{path} exists; pass --overwrite to replace it.")
+
+
+def _open_data(args, *, labels: bool, require_labels: bool = False):
+    from .data import load
+
+    _check_exists(args.data, "--data")
+    label_arg = getattr(args, "labels", None) if labels else None
+    label_column = getattr(args, "label_column", None) if labels else None
+    if label_arg is not None and ("/" in label_arg or label_arg.endswith((".npy", ".zarr"))):
+        _check_exists(label_arg, "--labels")
+    X, y = load(args.data, labels=label_arg, label_column=label_column, chunk_rows=args.chunk_rows)
+    if not labels:
+        y = None
+    if require_labels and y is None:
+        raise BadInput(
+            f"No labels for {args.data}: pass --labels PATH|NAME (Zarr/.npy), --label-column NAME "
+            "(Parquet/CSV), or store them as array 'y' in the Zarr group / .npz file."
+        )
+    log.info("data %s: %d rows x %d features, %s, %d row blocks of up to %d rows%s", args.data,
+             X.shape[0], X.shape[1], X.dtype, X.numblocks[0], max(X.chunks[0]),
+             "" if y is None else ", with labels")
+    return X, y
+
+
+def _data_summary(args, X, y) -> dict:
+    out = {"path": args.data, "rows": int(X.shape[0]), "features": int(X.shape[1]),
+           "dtype": str(X.dtype), "row_blocks": int(X.numblocks[0]),
+           "chunk_rows": int(max(X.chunks[0]))}
+    if y is not None:
+        out["labels"] = getattr(args, "labels", None) or getattr(args, "label_column", None) or "y"
+    return out
+
+
+def _load_model(path: str):
+    from .persist import load_model
+
+    _check_exists(path, "--model")
+    est = load_model(path)
+    log.info("model %s: %s (checksums verified)", path, type(est).__name__)
+    return est
+
+
+def _timed(fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, round(time.perf_counter() - t0, 4)
+
+
+def _output_array(arr, path: str, fmt: str | None):
+    """String labels go to Zarr as variable-length strings (fixed-width ones warn in Zarr 3)."""
+    import numpy as np
+
+    target = fmt or ("zarr" if path.rstrip("/").endswith(".zarr") else None)
+    if target == "zarr" and arr.dtype.kind in "OU":
+        string = np.dtypes.StringDType()
+        return arr.map_blocks(lambda b: np.asarray(b).astype(string), dtype=string,
+                              meta=np.empty((0,) * arr.ndim, string))
+    return arr
+
+
+def _write(session, label, arr, args, columns):
+    from .data import write_output
+
+    arr = _output_array(arr, args.out, args.format)
+    with session.progress(label):
+        path, seconds = _timed(write_output, arr, args.out, format=args.format, columns=columns,
+                               overwrite=args.overwrite)
+    log.info("%s: wrote %s (%s rows) in %.2fs", label, path, arr.shape[0], seconds)
+    return path, seconds
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def cmd_fit(args, session) -> dict:
+    from .persist import save_model
+    from .report import describe_model, jsonable
+
+    cls = estimator_class(args.method)
+    params = _parse_set(args.set)
+    est = cls()
+    est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
+    _check_free(args.model_out, args.overwrite)
+    X, y = _open_data(args, labels=True, require_labels=True)
+    log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
+    with session.progress("fit"):
+        _, fit_s = _timed(est.fit, X, y)
+    passes = getattr(est, "n_passes_", None)
+    log.info("fit: done in %.2fs%s", fit_s, f", {passes} pass(es) over the data" if passes else "")
+    path, save_s = _timed(save_model, est, args.model_out, overwrite=args.overwrite)
+    log.info("fit: model saved to %s", path)
+    return {
+        "method": args.method, "estimator": cls.__name__,
+        "params": jsonable(est.get_params(deep=False)), "data": _data_summary(args, X, y),
+        "passes": passes, "timings": {"fit_seconds": fit_s, "save_seconds": save_s},
+        "model": describe_model(est), "outputs": {"model": path},
+    }
+
+
+def cmd_predict(args, session) -> dict:
+    import numpy as np
+
+    est = _load_model(args.model)
+    method = "predict_proba" if args.proba else "predict"
+    if not hasattr(est, method):
+        raise BadInput(f"{type(est).__name__} has no {method}; "
+                       + ("use `scalenc embed` for a transformer." if not hasattr(est, "predict")
+                          else "drop --proba."))
+    _check_free(args.out, args.overwrite)
+    X, _ = _open_data(args, labels=False)
+    out = getattr(est, method)(X)
+    columns = ([f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba
+               else ["prediction"])
+    path, seconds = _write(session, "predict", out, args, columns)
+    return {"model": args.model, "estimator": type(est).__name__, "data": _data_summary(args, X, None),
+            "output": {"path": path, "kind": "probabilities" if args.proba else "labels",
+                       "columns": columns, "rows": int(out.shape[0])},
+            "passes": 1, "timings": {"predict_seconds": seconds}, "outputs": {"predictions": path}}
+
+
+def cmd_embed(args, session) -> dict:
+    est = _load_model(args.model)
+    if not hasattr(est, "transform"):
+        raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
+    _check_free(args.out, args.overwrite)
+    X, _ = _open_data(args, labels=False)
+    Z = est.transform(X)
+    columns = [f"z{j}" for j in range(Z.shape[1])]
+    path, seconds = _write(session, "embed", Z, args, columns)
+    return {"model": args.model, "estimator": type(est).__name__, "data": _data_summary(args, X, None),
+            "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
+            "passes": 1, "timings": {"embed_seconds": seconds}, "outputs": {"embedding": path}}
+
+
+def cmd_evaluate(args, session) -> dict:
+    from .report import evaluate
+
+    est = _load_model(args.model)
+    if not hasattr(est, "predict"):
+        raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
+    X, y = _open_data(args, labels=True, require_labels=True)
+    with session.progress("evaluate"):
+        scores = evaluate(est, X, y)
+    log.info("evaluate: accuracy %.4f on %d labeled rows (%.2fs)", scores["accuracy"] or float("nan"),
+             scores["labeled_rows"], scores["seconds"])
+    return {"model": args.model, "estimator": type(est).__name__, "data": _data_summary(args, X, y),
+            "passes": 1, "timings": {"evaluate_seconds": scores.pop("seconds")}, "scores": scores}
+
+
+def cmd_info(args, session) -> dict:
+    from .persist import read_model_metadata
+    from .report import describe_model, jsonable
+
+    _check_exists(args.model, "--model")
+    meta = read_model_metadata(args.model, verify=True)
+    est = _load_model(args.model)
+    files = meta["files"]
+    return {"model": args.model, "estimator": meta["estimator"], "schema_version": meta["schema_version"],
+            "created": meta.get("created"), "versions": meta.get("versions"),
+            "classes": meta.get("classes"), "params": jsonable(est.get_params(deep=False)),
+            "fitted": describe_model(est),
+            "files": {"arrays": len(files), "bytes": sum(f["bytes"] for f in files.values()),
+                      "checksums": "verified"}}
+
+
+def cmd_make_data(args, session) -> dict:
+    import numpy as np
+
+    from .simulate import simulate
+
+    _check_free(args.out, args.overwrite)
+    fmt = _xy_format(args.out)
+    X, y = simulate(args.setting, args.n, args.p, args.k, random_state=args.seed,
+                    chunk_rows=args.chunk_rows, dtype=np.dtype(args.dtype))
+    log.info("make-data %s: %d rows x %d features, %d classes, %d blocks -> %s", args.setting,
+             args.n, args.p, args.k, X.numblocks[0], args.out)
+    attrs = {"setting": args.setting, "n": args.n, "p": args.p, "k": args.k, "seed": args.seed,
+             "generator": "scalenc.simulate.simulate"}
+    with session.progress("make-data"):
+        path, seconds = _timed(_write_xy, X, y, args.out, fmt, attrs, args.overwrite)
+    log.info("make-data: wrote %s in %.2fs", path, seconds)
+    return {"setting": args.setting, "rows": args.n, "features": args.p, "classes": args.k,
+            "seed": args.seed, "dtype": args.dtype, "row_blocks": int(X.numblocks[0]),
+            "format": fmt, "passes": 1, "timings": {"write_seconds": seconds},
+            "outputs": {"data": path}}
+
+
+def _xy_format(path: str) -> str:
+    suffix = Path(path.rstrip("/")).suffix.lower()
+    if suffix not in (".zarr", ".parquet"):
+        raise BadInput(f"Cannot tell the format of {path!r}: name it *.zarr or *.parquet.")
+    return suffix[1:]
+
+
+def _write_parquet_xy(X_block, y_block, path, n_features):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = {f"x{j}": X_block[:, j] for j in range(n_features)}
+    cols["y"] = y_block
+    pq.write_table(pa.table(cols), path)
+    return len(y_block)
+
+
+def _write_xy(X, y, path: str, fmt: str, attrs: dict, overwrite: bool) -> str:
+    """(X, y) to a Zarr group (arrays X, y) or a Parquet dataset, atomically (tmp + rename)."""
+    import shutil
+
+    import dask
+
+    from .cluster import compute
+
+    path = path.rstrip("/")
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        if fmt == "zarr":
+            import zarr
+
+            compute(X.to_zarr(tmp, component="X", compute=False),
+                    y.to_zarr(tmp, component="y", compute=False))
+            zarr.open_group(tmp, mode="r+").attrs.update(attrs)
+        else:
+            os.makedirs(tmp)
+            writes = [dask.delayed(_write_parquet_xy)(xb, yb, os.path.join(tmp, f"part-{i:06d}.parquet"),
+                                                      X.shape[1])
+                      for i, (xb, yb) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel()))]
+            compute(*writes)
+        if os.path.exists(path):
+            if not overwrite:
+                raise FileExistsError(f"{path} exists; pass --overwrite to replace it.")
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def cmd_report(args, session) -> dict:
+    from .persist import read_model_metadata
+    from .report import build_report, evaluate, require_matplotlib, sample_rows
+
+    require_matplotlib()
+    _check_free(args.out, args.overwrite)
+    est = _load_model(args.model)
+    meta = read_model_metadata(args.model, verify=False)
+    evaluation = embedding = emb_labels = None
+    timings = {}
+    passes = 0
+    if args.data:
+        X, y = _open_data(args, labels=True)
+        if y is not None and hasattr(est, "predict"):
+            with session.progress("report/evaluate"):
+                evaluation = evaluate(est, X, y)
+            timings["evaluate_seconds"] = evaluation["seconds"]
+            passes += 1
+        if hasattr(est, "transform") and hasattr(getattr(est, "ccdr_", est), "eigenvalues_"):
+            with session.progress("report/sample"):
+                (xs, ys), timings["sample_seconds"] = _timed(sample_rows, X, y, n=args.sample)
+                embedding = est.transform(xs)
+                emb_labels = ys
+            passes += 1
+    page, timings["render_seconds"] = _timed(build_report, est, metadata=meta, evaluation=evaluation,
+                                              embedding=embedding, embedding_labels=emb_labels)
+    path = _write_text_atomic(args.out, page, args.overwrite)
+    log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
+    return {"model": args.model, "estimator": type(est).__name__, "passes": passes,
+            "timings": timings, "scores": evaluation, "outputs": {"report": path}}
+
+
+def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise BadInput(f"{path} exists; pass --overwrite to replace it.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return str(target)
+
+
+def cmd_run(args, session) -> dict:
+    from .jobs import read_job, step_argv
+
+    job = read_job(args.job)
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    planned = []
+    shared = {"scheduler", "scheduler_file", "n_workers", "connect_timeout", "json", "quiet",
+              "verbose"}
+    for step in job.steps:  # check every step before running any
+        misplaced = sorted(shared & set(step.options))
+        if misplaced:
+            raise BadInput(f"{args.job}: {step.name}: {misplaced} apply to the whole job; set them "
+                           "in [job] (scheduler, ...) or on the `scalenc run` command line.")
+        if step.command not in subparsers.choices or step.command == "run":
+            raise BadInput(f"{args.job}: {step.name}: unknown command; use one of "
+                           f"{sorted(set(subparsers.choices) - {'run'})}.")
+        argv = step_argv(step, subparsers.choices[step.command], job.defaults)
+        planned.append((step, parser.parse_args([step.command, *argv])))
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    log.info("run %s: %d steps in %s", args.job, len(planned), job.workdir)
+    results = []
+    settings = job.settings
+    with session.connected(settings.get("scheduler"), settings.get("scheduler_file"),
+                           settings.get("n_workers"), settings.get("connect_timeout")):
+        for step, step_args in planned:
+            step_args.progress = settings.get("progress", args.progress)
+            step_args.progress_interval = settings.get("progress_interval", args.progress_interval)
+            log.info("run: %s", step.name)
+            t0 = time.perf_counter()
+            try:
+                result = COMMANDS[step.command](step_args, session)
+            except BaseException as exc:
+                results.append({"step": step.index, "command": step.command, "status": "error",
+                                "error": _error_dict(exc)})
+                raise _StepFailed(exc, results) from exc
+            result = {"step": step.index, "command": step.command, "status": "ok",
+                      "seconds": round(time.perf_counter() - t0, 4), **result}
+            results.append(result)
+    return {"job": str(job.path), "workdir": str(job.workdir), "steps": results}
+
+
+class _StepFailed(Exception):
+    def __init__(self, exc, results):
+        super().__init__(str(exc))
+        self.exc = exc
+        self.results = results
+
+
+COMMANDS = {
+    "fit": cmd_fit, "predict": cmd_predict, "embed": cmd_embed, "evaluate": cmd_evaluate,
+    "info": cmd_info, "make-data": cmd_make_data, "report": cmd_report, "run": cmd_run,
+}
+
+
+# --- main --------------------------------------------------------------------------------
+
+
+def _error_dict(exc: BaseException) -> dict:
+    return {"type": type(exc).__name__, "message": str(exc), "exit_code": _exit_code(exc)}
+
+
+def _emit(summary: dict, json_path: str | None) -> None:
+    from .report import jsonable
+
+    text = json.dumps(jsonable(summary, max_items=10**6), indent=2, allow_nan=False)
+    if json_path:
+        _write_text_atomic(json_path, text + "\n", overwrite=True)
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``scalenc`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    from . import __version__
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except BadInput as exc:
+        sys.stderr.write(f"{exc}\n")
+        return EXIT_BAD_INPUT
+    except SystemExit as exc:  # --help, --version
+        return int(exc.code or 0)
+    handler = _setup_logging(args)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    session = Session(args)
+    summary = {"scalenc": __version__, "command": args.command, "argv": argv, "started": started}
+    code = EXIT_OK
+    try:
+        if args.command == "run":
+            result = cmd_run(args, session)
+        else:
+            with session.connected():
+                result = COMMANDS[args.command](args, session)
+        summary.update(status="ok", **result)
+    except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
+        if isinstance(exc, _StepFailed):
+            summary["steps"] = exc.results
+            exc = exc.exc
+        if isinstance(exc, SystemExit):
+            raise
+        code = _exit_code(exc)
+        summary.update(status="error", error=_error_dict(exc))
+        log.error("error (exit %d): %s", code, exc)
+        if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
+            log.debug("%s", "".join(traceback.format_exception(exc)))
+    summary["exit_code"] = code
+    summary["scheduler"] = session.scheduler_info
+    summary["seconds"] = round(time.perf_counter() - t0, 4)
+    try:
+        _emit(summary, args.json)
+    except OSError as exc:
+        log.error("cannot write the JSON summary to %s: %s", args.json, exc)
+        code = code or EXIT_BAD_INPUT
+    finally:
+        log.removeHandler(handler)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
