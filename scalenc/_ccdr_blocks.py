@@ -1,0 +1,508 @@
+"""The formulas of CCDR (Raich, Costa, Damelin & Hero) in plain NumPy/SciPy — no dask here.
+
+Paper: ``shared/seeds/ccdr.txt``. Symbols follow it:
+
+* heat-kernel weights on the symmetric k-NN graph of the subsample S (Section II-B3),
+  ``w_ij = exp(−‖x_i − x_j‖²/ε)`` if i is among j's k nearest neighbours or j among i's;
+* the (L+s)×(L+s) matrix ``G = [[0, C], [Cᵀ, βW]]`` with the L×s class-membership
+  matrix C (``c_ki = 1`` iff row i has label k; unlabeled rows have a zero column),
+  ``D = diag(G 1)`` and ``L = D − G`` (Section IV);
+* the generalised eigenproblem ``L u = λ D u`` (eq. 15), whose eigenvectors
+  ``u_2 … u_{m+1}`` hold the class centres z_k (first L rows) and the embedding y_i (last s);
+* the Nyström out-of-sample extension (eq. 20)::
+
+      f_l(x, c) = 1/(1 − λ_l) · (I(c≠0) z_c(l) + β Σ_j K(x, x_j) y_j(l))
+                                 / (I(c≠0)      + β Σ_j K(x, x_j)),
+
+  with ``c = 0`` (here: code −1) for an unknown label;
+* orthogonal Procrustes to align the embeddings of several subsamples.
+
+Block functions for the streaming passes (label counts, stratified index selection, row
+gathering, the Nyström map of a row block) are here too; :mod:`scalenc.ccdr` wires them
+into passes with :mod:`scalenc.passes`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.csgraph
+import scipy.sparse.linalg
+
+from .kernels import squared_distances
+
+__all__ = [
+    "DENSE_MAX",
+    "CCDRSolution",
+    "knn_search",
+    "heat_kernel_graph",
+    "ccdr_matrix",
+    "ccdr_eigen",
+    "solve_ccdr",
+    "nystrom",
+    "procrustes",
+    "allocate_strata",
+]
+
+#: Components with at most this many nodes are solved densely (``scipy.linalg.eigh``);
+#: larger ones with ``scipy.sparse.linalg.eigsh`` in shift-invert mode.
+DENSE_MAX = 1000
+
+#: Eigenvalues closer than this are treated as one repeated eigenvalue.
+EIG_TOL = 1e-8
+
+# Rows × subsample entries per distance batch (32 MB of float64).
+_BATCH_ENTRIES = 4_000_000
+
+
+# --- k nearest neighbours -----------------------------------------------------------------
+
+
+def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = False):
+    """The k nearest rows of S for each row of X: (indices (b, k), squared distances (b, k)).
+
+    Sorted by distance (ties by index). With ``exclude_self`` (X is S), row i never lists
+    itself. Distances in float64; rows are processed in batches so memory stays
+    O(batch × |S|).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    S = np.asarray(S, dtype=np.float64)
+    b, s = X.shape[0], S.shape[0]
+    k = min(k, s - 1 if exclude_self else s)
+    idx = np.empty((b, k), dtype=np.int64)
+    d2 = np.empty((b, k))
+    step = max(1, _BATCH_ENTRIES // max(s, 1))
+    for i0 in range(0, b, step):
+        D = squared_distances(X[i0 : i0 + step], S)
+        if exclude_self:
+            rows = np.arange(D.shape[0])
+            D[rows, i0 + rows] = np.inf
+        if k < s:
+            part = np.argpartition(D, k - 1, axis=1)[:, :k]
+        else:
+            part = np.tile(np.arange(s), (D.shape[0], 1))
+        pd2 = np.take_along_axis(D, part, axis=1)
+        order = np.lexsort((part, pd2), axis=1)
+        idx[i0 : i0 + step] = np.take_along_axis(part, order, axis=1)
+        d2[i0 : i0 + step] = np.take_along_axis(pd2, order, axis=1)
+    return idx, d2
+
+
+def heat_kernel_graph(S: np.ndarray, k: int, epsilon: float | None):
+    """Symmetric k-NN graph of S with heat-kernel weights: (W as CSR s×s, ε).
+
+    ``ε=None`` takes the mean squared distance of the directed k-NN pairs (so a typical
+    edge weighs about exp(−1)); if that is 0 (all neighbours are duplicates) ε = 1.
+    """
+    s = S.shape[0]
+    if s < 2:
+        return sp.csr_matrix((s, s)), 1.0 if epsilon is None else float(epsilon)
+    nbrs, d2 = knn_search(S, S, k, exclude_self=True)
+    if epsilon is None:
+        epsilon = float(d2.mean())
+        if not epsilon > 0:
+            epsilon = 1.0
+    rows = np.repeat(np.arange(s), nbrs.shape[1])
+    # weights of duplicates are exp(0) = 1; store 1 + w so zero-distance edges stay in the
+    # sparse pattern during the symmetrisation, then subtract it again
+    weights = 1.0 + np.exp(-d2.ravel() / epsilon)
+    directed = sp.csr_matrix((weights, (rows, nbrs.ravel())), shape=(s, s))
+    W = directed.maximum(directed.T).tocsr()
+    W.data -= 1.0
+    W.eliminate_zeros()
+    return W, float(epsilon)
+
+
+# --- the eigenproblem ---------------------------------------------------------------------
+
+
+def ccdr_matrix(W: sp.spmatrix, codes: np.ndarray, n_classes: int, beta: float) -> sp.csr_matrix:
+    """G = [[0, C], [Cᵀ, βW]] of size (L+s)×(L+s); class centres are nodes 0..L−1."""
+    s = W.shape[0]
+    codes = np.asarray(codes)
+    labeled = np.flatnonzero(codes >= 0)
+    C = sp.csr_matrix((np.ones(labeled.size), (codes[labeled], labeled)), shape=(n_classes, s))
+    return sp.bmat([[sp.csr_matrix((n_classes, n_classes)), C], [C.T, beta * W]], format="csr")
+
+
+def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
+    """The k smallest (λ, u) of L u = λ D u on one connected component (D-orthonormal u)."""
+    n = G.shape[0]
+    k = min(k, n)
+    inv_sqrt = 1.0 / np.sqrt(d)
+    A = sp.diags(inv_sqrt) @ G @ sp.diags(inv_sqrt)  # D^{-1/2} G D^{-1/2}
+    Lsym = (sp.identity(n, format="csr") - A).tocsr()
+    Lsym = ((Lsym + Lsym.T) * 0.5).tocsr()
+    if n > DENSE_MAX and k < n - 1:
+        try:
+            v0 = np.random.default_rng(0).standard_normal(n)
+            lam, V = scipy.sparse.linalg.eigsh(Lsym, k=k, sigma=-1e-3, which="LM", v0=v0, tol=1e-12)
+        except (scipy.sparse.linalg.ArpackError, scipy.sparse.linalg.ArpackNoConvergence,
+                RuntimeError) as exc:
+            warnings.warn(
+                f"scipy.sparse.linalg.eigsh failed on a graph component of {n} nodes ({exc}); "
+                "falling back to the dense scipy.linalg.eigh, which costs O(n³) time and "
+                "O(n²) memory. Lower subsample_size if this is too slow.",
+                RuntimeWarning, stacklevel=3,
+            )
+        else:
+            order = np.argsort(lam)
+            return np.clip(lam[order], 0.0, None), V[:, order] * inv_sqrt[:, None]
+    lam, V = scipy.linalg.eigh(Lsym.toarray(), subset_by_index=[0, k - 1])
+    return np.clip(lam, 0.0, None), V * inv_sqrt[:, None]
+
+
+def _canonical_basis(U: np.ndarray, lam: np.ndarray, n_classes: int) -> np.ndarray:
+    """Fix the arbitrary parts of the eigenvectors so that results are reproducible.
+
+    Within a repeated eigenvalue (|Δλ| ≤ EIG_TOL) any D-orthonormal basis of the eigenspace
+    is a solution; rotate it to the principal axes of its rows (eigenvectors of UᵀU,
+    largest first). Then fix each vector's sign: its largest-magnitude class-centre entry
+    (or, if the centres are all 0, its largest entry overall) is positive.
+    """
+    U = U.copy()
+    start = 0
+    while start < lam.size:
+        stop = start + 1
+        while stop < lam.size and lam[stop] - lam[stop - 1] <= EIG_TOL:
+            stop += 1
+        if stop - start > 1:
+            block = U[:, start:stop]
+            _, Q = np.linalg.eigh(block.T @ block)
+            U[:, start:stop] = block @ Q[:, ::-1]
+        start = stop
+    for j in range(U.shape[1]):
+        centres = U[:n_classes, j]
+        ref = centres if np.abs(centres).max() > 1e-12 * np.abs(U[:, j]).max() else U[:, j]
+        if ref[np.argmax(np.abs(ref))] < 0:
+            U[:, j] = -U[:, j]
+    return U
+
+
+def ccdr_eigen(G: sp.csr_matrix, n_components: int, n_classes: int):
+    """The m smallest non-trivial solutions of L u = λ D u (eq. 15).
+
+    Returns ``(lam (m,), U (L+s, m), info)``; U is D-orthonormal and D-orthogonal to 1.
+    Nodes of zero degree (isolated unlabeled points) get 0 in every eigenvector.
+
+    Disconnected graphs are solved component by component (the spectrum of G is the
+    union of the components' spectra). λ = 0 then has one eigenvector per component;
+    the constant vector (the paper's u₁) is removed from their span and the remaining
+    ``components − 1`` directions — which place each component at its own point — are
+    the first coordinates of the embedding, as the minimisation (14) prescribes.
+    """
+    N = G.shape[0]
+    d = np.asarray(G.sum(axis=1)).ravel()
+    active = np.flatnonzero(d > 0)
+    isolated = N - active.size
+    n_comp, labels = scipy.sparse.csgraph.connected_components(G[active][:, active], directed=False)
+    usable = active.size - 1
+    if n_components > usable:
+        raise ValueError(
+            f"n_components={n_components} is too large: the CCDR graph has {active.size} "
+            f"connected nodes (L class centres + subsample rows), so at most {usable} "
+            "non-trivial eigenvectors exist. Lower n_components or raise subsample_size."
+        )
+    m = n_components
+    # λ = 0: one D-normalised indicator per component
+    vol = np.bincount(labels, weights=d[active], minlength=n_comp)
+    null = np.zeros((N, n_comp))
+    null[active, labels] = 1.0 / np.sqrt(vol[labels])
+    # coordinates orthogonal to the constant vector Σ_c sqrt(vol_c/vol) χ̂_c
+    w = np.sqrt(vol / vol.sum())
+    Q = scipy.linalg.null_space(w[None, :]) if n_comp > 1 else np.zeros((1, 0))
+    lams = [np.zeros(n_comp - 1)]
+    vecs = [null @ Q]
+    for c in range(n_comp):
+        nodes = active[labels == c]
+        if nodes.size < 2:
+            continue
+        want = min(nodes.size, m + 2)
+        lam_c, V_c = _component_eigs(G[nodes][:, nodes], d[nodes], want)
+        full = np.zeros((N, lam_c.size - 1))
+        full[nodes] = V_c[:, 1:]  # drop the component's own constant vector (λ = 0)
+        lams.append(lam_c[1:])
+        vecs.append(full)
+    lam = np.concatenate(lams)
+    U = np.hstack(vecs)
+    order = np.argsort(lam, kind="stable")
+    lam, U = lam[order], U[:, order]
+    gap_tied = lam.size > m and lam[m] - lam[m - 1] <= EIG_TOL
+    lam, U = lam[:m], U[:, :m]
+    U = _canonical_basis(U, lam, n_classes)
+    info = {
+        "n_graph_components": int(n_comp), "n_isolated": int(isolated),
+        "gap_tied": bool(gap_tied),
+    }
+    return lam, U, info
+
+
+# --- one subsample, solved ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CCDRSolution:
+    """CCDR solved on one subsample S, with what the Nyström extension needs.
+
+    Attributes
+    ----------
+    indices : (s,) global row indices of S in the training data.
+    X : (s, p) float64 rows of S.
+    codes : (s,) class codes of S (−1 = unlabeled).
+    centers : (L, m) class centres z_k (the first L rows of u_2 … u_{m+1}).
+    embedding : (s, m) the subsample embedding y_j.
+    eigenvalues : (m,) λ_2 … λ_{m+1}.
+    epsilon : heat-kernel scale ε.
+    beta, n_neighbors : β and k.
+    W : (s, s) CSR heat-kernel graph (used when a row to embed equals a row of S).
+    rotation : (m, m) orthogonal Procrustes rotation onto the reference subsample.
+    """
+
+    indices: np.ndarray
+    X: np.ndarray
+    codes: np.ndarray
+    centers: np.ndarray
+    embedding: np.ndarray
+    eigenvalues: np.ndarray
+    epsilon: float
+    beta: float
+    n_neighbors: int
+    W: sp.csr_matrix
+    rotation: np.ndarray
+    info: dict
+
+    def with_rotation(self, rotation: np.ndarray) -> CCDRSolution:
+        return CCDRSolution(**{**self.__dict__, "rotation": rotation})
+
+    @property
+    def WY(self) -> np.ndarray:
+        return self.W @ self.embedding
+
+    @property
+    def Wsum(self) -> np.ndarray:
+        return np.asarray(self.W.sum(axis=1)).ravel()
+
+
+def solve_ccdr(
+    X: np.ndarray, codes: np.ndarray, indices: np.ndarray, n_classes: int, *, n_components: int,
+    beta: float, n_neighbors: int, epsilon: float | None,
+) -> CCDRSolution:
+    """Build W and G on the subsample S and solve eq. (15) for the m-dim embedding."""
+    codes = np.asarray(codes)
+    if not (codes >= 0).any():
+        raise ValueError(
+            f"The subsample of {codes.size} rows has no labeled rows, so CCDR has no class "
+            "to constrain the embedding. Label some rows (−1 marks unlabeled ones) or raise "
+            "subsample_size."
+        )
+    present = np.bincount(codes[codes >= 0], minlength=n_classes)
+    if (present == 0).any():
+        raise ValueError(
+            f"Class code(s) {np.flatnonzero(present == 0).tolist()} have no row in the subsample "
+            f"of {codes.size} rows; every class needs at least one labeled row in S. Raise "
+            "subsample_size."
+        )
+    X = np.asarray(X, dtype=np.float64)
+    W, eps = heat_kernel_graph(X, n_neighbors, epsilon)
+    G = ccdr_matrix(W, codes, n_classes, beta)
+    lam, U, info = ccdr_eigen(G, n_components, n_classes)
+    if info["n_graph_components"] > 1:
+        warnings.warn(
+            f"The CCDR graph of the subsample has {info['n_graph_components']} connected "
+            "components (classes or clusters with no k-NN edge between them). The first "
+            f"{info['n_graph_components'] - 1} coordinates separate the components; raise "
+            "n_neighbors or epsilon to connect them.",
+            UserWarning, stacklevel=3,
+        )
+    if info["n_isolated"]:
+        warnings.warn(
+            f"{info['n_isolated']} unlabeled subsample row(s) have no edge of non-zero weight "
+            "(isolated points, heat-kernel weights underflow); they are embedded at 0. Raise "
+            "epsilon to connect them.",
+            UserWarning, stacklevel=3,
+        )
+    if info["gap_tied"]:
+        warnings.warn(
+            f"λ_{n_components + 1} = λ_{n_components + 2}: the last embedding coordinate is one "
+            "choice within a repeated eigenspace (the paper assumes λ_{m+1} < λ_{m+2}). "
+            "Change n_components by one for a unique embedding.",
+            UserWarning, stacklevel=3,
+        )
+    if np.any(np.abs(1.0 - lam) < 1e-10):
+        raise ValueError(
+            f"An eigenvalue λ = 1 is among the {n_components} smallest; the Nyström extension "
+            "(eq. 20) divides by 1 − λ. Lower n_components."
+        )
+    L = n_classes
+    return CCDRSolution(
+        indices=np.asarray(indices, dtype=np.int64), X=X, codes=codes, centers=U[:L],
+        embedding=U[L:], eigenvalues=lam, epsilon=eps, beta=float(beta),
+        n_neighbors=int(n_neighbors), W=W, rotation=np.eye(n_components), info=info,
+    )
+
+
+# --- the Nyström extension (eq. 20) -------------------------------------------------------
+
+
+def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -> np.ndarray:
+    """f(x, c) of eq. (20) for the rows of X (b, p) → (b, m) float64, in ``sol``'s own frame.
+
+    ``codes`` are class codes (−1: unknown label, the paper's c = 0); None means all
+    unknown. The kernel sum runs over the k nearest rows of S. A row that equals a row
+    x_j of S exactly is that point: its sum runs over j's row of W, so that
+    ``f(x_j, c_j) = y_j`` (the consistency property after eq. 20).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    b = X.shape[0]
+    m = sol.eigenvalues.size
+    codes = np.full(b, -1, dtype=np.int64) if codes is None else np.asarray(codes, dtype=np.int64)
+    nbrs, d2 = knn_search(X, sol.X, sol.n_neighbors)
+    # exact copies of subsample rows
+    same = np.zeros(b, dtype=bool)
+    match = np.zeros(b, dtype=np.int64)
+    near = d2 <= 1e-12 * (1.0 + np.einsum("ij,ij->i", X, X))[:, None]
+    for col in range(nbrs.shape[1]):
+        cand = near[:, col] & ~same
+        if cand.any():
+            rows = np.flatnonzero(cand)
+            equal = (X[rows] == sol.X[nbrs[rows, col]]).all(axis=1)
+            same[rows[equal]] = True
+            match[rows[equal]] = nbrs[rows[equal], col]
+    Y = sol.embedding
+    # kernel sums: Σ_j K(x, x_j) y_j and Σ_j K(x, x_j); for c = 0 a common factor
+    # exp(−d²_min/ε) cancels in the ratio, which keeps far rows from underflowing to 0/0
+    labeled = codes >= 0
+    shift = np.where(labeled, 0.0, d2[:, 0])
+    K = np.exp(-(d2 - shift[:, None]) / sol.epsilon)
+    ksum = K.sum(axis=1)
+    ky = np.einsum("bk,bkm->bm", K, Y[nbrs])
+    if same.any():
+        Wsum, WY = sol.Wsum, sol.WY
+        ksum[same] = Wsum[match[same]]
+        ky[same] = WY[match[same]]
+    num = sol.beta * ky
+    den = sol.beta * ksum
+    num[labeled] += sol.centers[codes[labeled]]
+    den[labeled] += 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num / den[:, None]
+    out[den == 0] = 0.0  # isolated subsample rows (no edge of non-zero weight)
+    return out / (1.0 - sol.eigenvalues)[None, :] if m else out
+
+
+def nystrom_ensemble(solutions, X: np.ndarray, codes: np.ndarray | None = None) -> np.ndarray:
+    """Average over subsamples of f_b(x, c) R_b (each aligned to the reference frame)."""
+    total = None
+    for sol in solutions:
+        F = nystrom(sol, X, codes) @ sol.rotation
+        total = F if total is None else total + F
+    return total / len(solutions)
+
+
+def procrustes(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The orthogonal R minimising ‖source R − target‖_F (Schönemann).
+
+    R = U Vᵀ from the SVD U Σ Vᵀ of sourceᵀ target.
+    """
+    U, _, Vt = np.linalg.svd(source.T @ target)
+    return U @ Vt
+
+
+# --- stratified subsamples, chunk-invariant -------------------------------------------------
+
+
+def allocate_strata(counts: np.ndarray, size: int, n_labeled_strata: int) -> np.ndarray:
+    """Rows to draw from each stratum, proportional to ``counts``, summing to ``size``.
+
+    ``counts[0]`` is the unlabeled stratum; every labeled class with rows gets at least one.
+    Largest-remainder rounding.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n = counts.sum()
+    if size >= n:
+        return counts.copy()
+    quota = size * counts / n
+    take = np.floor(quota).astype(np.int64)
+    floor = np.zeros_like(counts)
+    floor[1:] = (counts[1:] > 0).astype(np.int64)
+    take = np.maximum(take, floor)
+    while take.sum() > size:  # the floors overshot: take from the largest strata
+        spare = take - floor
+        take[np.argmax(spare)] -= 1
+    rest = size - take.sum()
+    if rest > 0:
+        room = counts - take
+        frac = np.where(room > 0, quota - np.floor(quota), -1.0)
+        for j in np.argsort(-frac, kind="stable"):
+            if rest == 0:
+                break
+            add = min(rest, room[j]) if frac[j] >= 0 else 0
+            take[j] += add
+            rest -= add
+    return np.minimum(take, counts)
+
+
+def draw_ranks(counts: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Per stratum t, ``take[t]`` sorted ranks out of ``counts[t]``, without replacement."""
+    return [
+        np.arange(n) if t == n else np.sort(rng.choice(n, size=t, replace=False))
+        for n, t in zip(counts.tolist(), take.tolist(), strict=True)
+    ]
+
+
+# --- block functions of the passes ---------------------------------------------------------
+
+
+def stratum_counts_block(codes, *, row_start, n_classes):
+    """Per-block rows per stratum (unlabeled, class 0, …, class L−1), keyed by row_start."""
+    counts = np.bincount(np.asarray(codes) + 1, minlength=n_classes + 1)
+    return {"starts": np.array([row_start]), "counts": counts[None, :]}
+
+
+def concat_tables(*parts):
+    """Combine partials by concatenating their arrays (order fixed later by row index)."""
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def select_block(codes, *, row_start, starts, offsets, ranks):
+    """Global indices of the sampled rows of one block, for every subsample.
+
+    ``offsets[i, t]`` is the number of stratum-t rows before block i; ``ranks[b][t]`` the
+    sorted within-stratum ranks drawn for subsample b. Depends on global counts only, so
+    the draw is the same for any chunking.
+    """
+    codes = np.asarray(codes)
+    block = int(np.searchsorted(starts, row_start))
+    out = {}
+    for b, sub in enumerate(ranks):
+        found, kinds = [], []
+        for t, r in enumerate(sub):
+            local = np.flatnonzero(codes == t - 1)
+            o = offsets[block, t]
+            lo, hi = np.searchsorted(r, [o, o + local.size])
+            found.append(row_start + local[r[lo:hi] - o])
+            kinds.append(np.full(hi - lo, t - 1, dtype=np.int64))
+        out[f"s{b}"] = np.concatenate(found).astype(np.int64)
+        out[f"c{b}"] = np.concatenate(kinds)
+    return out
+
+
+def gather_block(X, *, row_start, wanted):
+    """Rows of X whose global index is in the sorted array ``wanted``; also counts NaN/inf."""
+    lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
+    index = wanted[lo:hi]
+    rows = np.asarray(X[index - row_start], dtype=np.float64)
+    bad = int(X.size - np.count_nonzero(np.isfinite(X))) if X.dtype.kind == "f" else 0
+    return {"index": index, "rows": rows, "nonfinite": np.array([bad])}
+
+
+def combine_gather(*parts):
+    return {
+        "index": np.concatenate([p["index"] for p in parts]),
+        "rows": np.concatenate([p["rows"] for p in parts]),
+        "nonfinite": sum(p["nonfinite"] for p in parts),
+    }

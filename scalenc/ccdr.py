@@ -1,0 +1,575 @@
+"""Classification constrained dimensionality reduction (Raich, Costa, Damelin & Hero).
+
+Paper: ``shared/seeds/ccdr.txt``, Sections III–V. CCDR is solved exactly on a stratified
+subsample S of the training rows (the paper's eigenproblem (15) on s points instead of n)
+and extended to every row by the paper's Nyström formula (20), block by block. With
+several subsamples the extended embeddings are aligned by orthogonal Procrustes and
+averaged. The formulas live in :mod:`scalenc._ccdr_blocks`; this module wires them into
+passes and gives them the scikit-learn interface.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from . import _blocks, passes
+from . import _ccdr_blocks as cb
+from ._validation import check_int, check_options, check_real
+from .cluster import blas_single_thread, compute
+from .data import check_xy, encode_labels, find_classes, unlabeled_mask
+from .linalg import lda_from_moments, lda_log_proba
+
+__all__ = ["CCDR", "CCDRClassifier"]
+
+
+# --- per-block outputs (module level so that they pickle for any scheduler) ------------
+
+
+def _check_block(X: np.ndarray) -> None:
+    bad = _blocks.count_nonfinite(X)
+    if bad:
+        raise ValueError(
+            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
+            "impute or drop them before transforming or predicting."
+        )
+
+
+def _split_codes(X, with_codes):
+    if not with_codes:
+        return X, None
+    return X[:, :-1], X[:, -1].astype(np.int64)
+
+
+def _embed(X, codes, solutions):
+    _check_block(X)
+    return cb.nystrom_ensemble(solutions, X, codes)
+
+
+def _transform_block(X, *, solutions, with_codes, out_dtype):
+    X, codes = _split_codes(X, with_codes)
+    return _embed(X, codes, solutions).astype(out_dtype, copy=False)
+
+
+def _scores_block(X, *, solutions, head, binary):
+    scores = head.scores(_embed(X, None, solutions))
+    return scores[:, 1] - scores[:, 0] if binary else scores
+
+
+def _proba_block(X, *, solutions, head):
+    return head.proba(_embed(X, None, solutions))
+
+
+def _predict_block(X, *, solutions, head, classes):
+    return classes[head.proba(_embed(X, None, solutions)).argmax(axis=1)]
+
+
+def _linear_stats_block(X, codes, *, row_start, solutions, n_classes):
+    """Σ [y 1]ᵀ[y 1] and Σ [y 1]ᵀ onehot over the labeled rows, y = f(x, c)."""
+    codes = np.asarray(codes)
+    keep = codes >= 0
+    F = _embed(X[keep], codes[keep], solutions)
+    A = np.hstack([F, np.ones((F.shape[0], 1))])
+    onehot = np.zeros((F.shape[0], n_classes))
+    onehot[np.arange(F.shape[0]), codes[keep]] = 1.0
+    return {"gram": A.T @ A, "cross": A.T @ onehot}
+
+
+def _lda_stats_block(X, codes, *, row_start, solutions, n_classes):
+    codes = np.asarray(codes)
+    keep = codes >= 0
+    F = _embed(X[keep], codes[keep], solutions)
+    return _blocks.class_moments(F, codes[keep], n_classes, scatter=True)
+
+
+# --- classifiers on the m-dim embedding ---------------------------------------------------
+
+
+class _LinearHead:
+    """The paper's linear classifier (Section V-A): least squares of the class indicators on
+    [y, 1]; ``proba`` is the softmax of the scores (same argmax)."""
+
+    def __init__(self, gram, cross):
+        self.coef, *_ = np.linalg.lstsq(gram, cross, rcond=None)  # (m+1, L)
+
+    def scores(self, F):
+        return F @ self.coef[:-1] + self.coef[-1]
+
+    def proba(self, F):
+        return np.exp(_blocks.log_softmax(self.scores(F)))
+
+
+class _LDAHead:
+    def __init__(self, moments):
+        self.model = lda_from_moments(moments["n"], moments["mean"], moments["scatter"])
+
+    def scores(self, F):
+        return lda_log_proba(self.model, F)
+
+    def proba(self, F):
+        return np.exp(self.scores(F))
+
+
+class _KNNHead:
+    """k-NN vote in the embedding among the labeled subsample rows (bounded memory)."""
+
+    def __init__(self, F, codes, n_classes, k):
+        keep = codes >= 0
+        self.F, self.codes, self.n_classes = F[keep], codes[keep], n_classes
+        self.k = min(k, self.F.shape[0])
+
+    def proba(self, F):
+        nbrs, _ = cb.knn_search(F, self.F, self.k)
+        votes = np.zeros((F.shape[0], self.n_classes))
+        np.add.at(votes, (np.repeat(np.arange(F.shape[0]), self.k), self.codes[nbrs].ravel()), 1.0)
+        return votes / self.k
+
+    def scores(self, F):
+        return self.proba(F)
+
+
+# --- the transformer -----------------------------------------------------------------------
+
+
+class CCDR(TransformerMixin, BaseEstimator):
+    """Classification constrained dimensionality reduction, solved on subsamples.
+
+    On a stratified subsample S of s rows (labeled and unlabeled; −1/None/NaN marks an
+    unlabeled row), CCDR builds the symmetric k-NN graph with heat-kernel weights
+    ``w_ij = exp(−‖x_i − x_j‖²/ε)``, the (L+s)×(L+s) matrix ``G = [[0, C], [Cᵀ, βW]]``
+    and solves ``L u = λ D u`` (``D = diag(G1)``, ``L = D − G``; eq. 15) for the m smallest
+    non-trivial eigenvectors: their first L entries are the class centres z_k, the rest the
+    embedding y_j of S. Every other row is embedded by the Nyström extension (eq. 20).
+    When n ≤ ``subsample_size``, S is all rows and the result is the paper's exact CCDR.
+
+    Parameters
+    ----------
+    n_components : int, default=14
+        m, the embedding dimension.
+    beta : float > 0, default=0.5
+        β, weight of the graph (geometry) term against the class-centre term (eq. 13).
+    n_neighbors : int, default=4
+        k of the k-NN graph, and of the Nyström sums over S.
+    epsilon : float > 0 or None, default=None
+        ε, the heat-kernel scale. None: the mean squared distance of the k-NN pairs of S,
+        so that a typical edge weighs about e⁻¹ (per subsample, in ``epsilon_``).
+    subsample_size : int, default=5000
+        s, the rows of each subsample (all rows when n ≤ s). The eigenproblem costs
+        O(s²p) for the graph and a sparse eigen-solve of an (L+s)-node graph.
+    n_subsamples : int, default=1
+        B. Each subsample is solved and extended separately; the extended embeddings are
+        aligned to the first by orthogonal Procrustes and averaged (see Notes).
+    random_state : int, RandomState or None, default=None
+        Draws the subsamples from global row indices (the same draw for any chunking).
+    chunk_rows : int or None, default=None
+        Rows per block for NumPy input (None: about 64 MB blocks).
+    split_every : int, default=8
+        Fan-in of the tree reductions.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (L,)
+    centers_ : ndarray of shape (L, m)
+        Class centres z_k of the first (reference) subsample.
+    eigenvalues_ : ndarray of shape (m,)
+        λ_2 … λ_{m+1} of the reference subsample.
+    embedding_ : ndarray of shape (s, m)
+        The reference subsample's embedding y_j (rows in ``subsample_indices_`` order).
+    subsample_indices_ : ndarray of shape (s,)
+        Global row indices of the reference subsample.
+    epsilon_ : float
+        ε used for the reference subsample.
+    rotations_ : ndarray of shape (B, m, m)
+        The Procrustes rotation of each subsample onto the reference (identity first).
+    solutions_ : list of CCDRSolution
+        Everything each subsample's Nyström extension needs.
+    n_features_in_ : int
+    n_passes_ : int
+        Passes over X made by ``fit`` (1: the subsample rows are gathered and X is
+        checked for NaN/inf in the same read). The labels are read three times more
+        (classes, stratum counts per block, the draw), which costs no read of X.
+
+    Notes
+    -----
+    *Memory.* Client: O(B·s·(p + m)) for the subsamples and a sparse graph of O(s·k)
+    entries; nothing n-sized. Per task: one row block plus a (batch × s) distance matrix.
+    ``transform`` is one lazy block map over X (NumPy in → NumPy out, Dask in → lazy Dask
+    out), O(b·s·p) time per block of b rows.
+
+    *Several subsamples.* Problem (14) is invariant under Z → RZ for any orthogonal R (both
+    the cost tr(ZLZᵀ) and the constraint ZDZᵀ = I are), so each subsample's solution is
+    determined only up to such a rotation (and sign, and mixing within near-repeated
+    eigenvalues, which differ between subsamples). Rotating subsample b by the orthogonal
+    R_b that best maps its class centres — and its Nyström images of the reference
+    subsample's rows, which pin the directions the L centres leave free when L ≤ m — onto
+    the reference's is therefore a choice among equally optimal solutions, not a
+    distortion; all subsamples have s rows, so their scales agree and no scaling is fitted.
+    The aligned maps x ↦ f_b(x, c) R_b estimate the same function, and their average has
+    a smaller variance over the draw of the subsamples.
+    """
+
+    def __init__(
+        self, n_components=14, *, beta=0.5, n_neighbors=4, epsilon=None, subsample_size=5000,
+        n_subsamples=1, random_state=None, chunk_rows=None, split_every=8,
+    ):
+        self.n_components = n_components
+        self.beta = beta
+        self.n_neighbors = n_neighbors
+        self.epsilon = epsilon
+        self.subsample_size = subsample_size
+        self.n_subsamples = n_subsamples
+        self.random_state = random_state
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    def _check_params(self):
+        check_int(self, "n_components", self.n_components, low=1)
+        check_real(self, "beta", self.beta, low=0.0, closed="neither")
+        check_int(self, "n_neighbors", self.n_neighbors, low=1)
+        check_real(self, "epsilon", self.epsilon, low=0.0, closed="neither", allow_none=True)
+        check_int(self, "subsample_size", self.subsample_size, low=2)
+        check_int(self, "n_subsamples", self.n_subsamples, low=1)
+        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
+        check_int(self, "split_every", self.split_every, low=2)
+
+    # --- fit --------------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Solve CCDR on the subsample(s) of (X, y).
+
+        Parameters
+        ----------
+        X : array-like, Dask array or Zarr array of shape (n, p)
+        y : array-like or Dask array of shape (n,); −1 (None/NaN) marks unlabeled rows.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        classes = find_classes(y)
+        _check_classes(classes, type(self).__name__)
+        codes = encode_labels(y, classes)
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        draws = self._draw_subsamples(codes)
+        rows = self._gather(X, draws)
+        self.solutions_ = self._solve_all(draws, rows)
+        self._set_reference()
+        return self
+
+    def _draw_subsamples(self, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
+        L = self.classes_.size
+        (table,) = compute(passes.reduce_rows(
+            cb.stratum_counts_block, codes, combine=cb.concat_tables, n_classes=L,
+            split_every=self.split_every))
+        order = np.argsort(table["starts"])
+        starts, per_block = table["starts"][order], table["counts"][order]
+        counts = per_block.sum(axis=0)
+        n = int(counts.sum())
+        if (counts[1:] == 0).any():  # a class that was declared but has no row cannot happen in fit
+            raise ValueError("Every class needs at least one labeled row.")
+        if self.subsample_size < L:
+            raise ValueError(
+                f"subsample_size={self.subsample_size} is smaller than the number of classes "
+                f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
+            )
+        take = cb.allocate_strata(counts, self.subsample_size, L)
+        n_draws = 1 if self.subsample_size >= n else self.n_subsamples
+        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+        ranks = tuple(tuple(cb.draw_ranks(counts, take, rng)) for _ in range(n_draws))
+        offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
+        (found,) = compute(passes.reduce_rows(
+            cb.select_block, codes, combine=cb.concat_tables, starts=starts, offsets=offsets,
+            ranks=ranks, split_every=self.split_every))
+        draws = []
+        for b in range(n_draws):
+            order = np.argsort(found[f"s{b}"])
+            draws.append((found[f"s{b}"][order], found[f"c{b}"][order]))
+        return draws
+
+    def _gather(self, X: da.Array, draws) -> dict:
+        """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
+        wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
+        (got,) = compute(passes.reduce_rows(
+            cb.gather_block, X, combine=cb.combine_gather, wanted=wanted,
+            split_every=self.split_every))
+        self.n_passes_ = 1
+        if int(got["nonfinite"].sum()):
+            raise ValueError(
+                f"X contains {int(got['nonfinite'].sum())} NaN or infinite value(s); impute or "
+                "drop them (e.g. with sklearn.impute.SimpleImputer) before fitting."
+            )
+        order = np.argsort(got["index"])
+        return {"index": got["index"][order], "rows": got["rows"][order]}
+
+    def _solve_all(self, draws, rows) -> list[cb.CCDRSolution]:
+        solutions = []
+        for idx, codes in draws:  # client-side; one BLAS thread (see scalenc.cluster)
+            pos = np.searchsorted(rows["index"], idx)
+            with blas_single_thread():
+                solutions.append(cb.solve_ccdr(
+                    rows["rows"][pos], codes, idx, self.classes_.size,
+                    n_components=self.n_components, beta=self.beta,
+                    n_neighbors=self.n_neighbors, epsilon=self.epsilon,
+                ))
+        with blas_single_thread():
+            return _align(solutions)
+
+    def _set_reference(self):
+        ref = self.solutions_[0]
+        self.centers_ = ref.centers
+        self.eigenvalues_ = ref.eigenvalues
+        self.embedding_ = ref.embedding
+        self.subsample_indices_ = ref.indices
+        self.epsilon_ = ref.epsilon
+        self.rotations_ = np.stack([s.rotation for s in self.solutions_])
+
+    # --- transform ----------------------------------------------------------------------
+
+    def _prepare(self, X):
+        check_is_fitted(self, "solutions_")
+        is_dask = isinstance(X, da.Array)
+        Xd, _ = check_xy(X, chunk_rows=self.chunk_rows)
+        if Xd.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        return Xd, is_dask
+
+    def _solutions_task(self):
+        return dask.delayed(tuple(self.solutions_), pure=True, traverse=False)
+
+    def transform(self, X, y=None):
+        """The Nyström embedding f(x, c) of eq. (20), shape (n, m); one lazy block map over X.
+
+        Parameters
+        ----------
+        X : array-like or Dask array of shape (n, p)
+        y : None or labels of shape (n,), optional
+            None embeds every row as unlabeled (c = 0, for new data). With labels, each
+            labeled row is embedded with its class (c ≠ 0) — the paper's extension for
+            labeled training data; at a subsample row it returns that row's eigenvector
+            entries exactly (the consistency property after eq. 20).
+
+        Returns
+        -------
+        ndarray or Dask array of shape (n, m), X's float dtype.
+        """
+        Xd, is_dask = self._prepare(X)
+        dtype = Xd.dtype
+        with_codes = y is not None
+        if with_codes:
+            _, yd = check_xy(Xd, y)
+            codes = encode_labels(yd, self.classes_).astype(np.float64)
+            Xd = da.concatenate([Xd.astype(np.float64), codes[:, None]], axis=1).rechunk({1: -1})
+        out = passes.map_rows(
+            _transform_block, Xd, self.n_components, dtype, solutions=self._solutions_task(),
+            with_codes=with_codes, out_dtype=dtype)
+        if is_dask:
+            return out
+        (result,) = compute(out)
+        return result
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.required = True
+        return tags
+
+
+def _check_classes(classes, owner):
+    if classes.size == 0:
+        raise ValueError(
+            f"All rows of y are unlabeled (-1/None/NaN); {owner} needs labeled rows of at "
+            "least 2 classes."
+        )
+    if classes.size == 1:
+        raise ValueError(
+            f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {owner} needs at "
+            "least 2 classes. Add rows of another class."
+        )
+
+
+def _align(solutions: list[cb.CCDRSolution]) -> list[cb.CCDRSolution]:
+    """Rotate each subsample's frame onto the first by orthogonal Procrustes.
+
+    Landmarks: the class centres z_k and the reference subsample's rows (each embedded by
+    the subsample's own Nyström map with its label), which pin every direction also when
+    L ≤ m.
+    """
+    if len(solutions) == 1:
+        return solutions
+    ref = solutions[0]
+    target = np.vstack([ref.centers, ref.embedding])
+    out = [ref]
+    for sol in solutions[1:]:
+        source = np.vstack([sol.centers, cb.nystrom(sol, ref.X, ref.codes)])
+        out.append(sol.with_rotation(cb.procrustes(source, target)))
+    return out
+
+
+# --- the classifier ------------------------------------------------------------------------
+
+
+class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
+    """CCDR followed by a classifier on the m-dim embedding (the paper's Section V).
+
+    Parameters
+    ----------
+    n_components, beta, n_neighbors, epsilon, subsample_size, n_subsamples, random_state,
+    chunk_rows, split_every
+        As for :class:`CCDR`.
+    classifier : {"linear", "knn", "lda"}, default="linear"
+        ``"linear"``: the paper's least-squares classifier — for each class k,
+        [α_k, α_0k] = argmin Σ_i (y_iᵀα + α_0 − c_ki)², predict argmax_k; probabilities are
+        the softmax of these scores. ``"knn"``: a majority vote of the
+        ``classifier_neighbors`` nearest labeled subsample rows in the embedding;
+        probabilities are the vote fractions. ``"lda"``: linear discriminant analysis of
+        the embedding (as scikit-learn's ``LinearDiscriminantAnalysis``).
+    classifier_neighbors : int, default=5
+        k of the ``"knn"`` classifier.
+
+    Attributes
+    ----------
+    ccdr_ : CCDR
+        The fitted transformer.
+    classes_, centers_, eigenvalues_, embedding_, subsample_indices_, n_features_in_
+        As for :class:`CCDR`.
+    n_passes_ : int
+        Passes over X by ``fit``: CCDR's one, plus one for ``"linear"`` and ``"lda"``
+        (their statistics over the embedding f(x_i, c_i) of every labeled training row)
+        unless S is all of X (one subsample covering every row), where the eigenvectors
+        already are that embedding. ``"knn"`` needs no extra pass: its reference set is
+        the labeled subsample rows (B·s rows, bounded memory), embedded with their labels.
+
+    Notes
+    -----
+    Training rows are embedded with their labels, f(x_i, c_i) (the paper trains on the
+    CCDR embedding y_i of the labeled data); ``predict`` embeds with c = 0. Memory: the
+    linear head is (m+1)×L, LDA's O(m² + Lm), k-NN's B·s×m; per task one row block.
+    ``predict``, ``predict_proba`` and ``transform`` are one lazy block map over X.
+    """
+
+    def __init__(
+        self, n_components=14, *, beta=0.5, n_neighbors=4, epsilon=None, subsample_size=5000,
+        n_subsamples=1, random_state=None, classifier="linear", classifier_neighbors=5,
+        chunk_rows=None, split_every=8,
+    ):
+        self.n_components = n_components
+        self.beta = beta
+        self.n_neighbors = n_neighbors
+        self.epsilon = epsilon
+        self.subsample_size = subsample_size
+        self.n_subsamples = n_subsamples
+        self.random_state = random_state
+        self.classifier = classifier
+        self.classifier_neighbors = classifier_neighbors
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    def _ccdr_params(self):
+        names = ("n_components", "beta", "n_neighbors", "epsilon", "subsample_size",
+                 "n_subsamples", "random_state", "chunk_rows", "split_every")
+        return {name: getattr(self, name) for name in names}
+
+    def fit(self, X, y):
+        """Fit CCDR on (X, y), then the classifier on the embedded labeled rows.
+
+        Returns
+        -------
+        self
+        """
+        check_options(self, "classifier", self.classifier, {"linear", "knn", "lda"})
+        check_int(self, "classifier_neighbors", self.classifier_neighbors, low=1)
+        ccdr = CCDR(**self._ccdr_params())
+        ccdr._check_params()
+        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        ccdr.fit(Xd, yd)
+        self.ccdr_ = ccdr
+        for name in ("classes_", "centers_", "eigenvalues_", "embedding_", "subsample_indices_",
+                     "n_features_in_"):
+            setattr(self, name, getattr(ccdr, name))
+        self.n_passes_ = ccdr.n_passes_
+        self.head_ = self._fit_head(Xd, yd)
+        return self
+
+    def _fit_head(self, X, y):
+        L = self.classes_.size
+        sols = self.ccdr_.solutions_
+        if self.classifier == "knn":
+            F = np.vstack([cb.nystrom_ensemble(sols, s.X, s.codes) for s in sols])
+            codes = np.concatenate([s.codes for s in sols])
+            return _KNNHead(F, codes, L, self.classifier_neighbors)
+        block = _linear_stats_block if self.classifier == "linear" else _lda_stats_block
+        if len(sols) == 1 and sols[0].indices.size == X.shape[0]:
+            # S is all of X: the eigenvectors are the training embedding (no pass needed)
+            stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
+        else:
+            codes = encode_labels(y, self.classes_)
+            (stats,) = compute(passes.reduce_rows(
+                block, X, codes, solutions=self.ccdr_._solutions_task(), n_classes=L,
+                split_every=self.split_every))
+            self.n_passes_ += 1
+        if self.classifier == "linear":
+            return _LinearHead(stats["gram"], stats["cross"])
+        return _LDAHead(stats)
+
+    def _map(self, X, block_fn, n_out, dtype, **kwargs):
+        check_is_fitted(self, "head_")
+        Xd, is_dask = self.ccdr_._prepare(X)
+        out = passes.map_rows(block_fn, Xd, n_out, dtype, solutions=self.ccdr_._solutions_task(),
+                              head=self.head_, **kwargs)
+        if is_dask:
+            return out
+        (result,) = compute(out)
+        return result
+
+    def transform(self, X, y=None):
+        """The CCDR embedding (see :meth:`CCDR.transform`)."""
+        check_is_fitted(self, "head_")
+        return self.ccdr_.transform(X, y)
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n, L); rows sum to one."""
+        check_is_fitted(self, "head_")
+        return self._map(X, _proba_block, self.classes_.size, np.float64)
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`."""
+        proba = self.predict_proba(X)
+        with np.errstate(divide="ignore"):
+            return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
+
+    def decision_function(self, X):
+        """Classifier scores on the embedding, shape (n, L); (n,) for two classes (s₁ − s₀)."""
+        check_is_fitted(self, "head_")
+        binary = self.classes_.size == 2
+        return self._map(X, _scores_block, None if binary else self.classes_.size, np.float64,
+                         binary=binary)
+
+    def predict(self, X):
+        """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X)."""
+        check_is_fitted(self, "head_")
+        return self._map(X, _predict_block, None, self.classes_.dtype, classes=self.classes_)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""
+        y_arr = np.asarray(y.compute() if isinstance(y, da.Array) else y)
+        keep = ~unlabeled_mask(y_arr)
+        pred = self.predict(X)
+        pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
+        weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
+        return float(np.average(pred[keep] == y_arr[keep], weights=weights))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
