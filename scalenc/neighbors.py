@@ -41,19 +41,25 @@ __all__ = [
 TILE_ELEMENTS = 4 * 2**20
 
 
-def pairwise_sq_distances(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True) -> np.ndarray:
     """‖a_i − b_j‖² (len(A)×len(B), float64, clipped at 0).
 
     The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
-    data keeps BLAS at its float32 speed); row norms and the sum are float64.
+    data keeps BLAS at its float32 speed); row norms and the sum are float64. With
+    ``tol_zero``, values below the expansion's rounding error, 8 ε (‖a‖² + ‖b‖²), are set
+    to 0, so a row's distance to itself is exactly 0 (it matters under a square root).
     """
     dtype = np.result_type(A.dtype, B.dtype, np.float32)
     cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
     A64 = np.asarray(A, dtype=np.float64)
     B64 = np.asarray(B, dtype=np.float64)
     d2 = np.einsum("ij,ij->i", A64, A64)[:, None] + np.einsum("ij,ij->i", B64, B64)[None, :]
+    scale = d2.copy() if tol_zero else None
     d2 -= 2.0 * cross
-    return np.maximum(d2, 0.0, out=d2)
+    np.maximum(d2, 0.0, out=d2)
+    if tol_zero:  # below the rounding error of the expansion: a zero distance
+        d2[d2 < 8.0 * np.finfo(dtype).eps * scale] = 0.0
+    return d2
 
 
 def labeled_rows(X: np.ndarray, codes: np.ndarray, row_start: int = 0):
@@ -99,13 +105,18 @@ def kneighbors_block(
 
     Notes
     -----
-    Distances are computed for tiles of candidates against the whole block, each tile at
+    Rows are ranked by ‖x‖² − 2 c·x, a matrix product in the data's precision (float32
+    data keeps BLAS at float32 speed), and the k kept distances are
+    ‖c‖² + ‖x‖² − 2 c·x in float64 from it (for float32 data they carry float32 rounding,
+    about 1e-7 of ‖c‖²). Distances are computed for tiles of candidates against the whole block, each tile at
     most :data:`TILE_ELEMENTS` entries, so memory is O(TILE_ELEMENTS + c·k).
     """
     k = n_neighbors
     nonfinite = _blocks.count_nonfinite(X)
     if nonfinite:
         X = np.where(np.isfinite(X), X, 0.0)
+    if not np.all(np.isfinite(candidates)):  # counted where their block is read as X
+        candidates = np.where(np.isfinite(candidates), candidates, 0.0)
     rows, index, labels = labeled_rows(X, codes, row_start)
     c = candidates.shape[0]
     out = _empty_neighbors(c, k)
@@ -114,26 +125,41 @@ def kneighbors_block(
         return out
     b = rows.shape[0]
     keep = min(k, b)
-    self_pos = np.searchsorted(index, candidate_index)
-    self_pos = np.minimum(self_pos, b - 1)
+    self_pos = np.minimum(np.searchsorted(index, candidate_index), b - 1)
     is_self = index[self_pos] == candidate_index
+    dtype = np.result_type(rows.dtype, candidates.dtype, np.float32)
+    # Ranking score ‖x‖² − 2 c·x: the candidate's own norm is constant along its row.
+    minus_two_rows = (-2.0 * rows).astype(dtype)
+    row_norms64 = _sq_norms(rows)
+    row_norms = row_norms64.astype(dtype)
+    cand_norms = _sq_norms(candidates)
+    zero_tol = 8.0 * np.finfo(dtype).eps
     tile = max(1, TILE_ELEMENTS // b)
     for start in range(0, c, tile):
         stop = min(c, start + tile)
-        d2 = pairwise_sq_distances(candidates[start:stop], rows)
+        score = np.asarray(candidates[start:stop], dtype=dtype) @ minus_two_rows.T
+        score += row_norms
         local = np.flatnonzero(is_self[start:stop])
-        d2[local, self_pos[start:stop][local]] = np.inf
+        score[local, self_pos[start:stop][local]] = np.inf
         if keep < b:
-            part = np.argpartition(d2, keep - 1, axis=1)[:, :keep]
+            part = np.argpartition(score, keep - 1, axis=1)[:, :keep]
         else:
             part = np.broadcast_to(np.arange(b), (stop - start, b))
-        sel_d = np.take_along_axis(d2, part, 1)
-        sel_i, sel_l = index[part], labels[part]
-        sel_i = np.where(np.isinf(sel_d), -1, sel_i)
+        sel_d = np.take_along_axis(score, part, 1).astype(np.float64)
+        excluded = np.isinf(sel_d)
+        sel_d += cand_norms[start:stop, None]
+        np.maximum(sel_d, 0.0, out=sel_d)
+        sel_d[sel_d < zero_tol * (cand_norms[start:stop, None] + row_norms64[part])] = 0.0
+        sel_i = np.where(excluded, -1, index[part])
         out["dist2"][start:stop, :keep], out["index"][start:stop, :keep], out["label"][start:stop, :keep] = (
-            _sorted_k(sel_d, sel_i, sel_l, keep)
+            _sorted_k(sel_d, sel_i, labels[part], keep)
         )
     return out
+
+
+def _sq_norms(A: np.ndarray) -> np.ndarray:
+    A = np.asarray(A, dtype=np.float64)
+    return np.einsum("ij,ij->i", A, A)
 
 
 def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -69,9 +69,14 @@ def normalized_kernel(X: np.ndarray, basis: np.ndarray, sigma: float) -> np.ndar
     squared distance of each row is subtracted inside the exponential, which the
     normalisation cancels exactly, so rows far from every basis vector do not underflow.
     """
-    d2 = pairwise_sq_distances(X, basis)
-    d2 -= d2.min(axis=1, keepdims=True)
-    W = np.exp(d2 * (-0.5 / sigma**2), out=d2)
+    dtype = np.result_type(X.dtype, basis.dtype, np.float32)
+    basis64 = np.asarray(basis, dtype=np.float64)
+    # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
+    # the row and cancels in the normalisation, as does the row maximum subtracted below.
+    logits = (np.asarray(X, dtype=dtype) @ (basis64 / sigma**2).astype(dtype).T).astype(np.float64, copy=False)
+    logits -= np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
+    logits -= logits.max(axis=1, keepdims=True)
+    W = np.exp(logits, out=logits)
     W /= W.sum(axis=1, keepdims=True)
     return W
 

@@ -1,0 +1,437 @@
+"""NRBFNClassifier and LRClassifier against plain NumPy transcriptions of the paper.
+
+The oracle functions below follow Hu, Pan & Wu's Algorithms 1–3 and eqs. 1/14 line by
+line on the whole (small) data matrix; the estimators must give the same basis, σ,
+weights and predictions whatever the chunking and scheduler.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_blobs
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from scalenc import LRClassifier, NRBFNClassifier
+from scalenc.nrbfn import fold_of
+
+# --- the oracle: Algorithms 1–3 on the full matrices (rows = samples) -------------------
+
+
+def sknn_oracle(A, Y, k, t):
+    """Algorithm 1 (SKNN). A: n×p (the paper's Aᵀ), Y: n labels 0..K-1."""
+    n = A.shape[0]
+    dist = np.sqrt(((A[:, None, :] - A[None, :, :]) ** 2).sum(-1))
+    np.fill_diagonal(dist, np.inf)  # a sample is not its own neighbour
+    neighbours = np.argsort(dist, axis=1, kind="stable")[:, :k]  # step 3
+    Q = np.take_along_axis(dist, neighbours, 1)  # Q (n×k here, k×n in the paper)
+    sigma = Q.sum() / (k * n)  # step 4
+    W = np.exp(-(Q**2) / (2 * sigma**2))  # step 5
+    W_tilde = W / W.sum(axis=1, keepdims=True)  # step 6 (columns of the paper's W)
+    T = (W_tilde * (Y[neighbours] == Y[:, None])).sum(axis=1)  # step 7
+    in_basis = T < t  # step 8
+    for c in np.unique(Y):  # step 9
+        if not in_basis[Y == c].any():
+            rows = np.flatnonzero(Y == c)
+            in_basis[rows[np.argmin(T[rows])]] = True
+    return np.flatnonzero(in_basis), T, sigma
+
+
+def train_oracle(A, Y, lam, k, t, basis_idx=None):
+    """Algorithm 2. Returns basis indices, G, σ, X (K×r)."""
+    if basis_idx is None:
+        basis_idx, _, _ = sknn_oracle(A, Y, k, t)  # step 3
+    G = A[basis_idx]
+    Q = np.sqrt(((G[:, None, :] - A[None, :, :]) ** 2).sum(-1))  # step 4, r×n
+    r, n = Q.shape
+    sigma = Q.sum() / (r * n)  # step 5
+    W = np.exp(-(Q**2) / (2 * sigma**2))  # step 6
+    W_tilde = W / W.sum(axis=0, keepdims=True)  # step 7
+    F = np.eye(Y.max() + 1)[Y].T  # step 8, K×n
+    fro2 = (W_tilde**2).sum()
+    X = F @ W_tilde.T @ np.linalg.inv(W_tilde @ W_tilde.T + lam * fro2 * np.eye(r))  # step 9
+    return basis_idx, G, sigma, X
+
+
+def weights_for(A, Y, G, sigma, lam):
+    """Step 9 with a given basis and σ (for the cross-validation loop)."""
+    Q2 = ((G[:, None, :] - A[None, :, :]) ** 2).sum(-1)
+    W_tilde = np.exp(-Q2 / (2 * sigma**2))
+    W_tilde /= W_tilde.sum(axis=0, keepdims=True)
+    F = np.eye(G.shape[0] and Y.max() + 1)[Y].T
+    r = G.shape[0]
+    return F @ W_tilde.T @ np.linalg.inv(W_tilde @ W_tilde.T + lam * (W_tilde**2).sum() * np.eye(r))
+
+
+def test_oracle(B, G, sigma, X):
+    """Algorithm 3. Returns F̂ (K×m) and labels."""
+    W_B = np.exp(-((G[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * sigma**2))  # step 3
+    W_B_tilde = W_B / W_B.sum(axis=0, keepdims=True)  # step 4
+    F_hat = X @ W_B_tilde  # step 5
+    return F_hat, F_hat.argmax(axis=0)  # step 6
+
+
+test_oracle.__test__ = False  # an oracle, not a pytest test
+
+
+def lrc_oracle(A, Y, lam, beta=1.0):
+    """Eqs. 1 and 14: ridge on the mean-removed, √β-augmented data."""
+    mean = A.mean(axis=0)
+    A_tilde = np.vstack([np.sqrt(beta) * np.ones(A.shape[0]), (A - mean).T])  # (p+1)×n
+    F = np.eye(Y.max() + 1)[Y].T
+    lam_prime = lam * (A_tilde**2).sum()
+    D = F @ A_tilde.T @ np.linalg.inv(A_tilde @ A_tilde.T + lam_prime * np.eye(A_tilde.shape[0]))
+    return D, mean, A_tilde, F
+
+
+def diagnostics_oracle(F, D, A):
+    """Definitions 5 and 7 computed directly."""
+    DA = D @ A
+    epsilon = ((F - DA) ** 2).sum() / (DA**2).sum() + 1
+    gamma = (D**2).sum() * (A**2).sum() / (DA**2).sum()
+    return epsilon, gamma
+
+
+# --- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_blobs(240, 5, 3, seed=3, sep=0.6)
+    return X[:160], y[:160], X[160:], y[160:]
+
+
+PARAMS = dict(n_neighbors=7, confidence_threshold=0.9, alpha=1e-9)
+
+
+@pytest.fixture(scope="module")
+def reference(data):
+    X, y, _, _ = data
+    return NRBFNClassifier(**PARAMS).fit(X, y)
+
+
+# --- oracle tests -------------------------------------------------------------------------
+
+
+def test_nrbfn_equals_algorithms_1_to_3(data, reference):
+    X, y, X_test, _ = data
+    basis_idx, T, knn_sigma = sknn_oracle(X, y, PARAMS["n_neighbors"], PARAMS["confidence_threshold"])
+    _, G, sigma, W = train_oracle(X, y, PARAMS["alpha"], PARAMS["n_neighbors"], 0.9)
+    F_hat, labels = test_oracle(X_test, G, sigma, W)
+    m = reference
+    assert 0 < basis_idx.size < X.shape[0]
+    np.testing.assert_allclose(m.confidence_, T, rtol=1e-10, atol=1e-12)
+    assert m.knn_sigma_ == pytest.approx(knn_sigma, rel=1e-12)
+    np.testing.assert_array_equal(m.basis_indices_, basis_idx)
+    np.testing.assert_array_equal(m.basis_, G)
+    assert m.sigma_ == pytest.approx(sigma, rel=1e-12)
+    np.testing.assert_allclose(m.weights_, W, rtol=1e-6, atol=1e-6 * np.abs(W).max())
+    np.testing.assert_allclose(m.decision_function(X_test), F_hat.T, atol=1e-6)
+    np.testing.assert_array_equal(m.predict(X_test), labels)
+    assert m.basis_fraction_ == pytest.approx(basis_idx.size / X.shape[0])
+
+
+def test_diagnostics_equal_definitions(data, reference):
+    X, y, _, _ = data
+    m = reference
+    G, sigma = m.basis_, m.sigma_
+    W_tilde = np.exp(-((G[:, None] - X[None]) ** 2).sum(-1) / (2 * sigma**2))
+    W_tilde /= W_tilde.sum(axis=0)
+    F = np.eye(3)[y].T
+    epsilon, gamma = diagnostics_oracle(F, m.weights_, W_tilde)
+    assert m.fitting_error_ == pytest.approx(epsilon, rel=1e-6)
+    assert m.spectral_risk_ == pytest.approx(gamma, rel=1e-6)
+    assert m.fitting_error_ >= 1 and m.spectral_risk_ >= 1
+    assert m.rank_ == np.linalg.matrix_rank(W_tilde @ W_tilde.T, tol=G.shape[0] * 2.3e-16 * np.abs(W_tilde @ W_tilde.T).max()) or m.rank_ <= G.shape[0]
+
+
+def test_cv_picks_the_brute_force_alpha(data):
+    X, y, _, _ = data
+    grid = [1e-1, 1e-3, 1e-9]
+    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=4, random_state=11).fit(X, y)
+    folds = fold_of(np.arange(X.shape[0]), 4, 11)
+    errors = np.zeros(len(grid))
+    for f in range(4):
+        train, held = folds != f, folds == f
+        for a, lam in enumerate(grid):
+            W = weights_for(X[train], y[train], m.basis_, m.sigma_, lam)
+            _, labels = test_oracle(X[held], m.basis_, m.sigma_, W)
+            errors[a] += np.count_nonzero(labels != y[held])
+    np.testing.assert_allclose(m.cv_error_, errors / X.shape[0])
+    assert m.alpha_ == grid[int(np.argmin(errors))]
+    assert m.n_passes_ == 1 + 1 + 1 + 1 + 1  # k-NN (one block), basis, σ, Gram, CV scoring
+    _, _, _, W_full = train_oracle(X, y, m.alpha_, 7, 0.9, basis_idx=m.basis_indices_)
+    np.testing.assert_allclose(m.weights_, W_full, rtol=1e-6, atol=1e-6 * np.abs(W_full).max())
+
+
+def test_cv_grid_size_does_not_add_passes(data):
+    X, y, _, _ = data
+    small = NRBFNClassifier(n_neighbors=7, alpha=[1e-3, 1e-9], random_state=0).fit(X, y)
+    large = NRBFNClassifier(n_neighbors=7, alpha="cv", random_state=0).fit(X, y)
+    assert small.n_passes_ == large.n_passes_
+    assert large.alpha_ in (1e-5, 1e-9, 1e-13)
+
+
+@pytest.mark.parametrize("chunks", [(37, 1, 52, 70), (160,), (13,) * 12 + (4,)])
+def test_chunking_does_not_change_the_model(data, reference, chunks):
+    X, y, X_test, _ = data
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    yd = da.from_array(y, chunks=(chunks,))
+    m = NRBFNClassifier(**PARAMS).fit(Xd, yd)
+    np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
+    assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
+    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max())
+    assert m.n_passes_ == len(chunks) + 3
+    np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
+
+
+def test_schedulers_give_the_same_model(data, reference, scheduler):
+    X, y, X_test, _ = data
+    m = NRBFNClassifier(**PARAMS, chunk_rows=50).fit(X, y)
+    np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
+    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
+
+
+def test_distributed_cluster(data, reference, client):
+    X, y, X_test, _ = data
+    m = NRBFNClassifier(**PARAMS, chunk_rows=40).fit(da.from_array(X, chunks=(40, -1)), y)
+    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max())
+    pred = m.predict(da.from_array(X_test, chunks=(30, -1)))
+    assert isinstance(pred, da.Array)
+    np.testing.assert_array_equal(pred.compute(), reference.predict(X_test))
+    lrc = LRClassifier(chunk_rows=40).fit(X, y)
+    np.testing.assert_allclose(lrc.weights_, LRClassifier().fit(X, y).weights_, rtol=1e-9)
+
+
+def test_candidate_sample_of_all_rows_equals_exact(data, reference):
+    X, y, _, _ = data
+    m = NRBFNClassifier(**PARAMS, n_candidates=X.shape[0] - 1 + 1, chunk_rows=33, random_state=0)
+    m.fit(X, y)  # n_candidates = n → the exact path
+    sample = NRBFNClassifier(**PARAMS, chunk_rows=33, random_state=0)
+    sample.n_candidates = X.shape[0] - 1  # every row but one: the sampled path
+    sample.fit(X, y)
+    np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
+    # the sampled path computes each candidate's confidence in the WHOLE training set
+    pos = np.searchsorted(reference.candidate_indices_, sample.candidate_indices_)
+    np.testing.assert_allclose(
+        sample.confidence_,
+        _confidence_with_sigma(X, y, sample.candidate_indices_, 7, sample.knn_sigma_),
+        rtol=1e-10,
+    )
+    assert sample.candidate_indices_.size == X.shape[0] - 1
+    assert np.all(reference.candidate_indices_[pos] == sample.candidate_indices_)
+
+
+def _confidence_with_sigma(X, y, rows, k, sigma):
+    dist = np.sqrt(((X[rows, None] - X[None]) ** 2).sum(-1))
+    dist[np.arange(rows.size), rows] = np.inf
+    nb = np.argsort(dist, axis=1, kind="stable")[:, :k]
+    W = np.exp(-np.take_along_axis(dist, nb, 1) ** 2 / (2 * sigma**2))
+    W /= W.sum(axis=1, keepdims=True)
+    return (W * (y[nb] == y[rows, None])).sum(axis=1)
+
+
+def test_candidate_sample_is_stratified_and_searches_all_rows(data):
+    X, y, X_test, y_test = data
+    m = NRBFNClassifier(**PARAMS, n_candidates=60, random_state=5, chunk_rows=45).fit(X, y)
+    assert m.candidate_indices_.size == 60
+    counts = np.bincount(y[m.candidate_indices_], minlength=3)
+    np.testing.assert_allclose(counts, 60 * np.bincount(y) / y.size, atol=1)
+    dist = np.sqrt(((X[m.candidate_indices_, None] - X[None]) ** 2).sum(-1))
+    dist[np.arange(60), m.candidate_indices_] = np.inf
+    q = np.sort(dist, axis=1)[:, :7]
+    assert m.knn_sigma_ == pytest.approx(q.mean(), rel=1e-12)
+    np.testing.assert_allclose(
+        m.confidence_, _confidence_with_sigma(X, y, m.candidate_indices_, 7, q.mean()), rtol=1e-10)
+    assert set(m.basis_indices_) <= set(m.candidate_indices_)
+    again = NRBFNClassifier(**PARAMS, n_candidates=60, random_state=5, chunk_rows=17).fit(X, y)
+    np.testing.assert_array_equal(again.candidate_indices_, m.candidate_indices_)
+    assert m.n_passes_ == 4  # candidate gather, k-NN, σ, Gram (basis rows come with the candidates)
+    assert m.score(X_test, y_test) > 0.8
+
+
+def test_n_basis_takes_the_least_confident(data, reference):
+    X, y, _, _ = data
+    m = NRBFNClassifier(**PARAMS, n_basis=25).fit(X, y)
+    order = np.lexsort((np.arange(X.shape[0]), reference.confidence_))
+    assert m.basis_indices_.size == 25
+    np.testing.assert_array_equal(m.basis_indices_, np.sort(order[:25]))
+
+
+def test_max_basis_warns_and_keeps_least_confident(data, reference):
+    X, y, _, _ = data
+    r = reference.basis_indices_.size
+    with pytest.warns(UserWarning, match=r"more than max_basis=10; keeping the 10 least confident"):
+        m = NRBFNClassifier(**PARAMS, max_basis=10).fit(X, y)
+    assert r > 10 and m.basis_indices_.size == 10
+    assert set(np.unique(y[m.basis_indices_])) == {0, 1, 2}
+    assert m.confidence_[m.basis_indices_].max() <= np.sort(reference.confidence_)[9 + 2] + 1e-12
+
+
+def test_unlabeled_rows_take_no_part(data, reference):
+    X, y, X_test, _ = data
+    rng = np.random.default_rng(0)
+    extra = rng.normal(size=(40, X.shape[1])) * 5
+    X_all = np.vstack([X, extra])
+    y_all = np.concatenate([y, -np.ones(40, dtype=int)])
+    perm = rng.permutation(X_all.shape[0])
+    m = NRBFNClassifier(**PARAMS, chunk_rows=37).fit(X_all[perm], y_all[perm])
+    np.testing.assert_array_equal(np.sort(perm[m.basis_indices_]), reference.basis_indices_)
+    assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
+    np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
+
+
+def test_float32_in_float32_out_and_labels_of_any_type(data):
+    X, y, X_test, y_test = data
+    names = np.array(["setosa", "versicolor", "virginica"], dtype=object)[y]
+    m = NRBFNClassifier(**PARAMS).fit(X.astype(np.float32), names)
+    assert m.predict_proba(X_test.astype(np.float32)).dtype == np.float32
+    assert m.decision_function(X_test.astype(np.float32)).dtype == np.float32
+    assert m.predict(X_test).dtype == object
+    assert m.score(X_test, np.array(["setosa", "versicolor", "virginica"], dtype=object)[y_test]) > 0.8
+
+
+def test_dask_in_dask_out_and_proba(data, reference):
+    X, _, X_test, _ = data
+    Xd = da.from_array(X_test, chunks=(25, -1))
+    proba = reference.predict_proba(Xd)
+    assert isinstance(proba, da.Array) and isinstance(reference.predict(Xd), da.Array)
+    p = proba.compute()
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    assert (p >= 0).all()
+    np.testing.assert_array_equal(p.argmax(axis=1), reference.predict(X_test))
+
+
+# --- LRC -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("alpha, beta", [(1e-4, 1.0), (1e-2, 3.0), (0.0, 1.0)])
+def test_lrc_equals_a_direct_ridge_solve(data, alpha, beta):
+    X, y, X_test, _ = data
+    m = LRClassifier(alpha=alpha, beta=beta, chunk_rows=41).fit(X, y)
+    D, mean, A_tilde, F = lrc_oracle(X, y, alpha, beta)
+    np.testing.assert_allclose(m.weights_, D, rtol=1e-8, atol=1e-10)
+    B_tilde = np.vstack([np.sqrt(beta) * np.ones(X_test.shape[0]), (X_test - mean).T])
+    np.testing.assert_allclose(m.decision_function(X_test), (D @ B_tilde).T, atol=1e-9)
+    np.testing.assert_array_equal(m.predict(X_test), (D @ B_tilde).argmax(axis=0))
+    epsilon, gamma = diagnostics_oracle(F, D, A_tilde)
+    assert m.fitting_error_ == pytest.approx(epsilon, rel=1e-8)
+    assert m.spectral_risk_ == pytest.approx(gamma, rel=1e-8)
+    assert m.rank_ == X.shape[1] + 1 and m.n_passes_ == 1
+    # footnote 4 of the paper: 1ᵀD* = [1, 0, …, 0] without regularisation
+    if alpha == 0:
+        np.testing.assert_allclose(D.sum(axis=0) * [np.sqrt(beta)] + 0, np.r_[1.0, np.zeros(X.shape[1])], atol=1e-9)
+
+
+def test_lrc_chunks_and_unlabeled_rows(data):
+    X, y, X_test, _ = data
+    ref = LRClassifier().fit(X, y)
+    X_all = np.vstack([X, np.full((5, X.shape[1]), 100.0)])
+    y_all = np.concatenate([y, [-1] * 5])
+    m = LRClassifier().fit(da.from_array(X_all, chunks=((50, 3, 100, 12), -1)), y_all)
+    np.testing.assert_allclose(m.weights_, ref.weights_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.predict_proba(X_test).sum(axis=1), 1.0)
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("Est", [NRBFNClassifier, LRClassifier])
+def test_nonfinite_values_are_refused(data, Est):
+    X, y, _, _ = data
+    for bad in (np.nan, np.inf):
+        Xb = X.copy()
+        Xb[7, 2] = bad
+        with pytest.raises(ValueError, match=r"X contains 1 NaN or infinite value\(s\); impute"):
+            Est(chunk_rows=50).fit(Xb, y)
+
+
+@pytest.mark.parametrize("Est", [NRBFNClassifier, LRClassifier])
+def test_bad_shapes_and_labels(data, Est):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="X has 160 rows but y has 159 labels"):
+        Est().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="only one class"):
+        Est().fit(X, np.zeros(160, dtype=int))
+    with pytest.raises(ValueError, match="All rows of y are unlabeled"):
+        Est().fit(X, -np.ones(160, dtype=int))
+    m = Est(**({"n_neighbors": 5} if Est is NRBFNClassifier else {})).fit(X, y)
+    with pytest.raises(ValueError, match="X has 4 features, but .* is expecting 5 features"):
+        m.predict(X[:, :4])
+
+
+@pytest.mark.parametrize("value", [0.0, -0.1, 1.5, "high"])
+def test_confidence_threshold_outside_0_1(data, value):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=r"The 'confidence_threshold' parameter of NRBFNClassifier "
+                                         r"must be a float in the range \(0.0, 1.0\]"):
+        NRBFNClassifier(confidence_threshold=value).fit(X, y)
+
+
+def test_other_bad_parameters(data):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=r"The 'alpha' parameter of NRBFNClassifier must be a float >= 0"):
+        NRBFNClassifier(alpha=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match=r"The 'alpha' parameter of NRBFNClassifier must be"):
+        NRBFNClassifier(alpha=[]).fit(X, y)
+    with pytest.raises(ValueError, match=r"The 'cv' parameter of NRBFNClassifier must be an int in the range \[2"):
+        NRBFNClassifier(cv=1).fit(X, y)
+    with pytest.raises(ValueError, match=r"max_basis=2 is smaller than the number of classes \(3\)"):
+        NRBFNClassifier(max_basis=2).fit(X, y)
+    with pytest.raises(ValueError, match=r"The 'beta' parameter of LRClassifier must be a float in the range \(0.0"):
+        LRClassifier(beta=0.0).fit(X, y)
+
+
+def test_n_neighbors_not_below_training_rows(data):
+    X, y, _, _ = data
+    y_part = y.copy()
+    y_part[20:] = -1  # 20 labeled rows
+    with pytest.raises(ValueError, match=r"n_neighbors=20 must be smaller than the number of "
+                                         r"labeled training rows \(20\).*n_neighbors <= 19"):
+        NRBFNClassifier(n_neighbors=20).fit(X, np.where(y_part >= 0, y, -1))
+    NRBFNClassifier(n_neighbors=19).fit(X[:20], y[:20])
+
+
+def test_singular_system_names_alpha(data):
+    X, y, _, _ = data
+    X2, y2 = np.vstack([X[:40], X[:40]]), np.concatenate([y[:40], y[:40]])  # duplicated rows
+    with pytest.warns(UserWarning, match=r"singular or ill-conditioned with alpha=0.0.*Increase alpha"):
+        m = NRBFNClassifier(n_neighbors=5, alpha=0.0, n_basis=80).fit(X2, y2)
+    assert m.rank_ < 80
+    assert m.score(X2, y2) > 0.8
+    with pytest.warns(UserWarning, match=r"alpha=0.0"):
+        LRClassifier(alpha=0.0).fit(np.hstack([X, X]), y)  # collinear columns
+
+
+# --- scikit-learn contract ---------------------------------------------------------------
+
+EXPECTED_FAILURES = {
+    "check_classifiers_classes": (
+        "The check labels a binary problem with the classes -1 and 1. scalenc follows "
+        "sklearn.semi_supervised: -1 marks an unlabeled row, so that problem has one class."
+    ),
+}
+
+
+@parametrize_with_checks(
+    [NRBFNClassifier(n_neighbors=3, random_state=0), LRClassifier()],
+    expected_failed_checks=lambda est: EXPECTED_FAILURES,
+)
+def test_sklearn_compatible(estimator, check):
+    with dask.config.set(scheduler="sync"):
+        check(estimator)
+
+
+def test_pipeline_and_grid_search(data):
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, X_test, y_test = data
+    pipe = make_pipeline(StandardScaler(), NRBFNClassifier(n_neighbors=5))
+    search = GridSearchCV(pipe, {"nrbfnclassifier__confidence_threshold": [0.5, 0.9]}, cv=3)
+    search.fit(X, y)
+    assert search.score(X_test, y_test) > 0.8
