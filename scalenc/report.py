@@ -241,7 +241,11 @@ def _plot_cross_entropy(est, Figure, canvas):
         return None
     fig, ax = _figure(Figure)
     colours = ["#d62728" if i == est.kernel_index_ else "#1f77b4" for i in range(ce.size)]
-    ax.bar(range(ce.size), ce, color=colours)
+    bars = ax.bar(range(ce.size), ce, color=colours)
+    positive = ce[np.isfinite(ce) & (ce > 0)]
+    if positive.size and positive.max() / positive.min() > 100:
+        ax.set_yscale("log")
+    ax.bar_label(bars, labels=[f"{v:.3g}" for v in ce], fontsize=8)
     ax.axhline((1 - est.min_improvement) * ce[0], color="grey", ls="--", lw=1,
                label=f"switch threshold ({1 - est.min_improvement:.0%} of the benchmark)")
     ax.set_xticks(range(ce.size), kernels, rotation=20)
@@ -348,7 +352,7 @@ def _plot_scatter(est, embedding, labels, Figure, canvas):
         for c in classes:
             sel = (labels == c) & ~mask
             if sel.any():
-                ax.scatter(Z[sel, 0], Z[sel, 1], s=6, label=str(c))
+                ax.scatter(Z[sel, 0], Z[sel, 1], s=10, alpha=0.6, label=f"{c} ({sel.sum()} rows)")
     else:
         ax.scatter(Z[:, 0], Z[:, 1], s=6)
     centers = getattr(ccdr, "centers_", None)
