@@ -64,17 +64,33 @@ def class_moments(
     ``sqnorm`` (K,).
     A class with no row in the block has count 0 and mean 0.
     """
-    X = np.asarray(X, dtype=np.float64)
     codes = np.asarray(codes)
     onehot = _onehot(codes, n_classes)
     n = np.asarray(onehot.sum(axis=1)).ravel()
+    labeled = codes >= 0
+    all_labeled = bool(labeled.all())
+    if scatter:
+        # one float64 copy of the labeled rows, centred in place at their block mean m;
+        # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
+        centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
+        sums = np.asarray(onehot[:, labeled] @ centred) if not all_labeled else np.asarray(onehot @ centred)
+        total = n.sum()
+        block_mean = sums.sum(axis=0) / total if total else np.zeros(centred.shape[1])
+        sums -= np.outer(n, block_mean)  # class sums of the centred rows
+        centred -= block_mean
+        shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+        mean = shifted + block_mean
+        out_scatter = centred.T @ centred - (shifted * n[:, None]).T @ shifted
+        out = {"n": n, "mean": np.where(n[:, None] > 0, mean, 0.0), "scatter": out_scatter}
+        if sqnorm:
+            centred += block_mean
+            out["sqnorm"] = (onehot[:, labeled] if not all_labeled else onehot) @ np.einsum(
+                "ij,ij->i", centred, centred)
+        return out
+    X = np.asarray(X, dtype=np.float64)
     sums = np.asarray(onehot @ X)
     mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
     out = {"n": n, "mean": mean}
-    if scatter:
-        labeled = codes >= 0
-        centred = X[labeled] - mean[codes[labeled]]
-        out["scatter"] = centred.T @ centred
     if sqnorm:
         out["sqnorm"] = onehot @ np.einsum("ij,ij->i", X, X)
     return out

@@ -97,6 +97,11 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         The linear kernel alone is fitted in ONE pass when p ≤ this: the p×p pooled
         within-class scatter S_w of X gives Z's class means U Uᵀ and scatter U S_w Uᵀ.
         Above it (p×p too large to hold per task), two passes are made instead.
+    cache_embedding : bool, default=True
+        With several kernels, keep the stacked embedding Z (n × M·K, a small fraction of
+        X's size) from pass 2 for pass 3, so the kernels are evaluated once: in a temporary
+        Zarr store for local schedulers, persisted (and spilled) on the workers of a
+        distributed cluster. False evaluates the kernels again and stores nothing.
     tol : float, default=1e-4
         Rank threshold of the LDA (as scikit-learn's ``LinearDiscriminantAnalysis``).
     chunk_rows : int or None, default=None
@@ -128,12 +133,13 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         Class means of Z for the chosen kernel.
     n_features_in_ : int
     n_passes_ : int
-        Passes over X that the last ``fit``/``partial_fit`` made.
+        Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
+        ``cache_embedding``, the cross-entropy pass reads the cached Z, not X).
 
     Notes
     -----
     Passes over X: 1 (linear kernel alone, p ≤ ``max_scatter_features``), 2 (one kernel),
-    3 (several kernels). Memory per task: one row block plus O(Kp) (O(p²) in the one-pass
+    2 plus one over the cached Z (several kernels; 3 over X with ``cache_embedding=False``). Memory per task: one row block plus O(Kp) (O(p²) in the one-pass
     mode); on the client O(Kp + MK²). Nothing n-sized is brought to the client.
     ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
     block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
@@ -141,12 +147,14 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def __init__(
         self, kernels=("linear",), *, min_improvement=0.3, method="fast",
-        max_scatter_features=1024, tol=1e-4, chunk_rows=None, split_every=8,
+        max_scatter_features=1024, cache_embedding=True, tol=1e-4, chunk_rows=None,
+        split_every=8,
     ):
         self.kernels = kernels
         self.min_improvement = min_improvement
         self.method = method
         self.max_scatter_features = max_scatter_features
+        self.cache_embedding = cache_embedding
         self.tol = tol
         self.chunk_rows = chunk_rows
         self.split_every = split_every
@@ -160,6 +168,8 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         check_real(self, "tol", self.tol, low=0.0)
         check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
         check_int(self, "split_every", self.split_every, low=2)
+        if not isinstance(self.cache_embedding, (bool, np.bool_)):
+            check_options(self, "cache_embedding", self.cache_embedding, {True, False})
         specs = [self.kernels] if isinstance(self.kernels, (str, Kernel)) or callable(self.kernels) else self.kernels
         try:
             specs = list(specs)
@@ -258,19 +268,37 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         """Passes 2 and 3 as needed, then the LDA models and the kernel choice."""
         self._require_all_classes()
         U = self.class_means_
-        if self._z_moments is None:
-            (z_moments,) = compute(passes.embedding_moments_pass(
-                X, codes, self.kernels_, U, split_every=self.split_every))
+        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        if len(self.kernels_) > 1 and self.cache_embedding:
+            self._fit_kernels_cached(X, codes, U)
+        else:
+            if self._z_moments is None:
+                (z_moments,) = compute(passes.embedding_moments_pass(
+                    X, codes, self.kernels_, U, split_every=self.split_every))
+                self._z_moments = list(z_moments)
+                self.n_passes_ += 1
+            self.lda_models_ = [self._lda(m) for m in self._z_moments]
+            if len(self.kernels_) > 1:
+                (loglik,) = compute(passes.cross_entropy_pass(
+                    X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
+                self.cross_entropy_ = -np.array([float(v) for v in loglik])
+                self.n_passes_ += 1
+        self._select_kernel()
+
+    def _fit_kernels_cached(self, X, codes, U):
+        """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""
+        K, M = self.classes_.size, len(self.kernels_)
+        with passes.RowCache(passes.embed_all(X, self.kernels_, U)) as cache:
+            Z, writes = cache.first_pass_input()
+            z_moments, *_ = compute(
+                passes.stacked_moments_pass(Z, codes, M, K, split_every=self.split_every), *writes)
             self._z_moments = list(z_moments)
             self.n_passes_ += 1
-        self.lda_models_ = [self._lda(m) for m in self._z_moments]
-        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
-        if len(self.kernels_) > 1:
-            (loglik,) = compute(passes.cross_entropy_pass(
-                X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
-            self.cross_entropy_ = -np.array([float(v) for v in loglik])
-            self.n_passes_ += 1
-        self._select_kernel()
+            self.lda_models_ = [self._lda(m) for m in self._z_moments]
+            (loglik,) = compute(passes.stacked_cross_entropy_pass(
+                cache.cached(), codes, self.lda_models_, K, split_every=self.split_every))
+        self.cross_entropy_ = -np.array([float(v) for v in loglik])
+        self.n_cached_passes_ = 1
 
     def _lda(self, z_moments) -> LDAModel:
         return lda_from_moments(z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol)

@@ -51,24 +51,34 @@ def average_ranks(A: np.ndarray) -> np.ndarray:
 
     One argsort per row block; rows without ties take a fast path (an inverse permutation).
     """
+    return _ranks_and_ties(A)[0]
+
+
+def _ranks_and_ties(A: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Average ranks of each row, and whether any row had ties.
+
+    Ranks are computed in the input's dtype (float32 from disk sorts faster than a float64
+    copy and ranks identically) and returned as float64.
+    """
     A = np.asarray(A)
     n_rows, n_cols = A.shape
+    sorted_values = np.sort(A, axis=1)  # vectorised sort: a cheaper tie check than a gather
+    tied = bool(np.any(sorted_values[:, 1:] == sorted_values[:, :-1]))
     order = np.argsort(A, axis=1)
     rows = np.arange(n_rows)[:, None]
-    sorted_values = A[rows, order]
+    ranked = np.empty((n_rows, n_cols), dtype=np.float64)
+    if not tied:
+        ranked[rows, order] = np.arange(1.0, n_cols + 1)
+        return ranked, False
     new_run = np.ones((n_rows, n_cols), dtype=bool)
     np.not_equal(sorted_values[:, 1:], sorted_values[:, :-1], out=new_run[:, 1:])
-    ranked = np.empty((n_rows, n_cols), dtype=np.float64)
-    if new_run.all():
-        ranked[rows, order] = np.arange(1.0, n_cols + 1)
-        return ranked
     index = np.arange(n_cols)
     start = np.maximum.accumulate(np.where(new_run, index, 0), axis=1)
     run_end = np.ones((n_rows, n_cols), dtype=bool)
     run_end[:, :-1] = new_run[:, 1:]
     end = np.minimum.accumulate(np.where(run_end, index, n_cols)[:, ::-1], axis=1)[:, ::-1]
     ranked[rows, order] = (start + end) / 2.0 + 1.0
-    return ranked
+    return ranked, True
 
 
 class Kernel:
@@ -103,20 +113,33 @@ class Euclidean(Kernel):
         return -np.sqrt(squared_distances(X, U))
 
 
-def _centred_ranks(A: np.ndarray) -> np.ndarray:
-    """Row-wise average ranks, centred and scaled to unit norm (0 for constant rows)."""
-    ranks = average_ranks(A)
+def _centre_and_scale(ranks: np.ndarray) -> np.ndarray:
     ranks -= ranks.mean(axis=1, keepdims=True)
     norms = np.linalg.norm(ranks, axis=1, keepdims=True)
     return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
 
 
+def _centred_ranks(A: np.ndarray) -> np.ndarray:
+    """Row-wise average ranks, centred and scaled to unit norm (0 for constant rows)."""
+    return _centre_and_scale(average_ranks(A))
+
+
 @dataclass(frozen=True, repr=False)
 class Spearman(Kernel):
     name = "spearman"
+    rank_based = True
 
     def __call__(self, X, U):
-        return _centred_ranks(np.asarray(X)) @ _centred_ranks(np.asarray(U)).T
+        X = np.asarray(X)
+        ranks_u = _centred_ranks(np.asarray(U))
+        n_cols = X.shape[1]
+        ranks, tied = _ranks_and_ties(X)
+        if not tied:
+            # Without ties a row's ranks are a permutation of 1..p: mean (p+1)/2 and norm
+            # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
+            norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
+            return (ranks @ ranks_u.T) / norm
+        return _centre_and_scale(ranks) @ ranks_u.T
 
 
 @dataclass(frozen=True, repr=False)

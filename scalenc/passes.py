@@ -39,6 +39,10 @@ __all__ = [
     "embedding_moments_pass",
     "cross_entropy_pass",
     "map_rows",
+    "embed_all",
+    "stacked_moments_pass",
+    "stacked_cross_entropy_pass",
+    "RowCache",
 ]
 
 SPLIT_EVERY = 8
@@ -152,10 +156,17 @@ def class_moments_pass(
     )
 
 
+def _kernel_inputs(X, kernels):
+    """The block as each kernel wants it: float64 once for all, but rank kernels sort the
+    original dtype (exact, and float32 sorts faster)."""
+    X64 = np.asarray(X, dtype=np.float64)
+    return [X if getattr(k, "rank_based", False) else X64 for k in kernels]
+
+
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
     return tuple(
-        _blocks.class_moments(kernel(X, U), codes, n_classes, scatter=True)
-        for kernel in kernels
+        _blocks.class_moments(kernel(Xk, U), codes, n_classes, scatter=True)
+        for kernel, Xk in zip(kernels, _kernel_inputs(X, kernels))
     )
 
 
@@ -175,8 +186,8 @@ def embedding_moments_pass(
 
 def _cross_entropy_block(X, codes, *, row_start, kernels, U, models):
     out = []
-    for kernel, model in zip(kernels, models):
-        loglik, _ = _blocks.labeled_log_likelihood(lda_log_proba(model, kernel(X, U)), codes)
+    for kernel, model, Xk in zip(kernels, models, _kernel_inputs(X, kernels)):
+        loglik, _ = _blocks.labeled_log_likelihood(lda_log_proba(model, kernel(Xk, U)), codes)
         out.append(np.array(loglik))
     return tuple(out)
 
@@ -193,6 +204,99 @@ def cross_entropy_pass(
         _cross_entropy_block, X, codes, kernels=tuple(kernels), U=U, models=tuple(models),
         split_every=split_every,
     )
+
+
+# --- the embedding cache: Z computed once for passes 2 and 3 ------------------------------
+
+
+def _embed_all_block(X, *, kernels, U):
+    return np.hstack([kernel(Xk, U) for kernel, Xk in zip(kernels, _kernel_inputs(X, kernels))])
+
+
+def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array:
+    """Lazy Z = [δ_1(X, U) | … | δ_M(X, U)], shape (n, M·K), float64."""
+    return map_rows(_embed_all_block, X, len(kernels) * U.shape[0], np.float64,
+                    kernels=tuple(kernels), U=U)
+
+
+def _stacked_moments_block(Z, codes, *, row_start, n_kernels, n_classes):
+    return tuple(
+        _blocks.class_moments(Z[:, m * n_classes:(m + 1) * n_classes], codes, n_classes, scatter=True)
+        for m in range(n_kernels)
+    )
+
+
+def stacked_moments_pass(Z: da.Array, codes: da.Array, n_kernels: int, n_classes: int, *,
+                         split_every: int = SPLIT_EVERY) -> Delayed:
+    """Class moments of each kernel's K columns of a stacked embedding (one pass over Z)."""
+    return reduce_rows(_stacked_moments_block, Z, codes, n_kernels=n_kernels,
+                       n_classes=n_classes, split_every=split_every)
+
+
+def _stacked_cross_entropy_block(Z, codes, *, row_start, models, n_classes):
+    return tuple(
+        np.array(_blocks.labeled_log_likelihood(
+            lda_log_proba(model, Z[:, m * n_classes:(m + 1) * n_classes]), codes)[0])
+        for m, model in enumerate(models)
+    )
+
+
+def stacked_cross_entropy_pass(Z: da.Array, codes: da.Array, models: Sequence[LDAModel],
+                               n_classes: int, *, split_every: int = SPLIT_EVERY) -> Delayed:
+    """Σ log T_m(i, y_i) per kernel from a stacked embedding (one pass over Z, not X)."""
+    return reduce_rows(_stacked_cross_entropy_block, Z, codes, models=tuple(models),
+                       n_classes=n_classes, split_every=split_every)
+
+
+class RowCache:
+    """Keep a lazily computed, row-chunked array for a second pass without recomputing it.
+
+    On a distributed cluster the blocks are persisted on the workers (which spill them to
+    their disks under memory pressure); with an in-process or multiprocessing scheduler
+    they are written to a temporary Zarr store (in Dask's ``temporary-directory``) during
+    the first pass and read back by the next. Nothing goes through the client. Use as a
+    context manager; the temporary store is removed on exit.
+    """
+
+    def __init__(self, arr: da.Array):
+        from .cluster import uses_distributed
+
+        self._source = arr
+        self._path = None
+        self._persisted = None
+        self.distributed = uses_distributed()
+
+    def __enter__(self):
+        if self.distributed:
+            from .cluster import active_client
+
+            self._persisted = active_client().persist(self._source)
+        else:
+            import tempfile
+
+            root = dask.config.get("temporary-directory", None)
+            self._path = tempfile.mkdtemp(prefix="scalenc-cache-", dir=root)
+        return self
+
+    def first_pass_input(self) -> tuple[da.Array, list]:
+        """The array the first pass should read, and the writes to compute with it."""
+        if self.distributed:
+            return self._persisted, []
+        store = self._source.to_zarr(f"{self._path}/z.zarr", compute=False)
+        return self._source, [store]
+
+    def cached(self) -> da.Array:
+        """The cached array, for passes after the first."""
+        if self.distributed:
+            return self._persisted
+        return da.from_zarr(f"{self._path}/z.zarr")
+
+    def __exit__(self, *exc):
+        import shutil
+
+        self._persisted = None
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
 
 
 def map_rows(

@@ -53,7 +53,8 @@ def test_passes_linear_one_multi():
     assert EncoderClassifier().fit(X, y).n_passes_ == 1
     assert EncoderClassifier(max_scatter_features=2).fit(X, y).n_passes_ == 2
     assert EncoderClassifier(kernels=("euclidean",)).fit(X, y).n_passes_ == 2
-    assert EncoderClassifier(kernels=KERNELS).fit(X, y).n_passes_ == 3
+    assert EncoderClassifier(kernels=KERNELS).fit(X, y).n_passes_ == 2  # + 1 over cached Z
+    assert EncoderClassifier(kernels=KERNELS, cache_embedding=False).fit(X, y).n_passes_ == 3
 
 
 def test_one_pass_linear_equals_two_pass():
@@ -350,3 +351,23 @@ def test_partial_fit_after_fit_extends_the_sums():
     model = EncoderClassifier().fit(X[:250], y[:250]).partial_fit(X[250:], y[250:])
     ref = EncoderClassifier().fit(X, y)
     np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-8)
+
+
+def test_cached_embedding_equals_recomputed(scheduler, tmp_path):
+    X, y = make_blobs(400, 6, 3, seed=30, unlabeled=0.1)
+    Xd, yd = da.from_array(X, chunks=(90, 6)), da.from_array(y, chunks=90)
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        cached = EncoderClassifier(kernels=KERNELS).fit(Xd, yd)
+    recomputed = EncoderClassifier(kernels=KERNELS, cache_embedding=False).fit(Xd, yd)
+    np.testing.assert_allclose(cached.cross_entropy_, recomputed.cross_entropy_, rtol=1e-12)
+    assert cached.kernel_index_ == recomputed.kernel_index_
+    assert list(tmp_path.iterdir()) == []  # the temporary store is gone
+
+
+def test_cached_embedding_on_a_cluster(client):
+    X, y = make_blobs(400, 6, 3, seed=31)
+    Xd, yd = da.from_array(X, chunks=(90, 6)), da.from_array(y, chunks=90)
+    cached = EncoderClassifier(kernels=KERNELS).fit(Xd, yd)
+    with dask.config.set(scheduler="sync"):
+        ref = EncoderClassifier(kernels=KERNELS, cache_embedding=False).fit(X, y)
+    np.testing.assert_allclose(cached.cross_entropy_, ref.cross_entropy_, rtol=1e-10)
