@@ -88,6 +88,8 @@ def _exit_code(exc: BaseException) -> int:
 
     if isinstance(exc, CLIError):
         return exc.code
+    if type(exc).__name__ == "ClusterUnavailableError":  # scalenc.cluster: scheduler lost
+        return EXIT_CLUSTER
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     if isinstance(exc, (ModelFileError, JobError, MissingPlotDependency, ValueError, TypeError,
@@ -112,9 +114,12 @@ def parse_value(text: str):
     ((1, 2), None), a comma-separated list (linear,euclidean), or else the string itself."""
     for parse in (json.loads, ast.literal_eval):
         try:
-            return parse(text)
+            value = parse(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
+            continue
+        if isinstance(value, tuple) and not text.lstrip().startswith("("):
+            return list(value)  # 0.5,1e-9 is a comma list like linear,euclidean
+        return value
     if "," in text:
         return [parse_value(part.strip()) for part in text.split(",") if part.strip()]
     return text
@@ -168,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--labels", metavar="PATH|NAME",
                     help="labels: a Zarr array or .npy path, or an array name inside the --data "
                          "Zarr group (default: its array 'y' if present)")
-    ex.add_argument("--label-column", metavar="NAME", help="label column of Parquet/CSV data")
+    ex.add_argument("--label-column", metavar="NAME",
+                    help="label column of Parquet/CSV data (predict, embed: left out of the features)")
 
     out = _Parser(add_help=False)
     o = out.add_argument_group("output")
@@ -200,13 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "validates them)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
 
-    p = sub.add_parser("predict", parents=[common, data, out], formatter_class=fmt, epilog=EPILOG,
+    p = sub.add_parser("predict", parents=[common, data, labels, out], formatter_class=fmt, epilog=EPILOG,
                        help="write predicted labels (or --proba) block by block",
                        description="Predict every row of --data with --model.")
     p.add_argument("--model", required=True, metavar="DIR")
     p.add_argument("--proba", action="store_true", help="class probabilities instead of labels")
 
-    p = sub.add_parser("embed", parents=[common, data, out], formatter_class=fmt, epilog=EPILOG,
+    p = sub.add_parser("embed", parents=[common, data, labels, out], formatter_class=fmt, epilog=EPILOG,
                        help="write the embedding (transform) block by block",
                        description="Embed every row of --data with --model's transform.")
     p.add_argument("--model", required=True, metavar="DIR")
@@ -302,31 +308,34 @@ class Session:
 @contextlib.contextmanager
 def _connect(address, scheduler_file, n_workers, timeout):
     """A distributed Client (via scalenc.connect when available), exit code 3 if unreachable."""
-    import dask
+    import inspect
+
+    import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
 
     try:
         from .cluster import connect
     except ImportError:
         connect = None
     stack = contextlib.ExitStack()
-    with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}):
-        try:
-            if connect is not None:
-                client = stack.enter_context(connect(address=address, scheduler_file=scheduler_file,
-                                                     n_workers=n_workers))
-            else:
-                client = stack.enter_context(_fallback_connect(address, scheduler_file, n_workers,
-                                                               timeout))
-        except (ValueError, TypeError) as exc:
-            stack.close()
-            raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
-        except Exception as exc:
-            stack.close()
-            raise ClusterUnreachable(
-                f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
-                f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
-                "scheduler is running, or drop --scheduler to run on local threads."
-            ) from exc
+    try:
+        if connect is not None:
+            kwargs = {"address": address, "scheduler_file": scheduler_file, "n_workers": n_workers}
+            accepted = inspect.signature(connect).parameters
+            kwargs.update({k: v for k, v in (("timeout", timeout), ("quiet", True)) if k in accepted})
+            client = stack.enter_context(connect(**kwargs))
+        else:
+            client = stack.enter_context(_fallback_connect(address, scheduler_file, n_workers,
+                                                           timeout))
+    except (ValueError, TypeError) as exc:
+        stack.close()
+        raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
+    except Exception as exc:
+        stack.close()
+        raise ClusterUnreachable(
+            f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
+            f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
+            "scheduler is running, or drop --scheduler to run on local threads."
+        ) from exc
     with stack:
         yield client
 
@@ -334,6 +343,7 @@ def _connect(address, scheduler_file, n_workers, timeout):
 @contextlib.contextmanager
 def _fallback_connect(address, scheduler_file, n_workers, timeout):
     """Minimal connection when scalenc.cluster.connect is not available."""
+    import dask
     from distributed import Client, LocalCluster
 
     if address == "local":
@@ -342,8 +352,9 @@ def _fallback_connect(address, scheduler_file, n_workers, timeout):
                 Client(cluster, set_as_default=True) as client:
             yield client
     else:
-        with Client(address, scheduler_file=scheduler_file, timeout=timeout,
-                    set_as_default=True) as client:
+        with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}), \
+                Client(address, scheduler_file=scheduler_file, timeout=timeout,
+                       set_as_default=True) as client:
             yield client
 
 
@@ -488,7 +499,7 @@ def cmd_predict(args, session) -> dict:
                        + ("use `scalenc embed` for a transformer." if not hasattr(est, "predict")
                           else "drop --proba."))
     _check_free(args.out, args.overwrite)
-    X, _ = _open_data(args, labels=False)
+    X, _ = _open_data(args, labels=True)
     out = getattr(est, method)(X)
     columns = ([f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba
                else ["prediction"])
@@ -504,7 +515,7 @@ def cmd_embed(args, session) -> dict:
     if not hasattr(est, "transform"):
         raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
     _check_free(args.out, args.overwrite)
-    X, _ = _open_data(args, labels=False)
+    X, _ = _open_data(args, labels=True)
     Z = est.transform(X)
     columns = [f"z{j}" for j in range(Z.shape[1])]
     path, seconds = _write(session, "embed", Z, args, columns)
