@@ -17,8 +17,9 @@ from scalenc.simulate import simulate
 
 def main():
     workdir = Path(tempfile.mkdtemp(prefix="scalenc-quickstart-"))
-    X, y = simulate("normal_noise", n=20_000, n_features=500, n_classes=5, random_state=0,
-                    chunk_rows=2_000)
+    X, y = simulate(
+        "normal_noise", n=20_000, n_features=500, n_classes=5, random_state=0, chunk_rows=2_000
+    )
     da.to_zarr(X, str(workdir / "X.zarr"))
     da.to_zarr(y, str(workdir / "y.zarr"))
 
@@ -30,9 +31,12 @@ def main():
     out = write_output(model.predict(X[test]), workdir / "pred.zarr")
     summary = {
         "data": str(workdir / "X.zarr"),
-        "rows": int(X.shape[0]), "features": int(X.shape[1]),
+        "rows": int(X.shape[0]),
+        "features": int(X.shape[1]),
         "kernel": model.kernel_.name,
-        "cross_entropy": dict(zip([k.name for k in model.kernels_], model.cross_entropy_.round(2).tolist())),
+        "cross_entropy": dict(
+            zip([k.name for k in model.kernels_], model.cross_entropy_.round(2).tolist())
+        ),
         "passes": model.n_passes_,
         "fit_seconds": round(fit_s, 3),
         "test_accuracy": round(model.score(X[test], y[test]), 4),

@@ -73,7 +73,11 @@ def class_moments(
         # one float64 copy of the labeled rows, centred in place at their block mean m;
         # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
         centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
-        sums = np.asarray(onehot[:, labeled] @ centred) if not all_labeled else np.asarray(onehot @ centred)
+        sums = (
+            np.asarray(onehot[:, labeled] @ centred)
+            if not all_labeled
+            else np.asarray(onehot @ centred)
+        )
         total = n.sum()
         block_mean = sums.sum(axis=0) / total if total else np.zeros(centred.shape[1])
         sums -= np.outer(n, block_mean)  # class sums of the centred rows
@@ -85,7 +89,8 @@ def class_moments(
         if sqnorm:
             centred += block_mean
             out["sqnorm"] = (onehot[:, labeled] if not all_labeled else onehot) @ np.einsum(
-                "ij,ij->i", centred, centred)
+                "ij,ij->i", centred, centred
+            )
         return out
     X = np.asarray(X, dtype=np.float64)
     sums = np.asarray(onehot @ X)

@@ -1,6 +1,6 @@
 """Parameter checks with one message format, as scikit-learn's:
 
-    The 'x' parameter of Y must be <expectation>. Got <value> instead.
+The 'x' parameter of Y must be <expectation>. Got <value> instead.
 """
 
 from __future__ import annotations
@@ -43,8 +43,14 @@ def check_int(estimator, name: str, value, *, low: int | None = None, allow_none
 
 
 def check_real(
-    estimator, name: str, value, *, low: float | None = None, high: float | None = None,
-    closed: str = "both", allow_none: bool = False,
+    estimator,
+    name: str,
+    value,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    closed: str = "both",
+    allow_none: bool = False,
 ):
     """A real number in an interval; ``closed`` is 'both', 'left', 'right' or 'neither'."""
     if value is None and allow_none:
@@ -53,7 +59,9 @@ def check_real(
     right = "]" if closed in ("both", "right") else ")"
     lo = "-inf" if low is None else low
     hi = "inf" if high is None else high
-    expectation = f"a float in the range {left}{lo}, {hi}{right}" + (" or None" if allow_none else "")
+    expectation = f"a float in the range {left}{lo}, {hi}{right}" + (
+        " or None" if allow_none else ""
+    )
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if ok and low is not None:
         ok = value >= low if closed in ("both", "left") else value > low

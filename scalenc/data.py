@@ -109,12 +109,19 @@ def _check_in_memory(X, name: str) -> np.ndarray:
     complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
     from sklearn.utils import check_array
 
-    if isinstance(X, np.memmap) or (isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)):
+    if isinstance(X, np.memmap) or (
+        isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
+    ):
         if X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0:
             return X  # no copy of a memory map or a float array
     return check_array(
-        X, accept_sparse=False, dtype=[np.float64, np.float32], ensure_all_finite=False,
-        input_name=name, ensure_min_samples=1, ensure_min_features=1,
+        X,
+        accept_sparse=False,
+        dtype=[np.float64, np.float32],
+        ensure_all_finite=False,
+        input_name=name,
+        ensure_min_samples=1,
+        ensure_min_features=1,
     )
 
 
@@ -138,10 +145,14 @@ def unlabeled_mask(values: np.ndarray) -> np.ndarray:
         return np.isnan(values) | (values == -1)
     if values.dtype.kind == "O":
         out = np.fromiter(
-            (v is None or (isinstance(v, float) and np.isnan(v))
-             or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v == -1)
-             for v in values),
-            dtype=bool, count=values.size,
+            (
+                v is None
+                or (isinstance(v, float) and np.isnan(v))
+                or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v == -1)
+                for v in values
+            ),
+            dtype=bool,
+            count=values.size,
         )
         return out.reshape(values.shape)
     return np.zeros(values.shape, dtype=bool)
@@ -189,7 +200,12 @@ def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
 
 
 def check_xy(
-    X, y=None, *, chunk_rows: int | None = None, estimator=None, require_y: bool = False,
+    X,
+    y=None,
+    *,
+    chunk_rows: int | None = None,
+    estimator=None,
+    require_y: bool = False,
 ) -> tuple[da.Array, da.Array | None]:
     """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks.
 
@@ -293,7 +309,11 @@ def encode_labels(y: da.Array, classes: np.ndarray) -> da.Array:
 
 
 def load(
-    path, *, labels=None, label_column: str | None = None, chunk_rows: int | None = None,
+    path,
+    *,
+    labels=None,
+    label_column: str | None = None,
+    chunk_rows: int | None = None,
 ) -> tuple[da.Array, da.Array | None]:
     """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
 
@@ -404,7 +424,11 @@ def _load_parquet(spath: str, label_column: str | None):
     """Parquet as Dask arrays: one block per row group, lengths from the file metadata."""
     import pyarrow.parquet as pq
 
-    files = sorted(str(p) for p in Path(spath).glob("**/*.parquet")) if Path(spath).is_dir() else [spath]
+    files = (
+        sorted(str(p) for p in Path(spath).glob("**/*.parquet"))
+        if Path(spath).is_dir()
+        else [spath]
+    )
     if not files:
         raise FileNotFoundError(f"No .parquet files under {spath!r}.")
     schema = pq.ParquetFile(files[0]).schema_arrow
@@ -420,16 +444,22 @@ def _load_parquet(spath: str, label_column: str | None):
             rows = meta.row_group(group).num_rows
             if rows == 0:
                 continue
-            x_blocks.append(da.from_delayed(
-                dask.delayed(_read_row_group, pure=True)(path, group, features),
-                shape=(rows, len(features)), dtype=dtype,
-            ))
+            x_blocks.append(
+                da.from_delayed(
+                    dask.delayed(_read_row_group, pure=True)(path, group, features),
+                    shape=(rows, len(features)),
+                    dtype=dtype,
+                )
+            )
             if label_column is not None:
                 y_dtype = schema.field(label_column).type.to_pandas_dtype()
-                y_blocks.append(da.from_delayed(
-                    dask.delayed(_read_labels_row_group, pure=True)(path, group, label_column),
-                    shape=(rows,), dtype=np.dtype(y_dtype) if y_dtype is not object else object,
-                ))
+                y_blocks.append(
+                    da.from_delayed(
+                        dask.delayed(_read_labels_row_group, pure=True)(path, group, label_column),
+                        shape=(rows,),
+                        dtype=np.dtype(y_dtype) if y_dtype is not object else object,
+                    )
+                )
     X = da.concatenate(x_blocks, axis=0)
     y = da.concatenate(y_blocks, axis=0) if y_blocks else None
     return X, y
@@ -465,7 +495,11 @@ def _write_parquet_block(block: np.ndarray, path: str, columns: list[str]) -> in
 
 
 def write_output(
-    arr: da.Array, path, *, format: str | None = None, columns: list[str] | None = None,
+    arr: da.Array,
+    path,
+    *,
+    format: str | None = None,
+    columns: list[str] | None = None,
     overwrite: bool = False,
 ) -> str:
     """Write a lazy array block by block to Zarr or Parquet, atomically.
@@ -493,7 +527,9 @@ def write_output(
                 raise ValueError(f"{len(cols)} column names for {n_cols} output columns.")
             blocks = arr.to_delayed().ravel()
             writes = [
-                dask.delayed(_write_parquet_block)(b, os.path.join(tmp, f"part-{i:06d}.parquet"), cols)
+                dask.delayed(_write_parquet_block)(
+                    b, os.path.join(tmp, f"part-{i:06d}.parquet"), cols
+                )
                 for i, b in enumerate(blocks)
             ]
             compute(*writes)

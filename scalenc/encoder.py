@@ -139,15 +139,23 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     Notes
     -----
     Passes over X: 1 (linear kernel alone, p ≤ ``max_scatter_features``), 2 (one kernel),
-    2 plus one over the cached Z (several kernels; 3 over X with ``cache_embedding=False``). Memory per task: one row block plus O(Kp) (O(p²) in the one-pass
-    mode); on the client O(Kp + MK²). Nothing n-sized is brought to the client.
+    2 plus one over the cached Z (several kernels; 3 over X with ``cache_embedding=False``).
+    Memory per task: one row block plus O(Kp) (O(p²) in the one-pass mode); on the client
+    O(Kp + MK²). Nothing n-sized is brought to the client.
     ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
     block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
     """
 
     def __init__(
-        self, kernels=("linear",), *, min_improvement=0.3, method="fast",
-        max_scatter_features=1024, cache_embedding=True, tol=1e-4, chunk_rows=None,
+        self,
+        kernels=("linear",),
+        *,
+        min_improvement=0.3,
+        method="fast",
+        max_scatter_features=1024,
+        cache_embedding=True,
+        tol=1e-4,
+        chunk_rows=None,
         split_every=8,
     ):
         self.kernels = kernels
@@ -170,7 +178,11 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         check_int(self, "split_every", self.split_every, low=2)
         if not isinstance(self.cache_embedding, (bool, np.bool_)):
             check_options(self, "cache_embedding", self.cache_embedding, {True, False})
-        specs = [self.kernels] if isinstance(self.kernels, (str, Kernel)) or callable(self.kernels) else self.kernels
+        specs = (
+            [self.kernels]
+            if isinstance(self.kernels, (str, Kernel)) or callable(self.kernels)
+            else self.kernels
+        )
         try:
             specs = list(specs)
         except TypeError:
@@ -224,7 +236,8 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def _one_pass(self, kernels, n_features) -> bool:
         return (
-            len(kernels) == 1 and isinstance(kernels[0], Linear)
+            len(kernels) == 1
+            and isinstance(kernels[0], Linear)
             and n_features <= self.max_scatter_features
         )
 
@@ -236,15 +249,21 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
             )
         if classes.size == 1:
             raise ValueError(
-                f"y has labeled rows of only one class ({classes.tolist()[0]!r}); EncoderClassifier "
-                "needs at least 2 classes. Add rows of another class."
+                f"y has labeled rows of only one class ({classes.tolist()[0]!r}); "
+                "EncoderClassifier needs at least 2 classes. Add rows of another class."
             )
 
     def _moments_pass(self, X, codes, kernels, *, scatter):
-        (moments,) = compute(passes.class_moments_pass(
-            X, codes, self.classes_.size, scatter=scatter, sqnorm=True,
-            split_every=self.split_every,
-        ))
+        (moments,) = compute(
+            passes.class_moments_pass(
+                X,
+                codes,
+                self.classes_.size,
+                scatter=scatter,
+                sqnorm=True,
+                split_every=self.split_every,
+            )
+        )
         self.n_passes_ = 1
         if moments["nonfinite"]:
             raise ValueError(
@@ -273,14 +292,20 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
             self._fit_kernels_cached(X, codes, U)
         else:
             if self._z_moments is None:
-                (z_moments,) = compute(passes.embedding_moments_pass(
-                    X, codes, self.kernels_, U, split_every=self.split_every))
+                (z_moments,) = compute(
+                    passes.embedding_moments_pass(
+                        X, codes, self.kernels_, U, split_every=self.split_every
+                    )
+                )
                 self._z_moments = list(z_moments)
                 self.n_passes_ += 1
             self.lda_models_ = [self._lda(m) for m in self._z_moments]
             if len(self.kernels_) > 1:
-                (loglik,) = compute(passes.cross_entropy_pass(
-                    X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
+                (loglik,) = compute(
+                    passes.cross_entropy_pass(
+                        X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every
+                    )
+                )
                 self.cross_entropy_ = -np.array([float(v) for v in loglik])
                 self.n_passes_ += 1
         self._select_kernel()
@@ -291,17 +316,23 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         with passes.RowCache(passes.embed_all(X, self.kernels_, U)) as cache:
             Z, writes = cache.first_pass_input()
             z_moments, *_ = compute(
-                passes.stacked_moments_pass(Z, codes, M, K, split_every=self.split_every), *writes)
+                passes.stacked_moments_pass(Z, codes, M, K, split_every=self.split_every), *writes
+            )
             self._z_moments = list(z_moments)
             self.n_passes_ += 1
             self.lda_models_ = [self._lda(m) for m in self._z_moments]
-            (loglik,) = compute(passes.stacked_cross_entropy_pass(
-                cache.cached(), codes, self.lda_models_, K, split_every=self.split_every))
+            (loglik,) = compute(
+                passes.stacked_cross_entropy_pass(
+                    cache.cached(), codes, self.lda_models_, K, split_every=self.split_every
+                )
+            )
         self.cross_entropy_ = -np.array([float(v) for v in loglik])
         self.n_cached_passes_ = 1
 
     def _lda(self, z_moments) -> LDAModel:
-        return lda_from_moments(z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol)
+        return lda_from_moments(
+            z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
+        )
 
     def _select_kernel(self):
         index = choose_kernel(self.cross_entropy_, self.min_improvement)
@@ -324,8 +355,11 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     # --- Section 2: the intermediate algorithm ----------------------------------------
 
     def _fit_full(self, X, codes, kernels):
-        (moments,) = compute(passes.class_moments_pass(
-            X, codes, self.classes_.size, sqnorm=True, split_every=self.split_every))
+        (moments,) = compute(
+            passes.class_moments_pass(
+                X, codes, self.classes_.size, sqnorm=True, split_every=self.split_every
+            )
+        )
         if moments["nonfinite"]:
             raise ValueError(
                 f"X contains {int(moments['nonfinite'])} NaN or infinite value(s); impute or "
@@ -338,8 +372,13 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         self._codes_fit = codes
         embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]
         stats = [
-            passes.reduce_rows(_z_moments_block, Z, codes, n_classes=self.classes_.size,
-                               split_every=self.split_every)
+            passes.reduce_rows(
+                _z_moments_block,
+                Z,
+                codes,
+                n_classes=self.classes_.size,
+                split_every=self.split_every,
+            )
             for Z in embeddings
         ]
         self._z_moments = list(compute(*stats))
@@ -348,7 +387,9 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         if len(self.kernels_) > 1:
             logliks = [
-                passes.reduce_rows(_z_loglik_block, Z, codes, model=model, split_every=self.split_every)
+                passes.reduce_rows(
+                    _z_loglik_block, Z, codes, model=model, split_every=self.split_every
+                )
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
             self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
@@ -366,9 +407,13 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         fn = dask.delayed(_full_embedding_block, pure=True)
         rows = []
         for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
-            parts = [fn(xb, xc, cc, kernel=kernel, n_classes=self.classes_.size, counts=counts)
-                     for xc, cc in col_blocks]
-            total = passes.tree_reduce(parts, _blocks.combine_partials, split_every=self.split_every)
+            parts = [
+                fn(xb, xc, cc, kernel=kernel, n_classes=self.classes_.size, counts=counts)
+                for xc, cc in col_blocks
+            ]
+            total = passes.tree_reduce(
+                parts, _blocks.combine_partials, split_every=self.split_every
+            )
             rows.append(da.from_delayed(total, shape=(size, self.classes_.size), dtype=np.float64))
         return da.concatenate(rows, axis=0)
 
@@ -441,18 +486,24 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
 
     def _partial_embedding_update(self, X, codes):
         U = self.class_means_
-        (z_batch,) = compute(passes.embedding_moments_pass(
-            X, codes, self.kernels_, U, split_every=self.split_every))
+        (z_batch,) = compute(
+            passes.embedding_moments_pass(X, codes, self.kernels_, U, split_every=self.split_every)
+        )
         self.n_passes_ += 1
         prev = self._z_totals
-        self._z_totals = list(z_batch) if prev is None else [
-            _blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)
-        ]
+        self._z_totals = (
+            list(z_batch)
+            if prev is None
+            else [_blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)]
+        )
         self._z_moments = self._z_totals
         self.lda_models_ = [self._lda(m) for m in self._z_moments]
         if len(self.kernels_) > 1:
-            (loglik,) = compute(passes.cross_entropy_pass(
-                X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every))
+            (loglik,) = compute(
+                passes.cross_entropy_pass(
+                    X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every
+                )
+            )
             self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
             self.n_passes_ += 1
             self.cross_entropy_ = -self._loglik_total
@@ -503,11 +554,19 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
             result_dtype = kwargs["out_dtype"] = Xd.dtype
         if self.method == "full":
             Z = self._full_embedding(Xd, self.kernel_)
-            out = passes.map_rows(_apply_to_embedding, Z, n_out, result_dtype,
-                                  block_fn=block_fn, **kwargs)
+            out = passes.map_rows(
+                _apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+            )
         else:
-            out = passes.map_rows(block_fn, Xd, n_out, result_dtype, kernel=self.kernel_,
-                                  U=self.class_means_, **kwargs)
+            out = passes.map_rows(
+                block_fn,
+                Xd,
+                n_out,
+                result_dtype,
+                kernel=self.kernel_,
+                U=self.class_means_,
+                **kwargs,
+            )
         if is_dask:
             return out
         (result,) = compute(out)
@@ -522,15 +581,22 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA."""
         self._check_fitted()
         n_out = 1 if self.classes_.size == 2 else self.classes_.size
-        out = self._map(X, _decision_block, n_out, np.float64, model=self._chosen_model(),
-                        out_dtype=np.float64)
+        out = self._map(
+            X, _decision_block, n_out, np.float64, model=self._chosen_model(), out_dtype=np.float64
+        )
         return out[:, 0] if n_out == 1 else out
 
     def predict_proba(self, X):
         """LDA posteriors T of Z, shape (n, K); rows sum to one."""
         self._check_fitted()
-        return self._map(X, _proba_block, self.classes_.size, np.float64,
-                         model=self._chosen_model(), out_dtype=np.float64)
+        return self._map(
+            X,
+            _proba_block,
+            self.classes_.size,
+            np.float64,
+            model=self._chosen_model(),
+            out_dtype=np.float64,
+        )
 
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`."""
@@ -540,8 +606,14 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     def predict(self, X):
         """Class labels (one lazy block map over X)."""
         self._check_fitted()
-        return self._map(X, _predict_block, None, self.classes_.dtype,
-                         model=self._chosen_model(), classes=self.classes_)
+        return self._map(
+            X,
+            _predict_block,
+            None,
+            self.classes_.dtype,
+            model=self._chosen_model(),
+            classes=self.classes_,
+        )
 
     def score(self, X, y, sample_weight=None):
         """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""
@@ -587,7 +659,9 @@ def _identity_embedding(Z, U):
 def _as_classes(classes) -> np.ndarray:
     classes = np.asarray(classes)
     if classes.dtype.kind == "O":
-        return np.array(sorted(set(classes.tolist()), key=lambda v: (type(v).__name__, v)), dtype=object)
+        return np.array(
+            sorted(set(classes.tolist()), key=lambda v: (type(v).__name__, v)), dtype=object
+        )
     return np.unique(classes)
 
 
@@ -607,4 +681,3 @@ def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:
     if better.size == 0:
         return 0
     return int(better[np.argmin(ce[better])])
-

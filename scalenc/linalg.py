@@ -79,7 +79,8 @@ def lda_from_moments(
         warnings.warn(
             "The within-class scatter is zero: every class is a single point in this space. "
             "LDA falls back to the nearest class mean (Euclidean metric).",
-            UserWarning, stacklevel=2,
+            UserWarning,
+            stacklevel=2,
         )
         scalings = np.eye(means.shape[1])
     else:

@@ -49,7 +49,9 @@ SPLIT_EVERY = 8
 
 
 def tree_reduce(
-    partials: Sequence[Delayed], combine: Callable = _blocks.combine_partials, *,
+    partials: Sequence[Delayed],
+    combine: Callable = _blocks.combine_partials,
+    *,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks))."""
@@ -88,8 +90,11 @@ def _row_blocks(X: da.Array, *aligned: da.Array | None):
 
 
 def reduce_rows(
-    block_fn: Callable, X: da.Array, *aligned: da.Array | None,
-    combine: Callable = _blocks.combine_partials, split_every: int = SPLIT_EVERY,
+    block_fn: Callable,
+    X: da.Array,
+    *aligned: da.Array | None,
+    combine: Callable = _blocks.combine_partials,
+    split_every: int = SPLIT_EVERY,
     **kwargs,
 ) -> Delayed:
     """One pass: ``block_fn(X_b, *aligned_b, row_start=i0, **kwargs)`` per block, merged in a tree.
@@ -142,8 +147,13 @@ def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
 
 
 def class_moments_pass(
-    X: da.Array, codes: da.Array, n_classes: int, *, scatter: bool = False,
-    sqnorm: bool = False, split_every: int = SPLIT_EVERY,
+    X: da.Array,
+    codes: da.Array,
+    n_classes: int,
+    *,
+    scatter: bool = False,
+    sqnorm: bool = False,
+    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
 
@@ -151,7 +161,12 @@ def class_moments_pass(
     Memory per task: one block plus O(Kp) (O(p²) with ``scatter``).
     """
     return reduce_rows(
-        _moments_block, X, codes, n_classes=n_classes, scatter=scatter, sqnorm=sqnorm,
+        _moments_block,
+        X,
+        codes,
+        n_classes=n_classes,
+        scatter=scatter,
+        sqnorm=sqnorm,
         split_every=split_every,
     )
 
@@ -171,7 +186,11 @@ def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
 
 
 def embedding_moments_pass(
-    X: da.Array, codes: da.Array, kernels: Sequence[Kernel], U: np.ndarray, *,
+    X: da.Array,
+    codes: da.Array,
+    kernels: Sequence[Kernel],
+    U: np.ndarray,
+    *,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """For every kernel at once: class moments of Z_m = δ_m(X, U) over labeled rows.
@@ -179,7 +198,12 @@ def embedding_moments_pass(
     One pass over X; returns a tuple of moment dicts (``n``, ``mean`` K×K, ``scatter`` K×K).
     """
     return reduce_rows(
-        _embedding_block, X, codes, kernels=tuple(kernels), U=U, n_classes=U.shape[0],
+        _embedding_block,
+        X,
+        codes,
+        kernels=tuple(kernels),
+        U=U,
+        n_classes=U.shape[0],
         split_every=split_every,
     )
 
@@ -193,15 +217,25 @@ def _cross_entropy_block(X, codes, *, row_start, kernels, U, models):
 
 
 def cross_entropy_pass(
-    X: da.Array, codes: da.Array, kernels: Sequence[Kernel], U: np.ndarray,
-    models: Sequence[LDAModel], *, split_every: int = SPLIT_EVERY,
+    X: da.Array,
+    codes: da.Array,
+    kernels: Sequence[Kernel],
+    U: np.ndarray,
+    models: Sequence[LDAModel],
+    *,
+    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Σ_i log T_m(i, y_i) over labeled rows, for every kernel m (one pass).
 
     Minus the result is Shen's cross-entropy c_m (Section 3, Step 4).
     """
     return reduce_rows(
-        _cross_entropy_block, X, codes, kernels=tuple(kernels), U=U, models=tuple(models),
+        _cross_entropy_block,
+        X,
+        codes,
+        kernels=tuple(kernels),
+        U=U,
+        models=tuple(models),
         split_every=split_every,
     )
 
@@ -215,37 +249,62 @@ def _embed_all_block(X, *, kernels, U):
 
 def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array:
     """Lazy Z = [δ_1(X, U) | … | δ_M(X, U)], shape (n, M·K), float64."""
-    return map_rows(_embed_all_block, X, len(kernels) * U.shape[0], np.float64,
-                    kernels=tuple(kernels), U=U)
+    return map_rows(
+        _embed_all_block, X, len(kernels) * U.shape[0], np.float64, kernels=tuple(kernels), U=U
+    )
 
 
 def _stacked_moments_block(Z, codes, *, row_start, n_kernels, n_classes):
     return tuple(
-        _blocks.class_moments(Z[:, m * n_classes:(m + 1) * n_classes], codes, n_classes, scatter=True)
+        _blocks.class_moments(
+            Z[:, m * n_classes : (m + 1) * n_classes], codes, n_classes, scatter=True
+        )
         for m in range(n_kernels)
     )
 
 
-def stacked_moments_pass(Z: da.Array, codes: da.Array, n_kernels: int, n_classes: int, *,
-                         split_every: int = SPLIT_EVERY) -> Delayed:
+def stacked_moments_pass(
+    Z: da.Array, codes: da.Array, n_kernels: int, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
     """Class moments of each kernel's K columns of a stacked embedding (one pass over Z)."""
-    return reduce_rows(_stacked_moments_block, Z, codes, n_kernels=n_kernels,
-                       n_classes=n_classes, split_every=split_every)
+    return reduce_rows(
+        _stacked_moments_block,
+        Z,
+        codes,
+        n_kernels=n_kernels,
+        n_classes=n_classes,
+        split_every=split_every,
+    )
 
 
 def _stacked_cross_entropy_block(Z, codes, *, row_start, models, n_classes):
     return tuple(
-        np.array(_blocks.labeled_log_likelihood(
-            lda_log_proba(model, Z[:, m * n_classes:(m + 1) * n_classes]), codes)[0])
+        np.array(
+            _blocks.labeled_log_likelihood(
+                lda_log_proba(model, Z[:, m * n_classes : (m + 1) * n_classes]), codes
+            )[0]
+        )
         for m, model in enumerate(models)
     )
 
 
-def stacked_cross_entropy_pass(Z: da.Array, codes: da.Array, models: Sequence[LDAModel],
-                               n_classes: int, *, split_every: int = SPLIT_EVERY) -> Delayed:
+def stacked_cross_entropy_pass(
+    Z: da.Array,
+    codes: da.Array,
+    models: Sequence[LDAModel],
+    n_classes: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
     """Σ log T_m(i, y_i) per kernel from a stacked embedding (one pass over Z, not X)."""
-    return reduce_rows(_stacked_cross_entropy_block, Z, codes, models=tuple(models),
-                       n_classes=n_classes, split_every=split_every)
+    return reduce_rows(
+        _stacked_cross_entropy_block,
+        Z,
+        codes,
+        models=tuple(models),
+        n_classes=n_classes,
+        split_every=split_every,
+    )
 
 
 class RowCache:
@@ -299,9 +358,7 @@ class RowCache:
             shutil.rmtree(self._path, ignore_errors=True)
 
 
-def map_rows(
-    func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs
-) -> da.Array:
+def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) -> da.Array:
     """Lazy block-wise output: ``func(X_b, **kwargs)`` gives (b, n_out), or (b,) if n_out is None.
 
     Nothing is computed; the result streams to Zarr/Parquet or is computed by the caller.
@@ -310,6 +367,9 @@ def map_rows(
     if n_out is None:
         return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype), **kwargs)
     return X.map_blocks(
-        func, chunks=(X.chunks[0], (n_out,)), dtype=dtype,
-        meta=np.empty((0, n_out), dtype), **kwargs,
+        func,
+        chunks=(X.chunks[0], (n_out,)),
+        dtype=dtype,
+        meta=np.empty((0, n_out), dtype),
+        **kwargs,
     )

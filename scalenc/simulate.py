@@ -28,8 +28,12 @@ __all__ = ["SETTINGS", "TILE", "simulate", "simulate_rows"]
 
 TILE = 1024
 SETTINGS = (
-    "uniform", "uniform_noise", "uniform_transformed",
-    "normal", "normal_noise", "normal_transformed",
+    "uniform",
+    "uniform_noise",
+    "uniform_transformed",
+    "normal",
+    "normal_noise",
+    "normal_transformed",
 )
 
 
@@ -56,14 +60,20 @@ def transform_matrix(n_features: int, seed: int) -> np.ndarray:
 
 
 def simulate_rows(
-    setting: str, start: int, stop: int, n_features: int, n_classes: int, seed: int,
-    Q: np.ndarray | None = None, dtype=np.float64,
+    setting: str,
+    start: int,
+    stop: int,
+    n_features: int,
+    n_classes: int,
+    seed: int,
+    Q: np.ndarray | None = None,
+    dtype=np.float64,
 ):
     """Rows ``start:stop`` of a simulation as NumPy arrays ``(X, y)``."""
     first, last = start // TILE, (stop - 1) // TILE
     parts = [_tile(setting, t, n_features, n_classes, seed) for t in range(first, last + 1)]
-    X = np.concatenate([p[0] for p in parts])[start - first * TILE: stop - first * TILE]
-    y = np.concatenate([p[1] for p in parts])[start - first * TILE: stop - first * TILE]
+    X = np.concatenate([p[0] for p in parts])[start - first * TILE : stop - first * TILE]
+    y = np.concatenate([p[1] for p in parts])[start - first * TILE : stop - first * TILE]
     if setting.endswith("transformed"):
         X = X @ (Q if Q is not None else transform_matrix(n_features, seed))
     return X.astype(dtype, copy=False), y
@@ -74,8 +84,14 @@ def _x_block(setting, start, stop, p, K, seed, Q, dtype):
 
 
 def simulate(
-    setting: str, n: int, n_features: int = 5000, n_classes: int = 5, *,
-    random_state: int = 0, chunk_rows: int | None = None, dtype=np.float32,
+    setting: str,
+    n: int,
+    n_features: int = 5000,
+    n_classes: int = 5,
+    *,
+    random_state: int = 0,
+    chunk_rows: int | None = None,
+    dtype=np.float32,
 ) -> tuple[da.Array, da.Array]:
     """A simulation as lazy Dask arrays ``(X, y)``, generated block by block.
 
@@ -96,22 +112,37 @@ def simulate(
     itemsize = np.dtype(dtype).itemsize
     rows = chunk_rows or max(1, (64 * 2**20) // (n_features * itemsize))
     bounds = list(range(0, n, rows)) + [n]
-    Q = dask.delayed(transform_matrix)(n_features, random_state) if setting.endswith(
-        "transformed") else None
+    Q = (
+        dask.delayed(transform_matrix)(n_features, random_state)
+        if setting.endswith("transformed")
+        else None
+    )
     x_blocks, y_blocks = [], []
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        x_blocks.append(da.from_delayed(
-            dask.delayed(_x_block, pure=True)(setting, start, stop, n_features, n_classes,
-                                              random_state, Q, np.dtype(dtype)),
-            shape=(stop - start, n_features), dtype=dtype))
-        y_blocks.append(da.from_delayed(
-            dask.delayed(_labels_block, pure=True)(start, stop, n_classes, random_state),
-            shape=(stop - start,), dtype=np.int64))
+        x_blocks.append(
+            da.from_delayed(
+                dask.delayed(_x_block, pure=True)(
+                    setting, start, stop, n_features, n_classes, random_state, Q, np.dtype(dtype)
+                ),
+                shape=(stop - start, n_features),
+                dtype=dtype,
+            )
+        )
+        y_blocks.append(
+            da.from_delayed(
+                dask.delayed(_labels_block, pure=True)(start, stop, n_classes, random_state),
+                shape=(stop - start,),
+                dtype=np.int64,
+            )
+        )
     return da.concatenate(x_blocks), da.concatenate(y_blocks)
 
 
 def _labels_block(start, stop, n_classes, seed):
     """The labels of rows start:stop without generating X (same draws as :func:`_tile`)."""
     first, last = start // TILE, (stop - 1) // TILE
-    ys = [np.random.default_rng([seed, t]).integers(0, n_classes, TILE) for t in range(first, last + 1)]
-    return np.concatenate(ys)[start - first * TILE: stop - first * TILE]
+    ys = [
+        np.random.default_rng([seed, t]).integers(0, n_classes, TILE)
+        for t in range(first, last + 1)
+    ]
+    return np.concatenate(ys)[start - first * TILE : stop - first * TILE]

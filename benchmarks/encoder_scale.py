@@ -1,0 +1,223 @@
+"""EncoderClassifier at scale, on a Zarr store larger than the memory given to Dask.
+
+Prints, measured side by side in one run (this machine is noisy: compare ratios):
+
+(a) one bare read pass over X (``X.sum(axis=0)``),
+(b) the linear-kernel fit (one pass), (c) the three-kernel fit (linear, euclidean,
+spearman: three passes), each as a ratio to (a), with the peak memory of the workers;
+(d) the linear fit at n, 2n, 4n, 8n rows: time per row and peak memory should be flat.
+
+Targets (issue 2): linear fit ≤ 1.5× a read pass, three kernels ≤ 3.5×, memory flat in n.
+
+    python benchmarks/encoder_scale.py                    # 4M × 256 float32 = 4 GB store
+    python benchmarks/encoder_scale.py --rows 400000      # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+import psutil
+
+from scalenc import EncoderClassifier, load
+from scalenc.simulate import simulate
+
+
+def make_store(path: Path, rows: int, features: int, chunk_rows: int) -> None:
+    if (path / "X" / "zarr.json").exists():
+        X = da.from_zarr(str(path), component="X")
+        if X.shape == (rows, features):
+            return
+    print(f"writing {rows:,} × {features} float32 ({rows * features * 4 / 1e9:.1f} GB) to {path}")
+    X, y = simulate("normal_noise", rows, features, 5, random_state=0, chunk_rows=chunk_rows)
+    t0 = time.perf_counter()
+    da.to_zarr(X, str(path), component="X", overwrite=True)
+    da.to_zarr(y, str(path), component="y", overwrite=True)
+    print(f"  written in {time.perf_counter() - t0:.1f} s")
+
+
+class PeakMemory:
+    """Peak RSS of this process and its children (the Dask workers), sampled every 50 ms."""
+
+    def __init__(self):
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def _rss(self) -> int:
+        me = psutil.Process()
+        procs = [me] + me.children(recursive=True)
+        total = 0
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def __enter__(self):
+        self.base = self._rss()
+        self.peak = self.base
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, self._rss())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+def timed(func, repeats: int):
+    best, peak, value = np.inf, 0, None
+    for _ in range(repeats):
+        with PeakMemory() as mem:
+            t0 = time.perf_counter()
+            value = func()
+            elapsed = time.perf_counter() - t0
+        best = min(best, elapsed)
+        peak = max(peak, mem.peak)
+    return best, peak, value
+
+
+def run(args) -> dict:
+    store = Path(args.store)
+    make_store(store, args.rows, args.features, args.chunk_rows)
+    X, y = load(store)
+    gb = X.nbytes / 1e9
+    results = {
+        "rows": args.rows,
+        "features": args.features,
+        "store_gb": round(gb, 2),
+        "scheduler": args.scheduler,
+        "chunks_mb": round(X.chunks[0][0] * args.features * 4 / 1e6, 1),
+    }
+
+    def bare_read():
+        return X.sum(axis=0).compute()
+
+    def fit(kernels, Xs=X, ys=y):
+        return EncoderClassifier(kernels=kernels).fit(Xs, ys)
+
+    rounds = {"read": [], "linear": [], "three": []}
+    peaks = {"read": 0, "linear": 0, "three": 0}
+    for _ in range(args.repeats):  # interleaved, so that load changes hit all alike
+        for name, func in (
+            ("read", bare_read),
+            ("linear", lambda: fit(("linear",))),
+            ("three", lambda: fit(("linear", "euclidean", "spearman"))),
+        ):
+            t, peak, value = timed(func, 1)
+            rounds[name].append(t)
+            peaks[name] = max(peaks[name], peak)
+            if name == "three":
+                results["three_kernel_choice"] = value.kernel_.name
+                results["three_kernel_passes"] = value.n_passes_
+    read = min(rounds["read"])
+    results.update(
+        {
+            "read_s": round(read, 2),
+            "read_gb_per_s": round(gb / read, 2),
+            "linear_fit_s": round(min(rounds["linear"]), 2),
+            "linear_over_read": round(min(rounds["linear"]) / read, 2),
+            "three_fit_s": round(min(rounds["three"]), 2),
+            "three_over_read": round(min(rounds["three"]) / read, 2),
+            "peak_memory_mb": {k: round(v / 2**20) for k, v in peaks.items()},
+        }
+    )
+    growth = []
+    for factor in (1, 2, 4, 8):
+        n = args.rows * factor // 8
+        t, peak, _ = timed(lambda n=n: fit(("linear",), X[:n], y[:n]), args.repeats)
+        growth.append(
+            {
+                "rows": n,
+                "fit_s": round(t, 2),
+                "us_per_row": round(1e6 * t / n, 3),
+                "peak_memory_mb": round(peak / 2**20),
+            }
+        )
+    results["growth"] = growth
+    return results
+
+
+def print_table(r: dict) -> None:
+    print(
+        f"\nstore: {r['rows']:,} × {r['features']} float32 = {r['store_gb']} GB, "
+        f"{r['chunks_mb']} MB chunks, scheduler: {r['scheduler']}"
+    )
+    print(f"{'step':<34}{'seconds':>9}{'× read':>9}{'peak MB':>9}")
+    pm = r["peak_memory_mb"]
+    print(f"{'(a) bare read X.sum(axis=0)':<34}{r['read_s']:>9}{1.0:>9}{pm['read']:>9}")
+    print(
+        f"{'(b) linear fit (1 pass)':<34}{r['linear_fit_s']:>9}{r['linear_over_read']:>9}{pm['linear']:>9}"
+    )
+    label = f"(c) 3 kernels ({r['three_kernel_passes']} passes)"
+    print(f"{label:<34}{r['three_fit_s']:>9}{r['three_over_read']:>9}{pm['three']:>9}")
+    print(
+        f"read throughput: {r['read_gb_per_s']} GB/s; three-kernel choice: {r['three_kernel_choice']}"
+    )
+    print(
+        f"targets: linear ≤ 1.5× read: {'met' if r['linear_over_read'] <= 1.5 else 'NOT met'}; "
+        f"three kernels ≤ 3.5× read: {'met' if r['three_over_read'] <= 3.5 else 'NOT met'}"
+    )
+    print(f"\n{'rows':>12}{'fit s':>9}{'µs/row':>9}{'peak MB':>9}")
+    for g in r["growth"]:
+        print(f"{g['rows']:>12,}{g['fit_s']:>9}{g['us_per_row']:>9}{g['peak_memory_mb']:>9}")
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--features", type=int, default=256)
+    parser.add_argument("--chunk-rows", type=int, default=50_000)
+    parser.add_argument("--store", default="/tmp/scalenc-scale.zarr")
+    parser.add_argument(
+        "--scheduler",
+        choices=["threads", "local"],
+        default="threads",
+        help="threads: Dask's default; local: 2 worker processes with --memory-limit each",
+    )
+    parser.add_argument("--memory-limit", default="1GiB")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    if args.scheduler == "local":
+        from distributed import Client, LocalCluster
+
+        with (
+            LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                memory_limit=args.memory_limit,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                silence_logs=40,
+            ) as cluster,
+            Client(cluster),
+        ):
+            results = run(args)
+            results["memory_limit_per_worker"] = args.memory_limit
+    else:
+        with dask.config.set(scheduler="threads"):
+            results = run(args)
+    print_table(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
