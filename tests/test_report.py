@@ -1,0 +1,200 @@
+"""Evaluation by one reduction pass, and the HTML report checked structurally (PNGs decoded)."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import struct
+import sys
+from html.parser import HTMLParser
+
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_blobs
+
+from scalenc import cli, report
+from scalenc.encoder import EncoderClassifier
+from scalenc.persist import save_model
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class _Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.images, self.headings, self.scripts = [], [], [], 0
+        self._in_h2 = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        attrs = dict(attrs)
+        if tag == "img":
+            self.images.append((attrs.get("alt"), attrs.get("src", "")))
+        if tag in ("script", "link", "iframe"):
+            self.scripts += 1
+        self._in_h2 = tag == "h2"
+
+    def handle_data(self, data):
+        if self._in_h2:
+            self.headings.append(data.strip())
+            self._in_h2 = False
+
+
+def _parse(page: str) -> _Page:
+    parser = _Page()
+    parser.feed(page)
+    return parser
+
+
+def _png_size(src: str) -> tuple[int, int]:
+    prefix = "data:image/png;base64,"
+    assert src.startswith(prefix)
+    raw = base64.b64decode(src[len(prefix):], validate=True)
+    assert raw[:8] == PNG_SIGNATURE and raw[12:16] == b"IHDR"
+    return struct.unpack(">II", raw[16:24])
+
+
+def _check_pngs(parsed: _Page, titles: set[str]) -> None:
+    found = {alt for alt, _ in parsed.images}
+    assert titles <= found, found
+    for _, src in parsed.images:
+        width, height = _png_size(src)
+        assert 300 <= width <= 1200 and 200 <= height <= 1000
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_blobs(n=500, p=6, K=3, seed=5, sep=1.2)
+    return X, y
+
+
+# --- evaluate ------------------------------------------------------------------------------
+
+
+def test_evaluate_matches_sklearn_with_unlabeled_and_unknown_labels(data):
+    from sklearn.metrics import classification_report, confusion_matrix
+
+    X, y = data
+    est = EncoderClassifier().fit(X, y)
+    y_test = y.copy()
+    y_test[:20] = -1  # unlabeled: left out
+    y_test[20:25] = 7  # not a class of the model: counted as errors
+    Xd = da.from_array(X, chunks=(64, -1))
+    yd = da.from_array(y_test, chunks=64)
+    scores = report.evaluate(est, Xd, yd, split_every=2)
+    pred = est.predict(X)
+    keep = y_test >= 0
+    known = keep & (y_test != 7)
+    assert scores["unlabeled_rows"] == 20 and scores["unknown_label_rows"] == 5
+    assert scores["labeled_rows"] == keep.sum()
+    assert scores["accuracy"] == pytest.approx(np.mean(pred[keep] == y_test[keep]))
+    assert scores["confusion_matrix"] == confusion_matrix(y_test[known], pred[known]).tolist()
+    ref = classification_report(y_test[known], pred[known], output_dict=True, labels=[0, 1, 2])
+    for k in ("0", "1", "2"):
+        assert scores["per_class"][k]["recall"] == pytest.approx(ref[k]["recall"])
+        assert scores["per_class"][k]["support"] == ref[k]["support"]
+    assert scores["passes"] == 1 and scores["seconds"] >= 0
+
+
+def test_evaluate_is_one_tree_reduction(data, monkeypatch):
+    """The confusion counts are reduced on the workers: only K×K partials reach the client."""
+    from scalenc import passes
+
+    X, y = data
+    est = EncoderClassifier().fit(X, y)
+    calls = []
+    original = passes.reduce_rows
+
+    def spy(block_fn, *arrays, **kwargs):
+        calls.append((block_fn.__name__, [a.shape for a in arrays]))
+        return original(block_fn, *arrays, **kwargs)
+
+    monkeypatch.setattr(passes, "reduce_rows", spy)
+    report.evaluate(est, da.from_array(X, chunks=(50, -1)), da.from_array(y, chunks=50))
+    assert calls == [("_confusion_block", [(500,), (500,)])]
+
+
+def test_describe_model_is_json_ready(data):
+    X, y = data
+    est = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+    facts = report.describe_model(est)
+    json.dumps(facts, allow_nan=False)
+    assert facts["kernel_"] == repr(est.kernel_)
+    assert set(facts["cross_entropy_"]) == {"linear", "euclidean"}
+
+
+# --- the HTML report -------------------------------------------------------------------------
+
+
+def test_encoder_report_structure(data):
+    X, y = data
+    est = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    evaluation = report.evaluate(est, da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100))
+    page = report.build_report(est, evaluation=evaluation, metadata={"created": "now", "versions": {"numpy": "x"}})
+    parsed = _parse(page)
+    assert parsed.tags[0] == "html" and parsed.scripts == 0  # self-contained: nothing fetched
+    assert {"Model", "Parameters", "Fitted model", "Evaluation on data", "Plots"} <= set(parsed.headings)
+    _check_pngs(parsed, {"Cross-entropy per kernel", "Class sizes", "Confusion matrix"})
+    assert "numpy version" in page and f"{evaluation['accuracy']:.6g}" in page
+
+
+def test_single_kernel_report_says_why_no_cross_entropy(data):
+    X, y = data
+    page = report.build_report(EncoderClassifier().fit(X, y))
+    assert "One kernel was given" in page
+    assert {alt for alt, _ in _parse(page).images} == {"Class sizes"}
+
+
+def _optional(module: str, name: str, **params):
+    try:
+        return getattr(importlib.import_module(module), name)(**params)
+    except (ImportError, AttributeError) as exc:
+        pytest.skip(f"{module}.{name} is not available yet ({exc})")
+
+
+def test_nrbfn_report_has_diagnostics_and_cv_curve(data):
+    X, y = data
+    est = _optional("scalenc.nrbfn", "NRBFNClassifier", random_state=0, alpha="cv", cv=3).fit(X, y)
+    page = report.build_report(est)
+    parsed = _parse(page)
+    assert "Diagnostics" in parsed.headings
+    for text in ("basis size r", "sigma_", "fitting_error_", "spectral_risk_"):
+        assert text in page
+    _check_pngs(parsed, {"Soft-KNN confidence", "Cross-validation curve over λ"})
+
+
+def test_ccdr_report_has_eigenvalues_and_scatter(data):
+    X, y = data
+    est = _optional("scalenc.ccdr", "CCDRClassifier", random_state=0).fit(X, y)
+    xs, ys = report.sample_rows(da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100), n=300)
+    page = report.build_report(est, embedding=est.transform(xs), embedding_labels=ys)
+    _check_pngs(_parse(page), {"CCDR eigenvalues", "CCDR embedding (2-D)"})
+    transformer = _optional("scalenc.ccdr", "CCDR", random_state=0).fit(X, y)
+    _check_pngs(_parse(report.build_report(transformer)), {"CCDR eigenvalues", "CCDR embedding (2-D)"})
+
+
+def test_report_command_writes_html(data, tmp_path, capsys):
+    X, y = data
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    save_model(EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y), tmp_path / "m")
+    code = cli.main(["report", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "d.npz"),
+                     "--out", str(tmp_path / "r.html")])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["outputs"]["report"] == str(tmp_path / "r.html")
+    assert summary["scores"]["accuracy"] > 0.8 and summary["passes"] == 1
+    parsed = _parse((tmp_path / "r.html").read_text())
+    _check_pngs(parsed, {"Cross-entropy per kernel", "Confusion matrix"})
+
+
+def test_report_without_matplotlib_says_how_to_install(data, tmp_path, capsys, monkeypatch):
+    X, y = data
+    save_model(EncoderClassifier().fit(X, y), tmp_path / "m")
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if absent
+    code = cli.main(["report", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "r.html")])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_BAD_INPUT
+    assert 'pip install "scalenc[plot]"' in err
+    assert json.loads(out)["error"]["type"] == "MissingPlotDependency"
+    assert not (tmp_path / "r.html").exists()
