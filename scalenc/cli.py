@@ -23,8 +23,17 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["main", "build_parser", "METHODS", "EXIT_OK", "EXIT_BAD_INPUT", "EXIT_CLUSTER",
-           "EXIT_COMPUTE", "EXIT_INTERRUPTED", "parse_value"]
+__all__ = [
+    "main",
+    "build_parser",
+    "METHODS",
+    "EXIT_OK",
+    "EXIT_BAD_INPUT",
+    "EXIT_CLUSTER",
+    "EXIT_COMPUTE",
+    "EXIT_INTERRUPTED",
+    "parse_value",
+]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -92,9 +101,22 @@ def _exit_code(exc: BaseException) -> int:
         return EXIT_CLUSTER
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    if isinstance(exc, (ModelFileError, JobError, MissingPlotDependency, ValueError, TypeError,
-                        KeyError, FileNotFoundError, FileExistsError, NotADirectoryError,
-                        IsADirectoryError, PermissionError)):
+    if isinstance(
+        exc,
+        (
+            ModelFileError,
+            JobError,
+            MissingPlotDependency,
+            ValueError,
+            TypeError,
+            KeyError,
+            FileNotFoundError,
+            FileExistsError,
+            NotADirectoryError,
+            IsADirectoryError,
+            PermissionError,
+        ),
+    ):
         return EXIT_BAD_INPUT
     return EXIT_COMPUTE
 
@@ -130,7 +152,9 @@ def _parse_set(items) -> dict:
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise BadInput(f"--set expects PARAM=VALUE (e.g. --set kernels=linear,euclidean); got {item!r}.")
+            raise BadInput(
+                f"--set expects PARAM=VALUE (e.g. --set kernels=linear,euclidean); got {item!r}."
+            )
         params[name.strip()] = parse_value(value.strip())
     return params
 
@@ -145,91 +169,160 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", metavar="FILE", help="write the JSON summary here instead of stdout")
     g.add_argument("-q", "--quiet", action="store_true", help="log errors only, no progress")
     g.add_argument("-v", "--verbose", action="store_true", help="log details and tracebacks")
-    g.add_argument("--progress", choices=["auto", "bar", "lines", "none"], default="auto",
-                   help="progress of long passes: a bar on a terminal, periodic lines otherwise "
-                        "(auto, the default)")
-    g.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS",
-                   help="seconds between progress lines when not on a terminal (default 10)")
+    g.add_argument(
+        "--progress",
+        choices=["auto", "bar", "lines", "none"],
+        default="auto",
+        help="progress of long passes: a bar on a terminal, periodic lines otherwise "
+        "(auto, the default)",
+    )
+    g.add_argument(
+        "--progress-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between progress lines when not on a terminal (default 10)",
+    )
     c = common.add_argument_group("where it runs")
-    c.add_argument("--scheduler", metavar="ADDRESS",
-                   help="tcp://host:port of a running Dask scheduler, or 'local' to start a "
-                        "LocalCluster of processes (default: $SCALENC_SCHEDULER, else threads "
-                        "in this process)")
+    c.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="tcp://host:port of a running Dask scheduler, or 'local' to start a "
+        "LocalCluster of processes (default: $SCALENC_SCHEDULER, else threads "
+        "in this process)",
+    )
     c.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file to connect to")
     c.add_argument("--n-workers", type=int, metavar="N", help="workers of --scheduler local")
-    c.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="give up connecting to the scheduler after this long (default 10)")
+    c.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="give up connecting to the scheduler after this long (default 10)",
+    )
 
     data = _Parser(add_help=False)
     d = data.add_argument_group("data")
-    d.add_argument("--data", required=True, metavar="PATH",
-                   help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
-                        "(arrays X, y) or .csv; local path or fsspec URL")
-    d.add_argument("--chunk-rows", type=int, metavar="N", help="rows per block (default: about 64 MB)")
+    d.add_argument(
+        "--data",
+        required=True,
+        metavar="PATH",
+        help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
+        "(arrays X, y) or .csv; local path or fsspec URL",
+    )
+    d.add_argument(
+        "--chunk-rows", type=int, metavar="N", help="rows per block (default: about 64 MB)"
+    )
 
     labels = _Parser(add_help=False)
     lab = labels.add_argument_group("labels")
     ex = lab.add_mutually_exclusive_group()
-    ex.add_argument("--labels", metavar="PATH|NAME",
-                    help="labels: a Zarr array or .npy path, or an array name inside the --data "
-                         "Zarr group (default: its array 'y' if present)")
-    ex.add_argument("--label-column", metavar="NAME",
-                    help="label column of Parquet/CSV data (predict, embed: left out of the features)")
+    ex.add_argument(
+        "--labels",
+        metavar="PATH|NAME",
+        help="labels: a Zarr array or .npy path, or an array name inside the --data "
+        "Zarr group (default: its array 'y' if present)",
+    )
+    ex.add_argument(
+        "--label-column",
+        metavar="NAME",
+        help="label column of Parquet/CSV data (predict, embed: left out of the features)",
+    )
 
     out = _Parser(add_help=False)
     o = out.add_argument_group("output")
-    o.add_argument("--out", required=True, metavar="PATH",
-                   help="output: *.zarr or *.parquet (or set --format)")
-    o.add_argument("--format", choices=["zarr", "parquet"], help="output format (default: from --out)")
+    o.add_argument(
+        "--out", required=True, metavar="PATH", help="output: *.zarr or *.parquet (or set --format)"
+    )
+    o.add_argument(
+        "--format", choices=["zarr", "parquet"], help="output format (default: from --out)"
+    )
     o.add_argument("--overwrite", action="store_true", help="replace an existing output")
 
     parser = _Parser(
         prog="scalenc",
         description="Train and apply spectral/kernel classifiers on data larger than memory, "
-                    "on this machine or a Dask cluster.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "on this machine or a Dask cluster.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"scalenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     fmt = argparse.RawDescriptionHelpFormatter
 
-    p = sub.add_parser("fit", parents=[common, data, labels], formatter_class=fmt, epilog=EPILOG,
-                       help="fit an estimator and save the model directory",
-                       description="Fit METHOD on --data and save the model to --model-out.")
-    p.add_argument("method", choices=sorted(METHODS), metavar="METHOD",
-                   help=f"one of {', '.join(METHODS)}")
+    p = sub.add_parser(
+        "fit",
+        parents=[common, data, labels],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="fit an estimator and save the model directory",
+        description="Fit METHOD on --data and save the model to --model-out.",
+    )
+    p.add_argument(
+        "method", choices=sorted(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
+    )
     p.add_argument("--model-out", required=True, metavar="DIR", help="model directory to write")
-    p.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
-                   help="an estimator parameter, e.g. --set kernels=linear,euclidean --set "
-                        "min_improvement=0.2 (values are JSON or comma lists; the estimator "
-                        "validates them)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PARAM=VALUE",
+        help="an estimator parameter, e.g. --set kernels=linear,euclidean --set "
+        "min_improvement=0.2 (values are JSON or comma lists; the estimator "
+        "validates them)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
 
-    p = sub.add_parser("predict", parents=[common, data, labels, out], formatter_class=fmt, epilog=EPILOG,
-                       help="write predicted labels (or --proba) block by block",
-                       description="Predict every row of --data with --model.")
+    p = sub.add_parser(
+        "predict",
+        parents=[common, data, labels, out],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="write predicted labels (or --proba) block by block",
+        description="Predict every row of --data with --model.",
+    )
     p.add_argument("--model", required=True, metavar="DIR")
     p.add_argument("--proba", action="store_true", help="class probabilities instead of labels")
 
-    p = sub.add_parser("embed", parents=[common, data, labels, out], formatter_class=fmt, epilog=EPILOG,
-                       help="write the embedding (transform) block by block",
-                       description="Embed every row of --data with --model's transform.")
+    p = sub.add_parser(
+        "embed",
+        parents=[common, data, labels, out],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="write the embedding (transform) block by block",
+        description="Embed every row of --data with --model's transform.",
+    )
     p.add_argument("--model", required=True, metavar="DIR")
 
-    p = sub.add_parser("evaluate", parents=[common, data, labels], formatter_class=fmt,
-                       epilog=EPILOG, help="accuracy, per-class report and confusion matrix",
-                       description="Score --model on labelled --data in one pass.")
+    p = sub.add_parser(
+        "evaluate",
+        parents=[common, data, labels],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="accuracy, per-class report and confusion matrix",
+        description="Score --model on labelled --data in one pass.",
+    )
     p.add_argument("--model", required=True, metavar="DIR")
 
-    p = sub.add_parser("info", parents=[common], formatter_class=fmt, epilog=EPILOG,
-                       help="describe a model directory (checksums verified)")
+    p = sub.add_parser(
+        "info",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="describe a model directory (checksums verified)",
+    )
     p.add_argument("--model", required=True, metavar="DIR")
 
-    p = sub.add_parser("make-data", parents=[common], formatter_class=fmt, epilog=EPILOG,
-                       help="write one of the encoder paper's simulations, block by block",
-                       description="Write a simulation as a Zarr group with arrays X and y "
-                                   "(or a Parquet dataset with columns x0.. and y).")
+    p = sub.add_parser(
+        "make-data",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="write one of the encoder paper's simulations, block by block",
+        description="Write a simulation as a Zarr group with arrays X and y "
+        "(or a Parquet dataset with columns x0.. and y).",
+    )
     p.add_argument("setting", choices=SETTINGS, metavar="SETTING", help=", ".join(SETTINGS))
     p.add_argument("--n", type=int, required=True, help="rows")
     p.add_argument("--p", type=int, required=True, help="features")
@@ -240,23 +333,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="PATH", help="*.zarr or *.parquet")
     p.add_argument("--overwrite", action="store_true")
 
-    p = sub.add_parser("report", parents=[common], formatter_class=fmt, epilog=EPILOG,
-                       help="a self-contained HTML report with plots (needs matplotlib)")
+    p = sub.add_parser(
+        "report",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="a self-contained HTML report with plots (needs matplotlib)",
+    )
     p.add_argument("--model", required=True, metavar="DIR")
-    p.add_argument("--data", metavar="PATH", help="labelled data: adds scores and a confusion matrix")
+    p.add_argument(
+        "--data", metavar="PATH", help="labelled data: adds scores and a confusion matrix"
+    )
     p.add_argument("--chunk-rows", type=int, metavar="N")
     ex = p.add_mutually_exclusive_group()
     ex.add_argument("--labels", metavar="PATH|NAME")
     ex.add_argument("--label-column", metavar="NAME")
-    p.add_argument("--sample", type=int, default=2000, metavar="N",
-                   help="rows embedded for the CCDR scatter plot (default 2000)")
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="rows embedded for the CCDR scatter plot (default 2000)",
+    )
     p.add_argument("--out", required=True, metavar="FILE.html")
     p.add_argument("--overwrite", action="store_true")
 
-    p = sub.add_parser("run", parents=[common], formatter_class=fmt, epilog=EPILOG,
-                       help="run the steps of a TOML job file",
-                       description="Run a job file: [job] settings and [[step]] tables holding "
-                                   "the same options as the commands (see examples/job.toml).")
+    p = sub.add_parser(
+        "run",
+        parents=[common],
+        formatter_class=fmt,
+        epilog=EPILOG,
+        help="run the steps of a TOML job file",
+        description="Run a job file: [job] settings and [[step]] tables holding "
+        "the same options as the commands (see examples/job.toml).",
+    )
     p.add_argument("job", metavar="JOB.toml")
     return parser
 
@@ -277,8 +387,13 @@ class Session:
         from .progress import Progress
 
         mode = "none" if self.quiet else self.args.progress
-        return Progress(label, mode=mode, stream=sys.stderr, interval=self.args.progress_interval,
-                        client=self.client)
+        return Progress(
+            label,
+            mode=mode,
+            stream=sys.stderr,
+            interval=self.args.progress_interval,
+            client=self.client,
+        )
 
     @contextlib.contextmanager
     def connected(self, address=None, scheduler_file=None, n_workers=None, timeout=None):
@@ -291,14 +406,20 @@ class Session:
             return
         with contextlib.ExitStack() as stack:
             self.client = stack.enter_context(_connect(address, scheduler_file, n_workers, timeout))
-            info = {"kind": "distributed", "address": getattr(self.client, "scheduler", None)
-                    and self.client.scheduler.address}
+            info = {
+                "kind": "distributed",
+                "address": getattr(self.client, "scheduler", None)
+                and self.client.scheduler.address,
+            }
             link = getattr(self.client, "dashboard_link", None)
             if link:
                 info["dashboard"] = link
             self.scheduler_info = info
-            log.info("connected to Dask scheduler %s%s", info["address"],
-                     f"; dashboard: {link}" if link else "")
+            log.info(
+                "connected to Dask scheduler %s%s",
+                info["address"],
+                f"; dashboard: {link}" if link else "",
+            )
             try:
                 yield self.client
             finally:
@@ -321,11 +442,14 @@ def _connect(address, scheduler_file, n_workers, timeout):
         if connect is not None:
             kwargs = {"address": address, "scheduler_file": scheduler_file, "n_workers": n_workers}
             accepted = inspect.signature(connect).parameters
-            kwargs.update({k: v for k, v in (("timeout", timeout), ("quiet", True)) if k in accepted})
+            kwargs.update(
+                {k: v for k, v in (("timeout", timeout), ("quiet", True)) if k in accepted}
+            )
             client = stack.enter_context(connect(**kwargs))
         else:
-            client = stack.enter_context(_fallback_connect(address, scheduler_file, n_workers,
-                                                           timeout))
+            client = stack.enter_context(
+                _fallback_connect(address, scheduler_file, n_workers, timeout)
+            )
     except (ValueError, TypeError) as exc:
         stack.close()
         raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
@@ -347,14 +471,24 @@ def _fallback_connect(address, scheduler_file, n_workers, timeout):
     from distributed import Client, LocalCluster
 
     if address == "local":
-        with LocalCluster(n_workers=n_workers, host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                          processes=True, silence_logs=logging.ERROR) as cluster, \
-                Client(cluster, set_as_default=True) as client:
+        with (
+            LocalCluster(
+                n_workers=n_workers,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                processes=True,
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            Client(cluster, set_as_default=True) as client,
+        ):
             yield client
     else:
-        with dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}), \
-                Client(address, scheduler_file=scheduler_file, timeout=timeout,
-                       set_as_default=True) as client:
+        with (
+            dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}),
+            Client(
+                address, scheduler_file=scheduler_file, timeout=timeout, set_as_default=True
+            ) as client,
+        ):
             yield client
 
 
@@ -379,7 +513,9 @@ def estimator_class(method: str):
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
-        raise BadInput(f"Method {method!r} is not available in this scalenc installation ({exc}).") from None
+        raise BadInput(
+            f"Method {method!r} is not available in this scalenc installation ({exc})."
+        ) from None
 
 
 def _check_exists(path: str, what: str) -> None:
@@ -408,16 +544,28 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
             f"No labels for {args.data}: pass --labels PATH|NAME (Zarr/.npy), --label-column NAME "
             "(Parquet/CSV), or store them as array 'y' in the Zarr group / .npz file."
         )
-    log.info("data %s: %d rows x %d features, %s, %d row blocks of up to %d rows%s", args.data,
-             X.shape[0], X.shape[1], X.dtype, X.numblocks[0], max(X.chunks[0]),
-             "" if y is None else ", with labels")
+    log.info(
+        "data %s: %d rows x %d features, %s, %d row blocks of up to %d rows%s",
+        args.data,
+        X.shape[0],
+        X.shape[1],
+        X.dtype,
+        X.numblocks[0],
+        max(X.chunks[0]),
+        "" if y is None else ", with labels",
+    )
     return X, y
 
 
 def _data_summary(args, X, y) -> dict:
-    out = {"path": args.data, "rows": int(X.shape[0]), "features": int(X.shape[1]),
-           "dtype": str(X.dtype), "row_blocks": int(X.numblocks[0]),
-           "chunk_rows": int(max(X.chunks[0]))}
+    out = {
+        "path": args.data,
+        "rows": int(X.shape[0]),
+        "features": int(X.shape[1]),
+        "dtype": str(X.dtype),
+        "row_blocks": int(X.numblocks[0]),
+        "chunk_rows": int(max(X.chunks[0])),
+    }
     if y is not None:
         out["labels"] = getattr(args, "labels", None) or getattr(args, "label_column", None) or "y"
     return out
@@ -445,8 +593,11 @@ def _output_array(arr, path: str, fmt: str | None):
     target = fmt or ("zarr" if path.rstrip("/").endswith(".zarr") else None)
     if target == "zarr" and arr.dtype.kind in "OU":
         string = np.dtypes.StringDType()
-        return arr.map_blocks(lambda b: np.asarray(b).astype(string), dtype=string,
-                              meta=np.empty((0,) * arr.ndim, string))
+        return arr.map_blocks(
+            lambda b: np.asarray(b).astype(string),
+            dtype=string,
+            meta=np.empty((0,) * arr.ndim, string),
+        )
     return arr
 
 
@@ -455,8 +606,14 @@ def _write(session, label, arr, args, columns):
 
     arr = _output_array(arr, args.out, args.format)
     with session.progress(label):
-        path, seconds = _timed(write_output, arr, args.out, format=args.format, columns=columns,
-                               overwrite=args.overwrite)
+        path, seconds = _timed(
+            write_output,
+            arr,
+            args.out,
+            format=args.format,
+            columns=columns,
+            overwrite=args.overwrite,
+        )
     log.info("%s: wrote %s (%s rows) in %.2fs", label, path, arr.shape[0], seconds)
     return path, seconds
 
@@ -482,10 +639,14 @@ def cmd_fit(args, session) -> dict:
     path, save_s = _timed(save_model, est, args.model_out, overwrite=args.overwrite)
     log.info("fit: model saved to %s", path)
     return {
-        "method": args.method, "estimator": cls.__name__,
-        "params": jsonable(est.get_params(deep=False)), "data": _data_summary(args, X, y),
-        "passes": passes, "timings": {"fit_seconds": fit_s, "save_seconds": save_s},
-        "model": describe_model(est), "outputs": {"model": path},
+        "method": args.method,
+        "estimator": cls.__name__,
+        "params": jsonable(est.get_params(deep=False)),
+        "data": _data_summary(args, X, y),
+        "passes": passes,
+        "timings": {"fit_seconds": fit_s, "save_seconds": save_s},
+        "model": describe_model(est),
+        "outputs": {"model": path},
     }
 
 
@@ -495,19 +656,35 @@ def cmd_predict(args, session) -> dict:
     est = _load_model(args.model)
     method = "predict_proba" if args.proba else "predict"
     if not hasattr(est, method):
-        raise BadInput(f"{type(est).__name__} has no {method}; "
-                       + ("use `scalenc embed` for a transformer." if not hasattr(est, "predict")
-                          else "drop --proba."))
+        raise BadInput(
+            f"{type(est).__name__} has no {method}; "
+            + (
+                "use `scalenc embed` for a transformer."
+                if not hasattr(est, "predict")
+                else "drop --proba."
+            )
+        )
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     out = getattr(est, method)(X)
-    columns = ([f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba
-               else ["prediction"])
+    columns = (
+        [f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba else ["prediction"]
+    )
     path, seconds = _write(session, "predict", out, args, columns)
-    return {"model": args.model, "estimator": type(est).__name__, "data": _data_summary(args, X, None),
-            "output": {"path": path, "kind": "probabilities" if args.proba else "labels",
-                       "columns": columns, "rows": int(out.shape[0])},
-            "passes": 1, "timings": {"predict_seconds": seconds}, "outputs": {"predictions": path}}
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": _data_summary(args, X, None),
+        "output": {
+            "path": path,
+            "kind": "probabilities" if args.proba else "labels",
+            "columns": columns,
+            "rows": int(out.shape[0]),
+        },
+        "passes": 1,
+        "timings": {"predict_seconds": seconds},
+        "outputs": {"predictions": path},
+    }
 
 
 def cmd_embed(args, session) -> dict:
@@ -519,9 +696,15 @@ def cmd_embed(args, session) -> dict:
     Z = est.transform(X)
     columns = [f"z{j}" for j in range(Z.shape[1])]
     path, seconds = _write(session, "embed", Z, args, columns)
-    return {"model": args.model, "estimator": type(est).__name__, "data": _data_summary(args, X, None),
-            "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
-            "passes": 1, "timings": {"embed_seconds": seconds}, "outputs": {"embedding": path}}
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": _data_summary(args, X, None),
+        "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
+        "passes": 1,
+        "timings": {"embed_seconds": seconds},
+        "outputs": {"embedding": path},
+    }
 
 
 def cmd_evaluate(args, session) -> dict:
@@ -533,10 +716,20 @@ def cmd_evaluate(args, session) -> dict:
     X, y = _open_data(args, labels=True, require_labels=True)
     with session.progress("evaluate"):
         scores = evaluate(est, X, y)
-    log.info("evaluate: accuracy %.4f on %d labeled rows (%.2fs)", scores["accuracy"] or float("nan"),
-             scores["labeled_rows"], scores["seconds"])
-    return {"model": args.model, "estimator": type(est).__name__, "data": _data_summary(args, X, y),
-            "passes": 1, "timings": {"evaluate_seconds": scores.pop("seconds")}, "scores": scores}
+    log.info(
+        "evaluate: accuracy %.4f on %d labeled rows (%.2fs)",
+        scores["accuracy"] or float("nan"),
+        scores["labeled_rows"],
+        scores["seconds"],
+    )
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": _data_summary(args, X, y),
+        "passes": 1,
+        "timings": {"evaluate_seconds": scores.pop("seconds")},
+        "scores": scores,
+    }
 
 
 def cmd_info(args, session) -> dict:
@@ -547,12 +740,21 @@ def cmd_info(args, session) -> dict:
     meta = read_model_metadata(args.model, verify=True)
     est = _load_model(args.model)
     files = meta["files"]
-    return {"model": args.model, "estimator": meta["estimator"], "schema_version": meta["schema_version"],
-            "created": meta.get("created"), "versions": meta.get("versions"),
-            "classes": meta.get("classes"), "params": jsonable(est.get_params(deep=False)),
-            "fitted": describe_model(est),
-            "files": {"arrays": len(files), "bytes": sum(f["bytes"] for f in files.values()),
-                      "checksums": "verified"}}
+    return {
+        "model": args.model,
+        "estimator": meta["estimator"],
+        "schema_version": meta["schema_version"],
+        "created": meta.get("created"),
+        "versions": meta.get("versions"),
+        "classes": meta.get("classes"),
+        "params": jsonable(est.get_params(deep=False)),
+        "fitted": describe_model(est),
+        "files": {
+            "arrays": len(files),
+            "bytes": sum(f["bytes"] for f in files.values()),
+            "checksums": "verified",
+        },
+    }
 
 
 def cmd_make_data(args, session) -> dict:
@@ -562,19 +764,48 @@ def cmd_make_data(args, session) -> dict:
 
     _check_free(args.out, args.overwrite)
     fmt = _xy_format(args.out)
-    X, y = simulate(args.setting, args.n, args.p, args.k, random_state=args.seed,
-                    chunk_rows=args.chunk_rows, dtype=np.dtype(args.dtype))
-    log.info("make-data %s: %d rows x %d features, %d classes, %d blocks -> %s", args.setting,
-             args.n, args.p, args.k, X.numblocks[0], args.out)
-    attrs = {"setting": args.setting, "n": args.n, "p": args.p, "k": args.k, "seed": args.seed,
-             "generator": "scalenc.simulate.simulate"}
+    X, y = simulate(
+        args.setting,
+        args.n,
+        args.p,
+        args.k,
+        random_state=args.seed,
+        chunk_rows=args.chunk_rows,
+        dtype=np.dtype(args.dtype),
+    )
+    log.info(
+        "make-data %s: %d rows x %d features, %d classes, %d blocks -> %s",
+        args.setting,
+        args.n,
+        args.p,
+        args.k,
+        X.numblocks[0],
+        args.out,
+    )
+    attrs = {
+        "setting": args.setting,
+        "n": args.n,
+        "p": args.p,
+        "k": args.k,
+        "seed": args.seed,
+        "generator": "scalenc.simulate.simulate",
+    }
     with session.progress("make-data"):
         path, seconds = _timed(_write_xy, X, y, args.out, fmt, attrs, args.overwrite)
     log.info("make-data: wrote %s in %.2fs", path, seconds)
-    return {"setting": args.setting, "rows": args.n, "features": args.p, "classes": args.k,
-            "seed": args.seed, "dtype": args.dtype, "row_blocks": int(X.numblocks[0]),
-            "format": fmt, "passes": 1, "timings": {"write_seconds": seconds},
-            "outputs": {"data": path}}
+    return {
+        "setting": args.setting,
+        "rows": args.n,
+        "features": args.p,
+        "classes": args.k,
+        "seed": args.seed,
+        "dtype": args.dtype,
+        "row_blocks": int(X.numblocks[0]),
+        "format": fmt,
+        "passes": 1,
+        "timings": {"write_seconds": seconds},
+        "outputs": {"data": path},
+    }
 
 
 def _xy_format(path: str) -> str:
@@ -608,14 +839,19 @@ def _write_xy(X, y, path: str, fmt: str, attrs: dict, overwrite: bool) -> str:
         if fmt == "zarr":
             import zarr
 
-            compute(X.to_zarr(tmp, component="X", compute=False),
-                    y.to_zarr(tmp, component="y", compute=False))
+            compute(
+                X.to_zarr(tmp, component="X", compute=False),
+                y.to_zarr(tmp, component="y", compute=False),
+            )
             zarr.open_group(tmp, mode="r+").attrs.update(attrs)
         else:
             os.makedirs(tmp)
-            writes = [dask.delayed(_write_parquet_xy)(xb, yb, os.path.join(tmp, f"part-{i:06d}.parquet"),
-                                                      X.shape[1])
-                      for i, (xb, yb) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel()))]
+            writes = [
+                dask.delayed(_write_parquet_xy)(
+                    xb, yb, os.path.join(tmp, f"part-{i:06d}.parquet"), X.shape[1]
+                )
+                for i, (xb, yb) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel()))
+            ]
             compute(*writes)
         if os.path.exists(path):
             if not overwrite:
@@ -652,12 +888,24 @@ def cmd_report(args, session) -> dict:
                 embedding = est.transform(xs)
                 emb_labels = ys
             passes += 1
-    page, timings["render_seconds"] = _timed(build_report, est, metadata=meta, evaluation=evaluation,
-                                              embedding=embedding, embedding_labels=emb_labels)
+    page, timings["render_seconds"] = _timed(
+        build_report,
+        est,
+        metadata=meta,
+        evaluation=evaluation,
+        embedding=embedding,
+        embedding_labels=emb_labels,
+    )
     path = _write_text_atomic(args.out, page, args.overwrite)
     log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
-    return {"model": args.model, "estimator": type(est).__name__, "passes": passes,
-            "timings": timings, "scores": evaluation, "outputs": {"report": path}}
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "passes": passes,
+        "timings": timings,
+        "scores": evaluation,
+        "outputs": {"report": path},
+    }
 
 
 def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
@@ -685,24 +933,39 @@ def cmd_run(args, session) -> dict:
     parser = build_parser()
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     planned = []
-    shared = {"scheduler", "scheduler_file", "n_workers", "connect_timeout", "json", "quiet",
-              "verbose"}
+    shared = {
+        "scheduler",
+        "scheduler_file",
+        "n_workers",
+        "connect_timeout",
+        "json",
+        "quiet",
+        "verbose",
+    }
     for step in job.steps:  # check every step before running any
         misplaced = sorted(shared & set(step.options))
         if misplaced:
-            raise BadInput(f"{args.job}: {step.name}: {misplaced} apply to the whole job; set them "
-                           "in [job] (scheduler, ...) or on the `scalenc run` command line.")
+            raise BadInput(
+                f"{args.job}: {step.name}: {misplaced} apply to the whole job; set them "
+                "in [job] (scheduler, ...) or on the `scalenc run` command line."
+            )
         if step.command not in subparsers.choices or step.command == "run":
-            raise BadInput(f"{args.job}: {step.name}: unknown command; use one of "
-                           f"{sorted(set(subparsers.choices) - {'run'})}.")
+            raise BadInput(
+                f"{args.job}: {step.name}: unknown command; use one of "
+                f"{sorted(set(subparsers.choices) - {'run'})}."
+            )
         argv = step_argv(step, subparsers.choices[step.command], job.defaults)
         planned.append((step, parser.parse_args([step.command, *argv])))
     job.workdir.mkdir(parents=True, exist_ok=True)
     log.info("run %s: %d steps in %s", args.job, len(planned), job.workdir)
     results = []
     settings = job.settings
-    with session.connected(settings.get("scheduler"), settings.get("scheduler_file"),
-                           settings.get("n_workers"), settings.get("connect_timeout")):
+    with session.connected(
+        settings.get("scheduler"),
+        settings.get("scheduler_file"),
+        settings.get("n_workers"),
+        settings.get("connect_timeout"),
+    ):
         for step, step_args in planned:
             step_args.progress = settings.get("progress", args.progress)
             step_args.progress_interval = settings.get("progress_interval", args.progress_interval)
@@ -711,11 +974,22 @@ def cmd_run(args, session) -> dict:
             try:
                 result = COMMANDS[step.command](step_args, session)
             except BaseException as exc:
-                results.append({"step": step.index, "command": step.command, "status": "error",
-                                "error": _error_dict(exc)})
+                results.append(
+                    {
+                        "step": step.index,
+                        "command": step.command,
+                        "status": "error",
+                        "error": _error_dict(exc),
+                    }
+                )
                 raise _StepFailed(exc, results) from exc
-            result = {"step": step.index, "command": step.command, "status": "ok",
-                      "seconds": round(time.perf_counter() - t0, 4), **result}
+            result = {
+                "step": step.index,
+                "command": step.command,
+                "status": "ok",
+                "seconds": round(time.perf_counter() - t0, 4),
+                **result,
+            }
             results.append(result)
     return {"job": str(job.path), "workdir": str(job.workdir), "steps": results}
 
@@ -728,8 +1002,14 @@ class _StepFailed(Exception):
 
 
 COMMANDS = {
-    "fit": cmd_fit, "predict": cmd_predict, "embed": cmd_embed, "evaluate": cmd_evaluate,
-    "info": cmd_info, "make-data": cmd_make_data, "report": cmd_report, "run": cmd_run,
+    "fit": cmd_fit,
+    "predict": cmd_predict,
+    "embed": cmd_embed,
+    "evaluate": cmd_evaluate,
+    "info": cmd_info,
+    "make-data": cmd_make_data,
+    "report": cmd_report,
+    "run": cmd_run,
 }
 
 

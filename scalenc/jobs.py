@@ -45,8 +45,16 @@ else:  # pragma: no cover - Python 3.10
 __all__ = ["Job", "Step", "JobError", "read_job", "step_argv", "JOB_KEYS"]
 
 #: Keys of the [job] table: settings shared by all steps.
-JOB_KEYS = {"workdir", "scheduler", "scheduler_file", "n_workers", "connect_timeout",
-            "progress", "progress_interval", "defaults"}
+JOB_KEYS = {
+    "workdir",
+    "scheduler",
+    "scheduler_file",
+    "n_workers",
+    "connect_timeout",
+    "progress",
+    "progress_interval",
+    "defaults",
+}
 PATH_OPTIONS = {"data", "model", "model_out", "out"}
 
 
@@ -90,7 +98,9 @@ def read_job(path) -> Job:
         raise JobError(f"Job file {path} is not valid TOML: {exc}.") from None
     unknown = sorted(set(raw) - {"job", "step"})
     if unknown:
-        raise JobError(f"Job file {path}: unknown top-level key(s) {unknown}; use [job] and [[step]].")
+        raise JobError(
+            f"Job file {path}: unknown top-level key(s) {unknown}; use [job] and [[step]]."
+        )
     settings = {_norm(k): v for k, v in raw.get("job", {}).items()}
     bad = sorted(set(settings) - JOB_KEYS - {"overwrite", "chunk_rows"})
     if bad:
@@ -109,7 +119,7 @@ def read_job(path) -> Job:
         options = {_norm(k): v for k, v in table.items()}
         command = options.pop("command", None)
         if not isinstance(command, str):
-            raise JobError(f"Job file {path}: step {i} has no `command = \"...\"`.")
+            raise JobError(f'Job file {path}: step {i} has no `command = "..."`.')
         for key in PATH_OPTIONS & set(options):
             options[key] = _resolve(options[key], workdir)
         if isinstance(options.get("labels"), str) and _looks_like_path(options["labels"]):
@@ -145,15 +155,19 @@ def step_argv(step: Step, parser: argparse.ArgumentParser, defaults: dict) -> li
     options = {k: v for k, v in defaults.items() if k in actions}
     options.update(step.options)
     argv: list[str] = []
-    for dest, action in positionals.items():
+    for dest in positionals:
         if dest not in options:
-            raise JobError(f"{step.name}: missing `{dest} = ...` (the command's argument {dest.upper()}).")
+            raise JobError(
+                f"{step.name}: missing `{dest} = ...` (the command's argument {dest.upper()})."
+            )
         argv.append(str(options.pop(dest)))
     for key, value in options.items():
         action = actions.get(key)
         if action is None:
             valid = sorted(set(actions) | set(positionals))
-            raise JobError(f"{step.name}: unknown option {key!r}; `scalenc {step.command}` takes {valid}.")
+            raise JobError(
+                f"{step.name}: unknown option {key!r}; `scalenc {step.command}` takes {valid}."
+            )
         flag = max(action.option_strings, key=len)
         if key == "set":
             if not isinstance(value, dict):

@@ -122,11 +122,13 @@ class _Writer:
             return {"__dict__": {k: self.encode(v, f"{where}.{k}") for k, v in value.items()}}
         if _is_sparse(value):
             csr = value.tocsr()
-            return {"__csr__": "array" if _is_sparse_array(value) else "matrix",
-                    "shape": list(csr.shape),
-                    "data": self._array(csr.data, f"{where}.data"),
-                    "indices": self._array(csr.indices, f"{where}.indices"),
-                    "indptr": self._array(csr.indptr, f"{where}.indptr")}
+            return {
+                "__csr__": "array" if _is_sparse_array(value) else "matrix",
+                "shape": list(csr.shape),
+                "data": self._array(csr.data, f"{where}.data"),
+                "indices": self._array(csr.indices, f"{where}.indices"),
+                "indptr": self._array(csr.indptr, f"{where}.indptr"),
+            }
         name = _qualname(type(value))
         kind = ALLOWED_TYPES.get(name)
         if kind == "object":
@@ -135,8 +137,10 @@ class _Writer:
         if kind == "estimator":
             return self.estimator(value, where)
         if kind == "dataclass":
-            fields = {f.name: self.encode(getattr(value, f.name), f"{where}.{f.name}")
-                      for f in dataclasses.fields(value)}
+            fields = {
+                f.name: self.encode(getattr(value, f.name), f"{where}.{f.name}")
+                for f in dataclasses.fields(value)
+            }
             return {"__type__": name, "fields": fields}
         raise self._refuse(where, value)
 
@@ -179,15 +183,20 @@ class _Writer:
         what = what or f"a {type(value).__module__}.{type(value).__qualname__}"
         hint = ""
         if _qualname(type(value)) == "scalenc.kernels.CallableKernel" or callable(value):
-            hint = (" A model with a user callable kernel cannot be saved as a safe model file "
-                    "(loading it would have to run code); use a named kernel "
-                    f"{sorted(_kernel_names())}, or pickle/joblib the estimator instead.")
+            hint = (
+                " A model with a user callable kernel cannot be saved as a safe model file "
+                "(loading it would have to run code); use a named kernel "
+                f"{sorted(_kernel_names())}, or pickle/joblib the estimator instead."
+            )
         elif type(value).__module__.startswith("dask"):
-            hint = (" It refers to data (a Dask collection) rather than holding fitted numbers; "
-                    "EncoderClassifier(method='full') keeps the training X for predict and cannot "
-                    "be saved — use method='fast'.")
-        return ModelFileError(f"Cannot save {where}: it is {what}, which a scalenc model file "
-                              f"cannot hold.{hint}")
+            hint = (
+                " It refers to data (a Dask collection) rather than holding fitted numbers; "
+                "EncoderClassifier(method='full') keeps the training X for predict and cannot "
+                "be saved — use method='fast'."
+            )
+        return ModelFileError(
+            f"Cannot save {where}: it is {what}, which a scalenc model file cannot hold.{hint}"
+        )
 
 
 def _is_sparse(value) -> bool:
@@ -346,8 +355,11 @@ def _canonical_sha256(doc: dict) -> str:
 def _versions() -> dict[str, str]:
     import scalenc
 
-    out = {"scalenc": scalenc.__version__, "numpy": np.__version__,
-           "python": platform.python_version()}
+    out = {
+        "scalenc": scalenc.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+    }
     for name in ("sklearn", "scipy", "dask"):
         try:
             out[name] = importlib.import_module(name).__version__
@@ -454,8 +466,12 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
                 np.save(fh, arr, allow_pickle=False)
                 fh.flush()
                 os.fsync(fh.fileno())
-            doc["files"][rel] = {"sha256": _sha256_file(path), "bytes": path.stat().st_size,
-                                 "shape": list(arr.shape), "dtype": arr.dtype.str}
+            doc["files"][rel] = {
+                "sha256": _sha256_file(path),
+                "bytes": path.stat().st_size,
+                "shape": list(arr.shape),
+                "dtype": arr.dtype.str,
+            }
         doc["checksum"] = _canonical_sha256(doc)
         with open(tmp / META_FILE, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1, allow_nan=False)
@@ -496,12 +512,16 @@ def read_model_metadata(directory, *, verify: bool = True) -> dict:
             "saved by scalenc.save_model / `scalenc fit --model-out`."
         )
     if not meta_path.is_file():
-        raise ModelFileError(f"{root} has no {META_FILE}; it is not a scalenc model directory "
-                             "(or its save was interrupted).")
+        raise ModelFileError(
+            f"{root} has no {META_FILE}; it is not a scalenc model directory "
+            "(or its save was interrupted)."
+        )
     try:
         doc = json.loads(meta_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFileError(f"{meta_path} is corrupted or truncated: not valid JSON ({exc}).") from None
+        raise ModelFileError(
+            f"{meta_path} is corrupted or truncated: not valid JSON ({exc})."
+        ) from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ModelFileError(f"{meta_path} is not a scalenc model file (no format {FORMAT!r}).")
     if doc.get("checksum") != _safe_checksum(doc):
@@ -535,9 +555,10 @@ def _migrate(doc: dict, meta_path: Path) -> dict:
         )
     if version < MIN_SCHEMA_VERSION:
         raise ModelFileError(
-            f"{meta_path} uses model schema version {version}, written by scalenc {saved_by}, which "
-            f"this scalenc can no longer read (oldest supported: {MIN_SCHEMA_VERSION}). Load it "
-            "with that scalenc version and refit, or save it again with a version in between."
+            f"{meta_path} uses model schema version {version}, written by scalenc {saved_by}, "
+            f"which this scalenc can no longer read (oldest supported: {MIN_SCHEMA_VERSION}). "
+            "Load it with that scalenc version and refit, or save it again with a version "
+            "in between."
         )
     while version < SCHEMA_VERSION:
         doc = _MIGRATIONS[version](doc)
@@ -552,7 +573,9 @@ def _verify_files(root: Path, doc: dict) -> None:
     for rel, info in files.items():
         path = (root / rel).resolve()
         if root.resolve() not in path.parents:
-            raise ModelFileError(f"{root / META_FILE} refers to {rel!r}, outside the model directory.")
+            raise ModelFileError(
+                f"{root / META_FILE} refers to {rel!r}, outside the model directory."
+            )
         if not path.is_file():
             raise ModelFileError(f"{root} is incomplete: the array file {rel} is missing.")
         size = path.stat().st_size
@@ -606,4 +629,6 @@ def load_model(directory):
     try:
         return _Reader(arrays).estimator(tree, tree["__estimator__"].rsplit(".", 1)[-1])
     except (KeyError, TypeError, AttributeError) as exc:
-        raise ModelFileError(f"{root / META_FILE} is malformed ({type(exc).__name__}: {exc}).") from None
+        raise ModelFileError(
+            f"{root / META_FILE} is malformed ({type(exc).__name__}: {exc})."
+        ) from None

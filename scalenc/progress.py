@@ -72,7 +72,11 @@ class _Display:
             if force or now - self._last >= 0.1:
                 self._bar(done, total, now)
                 self._last = now
-        elif self.mode == "lines" and self.interval > 0 and (force or now - self._last >= self.interval):
+        elif (
+            self.mode == "lines"
+            and self.interval > 0
+            and (force or now - self._last >= self.interval)
+        ):
             self._line(done, total, "")
             self._last = now
 
@@ -91,8 +95,10 @@ class _Display:
         filled = int(round(frac * self.width))
         bar = "#" * filled + "-" * (self.width - filled)
         counts = f"{done}/{total}" if total else f"{done}"
-        self.stream.write(f"\r{self.label} #{self.count} [{bar}] {frac:4.0%} {counts} tasks "
-                          f"{_fmt_seconds(now - self._start)}")
+        self.stream.write(
+            f"\r{self.label} #{self.count} [{bar}] {frac:4.0%} {counts} tasks "
+            f"{_fmt_seconds(now - self._start)}"
+        )
         self.stream.flush()
 
     def _line(self, done, total, status):
@@ -100,7 +106,9 @@ class _Display:
         counts = f"{done}/{total} tasks" if total else f"{done} tasks"
         tail = f" {status}" if status else f" {_fmt_seconds(time.monotonic() - self._start)}"
         stamp = time.strftime("%H:%M:%S")
-        self.stream.write(f"{stamp} scalenc {self.label}: computation {self.count}{pct} ({counts}){tail}\n")
+        self.stream.write(
+            f"{stamp} scalenc {self.label}: computation {self.count}{pct} ({counts}){tail}\n"
+        )
         self.stream.flush()
         self._printed = True
 
@@ -115,8 +123,13 @@ class _LocalCallback(Callback):
         self.done = 0
 
     def _start_state(self, dsk, state):
-        self.total = len(state["waiting"]) + len(state["ready"]) + len(state["running"]) + len(
-            state["finished"]) + len(state["cache"])
+        self.total = (
+            len(state["waiting"])
+            + len(state["ready"])
+            + len(state["running"])
+            + len(state["finished"])
+            + len(state["cache"])
+        )
         self.done = len(state["cache"])
         self.display.start(self.total)
 
@@ -196,8 +209,15 @@ class Progress:
         When given, the scheduler is polled instead of the local callbacks.
     """
 
-    def __init__(self, label: str, *, mode: str = "auto", stream: TextIO | None = None,
-                 interval: float = 10.0, client=None):
+    def __init__(
+        self,
+        label: str,
+        *,
+        mode: str = "auto",
+        stream: TextIO | None = None,
+        interval: float = 10.0,
+        client=None,
+    ):
         self.stream = stream if stream is not None else sys.stderr
         self.mode = choose_mode(mode, self.stream, client)
         self.display = _Display(label, self.mode, self.stream, interval)

@@ -90,7 +90,9 @@ def describe_model(est) -> dict:
         else:
             out[key] = jsonable(value, max_items=20)
     if "kernels_" in out and hasattr(est, "cross_entropy_"):
-        out["cross_entropy_"] = {repr(k): jsonable(c) for k, c in zip(est.kernels_, est.cross_entropy_)}
+        out["cross_entropy_"] = {
+            repr(k): jsonable(c) for k, c in zip(est.kernels_, est.cross_entropy_)
+        }
     return out
 
 
@@ -102,8 +104,11 @@ def _codes(values: np.ndarray, classes: np.ndarray) -> np.ndarray:
     values = np.asarray(values)
     if values.size == 0:
         return np.empty(0, np.int64)
-    if classes.dtype.kind == "O" or values.dtype.kind == "O" or (
-            (classes.dtype.kind in "US") != (values.dtype.kind in "US")):
+    if (
+        classes.dtype.kind == "O"
+        or values.dtype.kind == "O"
+        or ((classes.dtype.kind in "US") != (values.dtype.kind in "US"))
+    ):
         lookup = {v: i for i, v in enumerate(classes.tolist())}
         return np.fromiter((lookup.get(v, -2) for v in values.tolist()), np.int64, values.size)
     pos = np.clip(np.searchsorted(classes, values), 0, classes.size - 1)
@@ -155,16 +160,25 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     classes = np.asarray(estimator.classes_)
     pred = estimator.predict(X)
     t0 = time.perf_counter()
-    (result,) = compute(passes.reduce_rows(
-        _confusion_block, pred, y, classes=classes, split_every=split_every))
+    (result,) = compute(
+        passes.reduce_rows(_confusion_block, pred, y, classes=classes, split_every=split_every)
+    )
     seconds = time.perf_counter() - t0
     matrix, counts, other = result
-    return confusion_summary(matrix, classes, unknown=int(counts[0]), unlabeled=int(counts[1]),
-                             unknown_predicted=other, seconds=seconds, rows=int(X.shape[0]))
+    return confusion_summary(
+        matrix,
+        classes,
+        unknown=int(counts[0]),
+        unlabeled=int(counts[1]),
+        unknown_predicted=other,
+        seconds=seconds,
+        rows=int(X.shape[0]),
+    )
 
 
-def confusion_summary(matrix, classes, *, unknown=0, unlabeled=0, unknown_predicted=None,
-                      seconds=None, rows=None) -> dict:
+def confusion_summary(
+    matrix, classes, *, unknown=0, unlabeled=0, unknown_predicted=None, seconds=None, rows=None
+) -> dict:
     """Scores from a K×K confusion matrix (rows true, columns predicted)."""
     matrix = np.asarray(matrix, dtype=np.int64)
     support = matrix.sum(axis=1)
@@ -176,8 +190,12 @@ def confusion_summary(matrix, classes, *, unknown=0, unlabeled=0, unknown_predic
         f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
     labeled = int(support.sum()) + unknown
     per_class = {
-        str(c): {"precision": float(precision[i]), "recall": float(recall[i]),
-                 "f1": float(f1[i]), "support": int(support[i])}
+        str(c): {
+            "precision": float(precision[i]),
+            "recall": float(recall[i]),
+            "f1": float(f1[i]),
+            "support": int(support[i]),
+        }
         for i, c in enumerate(np.asarray(classes).tolist())
     }
     weights = support / support.sum() if support.sum() else np.zeros_like(support, dtype=float)
@@ -186,10 +204,16 @@ def confusion_summary(matrix, classes, *, unknown=0, unlabeled=0, unknown_predic
         "accuracy": float(tp.sum() / labeled) if labeled else None,
         "balanced_accuracy": float(recall[present].mean()) if present.any() else None,
         "per_class": per_class,
-        "macro_avg": {"precision": float(precision.mean()), "recall": float(recall.mean()),
-                      "f1": float(f1.mean())},
-        "weighted_avg": {"precision": float(weights @ precision), "recall": float(weights @ recall),
-                         "f1": float(weights @ f1)},
+        "macro_avg": {
+            "precision": float(precision.mean()),
+            "recall": float(recall.mean()),
+            "f1": float(f1.mean()),
+        },
+        "weighted_avg": {
+            "precision": float(weights @ precision),
+            "recall": float(weights @ recall),
+            "f1": float(weights @ f1),
+        },
         "classes": jsonable(np.asarray(classes), max_items=10**6),
         "confusion_matrix": matrix.tolist(),
         "labeled_rows": labeled,
@@ -246,8 +270,13 @@ def _plot_cross_entropy(est, Figure, canvas):
     if positive.size and positive.max() / positive.min() > 100:
         ax.set_yscale("log")
     ax.bar_label(bars, labels=[f"{v:.3g}" for v in ce], fontsize=8)
-    ax.axhline((1 - est.min_improvement) * ce[0], color="grey", ls="--", lw=1,
-               label=f"switch threshold ({1 - est.min_improvement:.0%} of the benchmark)")
+    ax.axhline(
+        (1 - est.min_improvement) * ce[0],
+        color="grey",
+        ls="--",
+        lw=1,
+        label=f"switch threshold ({1 - est.min_improvement:.0%} of the benchmark)",
+    )
     ax.set_xticks(range(ce.size), kernels, rotation=20)
     ax.set_ylabel("training cross-entropy c_m")
     ax.set_title(f"Cross-entropy per kernel (chosen: {kernels[est.kernel_index_]}, red)")
@@ -296,8 +325,13 @@ def _plot_confidence(est, Figure, canvas):
         return None
     fig, ax = _figure(Figure)
     ax.hist(np.asarray(conf, dtype=float), bins=30, color="#1f77b4")
-    ax.axvline(est.confidence_threshold, color="#d62728", ls="--", lw=1,
-               label=f"threshold t = {est.confidence_threshold:g}")
+    ax.axvline(
+        est.confidence_threshold,
+        color="#d62728",
+        ls="--",
+        lw=1,
+        label=f"threshold t = {est.confidence_threshold:g}",
+    )
     ax.set_xlabel("soft-KNN confidence T of the candidates")
     ax.set_ylabel("candidates")
     ax.set_title(f"Basis selection: r = {len(getattr(est, 'basis_indices_', []))} basis rows")
@@ -330,8 +364,9 @@ def _plot_scatter(est, embedding, labels, Figure, canvas):
         labels = None
         if sub:
             codes = np.asarray(sub[0].codes)
-            labels = np.where(codes >= 0, np.asarray(ccdr.classes_, dtype=object)[np.maximum(codes, 0)],
-                              None)
+            labels = np.where(
+                codes >= 0, np.asarray(ccdr.classes_, dtype=object)[np.maximum(codes, 0)], None
+            )
         source = "the reference subsample"
     else:
         source = f"a sample of {embedding.shape[0]} rows of the data"
@@ -357,7 +392,9 @@ def _plot_scatter(est, embedding, labels, Figure, canvas):
         ax.scatter(Z[:, 0], Z[:, 1], s=6)
     centers = getattr(ccdr, "centers_", None)
     if centers is not None and np.shape(centers)[1] >= 2:
-        ax.scatter(centers[:, 0], centers[:, 1], marker="X", s=80, c="black", label="class centres z_k")
+        ax.scatter(
+            centers[:, 0], centers[:, 1], marker="X", s=80, c="black", label="class centres z_k"
+        )
     ax.set_xlabel("embedding coordinate 1")
     ax.set_ylabel("embedding coordinate 2")
     ax.set_title(f"CCDR embedding of {source}")
@@ -378,8 +415,15 @@ def _plot_confusion(evaluation, Figure, canvas):
     if matrix.size <= 400:
         top = matrix.max() if matrix.size else 0
         for (i, j), v in np.ndenumerate(matrix):
-            ax.text(j, i, str(v), ha="center", va="center", fontsize=7,
-                    color="white" if v > top / 2 else "black")
+            ax.text(
+                j,
+                i,
+                str(v),
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if v > top / 2 else "black",
+            )
     ax.set_title(f"Confusion matrix (accuracy {evaluation['accuracy']:.4f})")
     return "Confusion matrix", _png(fig, canvas)
 
@@ -387,8 +431,9 @@ def _plot_confusion(evaluation, Figure, canvas):
 # --- HTML ------------------------------------------------------------------------------
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:60em;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:60em;
+color:#222}h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;
+margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ddd;padding:.25em .6em;
 text-align:left;font-size:.9em}th{background:#f4f4f4}figure{margin:1em 0}
 figcaption{font-size:.9em;color:#555}img{max-width:100%}code{font-size:.9em}
@@ -417,12 +462,21 @@ def _fmt(value) -> str:
 
 
 def _figure_html(title: str, png: str) -> str:
-    return (f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
-            f"<figcaption>{html.escape(title)}</figcaption></figure>")
+    return (
+        f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,{png}">'
+        f"<figcaption>{html.escape(title)}</figcaption></figure>"
+    )
 
 
-def build_report(estimator, *, metadata: dict | None = None, evaluation: dict | None = None,
-                 embedding=None, embedding_labels=None, title: str | None = None) -> str:
+def build_report(
+    estimator,
+    *,
+    metadata: dict | None = None,
+    evaluation: dict | None = None,
+    embedding=None,
+    embedding_labels=None,
+    title: str | None = None,
+) -> str:
     """A self-contained HTML page about a fitted model (PNG plots embedded as base64).
 
     Parameters
@@ -453,37 +507,70 @@ def build_report(estimator, *, metadata: dict | None = None, evaluation: dict | 
         rows.append((f"{key} version", value))
     parts += ["<h2>Model</h2>", _table(rows)]
     params = estimator.get_params(deep=False)
-    parts += ["<h2>Parameters</h2>", _table([(k, jsonable(v)) for k, v in sorted(params.items())],
-                                             ["parameter", "value"])]
+    parts += [
+        "<h2>Parameters</h2>",
+        _table([(k, jsonable(v)) for k, v in sorted(params.items())], ["parameter", "value"]),
+    ]
     facts = describe_model(estimator)
     facts.pop("estimator", None)
-    parts += ["<h2>Fitted model</h2>", _table([(k, v) for k, v in facts.items()],
-                                               ["attribute", "value"])]
+    parts += [
+        "<h2>Fitted model</h2>",
+        _table([(k, v) for k, v in facts.items()], ["attribute", "value"]),
+    ]
     plots = []
     if hasattr(estimator, "cross_entropy_"):
-        plots += [_plot_cross_entropy(estimator, Figure, canvas), _plot_counts(estimator, Figure, canvas)]
+        plots += [
+            _plot_cross_entropy(estimator, Figure, canvas),
+            _plot_counts(estimator, Figure, canvas),
+        ]
         if np.isnan(np.asarray(estimator.cross_entropy_, dtype=float)).all():
-            parts.append('<p class="note">One kernel was given, so no cross-entropy was computed '
-                         "(no choice to make and no pass spent on it).</p>")
+            parts.append(
+                '<p class="note">One kernel was given, so no cross-entropy was computed '
+                "(no choice to make and no pass spent on it).</p>"
+            )
     if hasattr(estimator, "spectral_risk_"):
-        diag = [(k, getattr(estimator, k)) for k in
-                ("basis_fraction_", "sigma_", "alpha_", "fitting_error_", "spectral_risk_", "rank_")
-                if hasattr(estimator, k)]
+        diag = [
+            (k, getattr(estimator, k))
+            for k in (
+                "basis_fraction_",
+                "sigma_",
+                "alpha_",
+                "fitting_error_",
+                "spectral_risk_",
+                "rank_",
+            )
+            if hasattr(estimator, k)
+        ]
         if hasattr(estimator, "basis_indices_"):
             diag.insert(0, ("basis size r", len(estimator.basis_indices_)))
-        parts += ["<h2>Diagnostics</h2>", _table([(k, jsonable(v)) for k, v in diag],
-                                                  ["quantity", "value"])]
+        parts += [
+            "<h2>Diagnostics</h2>",
+            _table([(k, jsonable(v)) for k, v in diag], ["quantity", "value"]),
+        ]
         plots += [_plot_confidence(estimator, Figure, canvas), _plot_cv(estimator, Figure, canvas)]
     if hasattr(_ccdr_part(estimator), "eigenvalues_"):
-        plots += [_plot_eigenvalues(estimator, Figure, canvas),
-                  _plot_scatter(estimator, embedding, embedding_labels, Figure, canvas)]
+        plots += [
+            _plot_eigenvalues(estimator, Figure, canvas),
+            _plot_scatter(estimator, embedding, embedding_labels, Figure, canvas),
+        ]
     if evaluation is not None:
-        scores = [(k, evaluation[k]) for k in ("accuracy", "balanced_accuracy", "labeled_rows",
-                                               "unlabeled_rows", "unknown_label_rows", "seconds")
-                  if k in evaluation]
+        scores = [
+            (k, evaluation[k])
+            for k in (
+                "accuracy",
+                "balanced_accuracy",
+                "labeled_rows",
+                "unlabeled_rows",
+                "unknown_label_rows",
+                "seconds",
+            )
+            if k in evaluation
+        ]
         parts += ["<h2>Evaluation on data</h2>", _table(scores, ["score", "value"])]
-        per_class = [(c, v["precision"], v["recall"], v["f1"], v["support"])
-                     for c, v in evaluation["per_class"].items()]
+        per_class = [
+            (c, v["precision"], v["recall"], v["f1"], v["support"])
+            for c, v in evaluation["per_class"].items()
+        ]
         parts.append(_table(per_class, ["class", "precision", "recall", "F1", "support"]))
         plots.append(_plot_confusion(evaluation, Figure, canvas))
     plots = [p for p in plots if p is not None]
@@ -491,6 +578,8 @@ def build_report(estimator, *, metadata: dict | None = None, evaluation: dict | 
         parts.append("<h2>Plots</h2>")
         parts += [_figure_html(t, png) for t, png in plots]
     body = "\n".join(parts)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{html.escape(title or name)}</title><style>{_CSS}</style></head>"
-            f"<body>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title or name)}</title><style>{_CSS}</style></head>"
+        f"<body>\n{body}\n</body></html>\n"
+    )

@@ -34,8 +34,13 @@ def run(capsys, *argv):
 
 
 def run_exe(*argv, timeout=120, env=None):
-    proc = subprocess.run([*EXE, *map(str, argv)], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [*EXE, *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     summary = json.loads(proc.stdout) if proc.stdout.strip() else None
     return proc.returncode, summary, proc.stderr
 
@@ -73,8 +78,24 @@ def inputs(blobs, tmp_path_factory):
 @pytest.fixture(scope="module")
 def model_dir(inputs, tmp_path_factory):
     path = tmp_path_factory.mktemp("model") / "m"
-    assert cli.main(["fit", "encoder", "--data", *inputs["zarr"], "--model-out", str(path), "-q",
-                     "--json", str(path) + ".json", "--set", "kernels=linear,euclidean"]) == 0
+    assert (
+        cli.main(
+            [
+                "fit",
+                "encoder",
+                "--data",
+                *inputs["zarr"],
+                "--model-out",
+                str(path),
+                "-q",
+                "--json",
+                str(path) + ".json",
+                "--set",
+                "kernels=linear,euclidean",
+            ]
+        )
+        == 0
+    )
     return path
 
 
@@ -84,38 +105,89 @@ def test_every_command_on_every_input_format(fmt, inputs, blobs, tmp_path, capsy
     data = inputs[fmt]
     oracle = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
 
-    code, fit, err = run(capsys, "fit", "encoder", "--data", *data, "--model-out", tmp_path / "m",
-                         "--set", "kernels=linear,euclidean", "--chunk-rows", 200)
+    code, fit, err = run(
+        capsys,
+        "fit",
+        "encoder",
+        "--data",
+        *data,
+        "--model-out",
+        tmp_path / "m",
+        "--set",
+        "kernels=linear,euclidean",
+        "--chunk-rows",
+        200,
+    )
     assert code == 0, err
     assert fit["status"] == "ok" and fit["command"] == "fit" and fit["exit_code"] == 0
-    assert fit["estimator"] == "EncoderClassifier" and fit["params"]["kernels"] == ["linear", "euclidean"]
-    assert fit["data"] == {"path": data[0], "rows": 600, "features": 5, "dtype": "float64",
-                           "row_blocks": 3, "chunk_rows": 200, "labels": fit["data"]["labels"]}
+    assert fit["estimator"] == "EncoderClassifier" and fit["params"]["kernels"] == [
+        "linear",
+        "euclidean",
+    ]
+    assert fit["data"] == {
+        "path": data[0],
+        "rows": 600,
+        "features": 5,
+        "dtype": "float64",
+        "row_blocks": 3,
+        "chunk_rows": 200,
+        "labels": fit["data"]["labels"],
+    }
     assert fit["passes"] == oracle.n_passes_ and fit["timings"]["fit_seconds"] > 0
     assert fit["model"]["kernel_"] == repr(oracle.kernel_)
     assert fit["outputs"]["model"] == str(tmp_path / "m")
     assert "fit: done in" in err
 
-    code, pred, err = run(capsys, "predict", "--model", tmp_path / "m", "--data", *data,
-                          "--out", tmp_path / "pred.zarr")
+    code, pred, err = run(
+        capsys,
+        "predict",
+        "--model",
+        tmp_path / "m",
+        "--data",
+        *data,
+        "--out",
+        tmp_path / "pred.zarr",
+    )
     assert code == 0, err
-    assert pred["output"] == {"path": str(tmp_path / "pred.zarr"), "kind": "labels",
-                              "columns": ["prediction"], "rows": 600}
+    assert pred["output"] == {
+        "path": str(tmp_path / "pred.zarr"),
+        "kind": "labels",
+        "columns": ["prediction"],
+        "rows": 600,
+    }
     got = da.from_zarr(str(tmp_path / "pred.zarr")).compute()
     np.testing.assert_array_equal(got, oracle.predict(X))
 
-    code, proba, err = run(capsys, "predict", "--model", tmp_path / "m", "--data", *data,
-                           "--out", tmp_path / "proba.parquet", "--proba")
+    code, proba, err = run(
+        capsys,
+        "predict",
+        "--model",
+        tmp_path / "m",
+        "--data",
+        *data,
+        "--out",
+        tmp_path / "proba.parquet",
+        "--proba",
+    )
     assert code == 0, err
     frame = pd.read_parquet(tmp_path / "proba.parquet")
     assert list(frame.columns) == ["proba_0", "proba_1", "proba_2"] == proba["output"]["columns"]
     np.testing.assert_allclose(frame.to_numpy(), oracle.predict_proba(X), rtol=1e-10, atol=1e-12)
 
-    code, emb, err = run(capsys, "embed", "--model", tmp_path / "m", "--data", *data,
-                         "--out", tmp_path / "emb.parquet")
+    code, emb, err = run(
+        capsys,
+        "embed",
+        "--model",
+        tmp_path / "m",
+        "--data",
+        *data,
+        "--out",
+        tmp_path / "emb.parquet",
+    )
     assert code == 0, err
-    np.testing.assert_allclose(pd.read_parquet(tmp_path / "emb.parquet").to_numpy(),
-                               oracle.transform(X), rtol=1e-10)
+    np.testing.assert_allclose(
+        pd.read_parquet(tmp_path / "emb.parquet").to_numpy(), oracle.transform(X), rtol=1e-10
+    )
 
     code, ev, err = run(capsys, "evaluate", "--model", tmp_path / "m", "--data", *data)
     assert code == 0, err
@@ -137,12 +209,31 @@ def test_string_labels_to_zarr_and_parquet(blobs, tmp_path, capsys):
     X, y = blobs
     names = np.array(["ant", "bee", "cat"])[y]
     pd.DataFrame(X).rename(columns=str).assign(kind=names).to_parquet(tmp_path / "s.parquet")
-    code, _, err = run(capsys, "fit", "lrc" if _has("scalenc.nrbfn") else "encoder", "--data",
-                       tmp_path / "s.parquet", "--label-column", "kind", "--model-out", tmp_path / "m")
+    code, _, err = run(
+        capsys,
+        "fit",
+        "lrc" if _has("scalenc.nrbfn") else "encoder",
+        "--data",
+        tmp_path / "s.parquet",
+        "--label-column",
+        "kind",
+        "--model-out",
+        tmp_path / "m",
+    )
     assert code == 0, err
     for out in ("p.zarr", "p.parquet"):
-        code, _, err = run(capsys, "predict", "--model", tmp_path / "m", "--data", tmp_path / "s.parquet",
-                           "--label-column", "kind", "--out", tmp_path / out)
+        code, _, err = run(
+            capsys,
+            "predict",
+            "--model",
+            tmp_path / "m",
+            "--data",
+            tmp_path / "s.parquet",
+            "--label-column",
+            "kind",
+            "--out",
+            tmp_path / out,
+        )
         assert code == 0, err
     zarr_pred = da.from_zarr(str(tmp_path / "p.zarr")).compute()
     assert set(zarr_pred.tolist()) <= {"ant", "bee", "cat"}
@@ -161,13 +252,22 @@ def test_other_methods(method, inputs, tmp_path, capsys):
     if not _has(module):
         pytest.skip(f"{module} is not written yet")
     params = ["--set", "random_state=0"] if method != "lrc" else []
-    code, fit, err = run(capsys, "fit", method, "--data", *inputs["zarr"], "--model-out",
-                         tmp_path / "m", *params)
+    code, fit, err = run(
+        capsys, "fit", method, "--data", *inputs["zarr"], "--model-out", tmp_path / "m", *params
+    )
     assert code == 0, err
     assert fit["estimator"] == cli.METHODS[method].split(":")[1]
     command = ["embed"] if method == "ccdr" else ["predict"]
-    code, out, err = run(capsys, *command, "--model", tmp_path / "m", "--data", inputs["zarr"][0],
-                         "--out", tmp_path / "o.zarr")
+    code, out, err = run(
+        capsys,
+        *command,
+        "--model",
+        tmp_path / "m",
+        "--data",
+        inputs["zarr"][0],
+        "--out",
+        tmp_path / "o.zarr",
+    )
     assert code == 0, err
     assert out["output"]["rows"] == 600
 
@@ -176,8 +276,23 @@ def test_make_data_zarr_and_parquet_match_simulate(tmp_path, capsys):
     from scalenc.simulate import simulate
 
     X, y = simulate("uniform_transformed", 3000, 12, 4, random_state=7)
-    code, summary, err = run(capsys, "make-data", "uniform_transformed", "--n", 3000, "--p", 12,
-                             "--k", 4, "--seed", 7, "--chunk-rows", 1000, "--out", tmp_path / "s.zarr")
+    code, summary, err = run(
+        capsys,
+        "make-data",
+        "uniform_transformed",
+        "--n",
+        3000,
+        "--p",
+        12,
+        "--k",
+        4,
+        "--seed",
+        7,
+        "--chunk-rows",
+        1000,
+        "--out",
+        tmp_path / "s.zarr",
+    )
     assert code == 0, err
     assert summary["outputs"]["data"] == str(tmp_path / "s.zarr") and summary["row_blocks"] == 3
     from scalenc.data import load
@@ -187,10 +302,28 @@ def test_make_data_zarr_and_parquet_match_simulate(tmp_path, capsys):
     np.testing.assert_array_equal(yz.compute(), y.compute())
     import zarr
 
-    assert zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["setting"] == "uniform_transformed"
+    assert (
+        zarr.open_group(str(tmp_path / "s.zarr"), mode="r").attrs["setting"]
+        == "uniform_transformed"
+    )
 
-    code, _, err = run(capsys, "make-data", "uniform_transformed", "--n", 3000, "--p", 12, "--k", 4,
-                       "--seed", 7, "--chunk-rows", 1000, "--out", tmp_path / "s.parquet")
+    code, _, err = run(
+        capsys,
+        "make-data",
+        "uniform_transformed",
+        "--n",
+        3000,
+        "--p",
+        12,
+        "--k",
+        4,
+        "--seed",
+        7,
+        "--chunk-rows",
+        1000,
+        "--out",
+        tmp_path / "s.parquet",
+    )
     assert code == 0, err
     Xp, yp = load(tmp_path / "s.parquet", label_column="y")
     np.testing.assert_array_equal(Xp.compute(), X.compute())
@@ -202,7 +335,15 @@ def test_make_data_zarr_and_parquet_match_simulate(tmp_path, capsys):
 
 
 def test_existing_output_needs_overwrite(model_dir, inputs, tmp_path, capsys):
-    args = ["predict", "--model", model_dir, "--data", inputs["npz"][0], "--out", tmp_path / "p.zarr"]
+    args = [
+        "predict",
+        "--model",
+        model_dir,
+        "--data",
+        inputs["npz"][0],
+        "--out",
+        tmp_path / "p.zarr",
+    ]
     assert run(capsys, *args)[0] == 0
     code, summary, err = run(capsys, *args)
     assert code == cli.EXIT_BAD_INPUT
@@ -212,24 +353,56 @@ def test_existing_output_needs_overwrite(model_dir, inputs, tmp_path, capsys):
 
 
 def test_json_file_quiet_and_verbose(model_dir, inputs, tmp_path, capsys):
-    code, summary, err = run(capsys, "evaluate", "--model", model_dir, "--data", *inputs["zarr"],
-                             "--json", tmp_path / "s.json", "--quiet")
+    code, summary, err = run(
+        capsys,
+        "evaluate",
+        "--model",
+        model_dir,
+        "--data",
+        *inputs["zarr"],
+        "--json",
+        tmp_path / "s.json",
+        "--quiet",
+    )
     assert code == 0 and summary is None and err == ""
     written = json.loads((tmp_path / "s.json").read_text())
     assert written["status"] == "ok" and written["scores"]["accuracy"] > 0.9
     assert written["scheduler"] == {"kind": "threads"}
-    code, summary, err = run(capsys, "evaluate", "--model", tmp_path / "missing", "--data",
-                             *inputs["zarr"], "--verbose")
+    code, summary, err = run(
+        capsys, "evaluate", "--model", tmp_path / "missing", "--data", *inputs["zarr"], "--verbose"
+    )
     assert code == cli.EXIT_BAD_INPUT and "does not exist" in err
 
 
 def test_progress_lines_and_bar(model_dir, inputs, tmp_path, capsys):
-    code, _, err = run(capsys, "predict", "--model", model_dir, "--data", inputs["zarr"][0],
-                       "--out", tmp_path / "a.zarr", "--progress", "lines", "--progress-interval", 0)
+    code, _, err = run(
+        capsys,
+        "predict",
+        "--model",
+        model_dir,
+        "--data",
+        inputs["zarr"][0],
+        "--out",
+        tmp_path / "a.zarr",
+        "--progress",
+        "lines",
+        "--progress-interval",
+        0,
+    )
     assert code == 0
     assert "scalenc predict: computation 1 0% (0/" in err and "done in" in err
-    code, _, err = run(capsys, "predict", "--model", model_dir, "--data", inputs["zarr"][0],
-                       "--out", tmp_path / "b.zarr", "--progress", "bar")
+    code, _, err = run(
+        capsys,
+        "predict",
+        "--model",
+        model_dir,
+        "--data",
+        inputs["zarr"][0],
+        "--out",
+        tmp_path / "b.zarr",
+        "--progress",
+        "bar",
+    )
     assert code == 0
     assert "\rpredict #1 [" in err and "100%" in err and " done\n" in err
 
@@ -248,8 +421,10 @@ def test_set_values_are_parsed():
 
 BAD_INPUT_CASES = {
     "unknown parameter": (["--set", "kernal=linear"], "Invalid parameter 'kernal'"),
-    "bad parameter value": (["--set", "min_improvement=2"],
-                            "The 'min_improvement' parameter of EncoderClassifier must be"),
+    "bad parameter value": (
+        ["--set", "min_improvement=2"],
+        "The 'min_improvement' parameter of EncoderClassifier must be",
+    ),
     "unknown kernel": (["--set", "kernels=linear,cosine"], "Unknown kernel 'cosine'"),
     "malformed --set": (["--set", "kernels"], "--set expects PARAM=VALUE"),
 }
@@ -258,8 +433,9 @@ BAD_INPUT_CASES = {
 @pytest.mark.parametrize("case", BAD_INPUT_CASES, ids=list(BAD_INPUT_CASES))
 def test_bad_parameters_exit_2(case, inputs, tmp_path, capsys):
     extra, message = BAD_INPUT_CASES[case]
-    code, summary, err = run(capsys, "fit", "encoder", "--data", *inputs["zarr"], "--model-out",
-                             tmp_path / "m", *extra)
+    code, summary, err = run(
+        capsys, "fit", "encoder", "--data", *inputs["zarr"], "--model-out", tmp_path / "m", *extra
+    )
     assert code == cli.EXIT_BAD_INPUT == summary["exit_code"]
     assert summary["status"] == "error" and message in summary["error"]["message"]
     assert not (tmp_path / "m").exists()
@@ -267,15 +443,34 @@ def test_bad_parameters_exit_2(case, inputs, tmp_path, capsys):
 
 def test_bad_inputs_exit_2(model_dir, inputs, tmp_path, capsys):
     cases = [
-        (["fit", "encoder", "--data", tmp_path / "nope.zarr", "--model-out", tmp_path / "m"],
-         "--data '%s' does not exist" % (tmp_path / "nope.zarr")),
-        (["fit", "encoder", "--data", inputs["csv"][0], "--model-out", tmp_path / "m"],
-         "No labels for"),
-        (["fit", "svm", "--data", inputs["npz"][0], "--model-out", tmp_path / "m"], "invalid choice"),
-        (["predict", "--model", model_dir, "--data", inputs["npz"][0], "--out", tmp_path / "p.txt"],
-         "Cannot tell the output format"),
-        (["make-data", "normal", "--n", 10, "--p", 2, "--k", 3, "--out", tmp_path / "s.zarr"],
-         "p ≥ K"),
+        (
+            ["fit", "encoder", "--data", tmp_path / "nope.zarr", "--model-out", tmp_path / "m"],
+            "--data '%s' does not exist" % (tmp_path / "nope.zarr"),
+        ),
+        (
+            ["fit", "encoder", "--data", inputs["csv"][0], "--model-out", tmp_path / "m"],
+            "No labels for",
+        ),
+        (
+            ["fit", "svm", "--data", inputs["npz"][0], "--model-out", tmp_path / "m"],
+            "invalid choice",
+        ),
+        (
+            [
+                "predict",
+                "--model",
+                model_dir,
+                "--data",
+                inputs["npz"][0],
+                "--out",
+                tmp_path / "p.txt",
+            ],
+            "Cannot tell the output format",
+        ),
+        (
+            ["make-data", "normal", "--n", 10, "--p", 2, "--k", 3, "--out", tmp_path / "s.zarr"],
+            "p ≥ K",
+        ),
         (["run", tmp_path / "missing.toml"], "does not exist"),
     ]
     for argv, message in cases:
@@ -291,8 +486,10 @@ def test_tampered_model_exit_2(model_dir, inputs, tmp_path, capsys):
     raw = bytearray(target.read_bytes())
     raw[-3] ^= 0x01
     target.write_bytes(bytes(raw))
-    for argv in (["info", "--model", copy],
-                 ["predict", "--model", copy, "--data", inputs["npz"][0], "--out", tmp_path / "p.zarr"]):
+    for argv in (
+        ["info", "--model", copy],
+        ["predict", "--model", copy, "--data", inputs["npz"][0], "--out", tmp_path / "p.zarr"],
+    ):
         code, summary, _ = run(capsys, *argv)
         assert code == cli.EXIT_BAD_INPUT
         assert summary["error"]["type"] == "ModelFileError"
@@ -313,9 +510,18 @@ def test_failure_during_computation_exit_4(model_dir, inputs, tmp_path):
 
 def test_unreachable_scheduler_exit_3(inputs, tmp_path):
     t0 = time.perf_counter()
-    code, summary, err = run_exe("fit", "encoder", "--data", inputs["npz"][0], "--model-out",
-                                 tmp_path / "m", "--scheduler", "tcp://127.0.0.1:9",
-                                 "--connect-timeout", "1")
+    code, summary, err = run_exe(
+        "fit",
+        "encoder",
+        "--data",
+        inputs["npz"][0],
+        "--model-out",
+        tmp_path / "m",
+        "--scheduler",
+        "tcp://127.0.0.1:9",
+        "--connect-timeout",
+        "1",
+    )
     assert code == cli.EXIT_CLUSTER, err
     assert "Cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in summary["error"]["message"]
     assert time.perf_counter() - t0 < 60
@@ -323,17 +529,35 @@ def test_unreachable_scheduler_exit_3(inputs, tmp_path):
 
 
 def test_scheduler_from_environment_exit_3(inputs, tmp_path):
-    code, summary, _ = run_exe("info", "--model", tmp_path, "--connect-timeout", 1,
-                               env={"SCALENC_SCHEDULER": "tcp://127.0.0.1:9"},
-                               timeout=120)
+    code, summary, _ = run_exe(
+        "info",
+        "--model",
+        tmp_path,
+        "--connect-timeout",
+        1,
+        env={"SCALENC_SCHEDULER": "tcp://127.0.0.1:9"},
+        timeout=120,
+    )
     assert code == cli.EXIT_CLUSTER
 
 
 def test_help_documents_exit_codes():
     proc = subprocess.run([*EXE, "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
-    for text in ("exit codes:", "bad input", "cannot be reached", "during the computation",
-                 "fit", "predict", "embed", "evaluate", "info", "make-data", "report", "run"):
+    for text in (
+        "exit codes:",
+        "bad input",
+        "cannot be reached",
+        "during the computation",
+        "fit",
+        "predict",
+        "embed",
+        "evaluate",
+        "info",
+        "make-data",
+        "report",
+        "run",
+    ):
         assert text in proc.stdout
     proc = subprocess.run([*EXE, "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("scalenc ")
@@ -344,9 +568,22 @@ def test_help_documents_exit_codes():
 
 def test_killed_mid_write_leaves_no_complete_looking_output(tmp_path):
     out = tmp_path / "big.zarr"
-    argv = ["make-data", "normal", "--n", 3_000_000, "--p", 40, "--chunk-rows", 5000, "--out", out, "-q"]
-    proc = subprocess.Popen([*EXE, *map(str, argv)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [
+        "make-data",
+        "normal",
+        "--n",
+        3_000_000,
+        "--p",
+        40,
+        "--chunk-rows",
+        5000,
+        "--out",
+        out,
+        "-q",
+    ]
+    proc = subprocess.Popen(
+        [*EXE, *map(str, argv)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -394,7 +631,9 @@ def test_example_job_runs_end_to_end(tmp_path):
 
 def test_job_errors_and_failed_step(inputs, tmp_path, capsys):
     job = tmp_path / "job.toml"
-    job.write_text('[[step]]\ncommand = "fit"\nmethod = "encoder"\ndata = "x.zarr"\nmodle_out = "m"\n')
+    job.write_text(
+        '[[step]]\ncommand = "fit"\nmethod = "encoder"\ndata = "x.zarr"\nmodle_out = "m"\n'
+    )
     code, summary, _ = run(capsys, "run", job)
     assert code == cli.EXIT_BAD_INPUT
     assert "step 1 (fit): unknown option 'modle_out'" in summary["error"]["message"]
@@ -414,12 +653,12 @@ workdir = "w"
 [[step]]
 command = "fit"
 method = "encoder"
-data = "{inputs['npz'][0]}"
+data = "{inputs["npz"][0]}"
 model_out = "m"
 [[step]]
 command = "predict"
 model = "m"
-data = "{inputs['npz'][0]}"
+data = "{inputs["npz"][0]}"
 out = "p.csv"
 ''')
     code, summary, _ = run(capsys, "run", job)
@@ -431,9 +670,21 @@ out = "p.csv"
 
 @pytest.mark.cluster
 def test_local_cluster_prints_dashboard(inputs, tmp_path):
-    code, summary, err = run_exe("fit", "encoder", "--data", inputs["npz"][0], "--model-out",
-                                 tmp_path / "m", "--scheduler", "local", "--n-workers", 1,
-                                 "--progress", "lines", timeout=180)
+    code, summary, err = run_exe(
+        "fit",
+        "encoder",
+        "--data",
+        inputs["npz"][0],
+        "--model-out",
+        tmp_path / "m",
+        "--scheduler",
+        "local",
+        "--n-workers",
+        1,
+        "--progress",
+        "lines",
+        timeout=180,
+    )
     assert code == 0, err
     assert summary["scheduler"]["kind"] == "distributed"
     assert summary["scheduler"]["address"].startswith("tcp://127.0.0.1:")

@@ -29,10 +29,27 @@ def _estimator(module: str, name: str, **params):
 # (id, module, class, params, string labels?)
 CASES = [
     ("encoder-linear", "scalenc.encoder", "EncoderClassifier", {}, False),
-    ("encoder-multikernel", "scalenc.encoder", "EncoderClassifier",
-     {"kernels": ("linear", "euclidean", "spearman", Gaussian(sigma=2.0), "gaussian")}, False),
-    ("encoder-strings", "scalenc.encoder", "EncoderClassifier", {"kernels": ["linear", "euclidean"]}, True),
-    ("nrbfn", "scalenc.nrbfn", "NRBFNClassifier", {"random_state": 0, "alpha": "cv", "cv": 3}, False),
+    (
+        "encoder-multikernel",
+        "scalenc.encoder",
+        "EncoderClassifier",
+        {"kernels": ("linear", "euclidean", "spearman", Gaussian(sigma=2.0), "gaussian")},
+        False,
+    ),
+    (
+        "encoder-strings",
+        "scalenc.encoder",
+        "EncoderClassifier",
+        {"kernels": ["linear", "euclidean"]},
+        True,
+    ),
+    (
+        "nrbfn",
+        "scalenc.nrbfn",
+        "NRBFNClassifier",
+        {"random_state": 0, "alpha": "cv", "cv": 3},
+        False,
+    ),
     ("lrc", "scalenc.nrbfn", "LRClassifier", {}, True),
     ("ccdr", "scalenc.ccdr", "CCDR", {"random_state": 0, "n_subsamples": 2}, False),
     ("ccdr-linear", "scalenc.ccdr", "CCDRClassifier", {"random_state": 0}, False),
@@ -60,7 +77,9 @@ def test_saved_model_predicts_identically(case, data, tmp_path):
     _, module, name, params, strings = case
     X, y = data
     if strings:
-        y = np.where(y < 0, None, np.array(["ant", "bee", "cat"], dtype=object)[y % 3]).astype(object)
+        y = np.where(y < 0, None, np.array(["ant", "bee", "cat"], dtype=object)[y % 3]).astype(
+            object
+        )
     est = _estimator(module, name, **params).fit(X, y)
     path = save_model(est, tmp_path / "model")
     loaded = load_model(path)
@@ -93,7 +112,9 @@ def test_files_are_json_and_plain_npy(data, tmp_path):
 
 def test_partial_fit_continues_after_loading(data, tmp_path):
     X, y = data
-    a = EncoderClassifier(kernels=("linear", "euclidean")).partial_fit(X[:200], y[:200], classes=[0, 1, 2])
+    a = EncoderClassifier(kernels=("linear", "euclidean")).partial_fit(
+        X[:200], y[:200], classes=[0, 1, 2]
+    )
     b = load_model(save_model(a, tmp_path / "m"))
     a.partial_fit(X[200:], y[200:])
     b.partial_fit(X[200:], y[200:])
@@ -142,7 +163,9 @@ def test_existing_directory_needs_overwrite(data, tmp_path):
 @pytest.fixture
 def saved(data, tmp_path):
     X, y = data
-    return Path(save_model(EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y), tmp_path / "m"))
+    return Path(
+        save_model(EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y), tmp_path / "m")
+    )
 
 
 def _rewrite(path: Path, edit) -> None:
@@ -278,9 +301,12 @@ def test_array_path_outside_the_directory_is_refused(saved, tmp_path):
     np.save(outside, np.zeros(3))
 
     def point_outside(doc):
-        doc["files"]["../outside.npy"] = {"sha256": hashlib.sha256(outside.read_bytes()).hexdigest(),
-                                          "bytes": os.path.getsize(outside), "shape": [3],
-                                          "dtype": "<f8"}
+        doc["files"]["../outside.npy"] = {
+            "sha256": hashlib.sha256(outside.read_bytes()).hexdigest(),
+            "bytes": os.path.getsize(outside),
+            "shape": [3],
+            "dtype": "<f8",
+        }
 
     _rewrite(saved, point_outside)
     with pytest.raises(ModelFileError, match="outside the model directory"):

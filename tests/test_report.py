@@ -51,7 +51,7 @@ def _parse(page: str) -> _Page:
 def _png_size(src: str) -> tuple[int, int]:
     prefix = "data:image/png;base64,"
     assert src.startswith(prefix)
-    raw = base64.b64decode(src[len(prefix):], validate=True)
+    raw = base64.b64decode(src[len(prefix) :], validate=True)
     assert raw[:8] == PNG_SIGNATURE and raw[12:16] == b"IHDR"
     return struct.unpack(">II", raw[16:24])
 
@@ -131,11 +131,17 @@ def test_describe_model_is_json_ready(data):
 def test_encoder_report_structure(data):
     X, y = data
     est = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
-    evaluation = report.evaluate(est, da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100))
-    page = report.build_report(est, evaluation=evaluation, metadata={"created": "now", "versions": {"numpy": "x"}})
+    evaluation = report.evaluate(
+        est, da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100)
+    )
+    page = report.build_report(
+        est, evaluation=evaluation, metadata={"created": "now", "versions": {"numpy": "x"}}
+    )
     parsed = _parse(page)
     assert parsed.tags[0] == "html" and parsed.scripts == 0  # self-contained: nothing fetched
-    assert {"Model", "Parameters", "Fitted model", "Evaluation on data", "Plots"} <= set(parsed.headings)
+    assert {"Model", "Parameters", "Fitted model", "Evaluation on data", "Plots"} <= set(
+        parsed.headings
+    )
     _check_pngs(parsed, {"Cross-entropy per kernel", "Class sizes", "Confusion matrix"})
     assert "numpy version" in page and f"{evaluation['accuracy']:.6g}" in page
 
@@ -168,19 +174,32 @@ def test_nrbfn_report_has_diagnostics_and_cv_curve(data):
 def test_ccdr_report_has_eigenvalues_and_scatter(data):
     X, y = data
     est = _optional("scalenc.ccdr", "CCDRClassifier", random_state=0).fit(X, y)
-    xs, ys = report.sample_rows(da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100), n=300)
+    xs, ys = report.sample_rows(
+        da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100), n=300
+    )
     page = report.build_report(est, embedding=est.transform(xs), embedding_labels=ys)
     _check_pngs(_parse(page), {"CCDR eigenvalues", "CCDR embedding (2-D)"})
     transformer = _optional("scalenc.ccdr", "CCDR", random_state=0).fit(X, y)
-    _check_pngs(_parse(report.build_report(transformer)), {"CCDR eigenvalues", "CCDR embedding (2-D)"})
+    _check_pngs(
+        _parse(report.build_report(transformer)), {"CCDR eigenvalues", "CCDR embedding (2-D)"}
+    )
 
 
 def test_report_command_writes_html(data, tmp_path, capsys):
     X, y = data
     np.savez(tmp_path / "d.npz", X=X, y=y)
     save_model(EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y), tmp_path / "m")
-    code = cli.main(["report", "--model", str(tmp_path / "m"), "--data", str(tmp_path / "d.npz"),
-                     "--out", str(tmp_path / "r.html")])
+    code = cli.main(
+        [
+            "report",
+            "--model",
+            str(tmp_path / "m"),
+            "--data",
+            str(tmp_path / "d.npz"),
+            "--out",
+            str(tmp_path / "r.html"),
+        ]
+    )
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["outputs"]["report"] == str(tmp_path / "r.html")
     assert summary["scores"]["accuracy"] > 0.8 and summary["passes"] == 1
