@@ -33,8 +33,6 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph
 import scipy.sparse.linalg
 
-from .kernels import squared_distances
-
 __all__ = [
     "DENSE_MAX",
     "CCDRSolution",
@@ -65,9 +63,10 @@ _BATCH_ENTRIES = 4_000_000
 def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = False):
     """The k nearest rows of S for each row of X: (indices (b, k), squared distances (b, k)).
 
-    Sorted by distance (ties by index). With ``exclude_self`` (X is S), row i never lists
-    itself. Distances in float64; rows are processed in batches so memory stays
-    O(batch × |S|).
+    Sorted by distance, ties by index. With ``exclude_self`` (X is S), row i never lists
+    itself. Float64 throughout; rows go in batches so that memory stays O(batch × |S|).
+    The ranking uses ‖s‖² − 2⟨x, s⟩ (one GEMM and one add per entry); ‖x‖² is added to
+    the k selected entries only. For small k, k sweeps of argmin beat argpartition.
     """
     X = np.asarray(X, dtype=np.float64)
     S = np.asarray(S, dtype=np.float64)
@@ -75,20 +74,34 @@ def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = Fal
     k = min(k, s - 1 if exclude_self else s)
     idx = np.empty((b, k), dtype=np.int64)
     d2 = np.empty((b, k))
+    s_norms = np.einsum("ij,ij->i", S, S)
     step = max(1, _BATCH_ENTRIES // max(s, 1))
     for i0 in range(0, b, step):
-        D = squared_distances(X[i0 : i0 + step], S)
+        Xb = X[i0 : i0 + step]
+        D = Xb @ S.T
+        D *= -2.0
+        D += s_norms[None, :]
+        rows = np.arange(D.shape[0])
         if exclude_self:
-            rows = np.arange(D.shape[0])
             D[rows, i0 + rows] = np.inf
-        if k < s:
-            part = np.argpartition(D, k - 1, axis=1)[:, :k]
+        if k <= 8:
+            part = np.empty((D.shape[0], k), dtype=np.int64)
+            pd = np.empty((D.shape[0], k))
+            for j in range(k):
+                part[:, j] = D.argmin(axis=1)
+                pd[:, j] = D[rows, part[:, j]]
+                D[rows, part[:, j]] = np.inf
         else:
-            part = np.tile(np.arange(s), (D.shape[0], 1))
-        pd2 = np.take_along_axis(D, part, axis=1)
-        order = np.lexsort((part, pd2), axis=1)
+            if k < s:
+                part = np.argpartition(D, k - 1, axis=1)[:, :k]
+            else:
+                part = np.tile(np.arange(s), (D.shape[0], 1))
+            pd = np.take_along_axis(D, part, axis=1)
+        pd += np.einsum("ij,ij->i", Xb, Xb)[:, None]
+        np.maximum(pd, 0.0, out=pd)
+        order = np.lexsort((part, pd), axis=1)
         idx[i0 : i0 + step] = np.take_along_axis(part, order, axis=1)
-        d2[i0 : i0 + step] = np.take_along_axis(pd2, order, axis=1)
+        d2[i0 : i0 + step] = np.take_along_axis(pd, order, axis=1)
     return idx, d2
 
 

@@ -1,0 +1,194 @@
+"""CCDR at scale: the Nyström extension on an out-of-core Zarr store, and subsample size vs error.
+
+Part A — throughput. A Zarr store of ``--rows`` × ``--features`` float32 (default 6M × 100 =
+2.4 GB, ten Gaussian classes, 20 % of the labels −1) is written under /tmp with
+``dask.array.to_zarr``. In one run, interleaved ``--repeats`` times (the machine is shared
+and noisy: compare ratios, not seconds):
+
+(a) one bare read pass ``X.sum(axis=0)``;
+(b) ``CCDR.fit`` (label passes + ONE pass over X gathering the subsample, then the
+    client-side eigen-solve);
+(c) the Nyström extension of every row, ``CCDR.transform(X).sum(axis=0)`` (the embedding
+    is reduced, not written, so that (c) and (a) differ only by the extension's compute),
+    reported as rows/second and as a ratio to (a).
+
+for each ``--subsample-sizes`` s. The extension costs O(s·p) per row (distances to S and a
+top-k), so the ratio to a bare read grows with s·p; it is the price of the k-NN search.
+
+Part B — quality. Test error of ``CCDRClassifier`` (linear head, and k-NN on satimage) as a
+function of ``subsample_size`` and ``n_subsamples`` on satimage (standard split, raw values)
+and mnist (standard split, pixels / 255), over ``--seeds`` draws of the subsamples.
+
+    python benchmarks/ccdr_scale.py                 # ~10 min on 2 cores
+    python benchmarks/ccdr_scale.py --quick         # small store, few points
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+
+from scalenc import CCDR, CCDRClassifier
+from scalenc.cluster import compute
+from scalenc.data import data_dir, load
+
+
+def _gen_block(block, *, features, centres, seed, block_info=None):
+    """Rows of ten Gaussian classes for one block (seeded by the block's first row)."""
+    start = block_info[None]["array-location"][0][0]
+    rng = np.random.default_rng([seed, start])
+    n = block.shape[0]
+    y = rng.integers(0, centres.shape[0], n)
+    X = centres[y] + rng.standard_normal((n, features))
+    y[rng.random(n) < 0.2] = -1
+    return np.hstack([X, y[:, None]]).astype(np.float32)
+
+
+def make_store(path: Path, rows: int, features: int, chunk_rows: int) -> None:
+    if (path / "X" / "zarr.json").exists():
+        X = da.from_zarr(str(path), component="X")
+        if X.shape == (rows, features):
+            return
+    print(f"writing {rows:,} × {features} float32 ({rows * features * 4 / 1e9:.1f} GB) to {path}")
+    centres = np.random.default_rng(0).normal(scale=0.6, size=(10, features))
+    shell = da.zeros((rows, features + 1), chunks=(chunk_rows, -1), dtype=np.float32)
+    both = shell.map_blocks(_gen_block, features=features, centres=centres, seed=1,
+                            dtype=np.float32)
+    t0 = time.perf_counter()
+    compute(da.to_zarr(both[:, :features], str(path), component="X", overwrite=True,
+                       compute=False),
+            da.to_zarr(both[:, features].astype(np.int64), str(path), component="y",
+                       overwrite=True, compute=False))
+    print(f"  written in {time.perf_counter() - t0:.1f} s")
+
+
+def part_a(args) -> dict:
+    store = Path(args.store)
+    make_store(store, args.rows, args.features, args.chunk_rows)
+    X, y = load(store)
+    gb = X.nbytes / 1e9
+    out = {"rows": args.rows, "features": args.features, "store_gb": round(gb, 2),
+           "chunk_mb": round(X.chunks[0][0] * args.features * 4 / 1e6, 1), "runs": []}
+    reads = []
+    for s in args.subsample_sizes:
+        fits, transforms = [], []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            compute(X.sum(axis=0))
+            reads.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            model = CCDR(subsample_size=s, random_state=0).fit(X, y)
+            fits.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            compute(model.transform(X).sum(axis=0))
+            transforms.append(time.perf_counter() - t0)
+        read = min(reads)
+        t = min(transforms)
+        out["runs"].append({
+            "subsample_size": s, "fit_s": round(min(fits), 2), "fit_passes": model.n_passes_,
+            "fit_over_read": round(min(fits) / read, 2), "transform_s": round(t, 2),
+            "rows_per_s": round(args.rows / t), "transform_over_read": round(t / read, 2),
+        })
+        print(out["runs"][-1], flush=True)
+    out["read_s"] = round(min(reads), 2)
+    out["read_gb_per_s"] = round(gb / min(reads), 2)
+    out["read_rows_per_s"] = round(args.rows / min(reads))
+    return out
+
+
+def _dataset(name):
+    d = np.load(data_dir() / f"{name}.npz", allow_pickle=False)
+    X = d["X"].astype(np.float32)
+    if name == "mnist":
+        X = X / np.float32(255.0)
+    return X[d["train_idx"]], d["y"][d["train_idx"]], X[d["test_idx"]], d["y"][d["test_idx"]]
+
+
+def part_b(args) -> dict:
+    grids = {
+        "satimage": (args.sat_sizes, ("linear", "knn"), args.seeds),
+        "mnist": (args.mnist_sizes, ("linear",), args.mnist_seeds),
+    }
+    out = {}
+    for name, (sizes, heads, n_seeds) in grids.items():
+        Xtr, ytr, Xte, yte = _dataset(name)
+        rows = []
+        for s in sizes:
+            for B in args.n_subsamples:
+                if s >= len(ytr) and B > 1:
+                    continue  # S is all rows: one exact solve
+                for head in heads:
+                    errs, secs = [], []
+                    for seed in range(n_seeds if s < len(ytr) else 1):
+                        t0 = time.perf_counter()
+                        clf = CCDRClassifier(subsample_size=s, n_subsamples=B, classifier=head,
+                                             random_state=seed).fit(Xtr, ytr)
+                        errs.append(1.0 - clf.score(Xte, yte))
+                        secs.append(time.perf_counter() - t0)
+                    rows.append({"subsample_size": s, "n_subsamples": B, "classifier": head,
+                                 "error_mean": float(np.mean(errs)),
+                                 "error_std": float(np.std(errs)), "errors": errs,
+                                 "seconds": float(np.mean(secs))})
+                    print(name, rows[-1], flush=True)
+        out[name] = rows
+    return out
+
+
+def print_tables(r):
+    if "zarr" in r:
+        a = r["zarr"]
+        print(f"\nPart A: {a['rows']:,} × {a['features']} float32 Zarr ({a['store_gb']} GB, "
+              f"{a['chunk_mb']} MB chunks); bare read {a['read_s']} s = {a['read_gb_per_s']} GB/s "
+              f"= {a['read_rows_per_s']:,} rows/s")
+        print("| s | fit (s) | fit / read | transform (s) | rows/s | transform / read |")
+        print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+        for run in a["runs"]:
+            print(f"| {run['subsample_size']} | {run['fit_s']} | {run['fit_over_read']} | "
+                  f"{run['transform_s']} | {run['rows_per_s']:,} | {run['transform_over_read']} |")
+    for name, rows in r.get("errors", {}).items():
+        print(f"\nPart B: {name} test error (%), mean ± std over seeds")
+        print("| subsample_size | n_subsamples | classifier | error | fit+score (s) |")
+        print("| ---: | ---: | --- | ---: | ---: |")
+        for row in rows:
+            print(f"| {row['subsample_size']} | {row['n_subsamples']} | {row['classifier']} | "
+                  f"{100 * row['error_mean']:.2f} ± {100 * row['error_std']:.2f} | "
+                  f"{row['seconds']:.1f} |")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--store", default="/tmp/scalenc-ccdr-scale.zarr")
+    p.add_argument("--rows", type=int, default=6_000_000)
+    p.add_argument("--features", type=int, default=100)
+    p.add_argument("--chunk-rows", type=int, default=100_000)
+    p.add_argument("--subsample-sizes", type=int, nargs="+", default=[500, 2000])
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--sat-sizes", type=int, nargs="+", default=[250, 500, 1000, 2000, 4435])
+    p.add_argument("--mnist-sizes", type=int, nargs="+", default=[500, 1000, 2000, 4000])
+    p.add_argument("--n-subsamples", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--seeds", type=int, default=3, help="subsample draws (satimage)")
+    p.add_argument("--mnist-seeds", type=int, default=1)
+    p.add_argument("--skip-zarr", action="store_true")
+    p.add_argument("--skip-errors", action="store_true")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default="benchmarks/ccdr_scale.json")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.repeats, args.seeds, args.mnist_seeds = 400_000, 1, 1, 1
+        args.sat_sizes, args.mnist_sizes, args.n_subsamples = [500], [500], [1, 2]
+    results = {}
+    if not args.skip_zarr:
+        results["zarr"] = part_a(args)
+    if not args.skip_errors:
+        results["errors"] = part_b(args)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print_tables(results)
+
+
+if __name__ == "__main__":
+    main()
