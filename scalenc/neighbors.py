@@ -46,19 +46,19 @@ def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True
 
     The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
     data keeps BLAS at its float32 speed); row norms and the sum are float64. With
-    ``tol_zero``, values below the expansion's rounding error, 8 ε (‖a‖² + ‖b‖²), are set
+    ``tol_zero``, values below the expansion's rounding error, 8 ε (‖a‖² + max ‖b‖²), are set
     to 0, so a row's distance to itself is exactly 0 (it matters under a square root).
     """
     dtype = np.result_type(A.dtype, B.dtype, np.float32)
     cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
-    A64 = np.asarray(A, dtype=np.float64)
-    B64 = np.asarray(B, dtype=np.float64)
-    d2 = np.einsum("ij,ij->i", A64, A64)[:, None] + np.einsum("ij,ij->i", B64, B64)[None, :]
-    scale = d2.copy() if tol_zero else None
-    d2 -= 2.0 * cross
+    a_norms, b_norms = _sq_norms(A), _sq_norms(B)
+    d2 = np.multiply(cross, -2.0, dtype=np.float64)
+    d2 += a_norms[:, None]
+    d2 += b_norms[None, :]
     np.maximum(d2, 0.0, out=d2)
-    if tol_zero:  # below the rounding error of the expansion: a zero distance
-        d2[d2 < 8.0 * np.finfo(dtype).eps * scale] = 0.0
+    if tol_zero and d2.size:  # below the rounding error of the expansion: a zero distance
+        tol = 8.0 * np.finfo(dtype).eps * (a_norms + b_norms.max())
+        d2[d2 < tol[:, None]] = 0.0
     return d2
 
 

@@ -89,15 +89,21 @@ def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, s
     minimum-norm least-squares solution and a message for the caller to warn with.
     """
     M = np.asarray(M, dtype=np.float64)
-    reg = lam * np.trace(M)
-    system = M + reg * np.eye(M.shape[0])
+    system = np.array(M, order="F")
+    system[np.diag_indices_from(system)] += lam * np.trace(M)
+    anorm = float(np.abs(system).sum(axis=0).max())
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", scipy.linalg.LinAlgWarning)
-            return scipy.linalg.solve(system, B.T, assume_a="pos").T, None
-    except (np.linalg.LinAlgError, scipy.linalg.LinAlgWarning) as exc:
-        solution = scipy.linalg.lstsq(system, B.T)[0].T
-        return solution, str(exc).split("\n")[0]
+        factor = scipy.linalg.cho_factor(system, check_finite=False)
+    except np.linalg.LinAlgError as exc:
+        problem = str(exc).split("\n")[0]
+    else:
+        rcond, _ = scipy.linalg.lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
+        if rcond >= np.finfo(np.float64).eps:
+            return scipy.linalg.cho_solve(factor, B.T, check_finite=False).T, None
+        problem = f"reciprocal condition number {rcond:.2g}"
+    system = M.copy()
+    system[np.diag_indices_from(system)] += lam * np.trace(M)
+    return scipy.linalg.lstsq(system, B.T)[0].T, problem
 
 
 def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: float) -> dict:
@@ -109,7 +115,7 @@ def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: 
     * fitting error ε = ‖F − DA‖²_F / ‖DA‖²_F + 1            (Definition 7, eq. 23)
     * spectral risk γ = ‖D‖²_F ‖A‖²_F / ‖DA‖²_F              (Definition 5, eq. 19)
     """
-    fit_sq = float(np.einsum("kr,rs,ks->", D, M, D))
+    fit_sq = float(np.sum((D @ M) * D))
     residual = float(n_rows) - 2.0 * float(np.sum(D * B)) + fit_sq
     with np.errstate(divide="ignore", invalid="ignore"):
         epsilon = residual / fit_sq + 1.0 if fit_sq > 0 else np.nan
@@ -159,7 +165,8 @@ def sigma_block(X, codes, *, row_start, basis):
     total = 0.0
     step = _basis_tiles(rows.shape[0], basis.shape[0])
     for start in range(0, rows.shape[0], step):
-        total += float(np.sqrt(pairwise_sq_distances(rows[start:start + step], basis)).sum())
+        d2 = pairwise_sq_distances(rows[start:start + step], basis)
+        total += float(np.sqrt(d2, out=d2).sum())
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
 
 
@@ -378,6 +385,23 @@ def _warn_singular(owner, alpha, detail):
     )
 
 
+class _timed:
+    """Wall-clock seconds of a fit stage, recorded in ``estimator.stage_times_``."""
+
+    def __init__(self, estimator, stage):
+        self.estimator, self.stage = estimator, stage
+
+    def __enter__(self):
+        import time
+
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        import time
+
+        self.estimator.stage_times_[self.stage] = time.perf_counter() - self.start
+
+
 # --- nRBFN --------------------------------------------------------------------------------
 
 
@@ -459,6 +483,9 @@ class NRBFNClassifier(_RegressionClassifier):
         r / number of labeled training rows.
     n_passes_ : int
         Passes over X made by ``fit``.
+    stage_times_ : dict
+        Wall-clock seconds of the fit stages: ``soft_knn`` (with the basis gather),
+        ``sigma``, ``gram``, ``cv`` (solves and scoring of the λ grid) and ``solve``.
 
     Notes
     -----
@@ -541,13 +568,19 @@ class NRBFNClassifier(_RegressionClassifier):
         (codes_np,) = compute(codes)
         self._check_sizes(codes_np)
         self.n_passes_ = 0
-        candidates, cand_index, cand_codes = self._soft_knn(X, codes, codes_np, seed)
-        self._choose_basis(X, candidates, cand_index, cand_codes)
-        self.sigma_ = self._sigma_pass(X, codes)
+        self.stage_times_ = {}
+        with _timed(self, "soft_knn"):
+            candidates, cand_index, cand_codes = self._soft_knn(X, codes, codes_np, seed)
+            self._choose_basis(X, candidates, cand_index, cand_codes)
+        with _timed(self, "sigma"):
+            self.sigma_ = self._sigma_pass(X, codes)
         n_folds = self.cv if len(grid) > 1 else 1
-        gram = self._gram_pass(X, codes, n_folds, seed)
-        self.alpha_, self.cv_error_ = self._choose_alpha(X, codes, gram, grid, seed)
-        self._solve(gram, self.alpha_)
+        with _timed(self, "gram"):
+            gram = self._gram_pass(X, codes, n_folds, seed)
+        with _timed(self, "cv"):
+            self.alpha_, self.cv_error_ = self._choose_alpha(X, codes, gram, grid, seed)
+        with _timed(self, "solve"):
+            self._solve(gram, self.alpha_)
         return self
 
     def _check_sizes(self, codes_np):

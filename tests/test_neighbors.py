@@ -1,0 +1,107 @@
+"""Block-wise exact k-NN and soft-KNN pieces against brute force."""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_blobs
+
+from scalenc.cluster import compute
+from scalenc.neighbors import (
+    kneighbors_block,
+    kneighbors_pass,
+    knn_sigma,
+    merge_neighbors,
+    pairwise_sq_distances,
+    row_hash,
+    select_basis,
+    soft_knn_confidence,
+    stratified_sample,
+)
+
+
+def brute_knn(X, labeled, cand_index, k):
+    d2 = ((X[cand_index, None] - X[None]) ** 2).sum(-1)
+    d2[:, ~labeled] = np.inf
+    d2[np.arange(cand_index.size), cand_index] = np.inf
+    order = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(d2, order, 1), order
+
+
+@pytest.mark.parametrize("chunks", [(50, 50, 50, 50), (7, 120, 1, 72), (200,)])
+def test_pass_equals_brute_force(chunks):
+    X, y = make_blobs(200, 4, 3, seed=1, unlabeled=0.2)
+    cand_index = np.array([0, 3, 17, 50, 51, 199, 120])
+    cand_index = cand_index[y[cand_index] >= 0]
+    k = 9
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    codes = da.from_array(np.where(y >= 0, y, -1), chunks=(chunks,))
+    (nb,) = compute(kneighbors_pass(Xd, codes, X[cand_index], cand_index, k, split_every=2))
+    d2, order = brute_knn(X, y >= 0, cand_index, k)
+    np.testing.assert_array_equal(nb["index"], order)
+    np.testing.assert_allclose(nb["dist2"], d2, rtol=1e-10)
+    np.testing.assert_array_equal(nb["label"], y[order])
+    assert nb["nonfinite"] == 0
+
+
+def test_blocks_with_fewer_rows_than_k_are_padded_and_merge_is_associative():
+    X, y = make_blobs(30, 3, 2, seed=2)
+    C, ci = X[:4], np.arange(4)
+    parts = [kneighbors_block(X[s:s + 5], y[s:s + 5], row_start=s, candidates=C,
+                              candidate_index=ci, n_neighbors=8) for s in range(0, 30, 5)]
+    assert np.isinf(parts[0]["dist2"][:, 4:]).all() and (parts[0]["index"][:, 4:] == -1).all()
+    left = merge_neighbors(merge_neighbors(*parts[:3]), merge_neighbors(*parts[3:]))
+    flat = merge_neighbors(*parts)
+    for key in ("dist2", "index", "label"):
+        np.testing.assert_array_equal(left[key], flat[key])
+    d2, order = brute_knn(X, np.ones(30, bool), ci, 8)
+    np.testing.assert_array_equal(flat["index"], order)
+
+
+def test_float32_ranking_and_self_distance():
+    X, y = make_blobs(100, 8, 2, seed=3, dtype=np.float32)
+    out = kneighbors_block(X, y, row_start=0, candidates=X, candidate_index=np.arange(100), n_neighbors=5)
+    d2, order = brute_knn(X.astype(np.float64), np.ones(100, bool), np.arange(100), 5)
+    assert (out["index"] != np.arange(100)[:, None]).all()  # never its own neighbour
+    np.testing.assert_allclose(out["dist2"], d2, rtol=1e-4)
+    assert np.mean(out["index"] == order) > 0.99
+    assert pairwise_sq_distances(X[:3], X[:3])[np.diag_indices(3)].tolist() == [0.0, 0.0, 0.0]
+
+
+def test_soft_knn_confidence_is_algorithm_1():
+    rng = np.random.default_rng(0)
+    dist2 = np.sort(rng.random((6, 4)) * 10, axis=1)
+    nl = rng.integers(0, 2, (6, 4))
+    labels = rng.integers(0, 2, 6)
+    sigma = knn_sigma(dist2)
+    assert sigma == pytest.approx(np.sqrt(dist2).sum() / 24)
+    W = np.exp(-dist2 / (2 * sigma**2))
+    expected = (W / W.sum(1, keepdims=True) * (nl == labels[:, None])).sum(1)
+    np.testing.assert_allclose(soft_knn_confidence(dist2, nl, labels, sigma), expected, rtol=1e-12)
+    far = soft_knn_confidence(dist2 + 1e6, nl, labels, 0.01)  # every weight underflows
+    assert np.isfinite(far).all()
+
+
+def test_select_basis_rules():
+    conf = np.array([0.95, 0.2, 0.5, 1.0, 0.99, 0.93, 0.1])
+    labels = np.array([0, 0, 0, 1, 1, 2, 2])
+    pos, capped = select_basis(conf, labels, 0.9, 3)
+    np.testing.assert_array_equal(pos, [1, 2, 4, 6])  # class 1 missed: its least confident added
+    assert not capped
+    pos, capped = select_basis(conf, labels, 0.9, 3, max_basis=3)
+    np.testing.assert_array_equal(pos, [1, 4, 6]) and capped
+    pos, _ = select_basis(conf, labels, 0.9, 3, n_basis=5)
+    np.testing.assert_array_equal(pos, [1, 2, 4, 5, 6])
+
+
+def test_row_hash_and_stratified_sample():
+    u = row_hash(np.arange(100000), 7)
+    assert (0 <= u).all() and (u < 1).all() and abs(u.mean() - 0.5) < 0.01
+    np.testing.assert_array_equal(row_hash(np.arange(10, 20), 7), u[10:20])
+    assert not np.array_equal(row_hash(np.arange(10), 8), u[:10])
+    codes = np.repeat([0, 1, 2, -1], [500, 300, 200, 100])
+    pick = stratified_sample(codes, 100, 3, seed=1)
+    assert pick.size == 100 and (codes[pick] >= 0).all()
+    np.testing.assert_array_equal(np.bincount(codes[pick]), [50, 30, 20])
+    np.testing.assert_array_equal(stratified_sample(codes, 100, 3, seed=1), pick)
