@@ -586,25 +586,9 @@ def _timed(fn, *args, **kwargs):
     return result, round(time.perf_counter() - t0, 4)
 
 
-def _output_array(arr, path: str, fmt: str | None):
-    """String labels go to Zarr as variable-length strings (fixed-width ones warn in Zarr 3)."""
-    import numpy as np
-
-    target = fmt or ("zarr" if path.rstrip("/").endswith(".zarr") else None)
-    if target == "zarr" and arr.dtype.kind in "OU":
-        string = np.dtypes.StringDType()
-        return arr.map_blocks(
-            lambda b: np.asarray(b).astype(string),
-            dtype=string,
-            meta=np.empty((0,) * arr.ndim, string),
-        )
-    return arr
-
-
 def _write(session, label, arr, args, columns):
     from .data import write_output
 
-    arr = _output_array(arr, args.out, args.format)
     with session.progress(label):
         path, seconds = _timed(
             write_output,
@@ -760,6 +744,7 @@ def cmd_info(args, session) -> dict:
 def cmd_make_data(args, session) -> dict:
     import numpy as np
 
+    from .data import write_dataset
     from .simulate import simulate
 
     _check_free(args.out, args.overwrite)
@@ -791,7 +776,9 @@ def cmd_make_data(args, session) -> dict:
         "generator": "scalenc.simulate.simulate",
     }
     with session.progress("make-data"):
-        path, seconds = _timed(_write_xy, X, y, args.out, fmt, attrs, args.overwrite)
+        path, seconds = _timed(
+            write_dataset, X, y, args.out, format=fmt, attrs=attrs, overwrite=args.overwrite
+        )
     log.info("make-data: wrote %s in %.2fs", path, seconds)
     return {
         "setting": args.setting,
@@ -813,55 +800,6 @@ def _xy_format(path: str) -> str:
     if suffix not in (".zarr", ".parquet"):
         raise BadInput(f"Cannot tell the format of {path!r}: name it *.zarr or *.parquet.")
     return suffix[1:]
-
-
-def _write_parquet_xy(X_block, y_block, path, n_features):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    cols = {f"x{j}": X_block[:, j] for j in range(n_features)}
-    cols["y"] = y_block
-    pq.write_table(pa.table(cols), path)
-    return len(y_block)
-
-
-def _write_xy(X, y, path: str, fmt: str, attrs: dict, overwrite: bool) -> str:
-    """(X, y) to a Zarr group (arrays X, y) or a Parquet dataset, atomically (tmp + rename)."""
-    import shutil
-
-    import dask
-
-    from .cluster import compute
-
-    path = path.rstrip("/")
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        if fmt == "zarr":
-            import zarr
-
-            compute(
-                X.to_zarr(tmp, component="X", compute=False),
-                y.to_zarr(tmp, component="y", compute=False),
-            )
-            zarr.open_group(tmp, mode="r+").attrs.update(attrs)
-        else:
-            os.makedirs(tmp)
-            writes = [
-                dask.delayed(_write_parquet_xy)(
-                    xb, yb, os.path.join(tmp, f"part-{i:06d}.parquet"), X.shape[1]
-                )
-                for i, (xb, yb) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel()))
-            ]
-            compute(*writes)
-        if os.path.exists(path):
-            if not overwrite:
-                raise FileExistsError(f"{path} exists; pass --overwrite to replace it.")
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
 
 
 def cmd_report(args, session) -> dict:

@@ -16,6 +16,7 @@ Outputs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -36,6 +37,7 @@ __all__ = [
     "encode_labels",
     "load",
     "write_output",
+    "write_dataset",
     "data_dir",
 ]
 
@@ -484,14 +486,76 @@ def _output_format(path: str, fmt: str | None) -> str:
     )
 
 
-def _write_parquet_block(block: np.ndarray, path: str, columns: list[str]) -> int:
+@contextlib.contextmanager
+def _atomic_directory(path: str, overwrite: bool):
+    """Yield ``<path>.tmp-<random>`` to write into; rename it to ``path`` only on success.
+
+    A failure (or an interrupt) removes the temporary directory, so nothing that looks
+    complete is left; an existing ``path`` is replaced only with ``overwrite``.
+    """
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path} exists; pass overwrite=True (--overwrite) to replace it.")
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        yield tmp
+        if os.path.exists(path):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_settled(tmp)
+        raise
+
+
+def _remove_settled(path: str, *, quiet_for: float = 0.3, timeout: float = 10.0) -> None:
+    """Remove a directory and keep removing it until it stays gone for ``quiet_for`` s.
+
+    After one block fails, the scheduler may still finish writes already in flight, which
+    would recreate the temporary directory after a single removal.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        time.sleep(quiet_for)
+        if not os.path.exists(path) or time.monotonic() > deadline:
+            return
+
+
+def _zarr_ready(arr: da.Array) -> da.Array:
+    """String labels go to Zarr as variable-length strings (fixed-width ones warn in Zarr 3,
+    object arrays fail)."""
+    if arr.dtype.kind not in "OU":
+        return arr
+    string = np.dtypes.StringDType()
+    return arr.map_blocks(_as_strings, dtype=string, meta=np.empty((0,) * arr.ndim, string))
+
+
+def _as_strings(block):
+    return np.asarray(block).astype(np.dtypes.StringDType())
+
+
+def _parquet_writes(arrays: list[da.Array], columns: list[str], directory: str) -> list:
+    """One delayed Parquet file per row block of the (row-aligned) arrays."""
+    pieces = [a.to_delayed().ravel() for a in arrays]
+    return [
+        dask.delayed(_write_parquet_block)(
+            blocks, os.path.join(directory, f"part-{i:06d}.parquet"), columns
+        )
+        for i, blocks in enumerate(zip(*pieces))
+    ]
+
+
+def _write_parquet_block(blocks, path: str, columns: list[str]) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    block = np.asarray(block)
-    arrays = [block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])]
+    arrays = []
+    for block in blocks:
+        block = np.asarray(block)
+        arrays.extend([block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])])
     pq.write_table(pa.table(dict(zip(columns, arrays))), path)
-    return block.shape[0]
+    return len(arrays[0])
 
 
 def write_output(
@@ -507,36 +571,58 @@ def write_output(
     The blocks go to ``<path>.tmp-<random>`` and the directory is renamed to ``path`` only
     after every block is written; a failure removes the temporary directory, so a failed
     run leaves no output that looks complete. An existing ``path`` is replaced only with
-    ``overwrite=True``. Returns the path written.
+    ``overwrite=True``. String labels are stored as variable-length strings. Returns the
+    path written.
     """
     from .cluster import compute
 
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)
-    if os.path.exists(spath) and not overwrite:
-        raise FileExistsError(f"{spath} exists; pass overwrite=True (--overwrite) to replace it.")
-    tmp = f"{spath}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
+    n_cols = 1 if arr.ndim == 1 else arr.shape[1]
+    cols = columns or (["value"] if arr.ndim == 1 else [f"c{j}" for j in range(n_cols)])
+    if fmt == "parquet" and len(cols) != n_cols:
+        raise ValueError(f"{len(cols)} column names for {n_cols} output columns.")
+    with _atomic_directory(spath, overwrite) as tmp:
         if fmt == "zarr":
-            compute(arr.to_zarr(tmp, compute=False))
+            compute(_zarr_ready(arr).to_zarr(tmp, compute=False))
         else:
             os.makedirs(tmp)
-            n_cols = 1 if arr.ndim == 1 else arr.shape[1]
-            cols = columns or (["value"] if arr.ndim == 1 else [f"c{j}" for j in range(n_cols)])
-            if len(cols) != n_cols:
-                raise ValueError(f"{len(cols)} column names for {n_cols} output columns.")
-            blocks = arr.to_delayed().ravel()
-            writes = [
-                dask.delayed(_write_parquet_block)(
-                    b, os.path.join(tmp, f"part-{i:06d}.parquet"), cols
-                )
-                for i, b in enumerate(blocks)
-            ]
+            compute(*_parquet_writes([arr], cols, tmp))
+    return spath
+
+
+def write_dataset(
+    X: da.Array,
+    y: da.Array | None,
+    path,
+    *,
+    format: str | None = None,
+    attrs: dict | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Write (X, y) atomically, block by block, in a form :func:`load` reads back.
+
+    Zarr: a group with arrays ``X`` and ``y`` (and ``attrs`` on the group). Parquet: a
+    dataset of one file per row block, feature columns ``x0, x1, …`` and a label column
+    ``y``. Labels are rechunked to X's row blocks.
+    """
+    import zarr
+
+    from .cluster import compute
+
+    spath = os.fspath(path).rstrip("/")
+    fmt = _output_format(spath, format)
+    if y is not None:
+        y = as_dask_labels(y, X)
+    with _atomic_directory(spath, overwrite) as tmp:
+        if fmt == "zarr":
+            writes = [X.to_zarr(tmp, component="X", compute=False)]
+            if y is not None:
+                writes.append(_zarr_ready(y).to_zarr(tmp, component="y", compute=False))
             compute(*writes)
-        if os.path.exists(spath):
-            shutil.rmtree(spath) if os.path.isdir(spath) else os.remove(spath)
-        os.replace(tmp, spath)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            zarr.open_group(tmp, mode="r+").attrs.update(attrs or {})
+        else:
+            os.makedirs(tmp)
+            cols = [f"x{j}" for j in range(X.shape[1])] + (["y"] if y is not None else [])
+            compute(*_parquet_writes([X] + ([y] if y is not None else []), cols, tmp))
     return spath

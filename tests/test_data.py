@@ -170,3 +170,18 @@ def test_output_format_must_be_known(tmp_path, xy):
 def test_missing_path_is_explained(tmp_path):
     with pytest.raises(FileNotFoundError, match="Cannot open .* as Zarr, Parquet"):
         load(tmp_path / "nope.zarr")
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ".parquet"])
+def test_write_dataset_round_trips_through_load(tmp_path, suffix, xy):
+    from scalenc.data import write_dataset
+
+    X, y = xy
+    labels = np.array(["ant", "bee", "cat"], dtype=object)[y]
+    path = write_dataset(da.from_array(X, chunks=(64, 4)), da.from_array(labels, chunks=50),
+                         tmp_path / f"d{suffix}", attrs={"source": "test"})
+    Xd, yd = load(path, label_column="y" if suffix == ".parquet" else None)
+    np.testing.assert_array_equal(Xd.compute(), X)
+    np.testing.assert_array_equal(np.asarray(yd.compute(), dtype=object), labels)
+    with pytest.raises(FileExistsError, match="exists"):
+        write_dataset(da.from_array(X, chunks=64), None, path)
