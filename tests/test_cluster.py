@@ -571,3 +571,270 @@ def test_tls_with_and_without_certificates(tls_processes, certs):
     with pytest.raises(ClusterUnavailableError, match=r"if it uses TLS, connect with tls://"):
         with scalenc.connect(address.replace("tls://", "tcp://"), timeout=5):
             pass
+
+
+def test_cli_tls_through_dask_settings(tls_processes, certs, store, tmp_path):
+    """deploy/tls/README.md: the command line takes its certificates from Dask's settings."""
+    command = scalenc_command()
+    good = certs / "good"
+    env = {**os.environ,
+           "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "true",
+           "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(good / "ca.pem"),
+           "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(good / "client.pem"),
+           "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(good / "client-key.pem")}
+    fit = run_cli("fit", "encoder", "--data", store, "--model-out", tmp_path / "m",
+                  "--scheduler", tls_processes.address, env=env)
+    assert fit.returncode == 0, (command, fit.stdout, fit.stderr)
+    refused = run_cli("fit", "encoder", "--data", store, "--model-out", tmp_path / "m2",
+                      "--scheduler", tls_processes.address, "--connect-timeout", "5")
+    assert refused.returncode == 3, (refused.stdout, refused.stderr)
+    assert "TLS" in refused.stderr
+    assert not (tmp_path / "m2").exists()
+
+
+# --- deploy/: files parsed and checked (no container engine runs here) ---------------------
+
+
+def yaml_docs(path: Path) -> list:
+    yaml = pytest.importorskip("yaml")
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def option(args: list, name: str):
+    """The value following ``name`` in an argument list."""
+    assert name in args, (name, args)
+    return args[args.index(name) + 1]
+
+
+def bash_blocks(readme: Path) -> str:
+    return "\n".join(re.findall(r"```bash\n(.*?)```", readme.read_text(), re.S))
+
+
+def check_cli_accepts(argv: list[str]):
+    """The `scalenc` command line parses (when the CLI exists)."""
+    if importlib.util.find_spec("scalenc.cli") is None:
+        return
+    from scalenc.cli import build_parser
+
+    assert argv[0] == "scalenc"
+    build_parser().parse_args(argv[1:])
+
+
+def test_deploy_job_file_runs_with_the_cli():
+    if importlib.util.find_spec("scalenc.jobs") is None or importlib.util.find_spec("scalenc.cli") is None:
+        pytest.skip("scalenc.jobs / scalenc.cli are not there yet")
+    from scalenc.cli import build_parser
+    from scalenc.jobs import read_job, step_argv
+
+    job = read_job(DEPLOY / "jobs" / "job.toml")
+    assert str(job.workdir) == "/data/scalenc-job"
+    assert "scheduler" not in job.settings  # given by each deployment, not the file
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    commands = []
+    for step in job.steps:
+        argv = step_argv(step, sub.choices[step.command], job.defaults)
+        parser.parse_args([step.command, *argv])
+        commands.append(step.command)
+    assert commands == ["make-data", "make-data", "fit", "predict", "evaluate"]
+
+
+def test_dockerfile():
+    text = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.\d+", text, re.M)
+    for src in re.findall(r"^COPY (.+) \S+$", text, re.M):
+        for item in src.split():
+            assert (ROOT / item).exists(), item
+    assert re.search(r'^RUN pip install \. ', text, re.M)
+    assert re.search(r"^USER scalenc$", text, re.M)  # not root
+    assert "OMP_NUM_THREADS=1" in text
+
+
+def test_docker_compose():
+    (compose,) = yaml_docs(DEPLOY / "docker-compose.yml")
+    services = compose["services"]
+    assert set(services) == {"scheduler", "worker", "runner"}
+    for name, svc in services.items():
+        assert svc["image"] == "scalenc:latest", name
+        assert (DEPLOY / svc["build"]["context"] / svc["build"]["dockerfile"]).is_file()
+        for port in svc.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)  # loopback only
+    assert compose["networks"]["dask"]["internal"] is True
+    for name in ("worker", "runner"):
+        assert services[name]["networks"] == ["dask"]
+        assert "ports" not in services[name]
+
+    scheduler = services["scheduler"]["command"]
+    assert scheduler[:2] == ["dask", "scheduler"] and option(scheduler, "--port") == "8786"
+    assert option(scheduler, "--dashboard-address") == ":8787"
+    assert services["scheduler"]["ports"] == ["127.0.0.1:8787:8787"]
+    assert "service_healthy" in str(services["runner"]["depends_on"])
+
+    worker = services["worker"]["command"]
+    assert worker[:3] == ["dask", "worker", "tcp://scheduler:8786"]
+    assert option(worker, "--dashboard-address").startswith("127.0.0.1:")
+    assert services["worker"]["deploy"]["replicas"] >= 2
+
+    runner = services["runner"]
+    assert runner["command"][:3] == ["scalenc", "run", "/jobs/job.toml"]
+    assert runner["environment"]["SCALENC_SCHEDULER"] == "tcp://scheduler:8786"
+    check_cli_accepts(runner["command"])
+    assert "./jobs:/jobs:ro" in runner["volumes"] and (DEPLOY / "jobs" / "job.toml").is_file()
+    for name in ("worker", "runner"):
+        assert "data:/data" in services[name]["volumes"]
+    assert "data" in compose["volumes"]
+
+    readme = bash_blocks(DEPLOY / "README.md")
+    assert "docker compose -f deploy/docker-compose.yml up --build" in readme
+    assert "--exit-code-from runner" in readme
+    assert option(runner["command"], "--json") == "/data/summary.json"
+    text = (DEPLOY / "README.md").read_text()
+    assert "/data/summary.json" in text and "http://127.0.0.1:8787" in text
+    assert "--scale worker=" in text
+
+
+def test_docker_compose_tls_override():
+    (tls,) = yaml_docs(DEPLOY / "docker-compose.tls.yml")
+    made = {"ca.pem", "scheduler.pem", "scheduler-key.pem", "worker.pem", "worker-key.pem",
+            "client.pem", "client-key.pem"}  # what make-certs.sh writes
+    scheduler = tls["services"]["scheduler"]["command"]
+    assert option(scheduler, "--protocol") == "tls"
+    worker = tls["services"]["worker"]["command"]
+    assert worker[2] == "tls://scheduler:8786"
+    for args, role in ((scheduler, "scheduler"), (worker, "worker")):
+        assert option(args, "--tls-cert") == f"/certs/{role}.pem"
+        assert option(args, "--tls-key") == f"/certs/{role}-key.pem"
+        assert option(args, "--tls-ca-file") == "/certs/ca.pem"
+    env = tls["services"]["runner"]["environment"]
+    assert env["SCALENC_SCHEDULER"] == "tls://scheduler:8786"
+    files = {Path(v).name for k, v in env.items() if k.startswith("DASK_DISTRIBUTED__COMM__TLS")}
+    assert files == {"ca.pem", "client.pem", "client-key.pem"} and files <= made
+    for svc in tls["services"].values():
+        assert "./certs:/certs:ro" in svc["volumes"]
+    assert "deploy/tls/make-certs.sh deploy/certs" in bash_blocks(DEPLOY / "README.md")
+
+
+def containers(pod_spec: dict) -> list[dict]:
+    assert not pod_spec.get("hostNetwork"), "no host networking"
+    out = pod_spec["containers"]
+    for c in out:
+        assert all("hostPort" not in p for p in c.get("ports", [])), c["name"]
+    return out
+
+
+def test_kubernetes_daskjob():
+    docs = yaml_docs(DEPLOY / "kubernetes" / "daskjob.yaml")
+    kinds = {d["kind"]: d for d in docs}
+    assert set(kinds) == {"NetworkPolicy", "DaskJob"}
+    job = kinds["DaskJob"]
+    assert job["apiVersion"] == "kubernetes.dask.org/v1"
+    name = job["metadata"]["name"]
+    (runner,) = containers(job["spec"]["job"]["spec"])
+    args = runner["args"]
+    assert args[:3] == ["scalenc", "run", "/jobs/job.toml"]
+    assert option(args, "--scheduler") == "$(DASK_SCHEDULER_ADDRESS)"
+    check_cli_accepts([a.replace("$(DASK_SCHEDULER_ADDRESS)", "tcp://x:8786") for a in args])
+    mounts = {m["name"]: m["mountPath"] for m in runner["volumeMounts"]}
+    volumes = {v["name"]: v for v in job["spec"]["job"]["spec"]["volumes"]}
+    assert mounts == {"data": "/data", "job": "/jobs"}
+    assert volumes["job"]["configMap"]["name"] == "scalenc-job"
+    (pvc,) = yaml_docs(DEPLOY / "kubernetes" / "storage.yaml")
+    assert volumes["data"]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+
+    cluster = job["spec"]["cluster"]["spec"]
+    assert cluster["worker"]["replicas"] >= 2
+    (worker,) = containers(cluster["worker"]["spec"])
+    assert worker["args"][:2] == ["dask", "worker"]
+    assert option(worker["args"], "--dashboard-address").startswith("127.0.0.1:")
+    assert {m["mountPath"] for m in worker["volumeMounts"]} == {"/data"}
+    (scheduler,) = containers(cluster["scheduler"]["spec"])
+    assert scheduler["args"][:2] == ["dask", "scheduler"]
+    port_names = {p["name"] for p in scheduler["ports"]}
+    service = cluster["scheduler"]["service"]
+    assert service["type"] == "ClusterIP"
+    assert service["selector"]["dask.org/cluster-name"] == name
+    assert {p["targetPort"] for p in service["ports"]} <= port_names
+    assert {runner["image"], worker["image"], scheduler["image"]} == {"scalenc:latest"}
+
+    policy = kinds["NetworkPolicy"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == {"dask.org/cluster-name": name}
+    assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"dask.org/cluster-name": name}}}]}]
+
+    readme = bash_blocks(DEPLOY / "kubernetes" / "README.md")
+    assert "kubectl create configmap scalenc-job --from-file=job.toml=deploy/jobs/job.toml" in readme
+    assert "kubectl apply -f deploy/kubernetes/daskjob.yaml" in readme
+    assert f"kubectl logs -f {name}-runner" in readme
+    assert f"kubectl port-forward svc/{name}-scheduler 8787:8787" in readme
+
+
+def test_kubernetes_helm_values_and_job():
+    (values,) = yaml_docs(DEPLOY / "kubernetes" / "helm-values.yaml")
+    assert values["scheduler"]["serviceType"] == "ClusterIP"
+    assert values["jupyter"]["enabled"] is False
+    assert values["webUI"]["ingress"]["enabled"] is False
+    volumes = values["worker"]["mounts"]["volumes"]
+    assert volumes[0]["persistentVolumeClaim"]["claimName"] == "scalenc-data"
+    assert values["worker"]["image"]["dask_worker"] in (DEPLOY / "Dockerfile").read_text()
+
+    (job,) = yaml_docs(DEPLOY / "kubernetes" / "job.yaml")
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    assert job["spec"]["backoffLimit"] == 0
+    spec = job["spec"]["template"]["spec"]
+    assert spec["restartPolicy"] == "Never"
+    (runner,) = containers(spec)
+    assert runner["args"][:3] == ["scalenc", "run", "/jobs/job.toml"]
+    check_cli_accepts(runner["args"])
+    env = {e["name"]: e["value"] for e in runner["env"]}
+    service = f"{values['fullnameOverride']}-scheduler"
+    assert env["SCALENC_SCHEDULER"] == f"tcp://{service}:{values['scheduler']['servicePort']}"
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["job"]["configMap"]["name"] == "scalenc-job"
+    assert vols["data"]["persistentVolumeClaim"]["claimName"] == "scalenc-data"
+
+    readme = bash_blocks(DEPLOY / "kubernetes" / "README.md")
+    release = values["fullnameOverride"].removesuffix("-dask")
+    assert f"helm install {release} dask/dask -f deploy/kubernetes/helm-values.yaml" in readme
+    assert "kubectl apply -f deploy/kubernetes/job.yaml" in readme
+    assert f"kubectl logs -f job/{job['metadata']['name']}" in readme
+    assert f"svc/{service}" in readme
+
+
+def test_no_public_exposure_in_kubernetes():
+    for path in (DEPLOY / "kubernetes").glob("*.yaml"):
+        text = path.read_text()
+        for word in ("LoadBalancer", "NodePort", "hostNetwork: true", "hostPort"):
+            assert not re.search(rf"^[^#]*{word}", text, re.M), (path.name, word)
+
+
+def test_ssh_and_slurm_scripts():
+    for script in [*DEPLOY.glob("*/*.sh"), DEPLOY / "slurm" / "scalenc.sbatch"]:
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        assert os.access(script, os.X_OK) or script.suffix == ".sbatch", script
+    start = (DEPLOY / "ssh" / "start-cluster.sh").read_text()
+    assert "--protocol tls" in start and "--dashboard-address 127.0.0.1:8787" in start
+    assert "--dashboard-address 127.0.0.1:0" in start and "tls://$scheduler:$port" in start
+    readme = bash_blocks(DEPLOY / "ssh" / "README.md")
+    assert "deploy/ssh/start-cluster.sh node1 node2 node3" in readme
+    assert "scalenc run deploy/jobs/job.toml --scheduler tls://node1:8786" in readme
+
+    spec = importlib.util.spec_from_file_location("slurm_cluster", DEPLOY / "slurm" / "slurm_cluster.py")
+    slurm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(slurm)  # imports dask_jobqueue only in main()
+    readme = (DEPLOY / "slurm" / "README.md").read_text()
+    line = re.search(r"python deploy/slurm/slurm_cluster\.py (.*?)(?<!\\)\n", readme, re.S).group(1)
+    args = slurm.parse_args(line.replace("\\\n", " ").split())
+    assert args.job == "deploy/jobs/job.toml" and args.jobs == 4
+    sbatch = (DEPLOY / "slurm" / "scalenc.sbatch").read_text()
+    assert "python deploy/slurm/slurm_cluster.py" in sbatch
+    assert "sbatch deploy/slurm/scalenc.sbatch" in readme
+    env = slurm.client_env(Path("/c"), "tls://n:1")
+    assert env["DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT"] == "/c/client.pem"
+
+
+def test_deploy_readmes_name_existing_files():
+    for readme in DEPLOY.rglob("README.md"):
+        for ref in re.findall(r"\bdeploy/[\w./-]+", readme.read_text()):
+            ref = ref.rstrip(".")
+            if ref.startswith("deploy/certs"):
+                continue  # made by make-certs.sh
+            assert (ROOT / ref).exists(), (readme, ref)
