@@ -489,8 +489,8 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         """
         check_options(self, "classifier", self.classifier, {"linear", "knn", "lda"})
         check_int(self, "classifier_neighbors", self.classifier_neighbors, low=1)
+        CCDR._check_params(self)  # the same checks, messages naming CCDRClassifier
         ccdr = CCDR(**self._ccdr_params())
-        ccdr._check_params()
         Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         ccdr.fit(Xd, yd)
         self.ccdr_ = ccdr

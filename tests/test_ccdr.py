@@ -69,6 +69,22 @@ def test_matches_dense_generalised_eigenproblem(solver, monkeypatch):
     np.testing.assert_allclose(model.embedding_, match_signs(Zy, model.embedding_), atol=1e-7)
 
 
+def test_eigsh_failure_warns_then_falls_back_to_dense(monkeypatch):
+    import scipy.sparse.linalg
+
+    X, y = connected_blobs()
+    ref = CCDR(n_components=3).fit(X, y)
+
+    def broken(*args, **kwargs):
+        raise scipy.sparse.linalg.ArpackNoConvergence("no convergence", np.array([]), np.array([]))
+
+    monkeypatch.setattr(cb, "DENSE_MAX", 10)
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", broken)
+    with pytest.warns(RuntimeWarning, match="eigsh failed .* falling back to the dense"):
+        got = CCDR(n_components=3).fit(X, y)
+    np.testing.assert_allclose(got.embedding_, ref.embedding_, atol=1e-10)
+
+
 def test_constraints_of_problem_14():
     """Z D Zᵀ = I and Z D 1 = 0 (the paper's two constraints)."""
     X, y = connected_blobs(seed=2)
@@ -291,6 +307,10 @@ def test_bad_parameters():
         CCDRClassifier(classifier="svm").fit(X, y)
     with pytest.raises(ValueError, match="The 'epsilon' parameter of CCDR must be"):
         CCDR(epsilon=0.0).fit(X, y)
+    with pytest.raises(ValueError, match="The 'beta' parameter of CCDRClassifier must be"):
+        CCDRClassifier(beta=0).fit(X, y)
+    with pytest.raises(ValueError, match="The 'subsample_size' parameter of CCDR must be an int"):
+        CCDR(subsample_size=1.5).fit(X, y)
 
 
 def test_n_components_too_large():
@@ -374,6 +394,20 @@ def test_classifier_passes_and_dask_out():
     assert isinstance(pred, da.Array) and isinstance(clf.predict_proba(Xd), da.Array)
     np.testing.assert_array_equal(pred.compute(), clf.predict(X))
     assert clf.score(Xd, yd) > 0.5
+
+
+def test_pipeline_and_grid_search():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = connected_blobs(240, seed=20, unlabeled=0.0)
+    pipe = make_pipeline(StandardScaler(), CCDR(n_components=2), LogisticRegression())
+    assert pipe.fit(X, y).score(X, y) > 0.6
+    search = GridSearchCV(CCDRClassifier(n_components=2), {"beta": [0.1, 1.0]}, cv=3)
+    search.fit(X, y)
+    assert search.best_score_ > 0.5
 
 
 def test_satimage_paper_range():
