@@ -29,7 +29,9 @@ __all__ = [
     "labeled_rows",
     "kneighbors_block",
     "merge_neighbors",
+    "kneighbors_pair",
     "kneighbors_pass",
+    "kneighbors_all_rows",
     "knn_sigma",
     "soft_knn_confidence",
     "select_basis",
@@ -84,6 +86,35 @@ def _sorted_k(dist2, index, label, k):
     return take(dist2, order, 1), take(index, order, 1), take(label, order, 1)
 
 
+def _finite(A: np.ndarray) -> np.ndarray:
+    return A if np.all(np.isfinite(A)) else np.where(np.isfinite(A), A, 0.0)
+
+
+def _top_k(score, cand_norms, rows_norms, index, labels, k, dtype):
+    """Select the k best of each row of ``score`` = ‖x‖² − 2 c·x (c×b, inf = excluded).
+
+    Returns (dist2, index, label), each (c, k) padded with (inf, −1, −1), sorted by
+    (distance, global index). Distances are ‖c‖² + score in float64, with values below
+    the expansion's rounding error set to 0.
+    """
+    c, b = score.shape
+    keep = min(k, b)
+    if keep < b:
+        part = np.argpartition(score, keep - 1, axis=1)[:, :keep]
+    else:
+        part = np.broadcast_to(np.arange(b), (c, b))
+    d2 = np.take_along_axis(score, part, 1).astype(np.float64)
+    excluded = np.isinf(d2)
+    d2 += cand_norms[:, None]
+    np.maximum(d2, 0.0, out=d2)
+    d2[d2 < 8.0 * np.finfo(dtype).eps * (cand_norms[:, None] + rows_norms[part])] = 0.0
+    out = _empty_neighbors(c, k)
+    sel_i = np.where(excluded, -1, index[part])
+    out["dist2"][:, :keep], out["index"][:, :keep], out["label"][:, :keep] = _sorted_k(
+        d2, sel_i, labels[part], keep)
+    return out
+
+
 def kneighbors_block(
     X: np.ndarray, codes: np.ndarray, *, row_start: int, candidates: np.ndarray,
     candidate_index: np.ndarray, n_neighbors: int,
@@ -106,55 +137,113 @@ def kneighbors_block(
     Notes
     -----
     Rows are ranked by ‖x‖² − 2 c·x, a matrix product in the data's precision (float32
-    data keeps BLAS at float32 speed), and the k kept distances are
-    ‖c‖² + ‖x‖² − 2 c·x in float64 from it (for float32 data they carry float32 rounding,
-    about 1e-7 of ‖c‖²). Distances are computed for tiles of candidates against the whole block, each tile at
-    most :data:`TILE_ELEMENTS` entries, so memory is O(TILE_ELEMENTS + c·k).
+    data keeps BLAS at float32 speed), and the k kept distances are ‖c‖² + ‖x‖² − 2 c·x
+    in float64 from it (for float32 data they carry float32 rounding, about 1e-7 of
+    ‖c‖²). Candidates are processed in tiles of at most :data:`TILE_ELEMENTS` distances,
+    so memory is O(TILE_ELEMENTS + c·k).
     """
-    k = n_neighbors
     nonfinite = _blocks.count_nonfinite(X)
-    if nonfinite:
-        X = np.where(np.isfinite(X), X, 0.0)
-    if not np.all(np.isfinite(candidates)):  # counted where their block is read as X
-        candidates = np.where(np.isfinite(candidates), candidates, 0.0)
-    rows, index, labels = labeled_rows(X, codes, row_start)
-    c = candidates.shape[0]
-    out = _empty_neighbors(c, k)
-    out["nonfinite"] = nonfinite
-    if rows.shape[0] == 0 or c == 0:
-        return out
-    b = rows.shape[0]
-    keep = min(k, b)
+    rows, index, labels = labeled_rows(_finite(X), codes, row_start)
+    candidates = _finite(candidates)  # their NaN/inf are counted where their block is X
+    c, b = candidates.shape[0], rows.shape[0]
+    if b == 0 or c == 0:
+        return {**_empty_neighbors(c, n_neighbors), "nonfinite": nonfinite}
     self_pos = np.minimum(np.searchsorted(index, candidate_index), b - 1)
     is_self = index[self_pos] == candidate_index
     dtype = np.result_type(rows.dtype, candidates.dtype, np.float32)
-    # Ranking score ‖x‖² − 2 c·x: the candidate's own norm is constant along its row.
     minus_two_rows = (-2.0 * rows).astype(dtype)
-    row_norms64 = _sq_norms(rows)
-    row_norms = row_norms64.astype(dtype)
+    rows_norms = _sq_norms(rows)
     cand_norms = _sq_norms(candidates)
-    zero_tol = 8.0 * np.finfo(dtype).eps
     tile = max(1, TILE_ELEMENTS // b)
+    parts = []
     for start in range(0, c, tile):
         stop = min(c, start + tile)
         score = np.asarray(candidates[start:stop], dtype=dtype) @ minus_two_rows.T
-        score += row_norms
+        score += rows_norms.astype(dtype)
         local = np.flatnonzero(is_self[start:stop])
-        score[local, self_pos[start:stop][local]] = np.inf
-        if keep < b:
-            part = np.argpartition(score, keep - 1, axis=1)[:, :keep]
-        else:
-            part = np.broadcast_to(np.arange(b), (stop - start, b))
-        sel_d = np.take_along_axis(score, part, 1).astype(np.float64)
-        excluded = np.isinf(sel_d)
-        sel_d += cand_norms[start:stop, None]
-        np.maximum(sel_d, 0.0, out=sel_d)
-        sel_d[sel_d < zero_tol * (cand_norms[start:stop, None] + row_norms64[part])] = 0.0
-        sel_i = np.where(excluded, -1, index[part])
-        out["dist2"][start:stop, :keep], out["index"][start:stop, :keep], out["label"][start:stop, :keep] = (
-            _sorted_k(sel_d, sel_i, labels[part], keep)
-        )
+        score[local, self_pos[start:stop][local]] = np.inf  # never one's own neighbour
+        parts.append(_top_k(score, cand_norms[start:stop], rows_norms, index, labels,
+                            n_neighbors, dtype))
+    out = {key: np.concatenate([p[key] for p in parts]) for key in ("dist2", "index", "label")}
+    out["nonfinite"] = nonfinite
     return out
+
+
+def kneighbors_pair(
+    X_i: np.ndarray, codes_i: np.ndarray, X_j: np.ndarray, codes_j: np.ndarray, *,
+    start_i: int, start_j: int, n_neighbors: int,
+) -> tuple[dict, dict]:
+    """Two different row blocks: neighbours of i's labeled rows among j's and of j's
+    among i's, from ONE product X_i X_jᵀ (half the work of two :func:`kneighbors_block`).
+
+    Returns the two partials (as :func:`kneighbors_block`, ``nonfinite`` 0: each block's
+    NaN/inf are counted by its own diagonal task).
+    """
+    rows_i, index_i, labels_i = labeled_rows(_finite(X_i), codes_i, start_i)
+    rows_j, index_j, labels_j = labeled_rows(_finite(X_j), codes_j, start_j)
+    bi, bj = rows_i.shape[0], rows_j.shape[0]
+    if bi == 0 or bj == 0:
+        return _empty_neighbors(bi, n_neighbors), _empty_neighbors(bj, n_neighbors)
+    dtype = np.result_type(rows_i.dtype, rows_j.dtype, np.float32)
+    norms_i, norms_j = _sq_norms(rows_i), _sq_norms(rows_j)
+    rows_j_t = rows_j.astype(dtype).T
+    tile = max(1, TILE_ELEMENTS // bj)
+    parts_i, parts_j = [], []
+    for start in range(0, bi, tile):
+        stop = min(bi, start + tile)
+        cross = rows_i[start:stop].astype(dtype) @ rows_j_t
+        score_i = cross * dtype.type(-2.0)
+        score_i += norms_j.astype(dtype)
+        parts_i.append(_top_k(score_i, norms_i[start:stop], norms_j, index_j, labels_j,
+                              n_neighbors, dtype))
+        score_j = cross.T * dtype.type(-2.0)
+        score_j += norms_i[start:stop].astype(dtype)
+        parts_j.append(_top_k(np.ascontiguousarray(score_j), norms_j, norms_i[start:stop],
+                              index_i[start:stop], labels_i[start:stop], n_neighbors, dtype))
+    out_i = {key: np.concatenate([p[key] for p in parts_i]) for key in ("dist2", "index", "label")}
+    out_i["nonfinite"] = 0
+    return out_i, merge_neighbors(*parts_j)
+
+
+def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = 8) -> list:
+    """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
+
+    For row blocks i < j one task computes both directions from one product
+    (:func:`kneighbors_pair`); block i against itself uses :func:`kneighbors_block`.
+    Each block's partials are merged in a tree. Returns, per row block, a Delayed
+    ``(neighbours, global indices, codes)`` of its labeled rows.
+
+    Notes
+    -----
+    n_b(n_b + 1)/2 block-pair tasks for n_b row blocks: every block is read n_b times
+    (counted as n_b passes), and the distance work is n²p instead of 2n²p.
+    Memory per task: two blocks, one distance tile and O(b k).
+    """
+    import dask
+
+    from .passes import tree_reduce
+
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()
+    rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
+    pair = dask.delayed(kneighbors_pair, pure=True, nout=2)
+    block = dask.delayed(kneighbors_block, pure=True)
+    n_b = len(xs)
+    partials: list[list] = [[] for _ in range(n_b)]
+    labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
+    for i in range(n_b):
+        partials[i].append(block(xs[i], cs[i], row_start=int(starts[i]), candidates=labeled[i][0],
+                                 candidate_index=labeled[i][1], n_neighbors=n_neighbors))
+        for j in range(i + 1, n_b):
+            to_i, to_j = pair(xs[i], cs[i], xs[j], cs[j], start_i=int(starts[i]),
+                              start_j=int(starts[j]), n_neighbors=n_neighbors)
+            partials[i].append(to_i)
+            partials[j].append(to_j)
+    return [
+        (tree_reduce(partials[i], merge_neighbors, split_every=split_every),
+         labeled[i][1], labeled[i][2])
+        for i in range(n_b)
+    ]
 
 
 def _sq_norms(A: np.ndarray) -> np.ndarray:
@@ -175,7 +264,9 @@ def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-def kneighbors_pass(X, codes, candidates, candidate_index, n_neighbors: int, *, split_every: int = 8):
+def kneighbors_pass(
+    X, codes, candidates, candidate_index, n_neighbors: int, *, split_every: int = 8,
+):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
     ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
@@ -269,7 +360,8 @@ def row_hash(index: np.ndarray, seed: int) -> np.ndarray:
     on chunking or scheduler.
     """
     with np.errstate(over="ignore"):
-        z = np.asarray(index, dtype=np.uint64) + np.uint64(seed % 2**63) * np.uint64(0x9E3779B97F4A7C15)
+        golden = np.uint64(0x9E3779B97F4A7C15)
+        z = np.asarray(index, dtype=np.uint64) + np.uint64(seed % 2**63) * golden
         z = z + np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)

@@ -17,13 +17,14 @@ from the same two matrices without another pass.
 from __future__ import annotations
 
 import numbers
+import time
 import warnings
 
-import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _blocks, passes
@@ -31,6 +32,7 @@ from ._validation import check_int, check_param, check_real
 from .cluster import compute
 from .data import check_xy, encode_labels, find_classes, unlabeled_mask
 from .neighbors import (
+    kneighbors_all_rows,
     kneighbors_pass,
     knn_sigma,
     labeled_rows,
@@ -73,7 +75,8 @@ def normalized_kernel(X: np.ndarray, basis: np.ndarray, sigma: float) -> np.ndar
     basis64 = np.asarray(basis, dtype=np.float64)
     # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
-    logits = (np.asarray(X, dtype=dtype) @ (basis64 / sigma**2).astype(dtype).T).astype(np.float64, copy=False)
+    scaled_basis = (basis64 / sigma**2).astype(dtype)
+    logits = (np.asarray(X, dtype=dtype) @ scaled_basis.T).astype(np.float64, copy=False)
     logits -= np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
     logits -= logits.max(axis=1, keepdims=True)
     W = np.exp(logits, out=logits)
@@ -392,13 +395,9 @@ class _timed:
         self.estimator, self.stage = estimator, stage
 
     def __enter__(self):
-        import time
-
         self.start = time.perf_counter()
 
     def __exit__(self, *exc):
-        import time
-
         self.estimator.stage_times_[self.stage] = time.perf_counter() - self.start
 
 
@@ -443,9 +442,9 @@ class NRBFNClassifier(_RegressionClassifier):
         sample of that many labeled rows (by hash of the global row index and
         ``random_state``) whose neighbours are still searched in the whole training set
         in ONE pass. The basis is then drawn from the candidates.
-    random_state : int or None, default=None
-        Seeds the candidate sample and the folds. None draws a seed from NumPy's global
-        generator at each fit.
+    random_state : int, RandomState or None, default=None
+        Seeds the candidate sample and the folds (an int is used as the seed itself).
+        None or a RandomState draws a seed from that generator at each fit.
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks).
     split_every : int, default=8
@@ -524,13 +523,16 @@ class NRBFNClassifier(_RegressionClassifier):
         check_int(self, "n_candidates", self.n_candidates, low=2, allow_none=True)
         check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
         check_int(self, "split_every", self.split_every, low=2)
-        if self.random_state is not None:
-            check_int(self, "random_state", self.random_state, low=0)
+        check_param(self, "random_state", self.random_state,
+                    lambda v: v is None or isinstance(v, np.random.RandomState)
+                    or (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0),
+                    "an int >= 0, a numpy RandomState or None")
         return self._alpha_grid()
 
     def _alpha_grid(self) -> tuple[float, ...]:
         def real(v):
-            return isinstance(v, numbers.Real) and not isinstance(v, bool) and np.isfinite(v) and v >= 0
+            number = isinstance(v, numbers.Real) and not isinstance(v, bool)
+            return number and np.isfinite(v) and v >= 0
 
         if isinstance(self.alpha, str):
             check_param(self, "alpha", self.alpha, lambda v: v == "cv",
@@ -544,9 +546,9 @@ class NRBFNClassifier(_RegressionClassifier):
         return tuple(float(a) for a in self.alpha)
 
     def _seed(self) -> int:
-        if self.random_state is None:
-            return int(np.random.randint(0, 2**31 - 1))
-        return int(self.random_state)
+        if isinstance(self.random_state, numbers.Integral):
+            return int(self.random_state)
+        return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
 
     # --- fit ----------------------------------------------------------------------
 
@@ -629,20 +631,15 @@ class NRBFNClassifier(_RegressionClassifier):
         return candidates, cand_index, cand_codes
 
     def _knn_all_rows(self, X, codes):
-        """Exact search for every labeled row: one pass over X per row block of X."""
-        starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
-        rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
-        parts = []
-        for xb, cb, start in zip(X.to_delayed().ravel(), codes.to_delayed().ravel(), starts):
-            cand, cand_index, cand_codes = rows_of(xb, cb, int(start))
-            parts.append((kneighbors_pass(X, codes, cand, cand_index, self.n_neighbors,
-                                          split_every=self.split_every), cand_index, cand_codes))
-        (results,) = compute(parts)
-        self.n_passes_ += len(parts)
+        """Exact search for every labeled row: block pairs, one pass per row block of X."""
+        (results,) = compute(kneighbors_all_rows(X, codes, self.n_neighbors,
+                                                 split_every=self.split_every))
+        self.n_passes_ += len(results)
         neighbors = {
-            key: np.concatenate([res[0][key] for res in results]) for key in ("dist2", "index", "label")
+            key: np.concatenate([res[0][key] for res in results])
+            for key in ("dist2", "index", "label")
         }
-        neighbors["nonfinite"] = results[0][0]["nonfinite"]
+        neighbors["nonfinite"] = sum(int(res[0]["nonfinite"]) for res in results)
         return (neighbors, np.concatenate([res[1] for res in results]),
                 np.concatenate([res[2] for res in results]))
 

@@ -105,3 +105,20 @@ def test_row_hash_and_stratified_sample():
     assert pick.size == 100 and (codes[pick] >= 0).all()
     np.testing.assert_array_equal(np.bincount(codes[pick]), [50, 30, 20])
     np.testing.assert_array_equal(stratified_sample(codes, 100, 3, seed=1), pick)
+
+
+@pytest.mark.parametrize("chunks", [(60, 60, 60), (7, 101, 1, 71), (180,)])
+def test_all_rows_by_block_pairs_equals_brute_force(chunks):
+    from scalenc.neighbors import kneighbors_all_rows
+
+    X, y = make_blobs(180, 5, 3, seed=4, unlabeled=0.1)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    codes = da.from_array(y, chunks=(chunks,))
+    (results,) = compute(kneighbors_all_rows(Xd, codes, 6, split_every=2))
+    index = np.concatenate([r[1] for r in results])
+    found = np.concatenate([r[0]["index"] for r in results])
+    dist2 = np.concatenate([r[0]["dist2"] for r in results])
+    np.testing.assert_array_equal(index, np.flatnonzero(y >= 0))
+    d2, order = brute_knn(X, y >= 0, index, 6)
+    np.testing.assert_array_equal(found, order)
+    np.testing.assert_allclose(dist2, d2, rtol=1e-10)
