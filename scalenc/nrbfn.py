@@ -87,8 +87,8 @@ def normalized_kernel(X: np.ndarray, basis: np.ndarray, sigma: float) -> np.ndar
 def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, str | None]:
     """X* = B (M + λ' I)⁻¹ with λ' = λ tr(M) = λ‖A‖²_F (Algorithm 2 step 9, eq. 14).
 
-    Solved by Cholesky (``scipy.linalg.solve(assume_a="pos")``). Returns the solution and
-    None, or — if the system is singular or too ill-conditioned for Cholesky — the
+    Solved by Cholesky, with LAPACK's condition estimate. Returns the solution and None,
+    or — if the system is singular or its reciprocal condition is below ε — the
     minimum-norm least-squares solution and a message for the caller to warn with.
     """
     M = np.asarray(M, dtype=np.float64)
@@ -144,15 +144,20 @@ def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
     return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
 
 
-def _syrk_upper(W: np.ndarray) -> np.ndarray:
-    """Upper triangle of Wᵀ W (W is rows × r), by BLAS ``dsyrk`` (half the flops of a GEMM)."""
+def _syrk_lower_into(M: np.ndarray, W: np.ndarray) -> None:
+    """M += Wᵀ W on the lower triangle of the C-ordered M (W is rows × r), in place.
+
+    BLAS ``dsyrk`` (half the flops of a GEMM) updates the upper triangle of the
+    Fortran-ordered view Mᵀ, which is M's lower triangle.
+    """
     from scipy.linalg.blas import dsyrk
 
-    return dsyrk(1.0, np.asarray(W, dtype=np.float64, order="F"), trans=1)
+    dsyrk(1.0, np.asarray(W, dtype=np.float64, order="F"), trans=1, beta=1.0, c=M.T,
+          overwrite_c=1)
 
 
-def _symmetrize_upper(M: np.ndarray) -> np.ndarray:
-    return np.triu(M) + np.triu(M, 1).T
+def _symmetrize_lower(M: np.ndarray) -> np.ndarray:
+    return np.tril(M) + np.tril(M, -1).T
 
 
 # --- block functions of the passes -------------------------------------------------------
@@ -174,7 +179,7 @@ def sigma_block(X, codes, *, row_start, basis):
 
 
 def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
-    """Per fold: M_f = W̃W̃ᵀ (r×r, upper triangle), B_f = F W̃ᵀ (K×r) and the row count.
+    """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
     per labeled row). Memory: one kernel tile plus n_folds (r² + K r) float64.
@@ -191,8 +196,8 @@ def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
         for f in np.unique(fold_tile):
             mine = fold_tile == f
             Wf = Wt[mine] if not mine.all() else Wt
-            M[f] += _syrk_upper(Wf)
-            np.add.at(B[f], label_tile[mine], Wf)
+            _syrk_lower_into(M[f], Wf)
+            B[f] += _blocks._onehot(label_tile[mine], n_classes) @ Wf
     count = np.bincount(folds, minlength=n_folds).astype(np.float64)
     return {"M": M, "B": B, "count": count}
 
@@ -211,8 +216,9 @@ def cv_error_block(X, codes, *, row_start, basis, sigma, weights, seed):
     Wt = normalized_kernel(rows, basis, sigma)
     for f in np.unique(folds):
         mine = folds == f
-        scores = np.einsum("br,akr->abk", Wt[mine], weights[f])
-        errors += (scores.argmax(axis=2) != labels[mine]).sum(axis=1)
+        scores = (weights[f].reshape(-1, weights.shape[-1]) @ Wt[mine].T).reshape(
+            n_alphas, -1, int(mine.sum()))  # (n_alphas, K, rows)
+        errors += (scores.argmax(axis=1) != labels[mine]).sum(axis=1)
     return errors
 
 
@@ -680,7 +686,7 @@ class NRBFNClassifier(_RegressionClassifier):
             split_every=self.split_every,
         ))
         self.n_passes_ += 1
-        gram["M"] = np.stack([_symmetrize_upper(m) for m in gram["M"]])
+        gram["M"] = np.stack([_symmetrize_lower(m) for m in gram["M"]])
         return gram
 
     def _choose_alpha(self, X, codes, gram, grid, seed):
