@@ -90,7 +90,9 @@ def fitted_arrays(model) -> dict[str, np.ndarray]:
     return out
 
 
-BOOKKEEPING = {"n_passes_"}  # counts that may depend on the chunking, not the model
+# Not the model: pass counts may depend on the number of chunks, and nRBFN's numerical rank
+# of W̃ (a threshold count) can flip by one with the rounding of another summation order.
+BOOKKEEPING = {"n_passes_", "rank_"}
 
 
 def assert_same_model(model, ref, *, rtol, ignore=()):
@@ -417,7 +419,10 @@ def read_predictions(path: Path) -> np.ndarray:
     return next(iter(arrays.values()))[...]
 
 
-@pytest.mark.parametrize("method", [m for m, spec in METHODS.items() if spec[3]])
+@pytest.mark.parametrize("method", [
+    m if m == "encoder" else pytest.param(m, marks=pytest.mark.slow)  # ~15 s each
+    for m, spec in METHODS.items() if spec[3]
+])
 def test_cli_fit_predict_with_scheduler(method, dask_processes, store, tmp_path):
     command = scalenc_command()
     model_dir, pred = tmp_path / "model", tmp_path / "pred.zarr"
@@ -471,8 +476,8 @@ def test_worker_killed_mid_fit_same_model(fresh_processes):
         assert victim.returncode == -signal.SIGKILL
         assert len(client.nthreads()) == 1
         model = result["model"]
+    with scalenc.connect("threads"):  # predictions here: the slow kernel is slow on workers only
         got = outputs(model, X)
-    with scalenc.connect("threads"):
         ref = make().fit(X, y)
         want = outputs(ref, X)
     assert_same_model(model, ref, rtol=1e-12)
