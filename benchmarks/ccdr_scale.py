@@ -181,12 +181,13 @@ def main(argv=None):
     if args.quick:
         args.rows, args.repeats, args.seeds, args.mnist_seeds = 400_000, 1, 1, 1
         args.sat_sizes, args.mnist_sizes, args.n_subsamples = [500], [500], [1, 2]
-    results = {}
-    if not args.skip_zarr:
+    out = Path(args.out)
+    results = json.loads(out.read_text()) if out.exists() and not args.quick else {}
+    if not args.skip_zarr:  # parts not run keep their earlier results in --out
         results["zarr"] = part_a(args)
     if not args.skip_errors:
         results["errors"] = part_b(args)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    out.write_text(json.dumps(results, indent=1))
     print_tables(results)
 
 

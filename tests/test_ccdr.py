@@ -190,6 +190,9 @@ def test_dtype_in_equals_dtype_out(dtype):
     assert model.transform(da.from_array(X, chunks=(50, -1))).dtype == dtype
     assert model.transform(X, y).dtype == dtype
     assert model.centers_.dtype == np.float64
+    ref = CCDR(n_components=3).fit(X.astype(np.float64), y)
+    np.testing.assert_allclose(model.transform(X), ref.transform(X.astype(np.float64)),
+                               rtol=1e-4, atol=1e-4 * np.abs(ref.embedding_).max())
 
 
 def test_string_labels_and_none_unlabeled():
