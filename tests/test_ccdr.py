@@ -393,6 +393,10 @@ def test_classifier_passes_and_dask_out():
     assert clf.n_passes_ == 2
     assert CCDRClassifier(n_components=3, subsample_size=150, classifier="knn",
                           random_state=0).fit(Xd, yd).n_passes_ == 1
+    knn = CCDRClassifier(n_components=3, subsample_size=150, n_subsamples=3, classifier="knn",
+                         random_state=0).fit(X, y)
+    union = np.unique(np.concatenate([s.indices for s in knn.ccdr_.solutions_]))
+    assert knn.head_.F.shape[0] == np.sum(y[union] >= 0)  # labeled rows of the union, once
     pred = clf.predict(Xd)
     assert isinstance(pred, da.Array) and isinstance(clf.predict_proba(Xd), da.Array)
     np.testing.assert_array_equal(pred.compute(), clf.predict(X))
