@@ -87,26 +87,30 @@ def normalized_kernel(X: np.ndarray, basis: np.ndarray, sigma: float) -> np.ndar
 def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, str | None]:
     """X* = B (M + λ' I)⁻¹ with λ' = λ tr(M) = λ‖A‖²_F (Algorithm 2 step 9, eq. 14).
 
-    Solved by Cholesky, with LAPACK's condition estimate. Returns the solution and None,
-    or — if the system is singular or its reciprocal condition is below ε — the
-    minimum-norm least-squares solution and a message for the caller to warn with.
+    ``M`` is symmetric; only its lower triangle is read (the Gram pass fills only that).
+    Solved by Cholesky (LAPACK ``potrf``/``potrs``) with LAPACK's condition estimate.
+    Returns the solution and None, or — if the system is singular or its reciprocal
+    condition is below ε — the minimum-norm least-squares solution and a message for the
+    caller to warn with.
     """
-    M = np.asarray(M, dtype=np.float64)
-    system = np.array(M, order="F")
+    system = np.tril(np.asarray(M, dtype=np.float64))
     system[np.diag_indices_from(system)] += lam * np.trace(M)
-    anorm = float(np.abs(system).sum(axis=0).max())
-    try:
-        factor = scipy.linalg.cho_factor(system, check_finite=False)
-    except np.linalg.LinAlgError as exc:
-        problem = str(exc).split("\n")[0]
-    else:
-        rcond, _ = scipy.linalg.lapack.dpocon(factor[0], anorm, uplo="L" if factor[1] else "U")
+    magnitude = np.abs(system)
+    anorm = float((magnitude.sum(axis=0) + magnitude.sum(axis=1) - np.diag(magnitude)).max())
+    del magnitude
+    # the C-ordered lower triangle is the upper triangle of the Fortran-ordered transpose
+    factor, info = scipy.linalg.lapack.dpotrf(system.T, lower=0, clean=0, overwrite_a=1)
+    if info == 0:
+        rcond, _ = scipy.linalg.lapack.dpocon(factor, anorm, uplo="U")
         if rcond >= np.finfo(np.float64).eps:
-            return scipy.linalg.cho_solve(factor, B.T, check_finite=False).T, None
+            solution, _ = scipy.linalg.lapack.dpotrs(factor, np.asarray(B, np.float64).T, lower=0)
+            return solution.T, None
         problem = f"reciprocal condition number {rcond:.2g}"
-    system = M.copy()
-    system[np.diag_indices_from(system)] += lam * np.trace(M)
-    return scipy.linalg.lstsq(system, B.T)[0].T, problem
+    else:
+        problem = f"the Cholesky factorisation failed at pivot {info}"
+    full = _symmetrize_lower(np.asarray(M, dtype=np.float64))
+    full[np.diag_indices_from(full)] += lam * np.trace(M)
+    return scipy.linalg.lstsq(full, np.asarray(B, np.float64).T)[0].T, problem
 
 
 def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: float) -> dict:
@@ -117,8 +121,13 @@ def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: 
 
     * fitting error ε = ‖F − DA‖²_F / ‖DA‖²_F + 1            (Definition 7, eq. 23)
     * spectral risk γ = ‖D‖²_F ‖A‖²_F / ‖DA‖²_F              (Definition 5, eq. 19)
+
+    Only the lower triangle of the symmetric M is read.
     """
-    fit_sq = float(np.sum((D @ M) * D))
+    from scipy.linalg.blas import dsymm
+
+    MD = dsymm(1.0, np.asarray(M, np.float64).T, np.asarray(D, np.float64).T, side=0, lower=0)
+    fit_sq = float(np.sum(MD.T * D))
     residual = float(n_rows) - 2.0 * float(np.sum(D * B)) + fit_sq
     with np.errstate(divide="ignore", invalid="ignore"):
         epsilon = residual / fit_sq + 1.0 if fit_sq > 0 else np.nan
@@ -126,16 +135,21 @@ def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: 
     return {"fitting_error": epsilon, "spectral_risk": gamma, "residual": residual, "fit": fit_sq}
 
 
+#: Largest basis whose rank is computed in ``fit`` (pivoted Cholesky, O(r³/3)).
+MAX_RANK_BASIS = 4096
+
+
 def numerical_rank(M: np.ndarray) -> int:
     """Numerical rank of A from its Gram M = A Aᵀ (pivoted Cholesky, O(r³/3)).
 
     Counts the singular values of A above √(r ε) σ₁ — the smallest that the Gram can
-    resolve in float64.
+    resolve in float64. Only the lower triangle of M is read.
     """
     if M.size == 0 or not np.any(M):
         return 0
     tol = M.shape[0] * np.finfo(np.float64).eps * float(np.max(np.diag(M)))
-    _, _, rank, _ = scipy.linalg.lapack.dpstrf(np.array(M, dtype=np.float64, order="F"), tol=tol)
+    lower = np.tril(np.asarray(M, dtype=np.float64))
+    _, _, rank, _ = scipy.linalg.lapack.dpstrf(lower.T, tol=tol, lower=0, overwrite_a=1)
     return int(rank)
 
 
@@ -482,8 +496,10 @@ class NRBFNClassifier(_RegressionClassifier):
         ε (Definition 7) of the training fit.
     spectral_risk_ : float
         γ (Definition 5).
-    rank_ : int
-        Numerical rank of W̃ (see :func:`numerical_rank`).
+    rank_ : int or None
+        Numerical rank of W̃ (see :func:`numerical_rank`); None when r exceeds
+        :data:`MAX_RANK_BASIS` (4096), where the pivoted Cholesky would cost as much as
+        the solve itself.
     basis_fraction_ : float
         r / number of labeled training rows.
     n_passes_ : int
@@ -686,8 +702,7 @@ class NRBFNClassifier(_RegressionClassifier):
             split_every=self.split_every,
         ))
         self.n_passes_ += 1
-        gram["M"] = np.stack([_symmetrize_lower(m) for m in gram["M"]])
-        return gram
+        return gram  # M holds lower triangles; the solves read only those
 
     def _choose_alpha(self, X, codes, gram, grid, seed):
         if len(grid) == 1:
@@ -719,7 +734,7 @@ class NRBFNClassifier(_RegressionClassifier):
         diag = regression_diagnostics(M, B, self.weights_, gram["count"].sum())
         self.fitting_error_ = diag["fitting_error"]
         self.spectral_risk_ = diag["spectral_risk"]
-        self.rank_ = numerical_rank(M)
+        self.rank_ = numerical_rank(M) if M.shape[0] <= MAX_RANK_BASIS else None
 
     def _score_kwargs(self):
         return {"score_fn": nrbfn_scores, "basis": self.basis_, "sigma": self.sigma_,
