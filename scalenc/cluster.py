@@ -161,8 +161,9 @@ def make_security(security):
         ``Security``'s keyword arguments (``tls_ca_file``, ``tls_client_cert``,
         ``tls_client_key``, …) or the short names ``ca_file``, ``cert``, ``key``.
         A path is a directory made by ``deploy/tls/make-certs.sh`` holding ``ca.pem``,
-        ``client.pem`` and ``client-key.pem``. Encryption is required unless the mapping
-        says ``require_encryption=False``.
+        ``client.pem`` and ``client-key.pem`` (and, used by ``connect("local")``,
+        ``scheduler.pem``, ``worker.pem`` and their keys). Encryption is required unless
+        the mapping says ``require_encryption=False``.
     """
     if security is None:
         return None
@@ -182,6 +183,10 @@ def make_security(security):
         missing = [str(p) for p in files.values() if not p.is_file()]
         if missing:
             raise ValueError(f"The certificate directory {folder} lacks {missing}.")
+        for role in ("scheduler", "worker"):  # what connect("local", security=...) needs
+            if (folder / f"{role}.pem").is_file() and (folder / f"{role}-key.pem").is_file():
+                files[f"tls_{role}_cert"] = folder / f"{role}.pem"
+                files[f"tls_{role}_key"] = folder / f"{role}-key.pem"
         return Security(require_encryption=True, **{k: str(v) for k, v in files.items()})
     if isinstance(security, Mapping):
         kwargs = {_SECURITY_ALIASES.get(k, k): (os.fspath(v) if isinstance(v, os.PathLike) else v)

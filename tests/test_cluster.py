@@ -843,3 +843,10 @@ def test_deploy_readmes_name_existing_files():
             if ref.startswith("deploy/certs"):
                 continue  # made by make-certs.sh
             assert (ROOT / ref).exists(), (readme, ref)
+
+
+def test_local_cluster_with_tls(certs):
+    with scalenc.connect("local", n_workers=1, threads_per_worker=1, security=certs / "good",
+                         quiet=True) as client:
+        assert client.scheduler.address.startswith("tls://127.0.0.1:")
+        assert client.submit(sum, [1, 2]).result() == 3
