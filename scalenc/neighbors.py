@@ -26,6 +26,7 @@ from . import _blocks
 
 __all__ = [
     "pairwise_sq_distances",
+    "row_sq_norms",
     "labeled_rows",
     "kneighbors_block",
     "merge_neighbors",
@@ -53,7 +54,7 @@ def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True
     """
     dtype = np.result_type(A.dtype, B.dtype, np.float32)
     cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
-    a_norms, b_norms = _sq_norms(A), _sq_norms(B)
+    a_norms, b_norms = row_sq_norms(A), row_sq_norms(B)
     d2 = np.multiply(cross, -2.0, dtype=np.float64)
     d2 += a_norms[:, None]
     d2 += b_norms[None, :]
@@ -152,8 +153,8 @@ def kneighbors_block(
     is_self = index[self_pos] == candidate_index
     dtype = np.result_type(rows.dtype, candidates.dtype, np.float32)
     minus_two_rows = (-2.0 * rows).astype(dtype)
-    rows_norms = _sq_norms(rows)
-    cand_norms = _sq_norms(candidates)
+    rows_norms = row_sq_norms(rows)
+    cand_norms = row_sq_norms(candidates)
     tile = max(1, TILE_ELEMENTS // b)
     parts = []
     for start in range(0, c, tile):
@@ -185,7 +186,7 @@ def kneighbors_pair(
     if bi == 0 or bj == 0:
         return _empty_neighbors(bi, n_neighbors), _empty_neighbors(bj, n_neighbors)
     dtype = np.result_type(rows_i.dtype, rows_j.dtype, np.float32)
-    norms_i, norms_j = _sq_norms(rows_i), _sq_norms(rows_j)
+    norms_i, norms_j = row_sq_norms(rows_i), row_sq_norms(rows_j)
     rows_j_t = rows_j.astype(dtype).T
     tile = max(1, TILE_ELEMENTS // bj)
     parts_i, parts_j = [], []
@@ -246,7 +247,8 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = 8) -> 
     ]
 
 
-def _sq_norms(A: np.ndarray) -> np.ndarray:
+def row_sq_norms(A: np.ndarray) -> np.ndarray:
+    """‖a_i‖² of every row, float64."""
     A = np.asarray(A, dtype=np.float64)
     return np.einsum("ij,ij->i", A, A)
 

@@ -36,8 +36,8 @@ from .neighbors import (
     kneighbors_pass,
     knn_sigma,
     labeled_rows,
-    pairwise_sq_distances,
     row_hash,
+    row_sq_norms,
     select_basis,
     soft_knn_confidence,
     stratified_sample,
@@ -56,8 +56,8 @@ __all__ = [
 #: The paper's cross-validation grid for λ (Section 7.1.1).
 DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
 
-#: Elements of one kernel tile (basis × rows) inside a block; 16M float64 = 128 MB.
-KERNEL_TILE_ELEMENTS = 16 * 2**20
+#: Elements of one kernel tile (basis × rows) inside a block; 4M float64 = 32 MB.
+KERNEL_TILE_ELEMENTS = 4 * 2**20
 
 
 # --- the paper's formulas, NumPy only ---------------------------------------------------
@@ -182,13 +182,27 @@ def _basis_tiles(n_rows: int, r: int) -> int:
 
 
 def sigma_block(X, codes, *, row_start, basis):
-    """Σ_ij ‖G_i − x_j‖ over the labeled rows of a block, and their number (Algorithm 2, step 5)."""
+    """Σ_ij ‖G_i − x_j‖ over the labeled rows of a block, and their number (Algorithm 2, step 5).
+
+    Distances are formed in the data's precision (‖x‖² + ‖g‖² − 2 x·g, float32 for
+    float32 data, values below the expansion's rounding error set to 0) and summed in
+    float64.
+    """
     rows, _, _ = labeled_rows(X, codes, row_start)
+    dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
+    minus_two_basis = (-2.0 * np.asarray(basis, np.float64)).astype(dtype)
+    row_norms = row_sq_norms(rows).astype(dtype)
+    basis_norms = row_sq_norms(basis).astype(dtype)
+    zero_tol = 8.0 * np.finfo(dtype).eps * (row_norms + basis_norms.max())
     total = 0.0
     step = _basis_tiles(rows.shape[0], basis.shape[0])
     for start in range(0, rows.shape[0], step):
-        d2 = pairwise_sq_distances(rows[start:start + step], basis)
-        total += float(np.sqrt(d2, out=d2).sum())
+        stop = start + step
+        d2 = rows[start:stop].astype(dtype, copy=False) @ minus_two_basis.T
+        d2 += row_norms[start:stop, None]
+        d2 += basis_norms
+        d2[d2 < zero_tol[start:stop, None]] = 0.0
+        total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
 
 
