@@ -79,7 +79,7 @@ def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = Fal
     d2 = np.empty((b, k))
     S_rank = S.astype(rank_dtype)
     s_norms = np.einsum("ij,ij->i", S, S)
-    step = max(1, min(_BATCH_ENTRIES // max(s, 1), _BATCH_ENTRIES // max(k * S.shape[1], 1)))
+    step = max(1, _BATCH_ENTRIES // max(s, 1))
     for i0 in range(0, b, step):
         Xb = X[i0 : i0 + step]
         D = Xb.astype(rank_dtype) @ S_rank.T
@@ -98,7 +98,10 @@ def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = Fal
         else:
             part = np.tile(np.arange(s), (D.shape[0], 1))
         x_norms = np.einsum("ij,ij->i", Xb, Xb)
-        pd = x_norms[:, None] + s_norms[part] - 2.0 * np.einsum("bp,bkp->bk", Xb, S[part])
+        pd = np.empty(part.shape)
+        for j in range(part.shape[1]):  # one (b, p) gather at a time: cache-friendly
+            pd[:, j] = x_norms + s_norms[part[:, j]] - 2.0 * np.einsum(
+                "ij,ij->i", Xb, S[part[:, j]])
         np.maximum(pd, 0.0, out=pd)
         order = np.lexsort((part, pd), axis=1)
         idx[i0 : i0 + step] = np.take_along_axis(part, order, axis=1)
