@@ -18,8 +18,9 @@ Paper: ``shared/seeds/ccdr.txt``. Symbols follow it:
 * orthogonal Procrustes to align the embeddings of several subsamples.
 
 Block functions for the streaming passes (label counts, stratified index selection, row
-gathering, the Nyström map of a row block) are here too; :mod:`scalenc.ccdr` wires them
-into passes with :mod:`scalenc.passes`.
+gathering, the Nyström map of a row block, the classifier statistics) and the classifier
+heads on the embedding (the paper's least-squares "linear", k-NN, LDA) are here too;
+:mod:`scalenc.ccdr` wires them into passes with :mod:`scalenc.passes`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph
 import scipy.sparse.linalg
 
+from . import _blocks
+from .linalg import lda_from_moments, lda_log_proba
+
 __all__ = [
     "DENSE_MAX",
     "CCDRSolution",
@@ -44,6 +48,16 @@ __all__ = [
     "nystrom",
     "procrustes",
     "allocate_strata",
+    "draw_ranks",
+    "transform_block",
+    "predict_block",
+    "proba_block",
+    "scores_block",
+    "linear_stats_block",
+    "lda_stats_block",
+    "LinearHead",
+    "LDAHead",
+    "KNNHead",
 ]
 
 #: Components with at most this many nodes are solved densely (``scipy.linalg.eigh``);
@@ -523,3 +537,108 @@ def combine_gather(*parts):
         "rows": np.concatenate([p["rows"] for p in parts]),
         "nonfinite": sum(p["nonfinite"] for p in parts),
     }
+
+
+# --- block functions of the estimators' maps and passes, and the classifier heads --------
+
+
+def check_block(X: np.ndarray) -> None:
+    bad = _blocks.count_nonfinite(X)
+    if bad:
+        raise ValueError(
+            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
+            "impute or drop them before transforming or predicting."
+        )
+
+
+def split_codes(X, with_codes):
+    if not with_codes:
+        return X, None
+    return X[:, :-1], X[:, -1].astype(np.int64)
+
+
+def embed(X, codes, solutions):
+    check_block(X)
+    return nystrom_ensemble(solutions, X, codes)
+
+
+def transform_block(X, *, solutions, with_codes, out_dtype):
+    X, codes = split_codes(X, with_codes)
+    return embed(X, codes, solutions).astype(out_dtype, copy=False)
+
+
+def scores_block(X, *, solutions, head, binary):
+    scores = head.scores(embed(X, None, solutions))
+    return scores[:, 1] - scores[:, 0] if binary else scores
+
+
+def proba_block(X, *, solutions, head):
+    return head.proba(embed(X, None, solutions))
+
+
+def predict_block(X, *, solutions, head, classes):
+    return classes[head.proba(embed(X, None, solutions)).argmax(axis=1)]
+
+
+def linear_stats_block(X, codes, *, row_start, solutions, n_classes):
+    """Σ [y 1]ᵀ[y 1] and Σ [y 1]ᵀ onehot over the labeled rows, y = f(x, c)."""
+    codes = np.asarray(codes)
+    keep = codes >= 0
+    F = embed(X[keep], codes[keep], solutions)
+    A = np.hstack([F, np.ones((F.shape[0], 1))])
+    onehot = np.zeros((F.shape[0], n_classes))
+    onehot[np.arange(F.shape[0]), codes[keep]] = 1.0
+    return {"gram": A.T @ A, "cross": A.T @ onehot}
+
+
+def lda_stats_block(X, codes, *, row_start, solutions, n_classes):
+    codes = np.asarray(codes)
+    keep = codes >= 0
+    F = embed(X[keep], codes[keep], solutions)
+    return _blocks.class_moments(F, codes[keep], n_classes, scatter=True)
+
+
+# --- classifiers on the m-dim embedding ---------------------------------------------------
+
+
+class LinearHead:
+    """The paper's linear classifier (Section V-A): least squares of the class indicators on
+    [y, 1]; ``proba`` is the softmax of the scores (same argmax)."""
+
+    def __init__(self, gram, cross):
+        self.coef, *_ = np.linalg.lstsq(gram, cross, rcond=None)  # (m+1, L)
+
+    def scores(self, F):
+        return F @ self.coef[:-1] + self.coef[-1]
+
+    def proba(self, F):
+        return np.exp(_blocks.log_softmax(self.scores(F)))
+
+
+class LDAHead:
+    def __init__(self, moments):
+        self.model = lda_from_moments(moments["n"], moments["mean"], moments["scatter"])
+
+    def scores(self, F):
+        return lda_log_proba(self.model, F)
+
+    def proba(self, F):
+        return np.exp(self.scores(F))
+
+
+class KNNHead:
+    """k-NN vote in the embedding among the labeled subsample rows (bounded memory)."""
+
+    def __init__(self, F, codes, n_classes, k):
+        keep = codes >= 0
+        self.F, self.codes, self.n_classes = F[keep], codes[keep], n_classes
+        self.k = min(k, self.F.shape[0])
+
+    def proba(self, F):
+        nbrs, _ = knn_search(F, self.F, self.k)
+        votes = np.zeros((F.shape[0], self.n_classes))
+        np.add.at(votes, (np.repeat(np.arange(F.shape[0]), self.k), self.codes[nbrs].ravel()), 1.0)
+        return votes / self.k
+
+    def scores(self, F):
+        return self.proba(F)

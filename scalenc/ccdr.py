@@ -17,119 +17,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _blocks, passes
 from . import _ccdr_blocks as cb
+from . import passes
 from ._validation import check_int, check_options, check_real
 from .cluster import blas_single_thread, compute
 from .data import check_xy, encode_labels, find_classes, unlabeled_mask
-from .linalg import lda_from_moments, lda_log_proba
 
 __all__ = ["CCDR", "CCDRClassifier"]
-
-
-# --- per-block outputs (module level so that they pickle for any scheduler) ------------
-
-
-def _check_block(X: np.ndarray) -> None:
-    bad = _blocks.count_nonfinite(X)
-    if bad:
-        raise ValueError(
-            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
-            "impute or drop them before transforming or predicting."
-        )
-
-
-def _split_codes(X, with_codes):
-    if not with_codes:
-        return X, None
-    return X[:, :-1], X[:, -1].astype(np.int64)
-
-
-def _embed(X, codes, solutions):
-    _check_block(X)
-    return cb.nystrom_ensemble(solutions, X, codes)
-
-
-def _transform_block(X, *, solutions, with_codes, out_dtype):
-    X, codes = _split_codes(X, with_codes)
-    return _embed(X, codes, solutions).astype(out_dtype, copy=False)
-
-
-def _scores_block(X, *, solutions, head, binary):
-    scores = head.scores(_embed(X, None, solutions))
-    return scores[:, 1] - scores[:, 0] if binary else scores
-
-
-def _proba_block(X, *, solutions, head):
-    return head.proba(_embed(X, None, solutions))
-
-
-def _predict_block(X, *, solutions, head, classes):
-    return classes[head.proba(_embed(X, None, solutions)).argmax(axis=1)]
-
-
-def _linear_stats_block(X, codes, *, row_start, solutions, n_classes):
-    """Σ [y 1]ᵀ[y 1] and Σ [y 1]ᵀ onehot over the labeled rows, y = f(x, c)."""
-    codes = np.asarray(codes)
-    keep = codes >= 0
-    F = _embed(X[keep], codes[keep], solutions)
-    A = np.hstack([F, np.ones((F.shape[0], 1))])
-    onehot = np.zeros((F.shape[0], n_classes))
-    onehot[np.arange(F.shape[0]), codes[keep]] = 1.0
-    return {"gram": A.T @ A, "cross": A.T @ onehot}
-
-
-def _lda_stats_block(X, codes, *, row_start, solutions, n_classes):
-    codes = np.asarray(codes)
-    keep = codes >= 0
-    F = _embed(X[keep], codes[keep], solutions)
-    return _blocks.class_moments(F, codes[keep], n_classes, scatter=True)
-
-
-# --- classifiers on the m-dim embedding ---------------------------------------------------
-
-
-class _LinearHead:
-    """The paper's linear classifier (Section V-A): least squares of the class indicators on
-    [y, 1]; ``proba`` is the softmax of the scores (same argmax)."""
-
-    def __init__(self, gram, cross):
-        self.coef, *_ = np.linalg.lstsq(gram, cross, rcond=None)  # (m+1, L)
-
-    def scores(self, F):
-        return F @ self.coef[:-1] + self.coef[-1]
-
-    def proba(self, F):
-        return np.exp(_blocks.log_softmax(self.scores(F)))
-
-
-class _LDAHead:
-    def __init__(self, moments):
-        self.model = lda_from_moments(moments["n"], moments["mean"], moments["scatter"])
-
-    def scores(self, F):
-        return lda_log_proba(self.model, F)
-
-    def proba(self, F):
-        return np.exp(self.scores(F))
-
-
-class _KNNHead:
-    """k-NN vote in the embedding among the labeled subsample rows (bounded memory)."""
-
-    def __init__(self, F, codes, n_classes, k):
-        keep = codes >= 0
-        self.F, self.codes, self.n_classes = F[keep], codes[keep], n_classes
-        self.k = min(k, self.F.shape[0])
-
-    def proba(self, F):
-        nbrs, _ = cb.knn_search(F, self.F, self.k)
-        votes = np.zeros((F.shape[0], self.n_classes))
-        np.add.at(votes, (np.repeat(np.arange(F.shape[0]), self.k), self.codes[nbrs].ravel()), 1.0)
-        return votes / self.k
-
-    def scores(self, F):
-        return self.proba(F)
 
 
 # --- the transformer -----------------------------------------------------------------------
@@ -369,7 +263,7 @@ class CCDR(TransformerMixin, BaseEstimator):
             codes = encode_labels(yd, self.classes_).astype(np.float64)
             Xd = da.concatenate([Xd.astype(np.float64), codes[:, None]], axis=1).rechunk({1: -1})
         out = passes.map_rows(
-            _transform_block, Xd, self.n_components, dtype, solutions=self._solutions_task(),
+            cb.transform_block, Xd, self.n_components, dtype, solutions=self._solutions_task(),
             with_codes=with_codes, out_dtype=dtype)
         if is_dask:
             return out
@@ -508,8 +402,8 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
             rows = np.vstack([s.X for s in sols])[first]
             codes = np.concatenate([s.codes for s in sols])[first]
             F = cb.nystrom_ensemble(sols, rows, codes)
-            return _KNNHead(F, codes, L, self.classifier_neighbors)
-        block = _linear_stats_block if self.classifier == "linear" else _lda_stats_block
+            return cb.KNNHead(F, codes, L, self.classifier_neighbors)
+        block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
         if len(sols) == 1 and sols[0].indices.size == X.shape[0]:
             # S is all of X: the eigenvectors are the training embedding (no pass needed)
             stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
@@ -520,8 +414,8 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
                 split_every=self.split_every))
             self.n_passes_ += 1
         if self.classifier == "linear":
-            return _LinearHead(stats["gram"], stats["cross"])
-        return _LDAHead(stats)
+            return cb.LinearHead(stats["gram"], stats["cross"])
+        return cb.LDAHead(stats)
 
     def _map(self, X, block_fn, n_out, dtype, **kwargs):
         check_is_fitted(self, "head_")
@@ -541,7 +435,7 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     def predict_proba(self, X):
         """Class probabilities, shape (n, L); rows sum to one."""
         check_is_fitted(self, "head_")
-        return self._map(X, _proba_block, self.classes_.size, np.float64)
+        return self._map(X, cb.proba_block, self.classes_.size, np.float64)
 
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`."""
@@ -553,13 +447,13 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         """Classifier scores on the embedding, shape (n, L); (n,) for two classes (s₁ − s₀)."""
         check_is_fitted(self, "head_")
         binary = self.classes_.size == 2
-        return self._map(X, _scores_block, None if binary else self.classes_.size, np.float64,
+        return self._map(X, cb.scores_block, None if binary else self.classes_.size, np.float64,
                          binary=binary)
 
     def predict(self, X):
         """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X)."""
         check_is_fitted(self, "head_")
-        return self._map(X, _predict_block, None, self.classes_.dtype, classes=self.classes_)
+        return self._map(X, cb.predict_block, None, self.classes_.dtype, classes=self.classes_)
 
     def score(self, X, y, sample_weight=None):
         """Accuracy over the labeled rows of (X, y); unlabeled rows are left out.
