@@ -42,6 +42,9 @@ __all__ = [
 
 #: Elements of one distance tile (candidates × rows); 4M float64 = 32 MB per worker thread.
 TILE_ELEMENTS = 4 * 2**20
+#: Distance tile of a block pair: larger, so that the column direction (the second block's
+#: candidates) is merged over few tiles; three float32 copies of 16M = 192 MB per thread.
+PAIR_TILE_ELEMENTS = 16 * 2**20
 
 
 def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True) -> np.ndarray:
@@ -188,7 +191,7 @@ def kneighbors_pair(
     dtype = np.result_type(rows_i.dtype, rows_j.dtype, np.float32)
     norms_i, norms_j = row_sq_norms(rows_i), row_sq_norms(rows_j)
     rows_j_t = rows_j.astype(dtype).T
-    tile = max(1, TILE_ELEMENTS // bj)
+    tile = max(1, PAIR_TILE_ELEMENTS // bj)
     parts_i, parts_j = [], []
     for start in range(0, bi, tile):
         stop = min(bi, start + tile)
