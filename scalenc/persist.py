@@ -74,9 +74,9 @@ ALLOWED_TYPES: dict[str, str] = {
     "scalenc.kernels.Gaussian": "dataclass",
     "scalenc._ccdr_blocks.CCDRSolution": "dataclass",
     # small private helper objects: rebuilt without calling __init__, attributes restored
-    "scalenc.ccdr._LinearHead": "object",
-    "scalenc.ccdr._LDAHead": "object",
-    "scalenc.ccdr._KNNHead": "object",
+    "scalenc._ccdr_blocks.LinearHead": "object",
+    "scalenc._ccdr_blocks.LDAHead": "object",
+    "scalenc._ccdr_blocks.KNNHead": "object",
 }
 
 # Upgrades of older schema versions: _MIGRATIONS[v] turns a version-v document into v+1.

@@ -1,0 +1,698 @@
+"""The ``scalenc`` commands behind :mod:`scalenc.cli`: exit codes, errors, the session
+(logging, scheduler, progress) and one function per command."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+log = logging.getLogger("scalenc.cli")
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_CLUSTER = 3
+EXIT_COMPUTE = 4
+EXIT_INTERRUPTED = 130
+
+#: METHOD of ``scalenc fit`` → estimator class.
+METHODS = {
+    "encoder": "scalenc.encoder:EncoderClassifier",
+    "nrbfn": "scalenc.nrbfn:NRBFNClassifier",
+    "lrc": "scalenc.nrbfn:LRClassifier",
+    "ccdr": "scalenc.ccdr:CCDR",
+    "ccdr-classifier": "scalenc.ccdr:CCDRClassifier",
+}
+
+# --- errors ------------------------------------------------------------------------------
+
+
+class CLIError(Exception):
+    """An error with its exit code; the message is shown as is."""
+
+    code = EXIT_COMPUTE
+
+
+class BadInput(CLIError):
+    code = EXIT_BAD_INPUT
+
+
+class ClusterUnreachable(CLIError):
+    code = EXIT_CLUSTER
+
+
+def _exit_code(exc: BaseException) -> int:
+    """Map an exception to an exit code: input problems vs failures while computing."""
+    from .jobs import JobError
+    from .persist import ModelFileError
+    from .report import MissingPlotDependency
+
+    if isinstance(exc, CLIError):
+        return exc.code
+    if type(exc).__name__ == "ClusterUnavailableError":  # scalenc.cluster: scheduler lost
+        return EXIT_CLUSTER
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(
+        exc,
+        (
+            ModelFileError,
+            JobError,
+            MissingPlotDependency,
+            ValueError,
+            TypeError,
+            KeyError,
+            FileNotFoundError,
+            FileExistsError,
+            NotADirectoryError,
+            IsADirectoryError,
+            PermissionError,
+        ),
+    ):
+        return EXIT_BAD_INPUT
+    return EXIT_COMPUTE
+
+
+# --- values ------------------------------------------------------------------------------
+
+
+def parse_value(text: str):
+    """A ``--set`` value: JSON (1, 0.5, true, null, "s", [1, 2]), a Python literal
+    ((1, 2), None), a comma-separated list (linear,euclidean), or else the string itself."""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, tuple) and not text.lstrip().startswith("("):
+            return list(value)  # 0.5,1e-9 is a comma list like linear,euclidean
+        return value
+    if "," in text:
+        return [parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    return text
+
+
+def _parse_set(items) -> dict:
+    params = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(
+                f"--set expects PARAM=VALUE (e.g. --set kernels=linear,euclidean); got {item!r}."
+            )
+        params[name.strip()] = parse_value(value.strip())
+    return params
+
+
+# --- session: logging, scheduler, progress ------------------------------------------------
+
+
+class Session:
+    """What the steps of one invocation share: the log, the client, progress settings."""
+
+    def __init__(self, args):
+        self.args = args
+        self.client = None
+        self.scheduler_info = {"kind": "threads"}
+        self.quiet = args.quiet
+
+    def progress(self, label: str):
+        from .progress import Progress
+
+        mode = "none" if self.quiet else self.args.progress
+        return Progress(
+            label,
+            mode=mode,
+            stream=sys.stderr,
+            interval=self.args.progress_interval,
+            client=self.client,
+        )
+
+    @contextlib.contextmanager
+    def connected(self, address=None, scheduler_file=None, n_workers=None, timeout=None):
+        address = address or self.args.scheduler or os.environ.get("SCALENC_SCHEDULER") or None
+        scheduler_file = scheduler_file or self.args.scheduler_file
+        n_workers = n_workers or self.args.n_workers
+        timeout = timeout or self.args.connect_timeout
+        if address is None and scheduler_file is None:
+            yield None
+            return
+        with contextlib.ExitStack() as stack:
+            self.client = stack.enter_context(_connect(address, scheduler_file, n_workers, timeout))
+            info = {
+                "kind": "distributed",
+                "address": getattr(self.client, "scheduler", None)
+                and self.client.scheduler.address,
+            }
+            link = getattr(self.client, "dashboard_link", None)
+            if link:
+                info["dashboard"] = link
+            self.scheduler_info = info
+            log.info(
+                "connected to Dask scheduler %s%s",
+                info["address"],
+                f"; dashboard: {link}" if link else "",
+            )
+            try:
+                yield self.client
+            finally:
+                self.client = None
+
+
+@contextlib.contextmanager
+def _connect(address, scheduler_file, n_workers, timeout):
+    """A distributed Client (via scalenc.connect when available), exit code 3 if unreachable."""
+    import inspect
+
+    import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
+
+    try:
+        from .cluster import connect
+    except ImportError:
+        connect = None
+    stack = contextlib.ExitStack()
+    try:
+        if connect is not None:
+            kwargs = {"address": address, "scheduler_file": scheduler_file, "n_workers": n_workers}
+            accepted = inspect.signature(connect).parameters
+            kwargs.update(
+                {k: v for k, v in (("timeout", timeout), ("quiet", True)) if k in accepted}
+            )
+            client = stack.enter_context(connect(**kwargs))
+        else:
+            client = stack.enter_context(
+                _fallback_connect(address, scheduler_file, n_workers, timeout)
+            )
+    except (ValueError, TypeError) as exc:
+        stack.close()
+        raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
+    except Exception as exc:
+        stack.close()
+        raise ClusterUnreachable(
+            f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
+            f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
+            "scheduler is running, or drop --scheduler to run on local threads."
+        ) from exc
+    with stack:
+        yield client
+
+
+@contextlib.contextmanager
+def _fallback_connect(address, scheduler_file, n_workers, timeout):
+    """Minimal connection when scalenc.cluster.connect is not available."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    if address == "local":
+        with (
+            LocalCluster(
+                n_workers=n_workers,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+                processes=True,
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            Client(cluster, set_as_default=True) as client,
+        ):
+            yield client
+    else:
+        with (
+            dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}),
+            Client(
+                address, scheduler_file=scheduler_file, timeout=timeout, set_as_default=True
+            ) as client,
+        ):
+            yield client
+
+
+def _setup_logging(args) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s scalenc %(message)s", "%H:%M:%S"))
+    log.handlers = [handler]
+    log.propagate = False
+    log.setLevel(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
+    return handler
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def estimator_class(method: str):
+    """The estimator class of a ``scalenc fit`` METHOD."""
+    try:
+        module, _, name = METHODS[method].partition(":")
+    except KeyError:
+        raise BadInput(f"Unknown method {method!r}; choose one of {list(METHODS)}.") from None
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise BadInput(
+            f"Method {method!r} is not available in this scalenc installation ({exc})."
+        ) from None
+
+
+def _check_exists(path: str, what: str) -> None:
+    if "://" not in path and not os.path.exists(path):
+        raise BadInput(f"{what} {path!r} does not exist.")
+
+
+def _check_free(path: str, overwrite: bool) -> None:
+    if os.path.exists(path) and not overwrite:
+        raise BadInput(f"{path} exists; pass --overwrite to replace it.")
+
+
+def _open_data(args, *, labels: bool, require_labels: bool = False):
+    from .data import load
+
+    _check_exists(args.data, "--data")
+    label_arg = getattr(args, "labels", None) if labels else None
+    label_column = getattr(args, "label_column", None) if labels else None
+    if label_arg is not None and ("/" in label_arg or label_arg.endswith((".npy", ".zarr"))):
+        _check_exists(label_arg, "--labels")
+    X, y = load(args.data, labels=label_arg, label_column=label_column, chunk_rows=args.chunk_rows)
+    if not labels:
+        y = None
+    if require_labels and y is None:
+        raise BadInput(
+            f"No labels for {args.data}: pass --labels PATH|NAME (Zarr/.npy), --label-column NAME "
+            "(Parquet/CSV), or store them as array 'y' in the Zarr group / .npz file."
+        )
+    log.info(
+        "data %s: %d rows x %d features, %s, %d row blocks of up to %d rows%s",
+        args.data,
+        X.shape[0],
+        X.shape[1],
+        X.dtype,
+        X.numblocks[0],
+        max(X.chunks[0]),
+        "" if y is None else ", with labels",
+    )
+    return X, y
+
+
+def _data_summary(args, X, y) -> dict:
+    out = {
+        "path": args.data,
+        "rows": int(X.shape[0]),
+        "features": int(X.shape[1]),
+        "dtype": str(X.dtype),
+        "row_blocks": int(X.numblocks[0]),
+        "chunk_rows": int(max(X.chunks[0])),
+    }
+    if y is not None:
+        out["labels"] = getattr(args, "labels", None) or getattr(args, "label_column", None) or "y"
+    return out
+
+
+def _load_model(path: str):
+    from .persist import load_model
+
+    _check_exists(path, "--model")
+    est = load_model(path)
+    log.info("model %s: %s (checksums verified)", path, type(est).__name__)
+    return est
+
+
+def _timed(fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, round(time.perf_counter() - t0, 4)
+
+
+def _write(session, label, arr, args, columns):
+    from .data import write_output
+
+    with session.progress(label):
+        path, seconds = _timed(
+            write_output,
+            arr,
+            args.out,
+            format=args.format,
+            columns=columns,
+            overwrite=args.overwrite,
+        )
+    log.info("%s: wrote %s (%s rows) in %.2fs", label, path, arr.shape[0], seconds)
+    return path, seconds
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def cmd_fit(args, session) -> dict:
+    from .persist import save_model
+    from .report import describe_model, jsonable
+
+    cls = estimator_class(args.method)
+    params = _parse_set(args.set)
+    est = cls()
+    est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
+    _check_free(args.model_out, args.overwrite)
+    X, y = _open_data(args, labels=True, require_labels=True)
+    log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
+    with session.progress("fit"):
+        _, fit_s = _timed(est.fit, X, y)
+    passes = getattr(est, "n_passes_", None)
+    log.info("fit: done in %.2fs%s", fit_s, f", {passes} pass(es) over the data" if passes else "")
+    path, save_s = _timed(save_model, est, args.model_out, overwrite=args.overwrite)
+    log.info("fit: model saved to %s", path)
+    return {
+        "method": args.method,
+        "estimator": cls.__name__,
+        "params": jsonable(est.get_params(deep=False)),
+        "data": _data_summary(args, X, y),
+        "passes": passes,
+        "timings": {"fit_seconds": fit_s, "save_seconds": save_s},
+        "model": describe_model(est),
+        "outputs": {"model": path},
+    }
+
+
+def cmd_predict(args, session) -> dict:
+    import numpy as np
+
+    est = _load_model(args.model)
+    method = "predict_proba" if args.proba else "predict"
+    if not hasattr(est, method):
+        raise BadInput(
+            f"{type(est).__name__} has no {method}; "
+            + (
+                "use `scalenc embed` for a transformer."
+                if not hasattr(est, "predict")
+                else "drop --proba."
+            )
+        )
+    _check_free(args.out, args.overwrite)
+    X, _ = _open_data(args, labels=True)
+    out = getattr(est, method)(X)
+    columns = (
+        [f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba else ["prediction"]
+    )
+    path, seconds = _write(session, "predict", out, args, columns)
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": _data_summary(args, X, None),
+        "output": {
+            "path": path,
+            "kind": "probabilities" if args.proba else "labels",
+            "columns": columns,
+            "rows": int(out.shape[0]),
+        },
+        "passes": 1,
+        "timings": {"predict_seconds": seconds},
+        "outputs": {"predictions": path},
+    }
+
+
+def cmd_embed(args, session) -> dict:
+    est = _load_model(args.model)
+    if not hasattr(est, "transform"):
+        raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
+    _check_free(args.out, args.overwrite)
+    X, _ = _open_data(args, labels=True)
+    Z = est.transform(X)
+    columns = [f"z{j}" for j in range(Z.shape[1])]
+    path, seconds = _write(session, "embed", Z, args, columns)
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": _data_summary(args, X, None),
+        "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
+        "passes": 1,
+        "timings": {"embed_seconds": seconds},
+        "outputs": {"embedding": path},
+    }
+
+
+def cmd_evaluate(args, session) -> dict:
+    from .report import evaluate
+
+    est = _load_model(args.model)
+    if not hasattr(est, "predict"):
+        raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
+    X, y = _open_data(args, labels=True, require_labels=True)
+    with session.progress("evaluate"):
+        scores = evaluate(est, X, y)
+    log.info(
+        "evaluate: accuracy %.4f on %d labeled rows (%.2fs)",
+        scores["accuracy"] or float("nan"),
+        scores["labeled_rows"],
+        scores["seconds"],
+    )
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": _data_summary(args, X, y),
+        "passes": 1,
+        "timings": {"evaluate_seconds": scores.pop("seconds")},
+        "scores": scores,
+    }
+
+
+def cmd_info(args, session) -> dict:
+    from .persist import read_model_metadata
+    from .report import describe_model, jsonable
+
+    _check_exists(args.model, "--model")
+    meta = read_model_metadata(args.model, verify=True)
+    est = _load_model(args.model)
+    files = meta["files"]
+    return {
+        "model": args.model,
+        "estimator": meta["estimator"],
+        "schema_version": meta["schema_version"],
+        "created": meta.get("created"),
+        "versions": meta.get("versions"),
+        "classes": meta.get("classes"),
+        "params": jsonable(est.get_params(deep=False)),
+        "fitted": describe_model(est),
+        "files": {
+            "arrays": len(files),
+            "bytes": sum(f["bytes"] for f in files.values()),
+            "checksums": "verified",
+        },
+    }
+
+
+def cmd_make_data(args, session) -> dict:
+    import numpy as np
+
+    from .data import write_dataset
+    from .simulate import simulate
+
+    _check_free(args.out, args.overwrite)
+    fmt = _xy_format(args.out)
+    X, y = simulate(
+        args.setting,
+        args.n,
+        args.p,
+        args.k,
+        random_state=args.seed,
+        chunk_rows=args.chunk_rows,
+        dtype=np.dtype(args.dtype),
+    )
+    log.info(
+        "make-data %s: %d rows x %d features, %d classes, %d blocks -> %s",
+        args.setting,
+        args.n,
+        args.p,
+        args.k,
+        X.numblocks[0],
+        args.out,
+    )
+    attrs = {
+        "setting": args.setting,
+        "n": args.n,
+        "p": args.p,
+        "k": args.k,
+        "seed": args.seed,
+        "generator": "scalenc.simulate.simulate",
+    }
+    with session.progress("make-data"):
+        path, seconds = _timed(
+            write_dataset, X, y, args.out, format=fmt, attrs=attrs, overwrite=args.overwrite
+        )
+    log.info("make-data: wrote %s in %.2fs", path, seconds)
+    return {
+        "setting": args.setting,
+        "rows": args.n,
+        "features": args.p,
+        "classes": args.k,
+        "seed": args.seed,
+        "dtype": args.dtype,
+        "row_blocks": int(X.numblocks[0]),
+        "format": fmt,
+        "passes": 1,
+        "timings": {"write_seconds": seconds},
+        "outputs": {"data": path},
+    }
+
+
+def _xy_format(path: str) -> str:
+    suffix = Path(path.rstrip("/")).suffix.lower()
+    if suffix not in (".zarr", ".parquet"):
+        raise BadInput(f"Cannot tell the format of {path!r}: name it *.zarr or *.parquet.")
+    return suffix[1:]
+
+
+def cmd_report(args, session) -> dict:
+    from .persist import read_model_metadata
+    from .report import build_report, evaluate, require_matplotlib, sample_rows
+
+    require_matplotlib()
+    _check_free(args.out, args.overwrite)
+    est = _load_model(args.model)
+    meta = read_model_metadata(args.model, verify=False)
+    evaluation = embedding = emb_labels = None
+    timings = {}
+    passes = 0
+    if args.data:
+        X, y = _open_data(args, labels=True)
+        if y is not None and hasattr(est, "predict"):
+            with session.progress("report/evaluate"):
+                evaluation = evaluate(est, X, y)
+            timings["evaluate_seconds"] = evaluation["seconds"]
+            passes += 1
+        if hasattr(est, "transform") and hasattr(getattr(est, "ccdr_", est), "eigenvalues_"):
+            with session.progress("report/sample"):
+                (xs, ys), timings["sample_seconds"] = _timed(sample_rows, X, y, n=args.sample)
+                embedding = est.transform(xs)
+                emb_labels = ys
+            passes += 1
+    page, timings["render_seconds"] = _timed(
+        build_report,
+        est,
+        metadata=meta,
+        evaluation=evaluation,
+        embedding=embedding,
+        embedding_labels=emb_labels,
+    )
+    path = _write_text_atomic(args.out, page, args.overwrite)
+    log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "passes": passes,
+        "timings": timings,
+        "scores": evaluation,
+        "outputs": {"report": path},
+    }
+
+
+def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
+    target = Path(path)
+    if target.exists() and not overwrite:
+        raise BadInput(f"{path} exists; pass --overwrite to replace it.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return str(target)
+
+
+def cmd_run(args, session) -> dict:
+    from .jobs import read_job, step_argv
+
+    job = read_job(args.job)
+    from .cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    planned = []
+    shared = {
+        "scheduler",
+        "scheduler_file",
+        "n_workers",
+        "connect_timeout",
+        "json",
+        "quiet",
+        "verbose",
+    }
+    for step in job.steps:  # check every step before running any
+        misplaced = sorted(shared & set(step.options))
+        if misplaced:
+            raise BadInput(
+                f"{args.job}: {step.name}: {misplaced} apply to the whole job; set them "
+                "in [job] (scheduler, ...) or on the `scalenc run` command line."
+            )
+        if step.command not in subparsers.choices or step.command == "run":
+            raise BadInput(
+                f"{args.job}: {step.name}: unknown command; use one of "
+                f"{sorted(set(subparsers.choices) - {'run'})}."
+            )
+        argv = step_argv(step, subparsers.choices[step.command], job.defaults)
+        planned.append((step, parser.parse_args([step.command, *argv])))
+    job.workdir.mkdir(parents=True, exist_ok=True)
+    log.info("run %s: %d steps in %s", args.job, len(planned), job.workdir)
+    results = []
+    settings = job.settings
+    with session.connected(
+        settings.get("scheduler"),
+        settings.get("scheduler_file"),
+        settings.get("n_workers"),
+        settings.get("connect_timeout"),
+    ):
+        for step, step_args in planned:
+            step_args.progress = settings.get("progress", args.progress)
+            step_args.progress_interval = settings.get("progress_interval", args.progress_interval)
+            log.info("run: %s", step.name)
+            t0 = time.perf_counter()
+            try:
+                result = COMMANDS[step.command](step_args, session)
+            except BaseException as exc:
+                results.append(
+                    {
+                        "step": step.index,
+                        "command": step.command,
+                        "status": "error",
+                        "error": _error_dict(exc),
+                    }
+                )
+                raise _StepFailed(exc, results) from exc
+            result = {
+                "step": step.index,
+                "command": step.command,
+                "status": "ok",
+                "seconds": round(time.perf_counter() - t0, 4),
+                **result,
+            }
+            results.append(result)
+    return {"job": str(job.path), "workdir": str(job.workdir), "steps": results}
+
+
+class _StepFailed(Exception):
+    def __init__(self, exc, results):
+        super().__init__(str(exc))
+        self.exc = exc
+        self.results = results
+
+
+COMMANDS = {
+    "fit": cmd_fit,
+    "predict": cmd_predict,
+    "embed": cmd_embed,
+    "evaluate": cmd_evaluate,
+    "info": cmd_info,
+    "make-data": cmd_make_data,
+    "report": cmd_report,
+    "run": cmd_run,
+}
+
+
+def _error_dict(exc: BaseException) -> dict:
+    return {"type": type(exc).__name__, "message": str(exc), "exit_code": _exit_code(exc)}
