@@ -131,7 +131,7 @@ def plot(points, key, xlabel, path, logx=False, paper=None, ymax=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few sweep points only")
-    parser.add_argument("--out", default="benchmarks/ccdr_paper.json")
+    parser.add_argument("--out", default="/tmp/scalenc-ccdr-paper.json")
     parser.add_argument("--figdir", default="benchmarks/figures")
     parser.add_argument("--replot", action="store_true", help="redraw the figures from --out")
     args = parser.parse_args(argv)

@@ -176,7 +176,7 @@ def main(argv=None):
     p.add_argument("--skip-zarr", action="store_true")
     p.add_argument("--skip-errors", action="store_true")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default="benchmarks/ccdr_scale.json")
+    p.add_argument("--out", default="/tmp/scalenc-ccdr-scale.json")
     args = p.parse_args(argv)
     if args.quick:
         args.rows, args.repeats, args.seeds, args.mnist_seeds = 400_000, 1, 1, 1

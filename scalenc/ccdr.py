@@ -56,7 +56,8 @@ class CCDR(TransformerMixin, BaseEstimator):
         O(s²p) for the graph and a sparse eigen-solve of an (L+s)-node graph.
     n_subsamples : int, default=1
         B. Each subsample is solved and extended separately; the extended embeddings are
-        aligned to the first by orthogonal Procrustes and averaged (see Notes).
+        aligned to the first by orthogonal Procrustes and averaged (see Notes). When
+        n ≤ ``subsample_size`` every subsample would be all rows, so one exact solve is made.
     random_state : int, RandomState or None, default=None
         Draws the subsamples from global row indices (the same draw for any chunking).
     chunk_rows : int or None, default=None
