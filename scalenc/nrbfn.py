@@ -786,8 +786,8 @@ class LRClassifier(_RegressionClassifier):
         The same model as scores = X coef_ᵀ + intercept_.
     fitting_error_, spectral_risk_ : float
         ε (Definition 7) and γ (Definition 5) of the training fit.
-    rank_ : int
-        Numerical rank of Ã.
+    rank_ : int or None
+        Numerical rank of Ã; None when p + 1 exceeds :data:`MAX_RANK_BASIS`.
     n_passes_ : int
         1.
 
@@ -849,7 +849,7 @@ class LRClassifier(_RegressionClassifier):
         diag = regression_diagnostics(gram, cross, self.weights_, n_rows)
         self.fitting_error_ = diag["fitting_error"]
         self.spectral_risk_ = diag["spectral_risk"]
-        self.rank_ = numerical_rank(gram)
+        self.rank_ = numerical_rank(gram) if gram.shape[0] <= MAX_RANK_BASIS else None
         self.coef_ = self.weights_[:, 1:]
         self.intercept_ = np.sqrt(self.beta) * self.weights_[:, 0] - self.coef_ @ self.mean_
 
