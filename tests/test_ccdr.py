@@ -181,6 +181,25 @@ def test_distributed_client(client):
     np.testing.assert_allclose(got.transform(Xd).compute(), expected, atol=1e-10)
 
 
+def test_zarr_input_out_of_core(tmp_path):
+    """A Zarr group (X, y) read lazily: fit gathers S in one pass; the embedding streams back."""
+    from scalenc import load, write_output
+
+    X, y = connected_blobs(500, seed=21)
+    store = str(tmp_path / "data.zarr")
+    da.to_zarr(da.from_array(X.astype(np.float32), chunks=(120, -1)), store, component="X")
+    da.to_zarr(da.from_array(y, chunks=120), store, component="y")
+    Xz, yz = load(store)
+    model = CCDR(n_components=3, subsample_size=200, random_state=3).fit(Xz, yz)
+    assert model.n_passes_ == 1
+    ref = CCDR(n_components=3, subsample_size=200, random_state=3).fit(X.astype(np.float32), y)
+    np.testing.assert_allclose(model.centers_, ref.centers_, atol=1e-10)
+    out = write_output(model.transform(Xz), tmp_path / "embedding.zarr")
+    Fz, _ = load(out)
+    assert Fz.dtype == np.float32
+    np.testing.assert_allclose(Fz.compute(), ref.transform(X.astype(np.float32)), atol=1e-6)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_dtype_in_equals_dtype_out(dtype):
     X, y = connected_blobs(200, seed=9)
@@ -423,6 +442,19 @@ def test_satimage_paper_range():
     X, y, tr, te = data["X"], data["y"], data["train_idx"], data["test_idx"]
     clf = CCDRClassifier(classifier="linear").fit(X[tr], y[tr])
     assert 1.0 - clf.score(X[te], y[te]) < 0.10
+
+
+@pytest.mark.slow
+def test_mnist_subsample_ensemble():
+    """mnist, s = 1000: B = 3 aligned subsamples beat one (measured 11.9 % → 8.7 % with B = 4)."""
+    data = shared_dataset("mnist")
+    X = data["X"] / np.float32(255.0)
+    tr, te = data["train_idx"], data["test_idx"]
+    y = data["y"]
+    one = CCDRClassifier(subsample_size=1000, random_state=0).fit(X[tr], y[tr])
+    three = CCDRClassifier(subsample_size=1000, n_subsamples=3, random_state=0).fit(X[tr], y[tr])
+    e1, e3 = 1.0 - one.score(X[te], y[te]), 1.0 - three.score(X[te], y[te])
+    assert e3 < e1 and e3 < 0.11, (e1, e3)
 
 
 # --- scikit-learn's contract -----------------------------------------------------------------
