@@ -172,7 +172,7 @@ def make_security(security):
     if isinstance(security, Security):
         return security
     if isinstance(security, (str, os.PathLike)):
-        folder = Path(security)
+        folder = Path(security).expanduser()
         if not folder.is_dir():
             raise ValueError(
                 f"security={os.fspath(security)!r} is not a directory. Pass a directory holding "
