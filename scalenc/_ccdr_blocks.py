@@ -387,11 +387,11 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
     x_j of S exactly is that point: its sum runs over j's row of W, so that
     ``f(x_j, c_j) = y_j`` (the consistency property after eq. 20).
     """
+    nbrs, d2 = knn_search(X, sol.X, sol.n_neighbors)  # ranks in X's precision
     X = np.asarray(X, dtype=np.float64)
     b = X.shape[0]
     m = sol.eigenvalues.size
     codes = np.full(b, -1, dtype=np.int64) if codes is None else np.asarray(codes, dtype=np.int64)
-    nbrs, d2 = knn_search(X, sol.X, sol.n_neighbors)
     # exact copies of subsample rows
     same = np.zeros(b, dtype=bool)
     match = np.zeros(b, dtype=np.int64)

@@ -261,8 +261,10 @@ class CCDR(TransformerMixin, BaseEstimator):
         with_codes = y is not None
         if with_codes:
             _, yd = check_xy(Xd, y)
-            codes = encode_labels(yd, self.classes_).astype(np.float64)
-            Xd = da.concatenate([Xd.astype(np.float64), codes[:, None]], axis=1).rechunk({1: -1})
+            # codes ride along as a last column (exact in float32 below 2**24 classes), so
+            # the block keeps X's dtype and ranks neighbours as transform(X) does
+            codes = encode_labels(yd, self.classes_).astype(dtype)
+            Xd = da.concatenate([Xd, codes[:, None]], axis=1).rechunk({1: -1})
         out = passes.map_rows(
             cb.transform_block, Xd, self.n_components, dtype, solutions=self._solutions_task(),
             with_codes=with_codes, out_dtype=dtype)
