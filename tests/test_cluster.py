@@ -47,6 +47,7 @@ DEPLOY = ROOT / "deploy"
 BIN = Path(sys.executable).parent
 DASK = str(BIN / "dask") if (BIN / "dask").exists() else shutil.which("dask")
 SLOW_ENV = "SCALENC_TEST_SLOW_KERNEL"  # seconds a slow_linear call sleeps; set on workers only
+MARKER_ENV = "SCALENC_TEST_MARKERS"  # where slow_linear notes the PIDs of workers calling it
 
 
 # --- estimators, picked up as their modules land ----------------------------------------
@@ -143,6 +144,9 @@ def slow_linear(X, U):
     Workers import it from this module (their PYTHONPATH holds tests/); only they have the
     variable set, so the threaded reference fit runs at full speed.
     """
+    markers = os.environ.get(MARKER_ENV)
+    if markers:  # tell the test which worker process is inside a kernel call right now
+        Path(markers, str(os.getpid())).touch()
     time.sleep(float(os.environ.get(SLOW_ENV, "0")))
     return X @ U.T
 
@@ -158,6 +162,8 @@ class DaskProcesses:
         self.root, self.n_workers, self.tls_dir, self.slow = root, n_workers, tls_dir, slow
         self.root.mkdir(parents=True, exist_ok=True)
         self.scheduler_file = root / "scheduler.json"
+        self.markers = root / "markers"
+        self.markers.mkdir(exist_ok=True)
         self.scheduler: subprocess.Popen | None = None
         self.workers: list[subprocess.Popen] = []
         self._logs = []
@@ -182,7 +188,14 @@ class DaskProcesses:
         # what a nanny would set: one BLAS thread per worker thread
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         env[SLOW_ENV] = str(self.slow)
+        env[MARKER_ENV] = str(self.markers)
         return env
+
+    def wait_for_kernel_call(self, timeout=60.0) -> subprocess.Popen:
+        """The worker process that is inside a ``slow_linear`` call (pass 2 is running)."""
+        self._wait(lambda: any(self.markers.iterdir()), "a slow_linear call", timeout)
+        pid = int(next(self.markers.iterdir()).name)
+        return next(p for p in self.workers if p.pid == pid)
 
     def start(self):
         protocol = ["--protocol", "tls"] if self.tls_dir else []
@@ -463,13 +476,11 @@ def test_worker_killed_mid_fit_same_model(fresh_processes):
     X, y = slow_fit_data()
     make = lambda: EncoderClassifier(kernels=(slow_linear,))  # noqa: E731
     with scalenc.connect(scheduler_file=fresh_processes.scheduler_file, quiet=True) as client:
-        pids = fresh_processes.worker_pids(client)
-        victim_addr = sorted(pids)[0]
-        victim = next(p for p in fresh_processes.workers if p.pid == pids[victim_addr])
+        fresh_processes.worker_pids(client)  # the workers are the processes started here
         result = {}
         fitter = threading.Thread(target=lambda: result.setdefault("model", make().fit(X, y)))
         fitter.start()
-        wait_for_processing(client, "_embedding_block", on=victim_addr)  # pass 2 is running
+        victim = fresh_processes.wait_for_kernel_call()  # pass 2 is running on it
         fresh_processes.kill(victim)  # SIGKILL, by the PID this test started
         fitter.join(timeout=180)
         assert not fitter.is_alive(), "the fit did not finish after a worker was killed"
@@ -488,9 +499,9 @@ def test_scheduler_killed_mid_fit_is_a_clear_error(fresh_processes):
     from scalenc import EncoderClassifier
 
     X, y = slow_fit_data()
-    with scalenc.connect(scheduler_file=fresh_processes.scheduler_file, quiet=True) as client:
+    with scalenc.connect(scheduler_file=fresh_processes.scheduler_file, quiet=True):
         killer = threading.Thread(target=lambda: (
-            wait_for_processing(client, "_embedding_block"),
+            fresh_processes.wait_for_kernel_call(),
             fresh_processes.kill(fresh_processes.scheduler)))
         killer.start()
         t0 = time.monotonic()
