@@ -60,6 +60,7 @@ METHODS = {
     "nrbfn": ("scalenc.nrbfn", "NRBFNClassifier", {"n_neighbors": 7, "alpha": 1e-9}, "nrbfn"),
     "lrc": ("scalenc.nrbfn", "LRClassifier", {}, "lrc"),
     "ccdr": ("scalenc.ccdr", "CCDRClassifier", {"n_neighbors": 8}, "ccdr-classifier"),
+    "ccdr-transformer": ("scalenc.ccdr", "CCDR", {"n_neighbors": 8}, "ccdr"),
 }
 
 
@@ -111,12 +112,13 @@ def assert_same_model(model, ref, *, rtol, ignore=()):
 
 
 def outputs(model, X) -> dict[str, np.ndarray]:
-    """predict (and predict_proba/decision_function when present), computed where active."""
-    out = {"predict": _computed(model.predict(X))}
-    for name in ("predict_proba", "decision_function"):
-        if hasattr(model, name):
-            out[name] = _computed(getattr(model, name)(X))
-    return out
+    """predict, predict_proba, decision_function, transform (those the model has),
+    computed on the active scheduler."""
+    return {
+        name: _computed(getattr(model, name)(X))
+        for name in ("predict", "predict_proba", "decision_function", "transform")
+        if hasattr(model, name)
+    }
 
 
 def _computed(value) -> np.ndarray:
@@ -124,7 +126,9 @@ def _computed(value) -> np.ndarray:
 
 
 def assert_same_outputs(got, want, *, rtol):
-    np.testing.assert_array_equal(got["predict"], want["predict"])
+    assert got.keys() == want.keys()
+    if "predict" in want:
+        np.testing.assert_array_equal(got["predict"], want["predict"])
     for name in want.keys() - {"predict"}:
         np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=1e-9, err_msg=name)
 
@@ -445,12 +449,17 @@ def test_cli_fit_predict_with_scheduler(method, dask_processes, store, tmp_path)
     if fit.returncode == 2 and re.search(r"invalid choice|unknown method", fit.stderr, re.I):
         pytest.skip(f"`scalenc fit {cli_name}` is not available yet: {fit.stderr.strip()[-200:]}")
     assert fit.returncode == 0, (command, fit.stdout, fit.stderr)
-    out = run_cli("predict", "--model", model_dir, "--data", store, "--out", pred,
-                  "--scheduler", dask_processes.address)
-    assert out.returncode == 0, (out.stdout, out.stderr)
     X, y = scalenc.load(store)
     _, want = fit_threaded(method, X, y)
-    np.testing.assert_array_equal(read_predictions(pred).ravel(), want["predict"])
+    command = "predict" if "predict" in want else "embed"  # CCDR is a transformer
+    out = run_cli(command, "--model", model_dir, "--data", store, "--out", pred,
+                  "--scheduler", dask_processes.address)
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    if command == "predict":
+        np.testing.assert_array_equal(read_predictions(pred).ravel(), want["predict"])
+    else:
+        np.testing.assert_allclose(read_predictions(pred), want["transform"], rtol=1e-9,
+                                   atol=1e-9 * np.abs(want["transform"]).max())
 
 
 def test_cli_unreachable_scheduler_exit_code(store, tmp_path):
