@@ -10,8 +10,16 @@ and labels); partials are merged by keeping the k smallest, which is associative
 tree reduction over the blocks gives the k nearest rows in the whole of X. A candidate
 is never its own neighbour (rows are told apart by global row index).
 
-Block functions here are NumPy only; :func:`kneighbors_pass` wires them into one pass
-with :func:`scalenc.passes.reduce_rows`.
+Two ways to run it:
+
+* :func:`kneighbors_pass` — a candidate sample held in memory against every block of X,
+  one pass with :func:`scalenc.passes.reduce_rows` (the large-n mode);
+* :func:`kneighbors_all_rows` — every labeled row is a candidate (the paper's algorithm
+  exactly): row blocks are compared pair by pair, one product X_i X_jᵀ serving both
+  blocks' searches, and each block's partials are merged in a tree.
+
+Block functions (:func:`kneighbors_block`, :func:`kneighbors_pair`, :func:`merge_neighbors`,
+the soft-KNN formulas) are NumPy only; the two wiring functions import dask lazily.
 
 Ties: neighbours are ordered by (distance, global row index), so exact ties between
 blocks are broken the same way for any chunking. Within one block, exact ties at the
