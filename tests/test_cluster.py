@@ -870,3 +870,69 @@ def test_local_cluster_with_tls(certs):
                          quiet=True) as client:
         assert client.scheduler.address.startswith("tls://127.0.0.1:")
         assert client.submit(sum, [1, 2]).result() == 3
+
+
+def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
+    """deploy/ssh/start-cluster.sh and stop-cluster.sh, with an `ssh` that runs locally."""
+    import socket
+
+    home = tmp_path / "home"
+    home.mkdir()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ssh").write_text(f'#!/bin/bash\nshift\ncd {home} && exec bash -c "$*"\n')
+    (fake / "ssh").chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
+           "CERTS": str(certs / "good"), "PORT": str(port), "NTHREADS": "1", "MEMORY": "1GB",
+           "REMOTE_ENV": f"export PATH={BIN}:$PATH"}
+    hosts = ["127.0.0.1", "127.0.0.1", "127.0.0.1"]  # scheduler + 2 workers, all local
+    try:
+        subprocess.run(["bash", str(DEPLOY / "ssh" / "start-cluster.sh"), *hosts], env=env,
+                       check=True, capture_output=True, timeout=60)
+        with scalenc.connect(f"tls://127.0.0.1:{port}", security=certs / "good", n_workers=2,
+                             timeout=60, quiet=True) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+            assert all(a.startswith("tls://127.0.0.1:") for a in client.nthreads())
+        with pytest.raises(ClusterUnavailableError, match="speaks TLS, but no certificates"):
+            with scalenc.connect(f"tls://127.0.0.1:{port}", timeout=5):
+                pass
+    finally:
+        pids = [int(p) for f in home.glob("scalenc-*.pid*") for p in f.read_text().split()]
+        subprocess.run(["bash", str(DEPLOY / "ssh" / "stop-cluster.sh"), *hosts], env=env,
+                       capture_output=True, timeout=60)
+        deadline = time.monotonic() + 20
+        for pid in pids:  # the processes the script started for this test
+            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.1)
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+    assert pids and not list(home.glob("scalenc-*.pid*"))
+
+
+def test_deploy_dask_commands_use_real_options():
+    """Every option given to `dask scheduler|worker|ssh` in deploy/ exists in this Dask."""
+    helps = {role: subprocess.run([DASK, role, "--help"], capture_output=True, text=True,
+                                  check=True).stdout for role in ("scheduler", "worker", "ssh")}
+    commands = []
+    for path in ("docker-compose.yml", "docker-compose.tls.yml"):
+        for svc in yaml_docs(DEPLOY / path)[0]["services"].values():
+            commands.append(svc.get("command", []))
+    job = next(d for d in yaml_docs(DEPLOY / "kubernetes" / "daskjob.yaml") if d["kind"] == "DaskJob")
+    for role in ("worker", "scheduler"):
+        commands += [c["args"] for c in job["spec"]["cluster"]["spec"][role]["spec"]["containers"]]
+    texts = [(DEPLOY / "ssh" / "start-cluster.sh").read_text(),
+             bash_blocks(DEPLOY / "tls" / "README.md"), bash_blocks(DEPLOY / "ssh" / "README.md")]
+    for text in texts:
+        for m in re.finditer(r"dask (scheduler|worker|ssh)\b((?:[^\n]|\\\n)*)", text):
+            commands.append(["dask", m.group(1), *m.group(2).replace("\\\n", " ").split()])
+    checked = 0
+    for args in commands:
+        if args[:1] != ["dask"] or args[1] not in helps:
+            continue
+        for flag in (a for a in args[2:] if a.startswith("--")):
+            assert re.search(rf"{re.escape(flag)}\b", helps[args[1]]), (args[1], flag)
+            checked += 1
+    assert checked > 35

@@ -30,13 +30,15 @@ tls() {  # the TLS options of role $1
   echo "--tls-ca-file $certs/ca.pem --tls-cert $certs/$1.pem --tls-key $certs/$1-key.pem"
 }
 
-ssh "$scheduler" "$prelude && nohup dask scheduler --protocol tls --host $scheduler \
+# (the prelude runs first and alone: a backgrounded `prelude && dask ...` would keep ssh's
+# output open and ssh would never return)
+ssh "$scheduler" "$prelude || exit 1; nohup dask scheduler --protocol tls --host $scheduler \
   --port $port --dashboard-address 127.0.0.1:8787 $(tls scheduler) \
   > scalenc-scheduler.log 2>&1 < /dev/null & echo \$! > scalenc-scheduler.pid"
 sleep 3
 i=0
 for host in "$@"; do
-  ssh "$host" "$prelude && nohup dask worker tls://$scheduler:$port --name $host-$i \
+  ssh "$host" "$prelude || exit 1; nohup dask worker tls://$scheduler:$port --name $host-$i \
     --nthreads $nthreads --memory-limit $memory --dashboard-address 127.0.0.1:0 $(tls worker) \
     > scalenc-worker-$i.log 2>&1 < /dev/null & echo \$! >> scalenc-worker.pids"
   i=$((i + 1))
