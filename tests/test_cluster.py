@@ -936,3 +936,65 @@ def test_deploy_dask_commands_use_real_options():
             assert re.search(rf"{re.escape(flag)}\b", helps[args[1]]), (args[1], flag)
             checked += 1
     assert checked > 35
+
+
+def small_job_file(tmp_path: Path) -> Path:
+    """deploy/jobs/job.toml with its workdir in tmp_path and 10× fewer rows."""
+    text = (DEPLOY / "jobs" / "job.toml").read_text()
+    text = text.replace('workdir = "/data/scalenc-job"', f'workdir = "{tmp_path / "work"}"')
+    text = re.sub(r"^n = (\d+)0$", r"n = \1", text, flags=re.M)
+    text = re.sub(r"^chunk_rows = (\d+)0$", r"chunk_rows = \1", text, flags=re.M)
+    path = tmp_path / "job.toml"
+    path.write_text(text)
+    return path
+
+
+def test_compose_runner_command_runs_the_job(dask_processes, tmp_path):
+    """The compose runner's command and job file, the scheduler at a loopback address."""
+    scalenc_command()
+    (compose,) = yaml_docs(DEPLOY / "docker-compose.yml")
+    runner = compose["services"]["runner"]
+    job = small_job_file(tmp_path)
+    args = [str(job) if a == "/jobs/job.toml" else a for a in runner["command"][1:]]
+    args = [str(tmp_path / "summary.json") if a == "/data/summary.json" else a for a in args]
+    env = {**os.environ, **runner["environment"], "SCALENC_SCHEDULER": dask_processes.address}
+    result = run_cli(*args, env=env)
+    assert result.returncode == 0, (result.stdout, result.stderr[-3000:])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "evaluate" in json.dumps(summary)
+    assert (tmp_path / "work" / "predictions.zarr").exists()
+
+
+def test_slurm_driver_with_a_local_stand_in(tmp_path, certs, monkeypatch):
+    """deploy/slurm/slurm_cluster.py end to end, SLURMCluster replaced by a TLS LocalCluster."""
+    import types
+
+    import distributed
+
+    scalenc_command()
+
+    class FakeSLURMCluster(distributed.LocalCluster):
+        def __init__(self, *, protocol, security, scheduler_options, **slurm_options):
+            assert protocol == "tls://" and security.require_encryption
+            assert scheduler_options["dashboard_address"].startswith("127.0.0.1:")
+            super().__init__(n_workers=0, threads_per_worker=1, protocol=protocol,
+                             security=security, host="127.0.0.1", silence_logs=50,
+                             dashboard_address="127.0.0.1:0")
+
+        def scale(self, jobs):
+            super().scale(jobs)
+
+        def job_script(self):
+            return "#!/bin/bash (stand-in)"
+
+    monkeypatch.setitem(sys.modules, "dask_jobqueue",
+                        types.SimpleNamespace(SLURMCluster=FakeSLURMCluster))
+    monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    spec = importlib.util.spec_from_file_location("slurm_cluster", DEPLOY / "slurm" / "slurm_cluster.py")
+    slurm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(slurm)
+    job = small_job_file(tmp_path)
+    code = slurm.main([str(job), "--jobs", "2", "--certs", str(certs / "good"),
+                       "--log-directory", str(tmp_path / "logs")])
+    assert code == 0
+    assert (tmp_path / "work" / "predictions.zarr").exists()
