@@ -58,6 +58,10 @@ DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
 
 #: Elements of one kernel tile (basis × rows) inside a block; 4M float64 = 32 MB.
 KERNEL_TILE_ELEMENTS = 4 * 2**20
+#: Rows × r of W̃ per ``dsyrk`` update of the Gram: 32M float64 = 256 MB per worker thread.
+#: A rank-k update reads and writes the whole r×r Gram, so k must be large (≥ 2000 rows
+#: for r ≈ 9000) for the update to be bound by arithmetic rather than memory.
+GRAM_TILE_ELEMENTS = 32 * 2**20
 
 
 # --- the paper's formulas, NumPy only ---------------------------------------------------
@@ -178,7 +182,7 @@ def _symmetrize_lower(M: np.ndarray) -> np.ndarray:
 
 
 def _basis_tiles(n_rows: int, r: int) -> int:
-    return int(np.clip(KERNEL_TILE_ELEMENTS // max(r, 1), 256, 8192))
+    return int(np.clip(KERNEL_TILE_ELEMENTS // max(r, 1), 1, 8192))
 
 
 def sigma_block(X, codes, *, row_start, basis):
@@ -210,17 +214,23 @@ def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
     """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
-    per labeled row). Memory: one kernel tile plus n_folds (r² + K r) float64.
+    per labeled row). Memory: one W̃ tile (:data:`GRAM_TILE_ELEMENTS`) plus
+    n_folds (r² + K r) float64.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     r = basis.shape[0]
     folds = fold_of(index, n_folds, seed) if n_folds > 1 else np.zeros(index.size, np.int64)
     M = np.zeros((n_folds, r, r))
     B = np.zeros((n_folds, n_classes, r))
-    step = _basis_tiles(rows.shape[0], r)
+    step = int(np.clip(GRAM_TILE_ELEMENTS // max(r, 1), 1, 16384))
+    sub = _basis_tiles(step, r)
     for start in range(0, rows.shape[0], step):
-        Wt = normalized_kernel(rows[start:start + step], basis, sigma)
-        fold_tile, label_tile = folds[start:start + step], labels[start:start + step]
+        stop = min(rows.shape[0], start + step)
+        Wt = np.empty((stop - start, r))
+        for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
+            Wt[s0 - start:min(stop, s0 + sub) - start] = normalized_kernel(
+                rows[s0:min(stop, s0 + sub)], basis, sigma)
+        fold_tile, label_tile = folds[start:stop], labels[start:stop]
         for f in np.unique(fold_tile):
             mine = fold_tile == f
             Wf = Wt[mine] if not mine.all() else Wt

@@ -189,6 +189,22 @@ def test_chunking_does_not_change_the_model(data, reference, chunks):
     np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
 
 
+def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatch):
+    import scalenc.neighbors as neighbors
+    import scalenc.nrbfn as nrbfn
+
+    monkeypatch.setattr(nrbfn, "KERNEL_TILE_ELEMENTS", 7 * 50)  # 7-row kernel pieces (r≈50)
+    monkeypatch.setattr(nrbfn, "GRAM_TILE_ELEMENTS", 30 * 50)
+    monkeypatch.setattr(neighbors, "TILE_ELEMENTS", 9 * 80)
+    monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", 11 * 80)
+    X, y, X_test, _ = data
+    m = NRBFNClassifier(**PARAMS, chunk_rows=80).fit(X, y)
+    np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
+    assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
+    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6,
+                               atol=1e-7 * np.abs(reference.weights_).max())
+
+
 def test_schedulers_give_the_same_model(data, reference, scheduler):
     X, y, X_test, _ = data
     m = NRBFNClassifier(**PARAMS, chunk_rows=50).fit(X, y)
