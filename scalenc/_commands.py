@@ -138,20 +138,20 @@ class Session:
 
     @contextlib.contextmanager
     def connected(self, address=None, scheduler_file=None, n_workers=None, timeout=None):
-        address = address or self.args.scheduler or os.environ.get("SCALENC_SCHEDULER") or None
+        """Connect through :func:`scalenc.connect` (which also reads ``$SCALENC_SCHEDULER``
+        and ``$SCALENC_SCHEDULER_FILE``); threads in this process when nothing is set."""
+        address = address or self.args.scheduler
         scheduler_file = scheduler_file or self.args.scheduler_file
         n_workers = n_workers or self.args.n_workers
         timeout = timeout or self.args.connect_timeout
-        if address is None and scheduler_file is None:
-            yield None
-            return
         with contextlib.ExitStack() as stack:
-            self.client = stack.enter_context(_connect(address, scheduler_file, n_workers, timeout))
-            info = {
-                "kind": "distributed",
-                "address": getattr(self.client, "scheduler", None)
-                and self.client.scheduler.address,
-            }
+            self.client = stack.enter_context(
+                _connect(address, scheduler_file, n_workers, timeout, self.args.tls_dir)
+            )
+            if self.client is None:
+                yield None
+                return
+            info = {"kind": "distributed", "address": self.client.scheduler.address}
             link = getattr(self.client, "dashboard_link", None)
             if link:
                 info["dashboard"] = link
@@ -168,32 +168,30 @@ class Session:
 
 
 @contextlib.contextmanager
-def _connect(address, scheduler_file, n_workers, timeout):
-    """A distributed Client (via scalenc.connect when available), exit code 3 if unreachable."""
-    import inspect
-
+def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
+    """scalenc.connect, with its failures mapped to exit codes 2 (bad setting) and 3."""
     import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
 
-    try:
-        from .cluster import connect
-    except ImportError:
-        connect = None
+    from .cluster import ClusterUnavailableError, connect
+
     stack = contextlib.ExitStack()
     try:
-        if connect is not None:
-            kwargs = {"address": address, "scheduler_file": scheduler_file, "n_workers": n_workers}
-            accepted = inspect.signature(connect).parameters
-            kwargs.update(
-                {k: v for k, v in (("timeout", timeout), ("quiet", True)) if k in accepted}
+        client = stack.enter_context(
+            connect(
+                address,
+                scheduler_file=scheduler_file,
+                n_workers=n_workers,
+                security=tls_dir,
+                timeout=timeout,
+                quiet=True,
             )
-            client = stack.enter_context(connect(**kwargs))
-        else:
-            client = stack.enter_context(
-                _fallback_connect(address, scheduler_file, n_workers, timeout)
-            )
-    except (ValueError, TypeError) as exc:
+        )
+    except (ValueError, TypeError, FileNotFoundError) as exc:
         stack.close()
         raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
+    except ClusterUnavailableError as exc:
+        stack.close()
+        raise ClusterUnreachable(str(exc)) from exc
     except Exception as exc:
         stack.close()
         raise ClusterUnreachable(
@@ -203,34 +201,6 @@ def _connect(address, scheduler_file, n_workers, timeout):
         ) from exc
     with stack:
         yield client
-
-
-@contextlib.contextmanager
-def _fallback_connect(address, scheduler_file, n_workers, timeout):
-    """Minimal connection when scalenc.cluster.connect is not available."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    if address == "local":
-        with (
-            LocalCluster(
-                n_workers=n_workers,
-                host="127.0.0.1",
-                dashboard_address="127.0.0.1:0",
-                processes=True,
-                silence_logs=logging.ERROR,
-            ) as cluster,
-            Client(cluster, set_as_default=True) as client,
-        ):
-            yield client
-    else:
-        with (
-            dask.config.set({"distributed.comm.timeouts.connect": f"{timeout}s"}),
-            Client(
-                address, scheduler_file=scheduler_file, timeout=timeout, set_as_default=True
-            ) as client,
-        ):
-            yield client
 
 
 def _setup_logging(args) -> logging.Handler:

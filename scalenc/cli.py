@@ -108,12 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="tcp://host:port of a running Dask scheduler, or 'local' to start a "
-        "LocalCluster of processes (default: $SCALENC_SCHEDULER, else threads "
-        "in this process)",
+        help="tcp://host:port or tls://host:port of a running Dask scheduler, 'local' to "
+        "start a LocalCluster of processes, or 'threads' (default: $SCALENC_SCHEDULER or "
+        "$SCALENC_SCHEDULER_FILE, else threads in this process)",
     )
     c.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file to connect to")
-    c.add_argument("--n-workers", type=int, metavar="N", help="workers of --scheduler local")
+    c.add_argument(
+        "--n-workers",
+        type=int,
+        metavar="N",
+        help="workers to start with --scheduler local; for a remote scheduler, wait for N",
+    )
+    c.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="certificates made by deploy/tls/make-certs.sh (ca.pem, client.pem, "
+        "client-key.pem) for a tls:// scheduler",
+    )
     c.add_argument(
         "--connect-timeout",
         type=float,

@@ -523,7 +523,7 @@ def test_unreachable_scheduler_exit_3(inputs, tmp_path):
         "1",
     )
     assert code == cli.EXIT_CLUSTER, err
-    assert "Cannot reach the Dask scheduler at 'tcp://127.0.0.1:9'" in summary["error"]["message"]
+    assert "Cannot use the Dask scheduler at tcp://127.0.0.1:9" in summary["error"]["message"]
     assert time.perf_counter() - t0 < 60
     assert not (tmp_path / "m").exists()
 
