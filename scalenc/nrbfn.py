@@ -484,8 +484,9 @@ class NRBFNClassifier(_RegressionClassifier):
         None: every labeled row is a soft-KNN candidate (the paper's algorithm exactly;
         O(n² p) time, one pass over X per row block of X). An int: a class-stratified
         sample of that many labeled rows (by hash of the global row index and
-        ``random_state``) whose neighbours are still searched in the whole training set
-        in ONE pass. The basis is then drawn from the candidates.
+        ``random_state``; all of them if it is at least their number) whose neighbours
+        are still searched in the whole training set in ONE pass. The candidates are
+        held in memory (c×p); the basis is drawn from them.
     random_state : int, RandomState or None, default=None
         Seeds the candidate sample and the folds (an int is used as the seed itself).
         None or a RandomState draws a seed from that generator at each fit.
@@ -661,11 +662,12 @@ class NRBFNClassifier(_RegressionClassifier):
 
     def _soft_knn(self, X, codes, codes_np, seed):
         """Neighbours of the candidates and their confidence; returns the candidates."""
-        if self.n_candidates is None or self.n_candidates >= self._n_labeled:
+        if self.n_candidates is None:
             candidates = None
             neighbors, cand_index, cand_codes = self._knn_all_rows(X, codes)
         else:
-            cand_index = stratified_sample(codes_np, self.n_candidates, self.classes_.size, seed)
+            size = min(self.n_candidates, self._n_labeled)
+            cand_index = stratified_sample(codes_np, size, self.classes_.size, seed)
             (candidates,) = compute(X[cand_index])
             self.n_passes_ += 1
             cand_codes = codes_np[cand_index]

@@ -225,22 +225,29 @@ def test_distributed_cluster(data, reference, client):
 
 
 def test_candidate_sample_of_all_rows_equals_exact(data, reference):
-    X, y, _, _ = data
-    m = NRBFNClassifier(**PARAMS, n_candidates=X.shape[0] - 1 + 1, chunk_rows=33, random_state=0)
-    m.fit(X, y)  # n_candidates = n → the exact path
-    sample = NRBFNClassifier(**PARAMS, chunk_rows=33, random_state=0)
-    sample.n_candidates = X.shape[0] - 1  # every row but one: the sampled path
-    sample.fit(X, y)
+    X, y, X_test, _ = data
+    m = NRBFNClassifier(**PARAMS, n_candidates=10**6, chunk_rows=33, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(m.candidate_indices_, np.arange(X.shape[0]))
+    np.testing.assert_allclose(m.confidence_, reference.confidence_, rtol=1e-12)
+    assert m.knn_sigma_ == pytest.approx(reference.knn_sigma_, rel=1e-12)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
-    # the sampled path computes each candidate's confidence in the WHOLE training set
-    pos = np.searchsorted(reference.candidate_indices_, sample.candidate_indices_)
+    assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
+    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6,
+                               atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
+    assert m.n_passes_ == 4  # candidate gather, one k-NN pass, σ, Gram
+
+
+def test_candidate_sample_confidence_uses_the_whole_training_set(data, reference):
+    X, y, _, _ = data
+    sample = NRBFNClassifier(**PARAMS, n_candidates=X.shape[0] - 1, chunk_rows=33,
+                             random_state=0).fit(X, y)
+    assert sample.candidate_indices_.size == X.shape[0] - 1
     np.testing.assert_allclose(
         sample.confidence_,
         _confidence_with_sigma(X, y, sample.candidate_indices_, 7, sample.knn_sigma_),
         rtol=1e-10,
     )
-    assert sample.candidate_indices_.size == X.shape[0] - 1
-    assert np.all(reference.candidate_indices_[pos] == sample.candidate_indices_)
 
 
 def _confidence_with_sigma(X, y, rows, k, sigma):
