@@ -69,6 +69,8 @@ def class_moments(
     n = np.asarray(onehot.sum(axis=1)).ravel()
     labeled = codes >= 0
     all_labeled = bool(labeled.all())
+    if scatter and np.asarray(X).dtype == np.float32:
+        return _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm)
     if scatter:
         # one float64 copy of the labeled rows, centred in place at their block mean m;
         # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
@@ -98,6 +100,45 @@ def class_moments(
     out = {"n": n, "mean": mean}
     if sqnorm:
         out["sqnorm"] = onehot @ np.einsum("ij,ij->i", X, X)
+    return out
+
+
+SCATTER_TILE = 4096
+
+
+def _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm):
+    """Class moments of a float32 block: sums in float64; the centred scatter as float32
+    products over tiles of ``SCATTER_TILE`` rows, each added to a float64 total.
+
+    Rounding is bounded by the tile (≈ √4096 · 6e-8 ≈ 4e-6 relative per tile) rather than
+    by the block, at half the memory traffic and twice the BLAS rate of a float64 copy.
+    """
+    rows = X if all_labeled else X[labeled]
+    oh = onehot if all_labeled else onehot[:, labeled]
+    n_rows, n_cols = rows.shape
+    sums = np.zeros((n.size, n_cols))
+    sq = np.zeros(n.size)
+    for start in range(0, n_rows, SCATTER_TILE):
+        tile = rows[start : start + SCATTER_TILE].astype(np.float64)
+        part = oh[:, start : start + SCATTER_TILE]
+        sums += part @ tile
+        if sqnorm:
+            sq += part @ np.einsum("ij,ij->i", tile, tile)
+    total = n.sum()
+    centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
+    scatter = np.zeros((n_cols, n_cols))
+    for start in range(0, n_rows, SCATTER_TILE):
+        tile = rows[start : start + SCATTER_TILE] - centre
+        scatter += tile.T @ tile
+    centre64 = centre.astype(np.float64)
+    shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    shifted -= centre64
+    shifted[n == 0] = 0.0
+    scatter -= (shifted * n[:, None]).T @ shifted
+    mean = np.where(n[:, None] > 0, shifted + centre64, 0.0)
+    out = {"n": n, "mean": mean, "scatter": scatter}
+    if sqnorm:
+        out["sqnorm"] = sq
     return out
 
 

@@ -89,6 +89,14 @@ def _row_blocks(X: da.Array, *aligned: da.Array | None):
     return list(zip(*pieces)), starts
 
 
+def _shared(kwargs: dict) -> dict:
+    """NumPy arguments as graph keys of their own, so that every task refers to one copy."""
+    return {
+        key: dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
+        for key, value in kwargs.items()
+    }
+
+
 def reduce_rows(
     block_fn: Callable,
     X: da.Array,
@@ -123,10 +131,7 @@ def reduce_rows(
     -----
     Memory: one block plus ``split_every`` partials per worker thread; nothing n-sized.
     """
-    shared = {
-        key: dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
-        for key, value in kwargs.items()
-    }
+    shared = _shared(kwargs)
     fn = dask.delayed(block_fn, pure=True)
     blocks, starts = _row_blocks(X, *aligned)
     partials = [fn(*pieces, row_start=int(s), **shared) for pieces, s in zip(blocks, starts)]
@@ -362,8 +367,10 @@ def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) ->
     """Lazy block-wise output: ``func(X_b, **kwargs)`` gives (b, n_out), or (b,) if n_out is None.
 
     Nothing is computed; the result streams to Zarr/Parquet or is computed by the caller.
+    Array arguments (U, a basis of r×p, …) enter the graph once, not once per block.
     """
     dtype = np.dtype(dtype)
+    kwargs = _shared(kwargs)
     if n_out is None:
         return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype), **kwargs)
     return X.map_blocks(

@@ -59,3 +59,15 @@ def test_count_nonfinite():
     X = np.array([[1.0, np.nan], [np.inf, 2.0]])
     assert _blocks.count_nonfinite(X) == 2
     assert _blocks.count_nonfinite(np.ones((2, 2), dtype=int)) == 0
+
+
+@pytest.mark.parametrize("unlabeled", [False, True])
+def test_float32_tiled_scatter_matches_float64(unlabeled):
+    rng = np.random.default_rng(2)
+    X = (rng.normal(loc=50.0, size=(9000, 7)) * rng.uniform(0.5, 3, 7)).astype(np.float32)
+    codes = rng.integers(-1 if unlabeled else 0, 3, 9000)
+    a = _blocks.class_moments(X, codes, 3, sqnorm=True)  # float32 path, tiles of 4096 rows
+    n, mean, S = _oracle(X.astype(np.float64), codes, 3)
+    np.testing.assert_array_equal(a["n"], n)
+    np.testing.assert_allclose(a["mean"], mean, rtol=1e-12)
+    np.testing.assert_allclose(a["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())

@@ -86,3 +86,19 @@ def test_map_rows_is_lazy_and_blockwise():
     np.testing.assert_array_equal(out.compute(), 2 * np.arange(12.0).reshape(6, 2))
     vec = passes.map_rows(lambda b: b[:, 0], X, None, np.float64)
     assert vec.chunks == ((4, 2),)
+
+
+def _scale(X, *, w):
+    return X * w
+
+
+def test_map_rows_puts_array_arguments_in_the_graph_once():
+    X = da.ones((40, 3), chunks=(5, 3))
+    w = np.arange(3.0)
+    out = passes.map_rows(_scale, X, 3, np.float64, w=w)
+    graph = dict(out.__dask_graph__())
+    copies = sum(
+        1 for task in graph.values() if isinstance(task, np.ndarray) and task.shape == (3,)
+    ) + sum(1 for k in graph if str(k).startswith("ndarray-"))
+    assert copies == 1
+    np.testing.assert_array_equal(out.compute(), np.ones((40, 3)) * w)
