@@ -19,9 +19,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _ccdr_blocks as cb
 from . import passes
+from ._base import StreamingClassifierMixin
 from ._validation import check_int, check_options, check_real
 from .cluster import blas_single_thread, compute
-from .data import check_xy, encode_labels, find_classes, unlabeled_mask
+from .data import check_xy, encode_labels, find_classes
 
 __all__ = ["CCDR", "CCDRClassifier"]
 
@@ -108,8 +109,17 @@ class CCDR(TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_components=14, *, beta=0.5, n_neighbors=4, epsilon=None, subsample_size=5000,
-        n_subsamples=1, random_state=None, chunk_rows=None, split_every=8,
+        self,
+        n_components=14,
+        *,
+        beta=0.5,
+        n_neighbors=4,
+        epsilon=None,
+        subsample_size=5000,
+        n_subsamples=1,
+        random_state=None,
+        chunk_rows=None,
+        split_every=8,
     ):
         self.n_components = n_components
         self.beta = beta
@@ -161,9 +171,15 @@ class CCDR(TransformerMixin, BaseEstimator):
     def _draw_subsamples(self, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
         """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
         L = self.classes_.size
-        (table,) = compute(passes.reduce_rows(
-            cb.stratum_counts_block, codes, combine=cb.concat_tables, n_classes=L,
-            split_every=self.split_every))
+        (table,) = compute(
+            passes.reduce_rows(
+                cb.stratum_counts_block,
+                codes,
+                combine=cb.concat_tables,
+                n_classes=L,
+                split_every=self.split_every,
+            )
+        )
         order = np.argsort(table["starts"])
         starts, per_block = table["starts"][order], table["counts"][order]
         counts = per_block.sum(axis=0)
@@ -178,9 +194,17 @@ class CCDR(TransformerMixin, BaseEstimator):
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
         ranks = tuple(tuple(cb.draw_ranks(counts, take, rng)) for _ in range(n_draws))
         offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
-        (found,) = compute(passes.reduce_rows(
-            cb.select_block, codes, combine=cb.concat_tables, starts=starts, offsets=offsets,
-            ranks=ranks, split_every=self.split_every))
+        (found,) = compute(
+            passes.reduce_rows(
+                cb.select_block,
+                codes,
+                combine=cb.concat_tables,
+                starts=starts,
+                offsets=offsets,
+                ranks=ranks,
+                split_every=self.split_every,
+            )
+        )
         draws = []
         for b in range(n_draws):
             order = np.argsort(found[f"s{b}"])
@@ -190,9 +214,15 @@ class CCDR(TransformerMixin, BaseEstimator):
     def _gather(self, X: da.Array, draws) -> dict:
         """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
         wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
-        (got,) = compute(passes.reduce_rows(
-            cb.gather_block, X, combine=cb.combine_gather, wanted=wanted,
-            split_every=self.split_every))
+        (got,) = compute(
+            passes.reduce_rows(
+                cb.gather_block,
+                X,
+                combine=cb.combine_gather,
+                wanted=wanted,
+                split_every=self.split_every,
+            )
+        )
         self.n_passes_ = 1
         if int(got["nonfinite"].sum()):
             raise ValueError(
@@ -207,11 +237,18 @@ class CCDR(TransformerMixin, BaseEstimator):
         for idx, codes in draws:  # client-side; one BLAS thread (see scalenc.cluster)
             pos = np.searchsorted(rows["index"], idx)
             with blas_single_thread():
-                solutions.append(cb.solve_ccdr(
-                    rows["rows"][pos], codes, idx, self.classes_.size,
-                    n_components=self.n_components, beta=self.beta,
-                    n_neighbors=self.n_neighbors, epsilon=self.epsilon,
-                ))
+                solutions.append(
+                    cb.solve_ccdr(
+                        rows["rows"][pos],
+                        codes,
+                        idx,
+                        self.classes_.size,
+                        n_components=self.n_components,
+                        beta=self.beta,
+                        n_neighbors=self.n_neighbors,
+                        epsilon=self.epsilon,
+                    )
+                )
         with blas_single_thread():
             return _align(solutions)
 
@@ -266,8 +303,14 @@ class CCDR(TransformerMixin, BaseEstimator):
             codes = encode_labels(yd, self.classes_).astype(dtype)
             Xd = da.concatenate([Xd, codes[:, None]], axis=1).rechunk({1: -1})
         out = passes.map_rows(
-            cb.transform_block, Xd, self.n_components, dtype, solutions=self._solutions_task(),
-            with_codes=with_codes, out_dtype=dtype)
+            cb.transform_block,
+            Xd,
+            self.n_components,
+            dtype,
+            solutions=self._solutions_task(),
+            with_codes=with_codes,
+            out_dtype=dtype,
+        )
         if is_dask:
             return out
         (result,) = compute(out)
@@ -314,7 +357,7 @@ def _align(solutions: list[cb.CCDRSolution]) -> list[cb.CCDRSolution]:
 # --- the classifier ------------------------------------------------------------------------
 
 
-class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
+class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
     """CCDR followed by a classifier on the m-dim embedding (the paper's Section V).
 
     Parameters
@@ -354,9 +397,19 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(
-        self, n_components=14, *, beta=0.5, n_neighbors=4, epsilon=None, subsample_size=5000,
-        n_subsamples=1, random_state=None, classifier="linear", classifier_neighbors=5,
-        chunk_rows=None, split_every=8,
+        self,
+        n_components=14,
+        *,
+        beta=0.5,
+        n_neighbors=4,
+        epsilon=None,
+        subsample_size=5000,
+        n_subsamples=1,
+        random_state=None,
+        classifier="linear",
+        classifier_neighbors=5,
+        chunk_rows=None,
+        split_every=8,
     ):
         self.n_components = n_components
         self.beta = beta
@@ -371,8 +424,17 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         self.split_every = split_every
 
     def _ccdr_params(self):
-        names = ("n_components", "beta", "n_neighbors", "epsilon", "subsample_size",
-                 "n_subsamples", "random_state", "chunk_rows", "split_every")
+        names = (
+            "n_components",
+            "beta",
+            "n_neighbors",
+            "epsilon",
+            "subsample_size",
+            "n_subsamples",
+            "random_state",
+            "chunk_rows",
+            "split_every",
+        )
         return {name: getattr(self, name) for name in names}
 
     def fit(self, X, y):
@@ -389,8 +451,14 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         ccdr.fit(Xd, yd)
         self.ccdr_ = ccdr
-        for name in ("classes_", "centers_", "eigenvalues_", "embedding_", "subsample_indices_",
-                     "n_features_in_"):
+        for name in (
+            "classes_",
+            "centers_",
+            "eigenvalues_",
+            "embedding_",
+            "subsample_indices_",
+            "n_features_in_",
+        ):
             setattr(self, name, getattr(ccdr, name))
         self.n_passes_ = ccdr.n_passes_
         self.head_ = self._fit_head(Xd, yd)
@@ -412,9 +480,16 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
             stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
         else:
             codes = encode_labels(y, self.classes_)
-            (stats,) = compute(passes.reduce_rows(
-                block, X, codes, solutions=self.ccdr_._solutions_task(), n_classes=L,
-                split_every=self.split_every))
+            (stats,) = compute(
+                passes.reduce_rows(
+                    block,
+                    X,
+                    codes,
+                    solutions=self.ccdr_._solutions_task(),
+                    n_classes=L,
+                    split_every=self.split_every,
+                )
+            )
             self.n_passes_ += 1
         if self.classifier == "linear":
             return cb.LinearHead(stats["gram"], stats["cross"])
@@ -423,8 +498,15 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     def _map(self, X, block_fn, n_out, dtype, **kwargs):
         check_is_fitted(self, "head_")
         Xd, is_dask = self.ccdr_._prepare(X)
-        out = passes.map_rows(block_fn, Xd, n_out, dtype, solutions=self.ccdr_._solutions_task(),
-                              head=self.head_, **kwargs)
+        out = passes.map_rows(
+            block_fn,
+            Xd,
+            n_out,
+            dtype,
+            solutions=self.ccdr_._solutions_task(),
+            head=self.head_,
+            **kwargs,
+        )
         if is_dask:
             return out
         (result,) = compute(out)
@@ -450,35 +532,11 @@ class CCDRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
         """Classifier scores on the embedding, shape (n, L); (n,) for two classes (s₁ − s₀)."""
         check_is_fitted(self, "head_")
         binary = self.classes_.size == 2
-        return self._map(X, cb.scores_block, None if binary else self.classes_.size, np.float64,
-                         binary=binary)
+        return self._map(
+            X, cb.scores_block, None if binary else self.classes_.size, np.float64, binary=binary
+        )
 
     def predict(self, X):
         """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X)."""
         check_is_fitted(self, "head_")
         return self._map(X, cb.predict_block, None, self.classes_.dtype, classes=self.classes_)
-
-    def score(self, X, y, sample_weight=None):
-        """Accuracy over the labeled rows of (X, y); unlabeled rows are left out.
-
-        Dask input is scored by a lazy comparison reduced to two counts (nothing n-sized
-        reaches the client).
-        """
-        if sample_weight is not None or not isinstance(X, da.Array):
-            y_arr = np.asarray(y.compute() if isinstance(y, da.Array) else y)
-            keep = ~unlabeled_mask(y_arr)
-            pred = self.predict(X)
-            pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
-            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
-            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
-        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows)
-        codes = encode_labels(yd, self.classes_)
-        pred_codes = encode_labels(self.predict(Xd), self.classes_)
-        labeled = codes >= 0
-        correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
-        return float(correct) / float(total)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags

@@ -13,6 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from . import _blocks, passes
+from ._base import StreamingClassifierMixin
 from ._validation import check_int, check_options, check_real
 from .cluster import compute
 from .data import check_xy, encode_labels, find_classes
@@ -66,7 +67,7 @@ def _full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, coun
     return out / counts
 
 
-class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
+class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
     """Fast multi-kernel encoder classifier (Shen), fitted in one to three passes over X.
 
     The class means ``U = Wᵀ X`` (K×p) are computed in one pass; every kernel's embedding
@@ -620,28 +621,6 @@ class EncoderClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
             model=self._chosen_model(),
             classes=self.classes_,
         )
-
-    def score(self, X, y, sample_weight=None):
-        """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""
-        if sample_weight is not None or not isinstance(X, da.Array):
-            y_arr = np.asarray(y)
-            from .data import unlabeled_mask
-
-            keep = ~unlabeled_mask(y_arr)
-            pred = self.predict(X)
-            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
-            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
-        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows)
-        codes = encode_labels(yd, self.classes_)
-        pred_codes = encode_labels(self.predict(Xd), self.classes_)
-        labeled = codes >= 0
-        correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
-        return float(correct) / float(total)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
 
 
 def _z_moments_block(Z, codes, *, row_start, n_classes):

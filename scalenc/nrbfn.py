@@ -28,9 +28,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _blocks, passes
+from ._base import StreamingClassifierMixin
 from ._validation import check_int, check_param, check_real
 from .cluster import compute
-from .data import check_xy, encode_labels, find_classes, unlabeled_mask
+from .data import check_xy, encode_labels, find_classes
 from .neighbors import (
     kneighbors_all_rows,
     kneighbors_pass,
@@ -170,8 +171,7 @@ def _syrk_lower_into(M: np.ndarray, W: np.ndarray) -> None:
     """
     from scipy.linalg.blas import dsyrk
 
-    dsyrk(1.0, np.asarray(W, dtype=np.float64, order="F"), trans=1, beta=1.0, c=M.T,
-          overwrite_c=1)
+    dsyrk(1.0, np.asarray(W, dtype=np.float64, order="F"), trans=1, beta=1.0, c=M.T, overwrite_c=1)
 
 
 def _symmetrize_lower(M: np.ndarray) -> np.ndarray:
@@ -228,8 +228,9 @@ def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
         stop = min(rows.shape[0], start + step)
         Wt = np.empty((stop - start, r))
         for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
-            Wt[s0 - start:min(stop, s0 + sub) - start] = normalized_kernel(
-                rows[s0:min(stop, s0 + sub)], basis, sigma)
+            Wt[s0 - start : min(stop, s0 + sub) - start] = normalized_kernel(
+                rows[s0 : min(stop, s0 + sub)], basis, sigma
+            )
         fold_tile, label_tile = folds[start:stop], labels[start:stop]
         for f in np.unique(fold_tile):
             mine = fold_tile == f
@@ -255,7 +256,8 @@ def cv_error_block(X, codes, *, row_start, basis, sigma, weights, seed):
     for f in np.unique(folds):
         mine = folds == f
         scores = (weights[f].reshape(-1, weights.shape[-1]) @ Wt[mine].T).reshape(
-            n_alphas, -1, int(mine.sum()))  # (n_alphas, K, rows)
+            n_alphas, -1, int(mine.sum())
+        )  # (n_alphas, K, rows)
         errors += (scores.argmax(axis=1) != labels[mine]).sum(axis=1)
     return errors
 
@@ -317,7 +319,7 @@ def _predict_block(X, *, score_fn, classes, **kwargs):
 # --- shared estimator plumbing -----------------------------------------------------------
 
 
-class _RegressionClassifier(ClassifierMixin, BaseEstimator):
+class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstimator):
     """Validation, class handling and block-wise prediction shared by nRBFN and LRC."""
 
     def _check_classes(self, classes):
@@ -378,8 +380,14 @@ class _RegressionClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "classes_")
         binary = self.classes_.size == 2
-        out = self._map(X, _decision_block, 1 if binary else self.classes_.size, None,
-                        out_dtype=None, binary=binary)
+        out = self._map(
+            X,
+            _decision_block,
+            1 if binary else self.classes_.size,
+            None,
+            out_dtype=None,
+            binary=binary,
+        )
         return out[:, 0] if binary else out
 
     def predict_proba(self, X):
@@ -402,33 +410,14 @@ class _RegressionClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "classes_")
         return self._map(X, _predict_block, None, self.classes_.dtype, classes=self.classes_)
 
-    def score(self, X, y, sample_weight=None):
-        """Accuracy over the labeled rows of (X, y); unlabeled rows are left out."""
-        if sample_weight is not None or not isinstance(X, da.Array):
-            y_arr = np.asarray(y)
-            keep = ~unlabeled_mask(y_arr)
-            pred = np.asarray(self.predict(X))
-            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
-            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
-        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows)
-        codes = encode_labels(yd, self.classes_)
-        pred_codes = encode_labels(self.predict(Xd), self.classes_)
-        labeled = codes >= 0
-        correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
-        return float(correct) / float(total)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
-
 
 def _warn_singular(owner, alpha, detail):
     warnings.warn(
         f"{owner}: the regularised system A Aᵀ + λ‖A‖²_F I is singular or ill-conditioned "
         f"with alpha={alpha!r} ({detail}); the minimum-norm least-squares solution is used. "
         "Increase alpha (e.g. alpha=1e-13 or larger) for a well-posed solve.",
-        UserWarning, stacklevel=3,
+        UserWarning,
+        stacklevel=3,
     )
 
 
@@ -547,8 +536,18 @@ class NRBFNClassifier(_RegressionClassifier):
     """
 
     def __init__(
-        self, n_neighbors=20, *, confidence_threshold=0.9, alpha=1e-13, cv=5, n_basis=None,
-        max_basis=None, n_candidates=None, random_state=None, chunk_rows=None, split_every=8,
+        self,
+        n_neighbors=20,
+        *,
+        confidence_threshold=0.9,
+        alpha=1e-13,
+        cv=5,
+        n_basis=None,
+        max_basis=None,
+        n_candidates=None,
+        random_state=None,
+        chunk_rows=None,
+        split_every=8,
     ):
         self.n_neighbors = n_neighbors
         self.confidence_threshold = confidence_threshold
@@ -565,18 +564,31 @@ class NRBFNClassifier(_RegressionClassifier):
 
     def _check_params(self) -> tuple[float, ...]:
         check_int(self, "n_neighbors", self.n_neighbors, low=1)
-        check_real(self, "confidence_threshold", self.confidence_threshold, low=0.0, high=1.0,
-                   closed="right")
+        check_real(
+            self,
+            "confidence_threshold",
+            self.confidence_threshold,
+            low=0.0,
+            high=1.0,
+            closed="right",
+        )
         check_int(self, "cv", self.cv, low=2)
         check_int(self, "n_basis", self.n_basis, low=1, allow_none=True)
         check_int(self, "max_basis", self.max_basis, low=1, allow_none=True)
         check_int(self, "n_candidates", self.n_candidates, low=2, allow_none=True)
         check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
         check_int(self, "split_every", self.split_every, low=2)
-        check_param(self, "random_state", self.random_state,
-                    lambda v: v is None or isinstance(v, np.random.RandomState)
-                    or (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0),
-                    "an int >= 0, a numpy RandomState or None")
+        check_param(
+            self,
+            "random_state",
+            self.random_state,
+            lambda v: (
+                v is None
+                or isinstance(v, np.random.RandomState)
+                or (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0)
+            ),
+            "an int >= 0, a numpy RandomState or None",
+        )
         return self._alpha_grid()
 
     def _alpha_grid(self) -> tuple[float, ...]:
@@ -585,14 +597,23 @@ class NRBFNClassifier(_RegressionClassifier):
             return number and np.isfinite(v) and v >= 0
 
         if isinstance(self.alpha, str):
-            check_param(self, "alpha", self.alpha, lambda v: v == "cv",
-                        'a float >= 0, a non-empty sequence of them, or "cv"')
+            check_param(
+                self,
+                "alpha",
+                self.alpha,
+                lambda v: v == "cv",
+                'a float >= 0, a non-empty sequence of them, or "cv"',
+            )
             return DEFAULT_ALPHA_GRID
         if real(self.alpha):
             return (float(self.alpha),)
-        check_param(self, "alpha", self.alpha,
-                    lambda v: len(v) > 0 and all(real(a) for a in v),
-                    'a float >= 0, a non-empty sequence of them, or "cv"')
+        check_param(
+            self,
+            "alpha",
+            self.alpha,
+            lambda v: len(v) > 0 and all(real(a) for a in v),
+            'a float >= 0, a non-empty sequence of them, or "cv"',
+        )
         return tuple(float(a) for a in self.alpha)
 
     def _seed(self) -> int:
@@ -671,33 +692,45 @@ class NRBFNClassifier(_RegressionClassifier):
             (candidates,) = compute(X[cand_index])
             self.n_passes_ += 1
             cand_codes = codes_np[cand_index]
-            (neighbors,) = compute(kneighbors_pass(
-                X, codes, candidates, cand_index, self.n_neighbors, split_every=self.split_every))
+            (neighbors,) = compute(
+                kneighbors_pass(
+                    X, codes, candidates, cand_index, self.n_neighbors, split_every=self.split_every
+                )
+            )
             self.n_passes_ += 1
         self._refuse_nonfinite(neighbors["nonfinite"])
         self.knn_sigma_ = knn_sigma(neighbors["dist2"])
         self.confidence_ = soft_knn_confidence(
-            neighbors["dist2"], neighbors["label"], cand_codes, self.knn_sigma_)
+            neighbors["dist2"], neighbors["label"], cand_codes, self.knn_sigma_
+        )
         self.candidate_indices_ = cand_index
         return candidates, cand_index, cand_codes
 
     def _knn_all_rows(self, X, codes):
         """Exact search for every labeled row: block pairs, one pass per row block of X."""
-        (results,) = compute(kneighbors_all_rows(X, codes, self.n_neighbors,
-                                                 split_every=self.split_every))
+        (results,) = compute(
+            kneighbors_all_rows(X, codes, self.n_neighbors, split_every=self.split_every)
+        )
         self.n_passes_ += len(results)
         neighbors = {
             key: np.concatenate([res[0][key] for res in results])
             for key in ("dist2", "index", "label")
         }
         neighbors["nonfinite"] = sum(int(res[0]["nonfinite"]) for res in results)
-        return (neighbors, np.concatenate([res[1] for res in results]),
-                np.concatenate([res[2] for res in results]))
+        return (
+            neighbors,
+            np.concatenate([res[1] for res in results]),
+            np.concatenate([res[2] for res in results]),
+        )
 
     def _choose_basis(self, X, candidates, cand_index, cand_codes):
         positions, capped = select_basis(
-            self.confidence_, cand_codes, self.confidence_threshold, self.classes_.size,
-            n_basis=self.n_basis, max_basis=self.max_basis,
+            self.confidence_,
+            cand_codes,
+            self.confidence_threshold,
+            self.classes_.size,
+            n_basis=self.n_basis,
+            max_basis=self.max_basis,
         )
         if capped:
             wanted = int(np.count_nonzero(self.confidence_ < self.confidence_threshold))
@@ -706,7 +739,8 @@ class NRBFNClassifier(_RegressionClassifier):
                 f"confidence_threshold={self.confidence_threshold}, more than "
                 f"max_basis={self.max_basis}; keeping the {self.max_basis} least confident "
                 "(one per class reserved). Raise max_basis or lower confidence_threshold.",
-                UserWarning, stacklevel=3,
+                UserWarning,
+                stacklevel=3,
             )
         self.basis_indices_ = cand_index[positions]
         if candidates is not None:
@@ -719,17 +753,28 @@ class NRBFNClassifier(_RegressionClassifier):
     # --- steps 2–4 ---------------------------------------------------------------------
 
     def _sigma_pass(self, X, codes) -> float:
-        (stats,) = compute(passes.reduce_rows(
-            sigma_block, X, codes, basis=self.basis_, split_every=self.split_every))
+        (stats,) = compute(
+            passes.reduce_rows(
+                sigma_block, X, codes, basis=self.basis_, split_every=self.split_every
+            )
+        )
         self.n_passes_ += 1
         return float(stats["dist_sum"]) / (float(stats["rows"]) * self.basis_.shape[0])
 
     def _gram_pass(self, X, codes, n_folds, seed) -> dict:
-        (gram,) = compute(passes.reduce_rows(
-            gram_block, X, codes, basis=self.basis_, sigma=self.sigma_,
-            n_classes=self.classes_.size, n_folds=n_folds, seed=seed,
-            split_every=self.split_every,
-        ))
+        (gram,) = compute(
+            passes.reduce_rows(
+                gram_block,
+                X,
+                codes,
+                basis=self.basis_,
+                sigma=self.sigma_,
+                n_classes=self.classes_.size,
+                n_folds=n_folds,
+                seed=seed,
+                split_every=self.split_every,
+            )
+        )
         self.n_passes_ += 1
         return gram  # M holds lower triangles; the solves read only those
 
@@ -747,10 +792,18 @@ class NRBFNClassifier(_RegressionClassifier):
                     problems.append(lam)
         if problems:
             _warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
-        (errors,) = compute(passes.reduce_rows(
-            cv_error_block, X, codes, basis=self.basis_, sigma=self.sigma_, weights=weights,
-            seed=seed, split_every=self.split_every,
-        ))
+        (errors,) = compute(
+            passes.reduce_rows(
+                cv_error_block,
+                X,
+                codes,
+                basis=self.basis_,
+                sigma=self.sigma_,
+                weights=weights,
+                seed=seed,
+                split_every=self.split_every,
+            )
+        )
         self.n_passes_ += 1
         cv_error = errors / self._n_labeled
         return grid[int(np.argmin(cv_error))], cv_error
@@ -766,8 +819,12 @@ class NRBFNClassifier(_RegressionClassifier):
         self.rank_ = numerical_rank(M) if M.shape[0] <= MAX_RANK_BASIS else None
 
     def _score_kwargs(self):
-        return {"score_fn": nrbfn_scores, "basis": self.basis_, "sigma": self.sigma_,
-                "weights": self.weights_}
+        return {
+            "score_fn": nrbfn_scores,
+            "basis": self.basis_,
+            "sigma": self.sigma_,
+            "weights": self.weights_,
+        }
 
 
 # --- LRC ------------------------------------------------------------------------------------
@@ -835,8 +892,11 @@ class LRClassifier(_RegressionClassifier):
         """
         self._check_params()
         X, codes = self._prepare_fit(X, y)
-        (moments,) = compute(passes.class_moments_pass(
-            X, codes, self.classes_.size, scatter=True, split_every=self.split_every))
+        (moments,) = compute(
+            passes.class_moments_pass(
+                X, codes, self.classes_.size, scatter=True, split_every=self.split_every
+            )
+        )
         self.n_passes_ = 1
         self._refuse_nonfinite(moments["nonfinite"])
         gram, cross = self._augmented_gram(moments)
