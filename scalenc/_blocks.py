@@ -22,6 +22,7 @@ __all__ = [
     "merge_partials",
     "combine_partials",
     "count_nonfinite",
+    "check_finite",
     "log_softmax",
     "labeled_log_likelihood",
 ]
@@ -184,6 +185,16 @@ def combine_partials(*partials):
     for part in partials[1:]:
         out = merge_partials(out, part)
     return out
+
+
+def check_finite(X: np.ndarray) -> None:
+    """Refuse a block holding NaN or infinite values (the per-block check of every output map)."""
+    bad = count_nonfinite(X)
+    if bad:
+        raise ValueError(
+            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
+            "impute or drop them before predicting or transforming."
+        )
 
 
 def count_nonfinite(X: np.ndarray) -> int:

@@ -542,15 +542,6 @@ def combine_gather(*parts):
 # --- block functions of the estimators' maps and passes, and the classifier heads --------
 
 
-def check_block(X: np.ndarray) -> None:
-    bad = _blocks.count_nonfinite(X)
-    if bad:
-        raise ValueError(
-            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
-            "impute or drop them before transforming or predicting."
-        )
-
-
 def split_codes(X, with_codes):
     if not with_codes:
         return X, None
@@ -558,7 +549,7 @@ def split_codes(X, with_codes):
 
 
 def embed(X, codes, solutions):
-    check_block(X)
+    _blocks.check_finite(X)
     return nystrom_ensemble(solutions, X, codes)
 
 

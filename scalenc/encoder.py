@@ -26,33 +26,24 @@ __all__ = ["EncoderClassifier"]
 # --- per-block outputs (module level so that they pickle for any scheduler) ------------
 
 
-def _check_block(X: np.ndarray) -> None:
-    bad = _blocks.count_nonfinite(X)
-    if bad:
-        raise ValueError(
-            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
-            "impute or drop them before predicting."
-        )
-
-
 def _embed_block(X, *, kernel, U, out_dtype):
-    _check_block(X)
+    _blocks.check_finite(X)
     return kernel(X, U).astype(out_dtype, copy=False)
 
 
 def _decision_block(X, *, kernel, U, model, out_dtype):
-    _check_block(X)
+    _blocks.check_finite(X)
     scores = lda_decision(model, kernel(X, U))
     return scores.astype(out_dtype, copy=False)
 
 
 def _proba_block(X, *, kernel, U, model, out_dtype):
-    _check_block(X)
+    _blocks.check_finite(X)
     return np.exp(lda_log_proba(model, kernel(X, U))).astype(out_dtype, copy=False)
 
 
 def _predict_block(X, *, kernel, U, model, classes):
-    _check_block(X)
+    _blocks.check_finite(X)
     scores = lda_decision(model, kernel(X, U))
     index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(axis=1)
     return classes[index]

@@ -262,24 +262,15 @@ def cv_error_block(X, codes, *, row_start, basis, sigma, weights, seed):
     return errors
 
 
-def _check_block(X):
-    bad = _blocks.count_nonfinite(X)
-    if bad:
-        raise ValueError(
-            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
-            "impute or drop them before predicting."
-        )
-
-
 def nrbfn_scores(X, *, basis, sigma, weights):
     """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5)."""
-    _check_block(X)
+    _blocks.check_finite(X)
     return normalized_kernel(X, basis, sigma) @ weights.T
 
 
 def lrc_scores(X, *, coef, intercept):
     """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
-    _check_block(X)
+    _blocks.check_finite(X)
     return np.asarray(X, dtype=np.float64) @ coef.T + intercept
 
 
