@@ -132,14 +132,26 @@ class Spearman(Kernel):
     def __call__(self, X, U):
         X = np.asarray(X)
         ranks_u = _centred_ranks(np.asarray(U))
-        n_cols = X.shape[1]
-        ranks, tied = _ranks_and_ties(X)
-        if not tied:
-            # Without ties a row's ranks are a permutation of 1..p: mean (p+1)/2 and norm
-            # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
-            norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
-            return (ranks @ ranks_u.T) / norm
-        return _centre_and_scale(ranks) @ ranks_u.T
+        out = np.empty((X.shape[0], ranks_u.shape[0]))
+        # Row tiles keep every temporary in cache: block-sized temporaries are page-faulted
+        # afresh on each call, and those faults serialise the threads of a Dask worker.
+        for start in range(0, X.shape[0], RANK_TILE):
+            out[start : start + RANK_TILE] = _spearman_rows(X[start : start + RANK_TILE], ranks_u)
+        return out
+
+
+RANK_TILE = 1024
+
+
+def _spearman_rows(X: np.ndarray, ranks_u: np.ndarray) -> np.ndarray:
+    n_cols = X.shape[1]
+    ranks, tied = _ranks_and_ties(X)
+    if not tied:
+        # Without ties a row's ranks are a permutation of 1..p: mean (p+1)/2 and norm
+        # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
+        norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
+        return (ranks @ ranks_u.T) / norm
+    return _centre_and_scale(ranks) @ ranks_u.T
 
 
 @dataclass(frozen=True, repr=False)

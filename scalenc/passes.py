@@ -248,8 +248,21 @@ def cross_entropy_pass(
 # --- the embedding cache: Z computed once for passes 2 and 3 ------------------------------
 
 
+EMBED_TILE = 4096
+
+
 def _embed_all_block(X, *, kernels, U):
-    return np.hstack([kernel(Xk, U) for kernel, Xk in zip(kernels, _kernel_inputs(X, kernels))])
+    """[δ_1(X,U) | … | δ_M(X,U)] for one block, a tile of rows at a time, so the float64
+    copies stay small (block-sized temporaries are page-faulted on every call and those
+    faults serialise a worker's threads)."""
+    X = np.asarray(X)
+    out = np.empty((X.shape[0], len(kernels) * U.shape[0]))
+    for start in range(0, X.shape[0], EMBED_TILE):
+        tile = X[start : start + EMBED_TILE]
+        out[start : start + EMBED_TILE] = np.hstack(
+            [kernel(Xk, U) for kernel, Xk in zip(kernels, _kernel_inputs(tile, kernels))]
+        )
+    return out
 
 
 def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array:
