@@ -359,7 +359,8 @@ class RowCache:
         """The array the first pass should read, and the writes to compute with it."""
         if self.distributed:
             return self._persisted, []
-        store = self._source.to_zarr(f"{self._path}/z.zarr", compute=False)
+        # uncompressed: float64 embeddings do not compress, and zstd would cost more than I/O
+        store = self._source.to_zarr(f"{self._path}/z.zarr", compute=False, compressors=None)
         return self._source, [store]
 
     def cached(self) -> da.Array:
