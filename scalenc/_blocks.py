@@ -13,6 +13,9 @@ cancellation when class means are large compared to the spread within a class.
 
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -25,7 +28,29 @@ __all__ = [
     "check_finite",
     "log_softmax",
     "labeled_log_likelihood",
+    "scratch",
 ]
+
+
+_SCRATCH = threading.local()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A reusable per-thread buffer of ``shape`` and ``dtype``; its contents are undefined.
+
+    Row-tile loops use these for their megabyte-sized temporaries. A fresh temporary of
+    that size is mapped from the kernel and page-faulted in on every call, and the page
+    faults of a Dask worker's threads serialise on the process's memory map: with two
+    threads the faults, not the arithmetic, set the pace. A buffer stays valid until the
+    same thread asks for ``name`` again.
+    """
+    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    buf = buffers.get(name)
+    if buf is None or buf.nbytes < nbytes:
+        buf = buffers[name] = np.empty(max(nbytes, 1), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
 
 
 def _onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
@@ -66,10 +91,11 @@ def class_moments(
     A class with no row in the block has count 0 and mean 0.
     """
     codes = np.asarray(codes)
-    onehot = _onehot(codes, n_classes)
-    n = np.asarray(onehot.sum(axis=1)).ravel()
     labeled = codes >= 0
+    n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
     all_labeled = bool(labeled.all())
+    if scatter:
+        onehot = _onehot(codes, n_classes)
     if scatter and np.asarray(X).dtype == np.float32:
         return _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm)
     if scatter:
@@ -95,12 +121,22 @@ def class_moments(
                 "ij,ij->i", centred, centred
             )
         return out
-    X = np.asarray(X, dtype=np.float64)
-    sums = np.asarray(onehot @ X)
+    # Class sums a tile of rows at a time: the float64 copy stays small and in cache, and
+    # a dense K×tile indicator makes the sums one BLAS product per tile.
+    X = np.asarray(X)
+    sums = np.zeros((n_classes, X.shape[1]))
+    sq = np.zeros(n_classes)
+    classes = np.arange(n_classes)[:, None]
+    for start in range(0, X.shape[0], SCATTER_TILE):
+        tile = np.asarray(X[start : start + SCATTER_TILE], dtype=np.float64)
+        indicator = (codes[start : start + SCATTER_TILE] == classes).astype(np.float64)
+        sums += indicator @ tile
+        if sqnorm:
+            sq += indicator @ np.einsum("ij,ij->i", tile, tile)
     mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
     out = {"n": n, "mean": mean}
     if sqnorm:
-        out["sqnorm"] = onehot @ np.einsum("ij,ij->i", X, X)
+        out["sqnorm"] = sq
     return out
 
 

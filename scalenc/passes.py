@@ -28,7 +28,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from . import _blocks
-from .kernels import Kernel
+from .kernels import Kernel, embed
 from .linalg import LDAModel, lda_log_proba
 
 __all__ = [
@@ -176,17 +176,9 @@ def class_moments_pass(
     )
 
 
-def _kernel_inputs(X, kernels):
-    """The block as each kernel wants it: float64 once for all, but rank kernels sort the
-    original dtype (exact, and float32 sorts faster)."""
-    X64 = np.asarray(X, dtype=np.float64)
-    return [X if getattr(k, "rank_based", False) else X64 for k in kernels]
-
-
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
-    return tuple(
-        _blocks.class_moments(kernel(Xk, U), codes, n_classes, scatter=True)
-        for kernel, Xk in zip(kernels, _kernel_inputs(X, kernels))
+    return _stacked_moments_block(
+        embed(kernels, X, U), codes, row_start=row_start, n_kernels=len(kernels), n_classes=n_classes
     )
 
 
@@ -214,11 +206,9 @@ def embedding_moments_pass(
 
 
 def _cross_entropy_block(X, codes, *, row_start, kernels, U, models):
-    out = []
-    for kernel, model, Xk in zip(kernels, models, _kernel_inputs(X, kernels)):
-        loglik, _ = _blocks.labeled_log_likelihood(lda_log_proba(model, kernel(Xk, U)), codes)
-        out.append(np.array(loglik))
-    return tuple(out)
+    return _stacked_cross_entropy_block(
+        embed(kernels, X, U), codes, row_start=row_start, models=models, n_classes=U.shape[0]
+    )
 
 
 def cross_entropy_pass(
@@ -248,21 +238,8 @@ def cross_entropy_pass(
 # --- the embedding cache: Z computed once for passes 2 and 3 ------------------------------
 
 
-EMBED_TILE = 4096
-
-
 def _embed_all_block(X, *, kernels, U):
-    """[δ_1(X,U) | … | δ_M(X,U)] for one block, a tile of rows at a time, so the float64
-    copies stay small (block-sized temporaries are page-faulted on every call and those
-    faults serialise a worker's threads)."""
-    X = np.asarray(X)
-    out = np.empty((X.shape[0], len(kernels) * U.shape[0]))
-    for start in range(0, X.shape[0], EMBED_TILE):
-        tile = X[start : start + EMBED_TILE]
-        out[start : start + EMBED_TILE] = np.hstack(
-            [kernel(Xk, U) for kernel, Xk in zip(kernels, _kernel_inputs(tile, kernels))]
-        )
-    return out
+    return embed(kernels, X, U)
 
 
 def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array:

@@ -70,3 +70,46 @@ def test_average_ranks_equal_scipy_rankdata(ties):
     rng = np.random.default_rng(1)
     A = rng.integers(0, 4, size=(50, 13)).astype(float) if ties else rng.normal(size=(50, 13))
     np.testing.assert_array_equal(average_ranks(A), rankdata(A, axis=1))
+
+
+@pytest.mark.parametrize("case", ["continuous", "ties", "signed_zeros", "tiny_and_huge"])
+def test_float32_ranks_equal_scipy_rankdata(case):
+    """The packed-key sort of float32 rows ranks exactly as rankdata, ties included."""
+    from scipy.stats import rankdata
+
+    from scalenc import kernels
+    from scalenc.kernels import average_ranks
+
+    rng = np.random.default_rng(2)
+    A = rng.normal(size=(300, 37)).astype(np.float32)
+    if case == "ties":
+        A[::7, :5] = A[::7, 5:6]  # some rows with ties, the others without
+    elif case == "signed_zeros":
+        A[::3, 0], A[::3, 1] = 0.0, -0.0  # equal values: one tie
+    elif case == "tiny_and_huge":
+        A[:, :4] = np.array([-3e38, -1e-45, 1e-45, 3e38], dtype=np.float32)
+    np.testing.assert_array_equal(average_ranks(A), rankdata(A, axis=1))
+    np.testing.assert_array_equal(average_ranks(A), average_ranks(A.astype(np.float64)))
+    tied_rows = {"continuous": 0, "ties": 43, "signed_zeros": 100, "tiny_and_huge": 0}[case]
+    assert kernels._ranks_and_tied_rows(A)[1].size == tied_rows
+
+
+def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
+    """Kernels evaluated together on shared tile products equal each kernel's formula, also
+    across several row tiles where only some have ties."""
+    from scalenc import kernels
+
+    monkeypatch.setattr(kernels, "EMBED_TILE_ELEMENTS", 100 * 11)  # tiles of 100 rows
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(250, 11)).astype(np.float32)
+    X[205, :4] = 0.5  # a tie in the third tile only
+    U = rng.normal(size=(4, 11))
+    chosen = [get_kernel("linear"), get_kernel("euclidean"), Gaussian(sigma=3.0),
+              get_kernel("spearman"), get_kernel(lambda A, B: A[:, :4] * 2.0)]
+    Z = kernels.embed(chosen, X, U)
+    X64 = X.astype(np.float64)
+    d2 = ((X64[:, None, :] - U[None, :, :]) ** 2).sum(-1)
+    rows = [X.astype(np.float64) @ U.T, -np.sqrt(d2), np.exp(-d2 / 18.0),
+            np.array([[spearmanr(x, u).statistic for u in U] for x in X]), X64[:, :4] * 2.0]
+    for m, ref in enumerate(rows):
+        np.testing.assert_allclose(Z[:, 4 * m : 4 * (m + 1)], ref, rtol=1e-10, atol=1e-10)
