@@ -59,10 +59,14 @@ DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
 
 #: Elements of one kernel tile (basis × rows) inside a block; 4M float64 = 32 MB.
 KERNEL_TILE_ELEMENTS = 4 * 2**20
-#: Rows × r of W̃ per ``dsyrk`` update of the Gram: 32M float64 = 256 MB per worker thread.
-#: A rank-k update reads and writes the whole r×r Gram, so k must be large (≥ 2000 rows
-#: for r ≈ 9000) for the update to be bound by arithmetic rather than memory.
-GRAM_TILE_ELEMENTS = 32 * 2**20
+#: Rows × r of W̃ per update of the Gram: at most 64M float64 = 512 MB per worker thread
+#: (a block's rows are split into equal steps under it). An update reads and writes the
+#: whole r×r Gram, so it must cover many rows (≥ 2000 for r ≈ 9000) to be bound by
+#: arithmetic rather than memory.
+GRAM_TILE_ELEMENTS = 64 * 2**20
+#: Rows of the Gram per strip of :func:`_syrk_lower_into` (the temporary product of a
+#: strip is GRAM_STRIP × r float64: 72 MB for r ≈ 9000).
+GRAM_STRIP = 1024
 
 
 # --- the paper's formulas, NumPy only ---------------------------------------------------
@@ -166,12 +170,24 @@ def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
 def _syrk_lower_into(M: np.ndarray, W: np.ndarray) -> None:
     """M += Wᵀ W on the lower triangle of the C-ordered M (W is rows × r), in place.
 
-    BLAS ``dsyrk`` (half the flops of a GEMM) updates the upper triangle of the
-    Fortran-ordered view Mᵀ, which is M's lower triangle.
-    """
-    from scipy.linalg.blas import dsyrk
+    The lower triangle is cut into strips of :data:`GRAM_STRIP` rows: each strip's
+    diagonal square is a NumPy ``Wₐᵀ Wₐ`` (which NumPy runs as BLAS ``syrk``) and the
+    part left of it one GEMM ``Wₐᵀ W[:, :a]``. The work is that of one ``dsyrk`` (r² flops
+    per row of W, half a GEMM), and W is read in place (no Fortran-ordered copy). Only
+    the lower triangle is meaningful afterwards (the diagonal squares also add to part
+    of the upper one, which nothing reads).
 
-    dsyrk(1.0, np.asarray(W, dtype=np.float64, order="F"), trans=1, beta=1.0, c=M.T, overwrite_c=1)
+    NumPy's matmul releases the GIL while BLAS runs; SciPy's ``scipy.linalg.blas.dsyrk``
+    wrapper does not, so with it the Gram updates of the threaded scheduler's worker
+    threads ran one at a time.
+    """
+    r = W.shape[1]
+    for a in range(0, r, GRAM_STRIP):
+        end = min(r, a + GRAM_STRIP)
+        Wa = W[:, a:end]
+        M[a:end, a:end] += Wa.T @ Wa
+        if a:
+            M[a:end, :a] += Wa.T @ W[:, :a]
 
 
 def _symmetrize_lower(M: np.ndarray) -> np.ndarray:
@@ -214,15 +230,16 @@ def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
     """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
-    per labeled row). Memory: one W̃ tile (:data:`GRAM_TILE_ELEMENTS`) plus
-    n_folds (r² + K r) float64.
+    per labeled row). Memory: one W̃ tile (:data:`GRAM_TILE_ELEMENTS`), one strip
+    product (:data:`GRAM_STRIP` × r) and n_folds (r² + K r) float64.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     r = basis.shape[0]
     folds = fold_of(index, n_folds, seed) if n_folds > 1 else np.zeros(index.size, np.int64)
     M = np.zeros((n_folds, r, r))
     B = np.zeros((n_folds, n_classes, r))
-    step = int(np.clip(GRAM_TILE_ELEMENTS // max(r, 1), 1, 16384))
+    n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
+    step = max(1, -(-rows.shape[0] // max(n_steps, 1)))  # equal steps under the tile size
     sub = _basis_tiles(step, r)
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)

@@ -195,6 +195,7 @@ def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatc
 
     monkeypatch.setattr(nrbfn, "KERNEL_TILE_ELEMENTS", 7 * 50)  # 7-row kernel pieces (r≈50)
     monkeypatch.setattr(nrbfn, "GRAM_TILE_ELEMENTS", 30 * 50)
+    monkeypatch.setattr(nrbfn, "GRAM_STRIP", 13)  # Gram in 13-row strips: diagonal + GEMM parts
     monkeypatch.setattr(neighbors, "TILE_ELEMENTS", 9 * 80)
     monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", 11 * 80)
     X, y, X_test, _ = data
@@ -203,6 +204,18 @@ def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatc
     assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
     np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6,
                                atol=1e-7 * np.abs(reference.weights_).max())
+
+
+def test_gram_strips_equal_a_full_product(monkeypatch):
+    import scalenc.nrbfn as nrbfn
+
+    rng = np.random.default_rng(5)
+    W = rng.random((40, 29))
+    for strip in (1, 7, 29, 64):
+        monkeypatch.setattr(nrbfn, "GRAM_STRIP", strip)
+        M = np.full((29, 29), 0.5)
+        nrbfn._syrk_lower_into(M, W)
+        np.testing.assert_allclose(np.tril(M), np.tril(W.T @ W + 0.5), rtol=1e-13)
 
 
 def test_schedulers_give_the_same_model(data, reference, scheduler):
