@@ -128,7 +128,7 @@ def class_moments(
     sq = np.zeros(n_classes)
     classes = np.arange(n_classes)[:, None]
     for start in range(0, X.shape[0], SCATTER_TILE):
-        tile = np.asarray(X[start : start + SCATTER_TILE], dtype=np.float64)
+        tile = _as_float64(X[start : start + SCATTER_TILE])
         indicator = (codes[start : start + SCATTER_TILE] == classes).astype(np.float64)
         sums += indicator @ tile
         if sqnorm:
@@ -141,6 +141,15 @@ def class_moments(
 
 
 SCATTER_TILE = 4096
+
+
+def _as_float64(tile: np.ndarray) -> np.ndarray:
+    """A float64 view or copy of a row tile; a copy goes to a per-thread scratch buffer."""
+    if tile.dtype == np.float64:
+        return tile
+    out = scratch("moments.float64", tile.shape, np.float64)
+    out[...] = tile
+    return out
 
 
 def _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm):
@@ -156,7 +165,7 @@ def _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm):
     sums = np.zeros((n.size, n_cols))
     sq = np.zeros(n.size)
     for start in range(0, n_rows, SCATTER_TILE):
-        tile = rows[start : start + SCATTER_TILE].astype(np.float64)
+        tile = _as_float64(rows[start : start + SCATTER_TILE])
         part = oh[:, start : start + SCATTER_TILE]
         sums += part @ tile
         if sqnorm:
@@ -165,7 +174,8 @@ def _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm):
     centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
     scatter = np.zeros((n_cols, n_cols))
     for start in range(0, n_rows, SCATTER_TILE):
-        tile = rows[start : start + SCATTER_TILE] - centre
+        tile = rows[start : start + SCATTER_TILE]
+        tile = np.subtract(tile, centre, out=scratch("moments.centred", tile.shape, np.float32))
         scatter += tile.T @ tile
     centre64 = centre.astype(np.float64)
     shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)

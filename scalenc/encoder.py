@@ -312,9 +312,10 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""
         K, M = self.classes_.size, len(self.kernels_)
         with passes.RowCache(passes.embed_all(X, self.kernels_, U)) as cache:
-            Z, writes = cache.first_pass_input()
-            z_moments, *_ = compute(
-                passes.stacked_moments_pass(Z, codes, M, K, split_every=self.split_every), *writes
+            (z_moments,) = compute(
+                passes.stacked_moments_pass(
+                    cache.first_pass_input(), codes, M, K, split_every=self.split_every
+                )
             )
             self._z_moments = list(z_moments)
             self.n_passes_ += 1

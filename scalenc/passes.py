@@ -25,7 +25,9 @@ from collections.abc import Callable, Sequence
 import dask
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
 
 from . import _blocks
 from .kernels import Kernel, embed
@@ -306,10 +308,14 @@ class RowCache:
     """Keep a lazily computed, row-chunked array for a second pass without recomputing it.
 
     On a distributed cluster the blocks are persisted on the workers (which spill them to
-    their disks under memory pressure); with an in-process or multiprocessing scheduler
-    they are written to a temporary Zarr store (in Dask's ``temporary-directory``) during
-    the first pass and read back by the next. Nothing goes through the client. Use as a
-    context manager; the temporary store is removed on exit.
+    their disks under memory pressure). With an in-process or multiprocessing scheduler
+    the first pass writes each block through to a ``.npy`` file in a temporary directory
+    (in Dask's ``temporary-directory``) as it computes it, and later passes read the files
+    back memory-mapped. The write happens inside the block's own task, so the first pass
+    computes every block once (a separate store of the same lazy array would be
+    optimised into a second graph that recomputes it), and blocks of any row chunking
+    are kept as they are. Nothing goes through the client. Use as a context manager; the
+    temporary files are removed on exit.
     """
 
     def __init__(self, arr: da.Array):
@@ -332,19 +338,28 @@ class RowCache:
             self._path = tempfile.mkdtemp(prefix="scalenc-cache-", dir=root)
         return self
 
-    def first_pass_input(self) -> tuple[da.Array, list]:
-        """The array the first pass should read, and the writes to compute with it."""
+    def first_pass_input(self) -> da.Array:
+        """The array the first pass should read: computing a block also caches it."""
         if self.distributed:
-            return self._persisted, []
-        # uncompressed: float64 embeddings do not compress, and zstd would cost more than I/O
-        store = self._source.to_zarr(f"{self._path}/z.zarr", compute=False, compressors=None)
-        return self._source, [store]
+            return self._persisted
+        return self._source.map_blocks(
+            _write_through,
+            directory=self._path,
+            dtype=self._source.dtype,
+            meta=self._source._meta,
+        )
 
     def cached(self) -> da.Array:
         """The cached array, for passes after the first."""
         if self.distributed:
             return self._persisted
-        return da.from_zarr(f"{self._path}/z.zarr")
+        src = self._source
+        name = f"scalenc-cached-{tokenize(src, self._path)}"
+        graph = {
+            (name, *index): (_read_back, _block_file(self._path, index))
+            for index in np.ndindex(*src.numblocks)
+        }
+        return da.Array(HighLevelGraph.from_collections(name, graph), name, src.chunks, meta=src._meta)
 
     def __exit__(self, *exc):
         import shutil
@@ -352,6 +367,19 @@ class RowCache:
         self._persisted = None
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
+
+
+def _block_file(directory: str, index) -> str:
+    return f"{directory}/block-{'-'.join(map(str, index))}.npy"
+
+
+def _write_through(block, *, directory, block_info=None):
+    np.save(_block_file(directory, block_info[0]["chunk-location"]), block, allow_pickle=False)
+    return block
+
+
+def _read_back(path: str) -> np.ndarray:
+    return np.load(path, mmap_mode="r", allow_pickle=False)
 
 
 def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) -> da.Array:

@@ -102,3 +102,31 @@ def test_map_rows_puts_array_arguments_in_the_graph_once():
     ) + sum(1 for k in graph if str(k).startswith("ndarray-"))
     assert copies == 1
     np.testing.assert_array_equal(out.compute(), np.ones((40, 3)) * w)
+
+
+_CALLS = []
+
+
+def _counted_square(block):
+    _CALLS.append(block.shape[0])
+    return block * block
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_row_cache_computes_each_block_once_and_keeps_irregular_chunks(scheduler, tmp_path):
+    """The first pass writes each block through as it computes it: one computation per
+    block (a separate store would be optimised into a second graph that recomputes it),
+    and irregular row chunks are cached as they are."""
+    X = np.arange(230.0).reshape(115, 2)
+    Xd = da.from_array(X, chunks=((40, 7, 60, 8), 2))
+    source = Xd.map_blocks(_counted_square, dtype=float)
+    _CALLS.clear()
+    with dask.config.set(scheduler=scheduler, **{"temporary-directory": str(tmp_path)}):
+        with passes.RowCache(source) as cache:
+            total = compute(cache.first_pass_input().sum(axis=0))[0]
+            np.testing.assert_array_equal(total, (X * X).sum(axis=0))
+            cached = cache.cached()
+            assert cached.chunks == Xd.chunks
+            np.testing.assert_array_equal(compute(cached)[0], X * X)
+    assert sorted(_CALLS) == [7, 8, 40, 60]  # each block once, none recomputed for the reads
+    assert list(tmp_path.iterdir()) == []
