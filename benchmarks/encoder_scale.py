@@ -5,13 +5,17 @@ Prints, measured side by side in one run (this machine is noisy: compare ratios)
 (a) one bare read pass over X (``X.sum(axis=0)``),
 (b) the linear-kernel fit (one pass), (c) the paper's three-kernel fit (linear, euclidean,
 spearman: two passes over X and one over the cached embedding) and (c') the same with the
-gaussian kernel instead of spearman, each as a ratio to (a), with the peak memory;
+gaussian kernel instead of spearman, each as a ratio to (a), with the peak memory and
+the ratio of CPU seconds (user + system; less sensitive than wall time to other processes
+sharing the cores);
 (d) the linear fit at n, 2n, 4n, 8n rows: time per row and peak memory should be flat.
 
 Targets (issue 2): linear fit ≤ 1.5× a read pass, three kernels ≤ 3.5×, memory flat in n.
 
     python benchmarks/encoder_scale.py                    # 4M × 256 float32 = 4 GB store
-    python benchmarks/encoder_scale.py --rows 400000      # a quick run
+    python benchmarks/encoder_scale.py --rows 400000 --store /tmp/small.zarr   # a quick run
+
+(A store whose shape differs from ``--rows`` × ``--features`` is rewritten.)
 """
 
 from __future__ import annotations
@@ -79,16 +83,30 @@ class PeakMemory:
         self._thread.join()
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its children (the Dask workers)."""
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for proc in me.children(recursive=True):
+        try:
+            total += sum(proc.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
+
+
 def timed(func, repeats: int):
-    best, peak, value = np.inf, 0, None
+    """Best wall time of ``repeats`` calls, the CPU seconds of that call, peak memory, value."""
+    best, cpu, peak, value = np.inf, np.inf, 0, None
     for _ in range(repeats):
         with PeakMemory() as mem:
-            t0 = time.perf_counter()
+            c0, t0 = cpu_seconds(), time.perf_counter()
             value = func()
-            elapsed = time.perf_counter() - t0
-        best = min(best, elapsed)
+            elapsed, used = time.perf_counter() - t0, cpu_seconds() - c0
+        if elapsed < best:
+            best, cpu = elapsed, used
         peak = max(peak, mem.peak)
-    return best, peak, value
+    return best, cpu, peak, value
 
 
 def run(args) -> dict:
@@ -111,6 +129,7 @@ def run(args) -> dict:
         return EncoderClassifier(kernels=kernels).fit(Xs, ys)
 
     rounds = {"read": [], "linear": [], "three": [], "three_g": []}
+    cpus = {"read": [], "linear": [], "three": [], "three_g": []}
     peaks = {"read": 0, "linear": 0, "three": 0, "three_g": 0}
     for _ in range(args.repeats):  # interleaved, so that load changes hit all alike
         for name, func in (
@@ -119,8 +138,9 @@ def run(args) -> dict:
             ("three", lambda: fit(("linear", "euclidean", "spearman"))),
             ("three_g", lambda: fit(("linear", "euclidean", "gaussian"))),
         ):
-            t, peak, value = timed(func, 1)
+            t, cpu, peak, value = timed(func, 1)
             rounds[name].append(t)
+            cpus[name].append(cpu)
             peaks[name] = max(peaks[name], peak)
             if name == "three":
                 results["three_kernel_choice"] = value.kernel_.name
@@ -137,12 +157,21 @@ def run(args) -> dict:
             "three_gaussian_fit_s": round(min(rounds["three_g"]), 2),
             "three_gaussian_over_read": round(min(rounds["three_g"]) / read, 2),
             "peak_memory_mb": {k: round(v / 2**20) for k, v in peaks.items()},
+            # CPU seconds (user + system) of the fastest round, over those of the fastest read:
+            # less sensitive than wall time to other processes sharing the cores
+            "cpu_over_read": {
+                k: round(v[int(np.argmin(rounds[k]))] / cpus["read"][int(np.argmin(rounds["read"]))], 2)
+                for k, v in cpus.items()
+            },
+            "rounds_over_read": {
+                k: [round(t / r, 2) for t, r in zip(v, rounds["read"])] for k, v in rounds.items()
+            },
         }
     )
     growth = []
     for factor in (1, 2, 4, 8):
         n = args.rows * factor // 8
-        t, peak, _ = timed(lambda n=n: fit(("linear",), X[:n], y[:n]), args.repeats)
+        t, _, peak, _ = timed(lambda n=n: fit(("linear",), X[:n], y[:n]), args.repeats)
         growth.append(
             {
                 "rows": n,
@@ -160,19 +189,20 @@ def print_table(r: dict) -> None:
         f"\nstore: {r['rows']:,} × {r['features']} float32 = {r['store_gb']} GB, "
         f"{r['chunks_mb']} MB chunks, scheduler: {r['scheduler']}"
     )
-    print(f"{'step':<34}{'seconds':>9}{'× read':>9}{'peak MB':>9}")
-    pm = r["peak_memory_mb"]
-    print(f"{'(a) bare read X.sum(axis=0)':<34}{r['read_s']:>9}{1.0:>9}{pm['read']:>9}")
-    print(
-        f"{'(b) linear fit (1 pass)':<34}{r['linear_fit_s']:>9}{r['linear_over_read']:>9}{pm['linear']:>9}"
-    )
-    label = f"(c) 3 kernels ({r['three_kernel_passes']} passes)"
-    print(f"{label:<34}{r['three_fit_s']:>9}{r['three_over_read']:>9}{pm['three']:>9}")
-    label = "(c') linear, euclidean, gaussian"
-    print(
-        f"{label:<34}{r['three_gaussian_fit_s']:>9}{r['three_gaussian_over_read']:>9}"
-        f"{pm['three_g']:>9}"
-    )
+    print(f"{'step':<34}{'seconds':>9}{'× read':>9}{'CPU × read':>12}{'peak MB':>9}")
+    pm, cpu = r["peak_memory_mb"], r["cpu_over_read"]
+    rows = [
+        ("(a) bare read X.sum(axis=0)", r["read_s"], 1.0, "read"),
+        ("(b) linear fit (1 pass)", r["linear_fit_s"], r["linear_over_read"], "linear"),
+        (f"(c) 3 kernels ({r['three_kernel_passes']} passes)", r["three_fit_s"],
+         r["three_over_read"], "three"),
+        ("(c') linear, euclidean, gaussian", r["three_gaussian_fit_s"],
+         r["three_gaussian_over_read"], "three_g"),
+    ]
+    for label, seconds, ratio, key in rows:
+        print(f"{label:<34}{seconds:>9}{ratio:>9}{cpu[key]:>12}{pm[key]:>9}")
+    print("every round, × its own read: " + "; ".join(
+        f"{k} {v}" for k, v in r["rounds_over_read"].items() if k != "read"))
     print(
         f"read throughput: {r['read_gb_per_s']} GB/s; three-kernel choice: {r['three_kernel_choice']}"
     )

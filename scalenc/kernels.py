@@ -124,11 +124,15 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     means = Means(U)
     K = means.U.shape[0]
     out = np.empty((X.shape[0], len(kernels) * K))
+    tiled = [m for m, kernel in enumerate(kernels) if kernel.tiled]
+    for m, kernel in enumerate(kernels):
+        if not kernel.tiled:  # a user function sees the whole block, once
+            out[:, m * K : (m + 1) * K] = kernel(X, means.U)
     rows = max(1, EMBED_TILE_ELEMENTS // max(X.shape[1], 1))
-    for start in range(0, X.shape[0], rows):
+    for start in range(0, X.shape[0] if tiled else 0, rows):
         tile = Tile(X[start : start + rows], means)
-        for m, kernel in enumerate(kernels):
-            out[start : start + rows, m * K : (m + 1) * K] = kernel.tile(tile)
+        for m in tiled:
+            out[start : start + rows, m * K : (m + 1) * K] = kernels[m].tile(tile)
     return out
 
 
@@ -228,6 +232,8 @@ class Kernel:
     """
 
     name = "kernel"
+    #: Whether :func:`embed` evaluates the kernel a row tile at a time (else on the block).
+    tiled = True
 
     def __call__(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
         return embed((self,), X, U)
@@ -331,6 +337,7 @@ class CallableKernel(Kernel):
     """A user function ``f(X_block, U) -> (b, K)``; it must be picklable for clusters."""
 
     func: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    tiled = False
 
     @property
     def name(self):  # type: ignore[override]

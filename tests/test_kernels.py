@@ -113,3 +113,19 @@ def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
             np.array([[spearmanr(x, u).statistic for u in U] for x in X]), X64[:, :4] * 2.0]
     for m, ref in enumerate(rows):
         np.testing.assert_allclose(Z[:, 4 * m : 4 * (m + 1)], ref, rtol=1e-10, atol=1e-10)
+
+
+def test_a_callable_kernel_sees_the_whole_block_once(monkeypatch):
+    from scalenc import kernels
+
+    monkeypatch.setattr(kernels, "EMBED_TILE_ELEMENTS", 10)
+    seen = []
+
+    def inner(A, B):
+        seen.append(A.shape)
+        return A @ B.T
+
+    X, U = np.ones((250, 3)), np.ones((2, 3))
+    Z = kernels.embed([get_kernel(inner), get_kernel("linear")], X, U)
+    assert seen == [(250, 3)]
+    np.testing.assert_array_equal(Z, np.full((250, 4), 3.0))
