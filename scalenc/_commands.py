@@ -12,8 +12,9 @@ import logging
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
+
+from ._tempnames import remove_abandoned, temporary_sibling
 
 log = logging.getLogger("scalenc.cli")
 
@@ -562,7 +563,8 @@ def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
     if target.exists() and not overwrite:
         raise BadInput(f"{path} exists; pass --overwrite to replace it.")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    remove_abandoned(target)
+    tmp = Path(temporary_sibling(target))
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)

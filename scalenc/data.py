@@ -19,12 +19,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import uuid
 from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
+
+from ._tempnames import remove_abandoned, temporary_sibling
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -488,14 +489,17 @@ def _output_format(path: str, fmt: str | None) -> str:
 
 @contextlib.contextmanager
 def _atomic_directory(path: str, overwrite: bool):
-    """Yield ``<path>.tmp-<random>`` to write into; rename it to ``path`` only on success.
+    """Yield ``<path>.tmp-<host>-<pid>-<random>`` to write into; rename it to ``path`` only
+    on success.
 
     A failure (or an interrupt) removes the temporary directory, so nothing that looks
-    complete is left; an existing ``path`` is replaced only with ``overwrite``.
+    complete is left; an existing ``path`` is replaced only with ``overwrite``. Temporaries
+    of ``path`` that killed runs left behind are removed first.
     """
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True (--overwrite) to replace it.")
-    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    remove_abandoned(path)
+    tmp = temporary_sibling(path)
     try:
         yield tmp
         if os.path.exists(path):
@@ -568,9 +572,9 @@ def write_output(
 ) -> str:
     """Write a lazy array block by block to Zarr or Parquet, atomically.
 
-    The blocks go to ``<path>.tmp-<random>`` and the directory is renamed to ``path`` only
-    after every block is written; a failure removes the temporary directory, so a failed
-    run leaves no output that looks complete. An existing ``path`` is replaced only with
+    The blocks go to ``<path>.tmp-<host>-<pid>-<random>`` and the directory is renamed to
+    ``path`` only after every block is written; a failure removes the temporary directory,
+    so a failed run leaves no output that looks complete. An existing ``path`` is replaced only with
     ``overwrite=True``. String labels are stored as variable-length strings. Returns the
     path written.
     """

@@ -21,10 +21,9 @@ name            δ(x, u)                                                      pa
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import functools
 
 import numpy as np
 
@@ -182,7 +181,9 @@ def _float32_ordinal_ranks(A: np.ndarray, scratch: bool) -> tuple[np.ndarray, np
     bits = keys.view(np.int64)
     bits |= _flat_index(n_rows, n_cols)
     keys.sort(axis=1)
-    values = np.bitwise_and(bits, ~_INDEX_BITS, out=_blocks.scratch("ranks.values", A.shape, np.int64))
+    values = np.bitwise_and(
+        bits, ~_INDEX_BITS, out=_blocks.scratch("ranks.values", A.shape, np.int64)
+    )
     bits &= _INDEX_BITS
     ranked = _blocks.scratch("ranks.ranked", A.shape, np.float64) if scratch else np.empty(A.shape)
     ranked.reshape(-1)[bits.reshape(-1)] = _ordinal_ranks(n_rows, n_cols)

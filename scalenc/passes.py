@@ -180,7 +180,11 @@ def class_moments_pass(
 
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
     return _stacked_moments_block(
-        embed(kernels, X, U), codes, row_start=row_start, n_kernels=len(kernels), n_classes=n_classes
+        embed(kernels, X, U),
+        codes,
+        row_start=row_start,
+        n_kernels=len(kernels),
+        n_classes=n_classes,
     )
 
 
@@ -359,7 +363,9 @@ class RowCache:
             (name, *index): (_read_back, _block_file(self._path, index))
             for index in np.ndindex(*src.numblocks)
         }
-        return da.Array(HighLevelGraph.from_collections(name, graph), name, src.chunks, meta=src._meta)
+        return da.Array(
+            HighLevelGraph.from_collections(name, graph), name, src.chunks, meta=src._meta
+        )
 
     def __exit__(self, *exc):
         import shutil

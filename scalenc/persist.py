@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._tempnames import remove_abandoned, temporary_sibling
+
 __all__ = [
     "SCHEMA_VERSION",
     "MIN_SCHEMA_VERSION",
@@ -418,7 +420,7 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
 
     Notes
     -----
-    Everything is written to ``<directory>.tmp-<random>`` and renamed to ``directory``
+    Everything is written to ``<directory>.tmp-<host>-<pid>-<random>`` and renamed to ``directory``
     at the end (after an fsync), so an interrupted save leaves no complete-looking model.
     The estimator's whole state is kept, including the running totals ``partial_fit``
     continues from.
@@ -457,7 +459,8 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass overwrite=True (--overwrite) to replace it.")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp-{uuid.uuid4().hex[:8]}")
+    remove_abandoned(target)
+    tmp = Path(temporary_sibling(target))
     try:
         (tmp / ARRAY_DIR).mkdir(parents=True)
         for rel, arr in writer.arrays:

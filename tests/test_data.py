@@ -185,3 +185,28 @@ def test_write_dataset_round_trips_through_load(tmp_path, suffix, xy):
     np.testing.assert_array_equal(np.asarray(yd.compute(), dtype=object), labels)
     with pytest.raises(FileExistsError, match="exists"):
         write_dataset(da.from_array(X, chunks=64), None, path)
+
+
+def test_a_write_removes_temporaries_that_killed_runs_left(tmp_path):
+    """A killed writer cannot remove its ``<path>.tmp-<host>-<pid>-…``; the next write to the
+    same path does, but not those of a live process or of another host."""
+    import subprocess
+    import sys
+
+    from scalenc import _tempnames
+    from scalenc.data import write_output
+
+    target = tmp_path / "out.zarr"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    host = _tempnames._host()
+    abandoned = tmp_path / f"out.zarr.tmp-{host}-{dead}-0123abcd"
+    live = tmp_path / f"out.zarr.tmp-{host}-{os.getppid()}-0123abcd"
+    remote = tmp_path / f"out.zarr.tmp-otherhost-{dead}-0123abcd"
+    for d in (abandoned, live, remote):
+        (d / "X").mkdir(parents=True)
+    write_output(da.ones((10, 2), chunks=5), target)
+    assert not abandoned.exists()
+    assert live.exists() and remote.exists()
+    assert target.exists()
+    assert _tempnames.temporary_sibling(target).startswith(f"{target}.tmp-{host}-{os.getpid()}-")
