@@ -21,9 +21,13 @@ Two ways to run it:
 Block functions (:func:`kneighbors_block`, :func:`kneighbors_pair`, :func:`merge_neighbors`,
 the soft-KNN formulas) are NumPy only; the two wiring functions import dask lazily.
 
-Ties: neighbours are ordered by (distance, global row index), so exact ties between
-blocks are broken the same way for any chunking. Within one block, exact ties at the
-k-th distance are broken by ``numpy.argpartition`` (only duplicate rows can produce them).
+Selection: within a block, each candidate's k nearest are the k smallest ranking scores
+(‖x‖² − 2 c·x), ties broken by global row index, and they are then ordered by
+(distance, global row index), so exact ties are broken the same way for any chunking and
+tiling. Most of a score row cannot hold a neighbour: the k-th smallest of a sample of the
+row (or, down the columns of a block pair, the running k-th of the tiles already seen)
+bounds it, and only entries at or below the bound — found by one vectorised comparison —
+are selected among (:func:`_smallest_k`), which keeps the search exact.
 """
 
 from __future__ import annotations
@@ -50,9 +54,12 @@ __all__ = [
 
 #: Elements of one distance tile (candidates × rows); 4M float64 = 32 MB per worker thread.
 TILE_ELEMENTS = 4 * 2**20
-#: Distance tile of a block pair: larger, so that the column direction (the second block's
-#: candidates) is merged over few tiles; three float32 copies of 16M = 192 MB per thread.
+#: Distance tile of a block pair (rows of the first block × the second block); two float32
+#: copies of 16M = 128 MB per thread.
 PAIR_TILE_ELEMENTS = 16 * 2**20
+#: Columns of a score row whose k-th smallest value bounds the row's k-th smallest overall
+#: (:func:`_smallest_k`); only entries at or below the bound go to selection.
+THRESHOLD_SAMPLE = 2048
 
 
 def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True) -> np.ndarray:
@@ -102,29 +109,141 @@ def _finite(A: np.ndarray) -> np.ndarray:
     return A if np.all(np.isfinite(A)) else np.where(np.isfinite(A), A, 0.0)
 
 
+def _k_smallest(P, Q, k):
+    """The k smallest entries of each row of P by (value, Q) — ties broken by Q.
+
+    P (c×w) values and Q (c×w) positions, w ≥ k. Returns (values, positions), c×k, in no
+    particular order. ``numpy.argpartition`` picks any of several equal k-th values; the
+    rows where that choice matters (the k-th value also outside the selection) are redone
+    by a full (value, position) sort.
+    """
+    if P.shape[1] == k:
+        return P, Q
+    take = np.take_along_axis
+    sel = np.argpartition(P, k - 1, axis=1)[:, :k]
+    vals, pos = take(P, sel, 1), take(Q, sel, 1)
+    kth = vals.max(axis=1, keepdims=True)
+    tie = np.flatnonzero((P == kth).sum(axis=1) > (vals == kth).sum(axis=1))
+    if tie.size:
+        order = np.lexsort((Q[tie], P[tie]), axis=-1)[:, :k]
+        vals[tie], pos[tie] = take(P[tie], order, 1), take(Q[tie], order, 1)
+    return vals, pos
+
+
+def _survivors(score, tau, axis):
+    """Entries of ``score`` at or below their row's (axis 1) or column's (axis 0) bound.
+
+    Returns (values, owner, position): owner = the row (axis 1) or column (axis 0) an
+    entry is ranked in, position = its place along that row or column.
+    """
+    bound = tau[:, None] if axis == 1 else tau[None, :]
+    flat = np.flatnonzero(score <= bound)  # 1-D: several times faster than a 2-D nonzero
+    rows, cols = np.divmod(flat, score.shape[1])
+    values = score.reshape(-1)[flat]
+    return (values, rows, cols) if axis == 1 else (values, cols, rows)
+
+
+def _select(values, owner, position, n_owners, k, prev=None):
+    """Per owner, the k smallest (value, position) of the given entries and of ``prev``.
+
+    Returns (values, positions), each n_owners × k, padded with (inf, −1).
+    """
+    if owner.size and np.any(owner[1:] < owner[:-1]):
+        small = np.uint16 if n_owners <= 2**16 else np.int64  # 16-bit keys: a radix sort
+        order = np.argsort(owner.astype(small), kind="stable")
+        values, owner, position = values[order], owner[order], position[order]
+    counts = np.bincount(owner, minlength=n_owners)
+    slot = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    width = int(counts.max()) if n_owners else 0
+    P = np.full((n_owners, width), np.inf, dtype=values.dtype)
+    Q = np.full((n_owners, width), -1, dtype=np.int64)
+    P[owner, slot], Q[owner, slot] = values, position
+    if prev is not None:
+        P, Q = np.hstack([prev[0], P]), np.hstack([prev[1], Q])
+    return _pad_k(*_k_smallest(P, Q, min(k, P.shape[1])), k)
+
+
+def _pad_k(vals, pos, k):
+    if vals.shape[1] < k:
+        pad = ((0, 0), (0, k - vals.shape[1]))
+        vals = np.pad(vals, pad, constant_values=np.inf)
+        pos = np.pad(pos, pad, constant_values=-1)
+    return vals, pos
+
+
+def _sample_size(b: int, k: int) -> int:
+    """Entries sampled to bound the k-th smallest of b: at most a quarter of them (0: none)."""
+    sample = min(THRESHOLD_SAMPLE, b // 4)
+    return sample if sample >= 2 * k else 0
+
+
+def _smallest_k(score, k, *, base=0):
+    """Per row of ``score`` (c×b), the k smallest entries by (value, base + column).
+
+    The k-th smallest of a row's first :data:`THRESHOLD_SAMPLE` columns (at most a
+    quarter of the row) bounds its k-th smallest overall; only entries at or below the
+    bound (a vectorised comparison rejects most of a long row) are selected among, so
+    the result is exact. Short rows are selected among whole. Returns (values,
+    positions), each c×k, padded with (inf, −1).
+    """
+    c, b = score.shape
+    sample = _sample_size(b, k)
+    if not sample:
+        P, Q = score, np.broadcast_to(np.arange(base, base + b), (c, b))
+        return _pad_k(*_k_smallest(P, Q, min(k, b)), k)
+    tau = np.partition(score[:, :sample], k - 1, axis=1)[:, k - 1]
+    values, rows, cols = _survivors(score, tau, axis=1)
+    return _select(values, rows, cols + base, c, k)
+
+
+def _smallest_k_columns(score, k, *, base, prev):
+    """As :func:`_smallest_k` down the columns of ``score`` (b×c), merged with ``prev``.
+
+    ``prev`` is the result for the rows above (None for the first tile): its k-th
+    values are the running bounds. Without it, the k-th smallest of the first
+    :data:`THRESHOLD_SAMPLE` rows bounds each column.
+    """
+    b, c = score.shape
+    sample = _sample_size(b, k)
+    if prev is not None:
+        tau = prev[0].max(axis=1)
+    elif sample:
+        tau = np.partition(score[:sample], k - 1, axis=0)[k - 1]
+    else:
+        tau = np.full(c, np.inf, dtype=score.dtype)
+    values, cols, rows = _survivors(score, tau, axis=0)
+    return _select(values, cols, rows + base, c, k, prev)
+
+
+def _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype):
+    """Neighbour partial from selected scores ‖x‖² − 2 c·x and positions (−1 = none).
+
+    Distances are ‖c‖² + score in float64, with values below the expansion's rounding
+    error set to 0; sorted by (distance, global index); excluded (inf) entries get
+    index −1, and padding also label −1.
+    """
+    real = pos >= 0
+    at = np.where(real, pos, 0)
+    d2 = vals.astype(np.float64)
+    excluded = np.isinf(d2)
+    d2 += cand_norms[:, None]
+    np.maximum(d2, 0.0, out=d2)
+    d2[d2 < 8.0 * np.finfo(dtype).eps * (cand_norms[:, None] + rows_norms[at])] = 0.0
+    dist2, index, label = _sorted_k(
+        d2, np.where(excluded | ~real, -1, index[at]), np.where(real, labels[at], -1), vals.shape[1]
+    )
+    return {"dist2": dist2, "index": index, "label": label, "nonfinite": 0}
+
+
 def _top_k(score, cand_norms, rows_norms, index, labels, k, dtype):
     """Select the k best of each row of ``score`` = ‖x‖² − 2 c·x (c×b, inf = excluded).
 
     Returns (dist2, index, label), each (c, k) padded with (inf, −1, −1), sorted by
-    (distance, global index). Distances are ‖c‖² + score in float64, with values below
-    the expansion's rounding error set to 0.
+    (distance, global index); the k are the smallest scores, ties by row position
+    (:func:`_smallest_k`).
     """
-    c, b = score.shape
-    keep = min(k, b)
-    if keep < b:
-        part = np.argpartition(score, keep - 1, axis=1)[:, :keep]
-    else:
-        part = np.broadcast_to(np.arange(b), (c, b))
-    d2 = np.take_along_axis(score, part, 1).astype(np.float64)
-    excluded = np.isinf(d2)
-    d2 += cand_norms[:, None]
-    np.maximum(d2, 0.0, out=d2)
-    d2[d2 < 8.0 * np.finfo(dtype).eps * (cand_norms[:, None] + rows_norms[part])] = 0.0
-    out = _empty_neighbors(c, k)
-    sel_i = np.where(excluded, -1, index[part])
-    out["dist2"][:, :keep], out["index"][:, :keep], out["label"][:, :keep] = _sorted_k(
-        d2, sel_i, labels[part], keep)
-    return out
+    vals, pos = _smallest_k(score, k)
+    return _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype)
 
 
 def kneighbors_block(
@@ -190,6 +309,13 @@ def kneighbors_pair(
 
     Returns the two partials (as :func:`kneighbors_block`, ``nonfinite`` 0: each block's
     NaN/inf are counted by its own diagonal task).
+
+    Notes
+    -----
+    The product is formed in tiles of rows of X_i (:data:`PAIR_TILE_ELEMENTS`). Each tile
+    gives i's rows their k nearest in j at once; j's rows keep a running k nearest over
+    the tiles, whose k-th distance bounds what the next tile must select among.
+    Memory: two blocks, two tiles and O((b_i + b_j) k).
     """
     rows_i, index_i, labels_i = labeled_rows(_finite(X_i), codes_i, start_i)
     rows_j, index_j, labels_j = labeled_rows(_finite(X_j), codes_j, start_j)
@@ -198,23 +324,22 @@ def kneighbors_pair(
         return _empty_neighbors(bi, n_neighbors), _empty_neighbors(bj, n_neighbors)
     dtype = np.result_type(rows_i.dtype, rows_j.dtype, np.float32)
     norms_i, norms_j = row_sq_norms(rows_i), row_sq_norms(rows_j)
+    norms_i32, norms_j32 = norms_i.astype(dtype), norms_j.astype(dtype)
+    minus_two_i = rows_i.astype(dtype) * dtype.type(-2.0)  # exact: −2 x_i·x_j from BLAS
     rows_j_t = rows_j.astype(dtype).T
     tile = max(1, PAIR_TILE_ELEMENTS // bj)
-    parts_i, parts_j = [], []
+    parts_i = []
+    found_j = None  # running (scores, positions in block i) of j's rows, bj × k
     for start in range(0, bi, tile):
         stop = min(bi, start + tile)
-        cross = rows_i[start:stop].astype(dtype) @ rows_j_t
-        score_i = cross * dtype.type(-2.0)
-        score_i += norms_j.astype(dtype)
-        parts_i.append(_top_k(score_i, norms_i[start:stop], norms_j, index_j, labels_j,
+        cross = minus_two_i[start:stop] @ rows_j_t
+        parts_i.append(_top_k(cross + norms_j32, norms_i[start:stop], norms_j, index_j, labels_j,
                               n_neighbors, dtype))
-        score_j = cross.T * dtype.type(-2.0)
-        score_j += norms_i[start:stop].astype(dtype)
-        parts_j.append(_top_k(np.ascontiguousarray(score_j), norms_j, norms_i[start:stop],
-                              index_i[start:stop], labels_i[start:stop], n_neighbors, dtype))
+        cross += norms_i32[start:stop, None]  # j's scores ‖x_i‖² − 2 x_j·x_i, transposed
+        found_j = _smallest_k_columns(cross, n_neighbors, base=start, prev=found_j)
     out_i = {key: np.concatenate([p[key] for p in parts_i]) for key in ("dist2", "index", "label")}
     out_i["nonfinite"] = 0
-    return out_i, merge_neighbors(*parts_j)
+    return out_i, _neighbors_of(*found_j, norms_j, norms_i, index_i, labels_i, dtype)
 
 
 def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = 8) -> list:

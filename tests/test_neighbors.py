@@ -122,3 +122,34 @@ def test_all_rows_by_block_pairs_equals_brute_force(chunks):
     d2, order = brute_knn(X, y >= 0, index, 6)
     np.testing.assert_array_equal(found, order)
     np.testing.assert_allclose(dist2, d2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("tiles", [None, (16, 2820), (16, 7070), (16, 150)])
+@pytest.mark.parametrize("chunks", [(90, 90), (7, 101, 1, 71), (180,)])
+def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
+    """Integer data: every distance is exact and ties are everywhere (duplicate rows).
+
+    The k nearest are the k smallest (distance, global index), as a stable sort gives —
+    in every block pair, with or without the sampled bounds and running column bounds
+    (``tiles`` = threshold sample, pair tile elements; 150: tiles of fewer than k rows)."""
+    import scalenc.neighbors as neighbors
+    from scalenc.neighbors import kneighbors_all_rows
+
+    if tiles is not None:
+        monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", tiles[0])
+        monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", tiles[1])
+    rng = np.random.default_rng(6)
+    X = rng.integers(0, 3, (180, 3)).astype(np.float64)
+    y = rng.integers(-1, 2, 180)
+    Xd = da.from_array(X, chunks=(chunks, -1))
+    codes = da.from_array(y, chunks=(chunks,))
+    (results,) = compute(kneighbors_all_rows(Xd, codes, 7, split_every=2))
+    index = np.concatenate([r[1] for r in results])
+    d2, order = brute_knn(X, y >= 0, index, 7)
+    np.testing.assert_array_equal(np.concatenate([r[0]["index"] for r in results]), order)
+    np.testing.assert_array_equal(np.concatenate([r[0]["dist2"] for r in results]), d2)
+    cand = index[::5]
+    (nb,) = compute(kneighbors_pass(Xd, codes, X[cand], cand, 7, split_every=3))
+    d2, order = brute_knn(X, y >= 0, cand, 7)
+    np.testing.assert_array_equal(nb["index"], order)
+    np.testing.assert_array_equal(nb["dist2"], d2)
