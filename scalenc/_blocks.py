@@ -67,6 +67,7 @@ def class_moments(
     *,
     scatter: bool = True,
     sqnorm: bool = False,
+    check_finite: bool = False,
 ) -> dict[str, np.ndarray]:
     """Class counts, class means and pooled within-class scatter of one block.
 
@@ -83,24 +84,28 @@ def class_moments(
         ``S_w = Σ_k Σ_{y_i=k} (x_i - μ_k)(x_i - μ_k)ᵀ`` (d×d).
     sqnorm : bool
         Also return the per-class sums of squared row norms Σ_{y_i=k} ‖x_i‖² (K,).
+    check_finite : bool
+        Also return ``all_finite``: True when every row of the block was seen to be finite
+        on the way (from its float64 squared norm, which cannot overflow for float32 rows),
+        False when that is not known — then :func:`count_nonfinite` must decide.
 
     Returns
     -------
-    dict with ``n`` (K,), ``mean`` (K, d) and, if asked, ``scatter`` (d, d) and
-    ``sqnorm`` (K,).
+    dict with ``n`` (K,), ``mean`` (K, d) and, if asked, ``scatter`` (d, d),
+    ``sqnorm`` (K,) and ``all_finite``.
     A class with no row in the block has count 0 and mean 0.
     """
     codes = np.asarray(codes)
     labeled = codes >= 0
     n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
     all_labeled = bool(labeled.all())
-    if scatter:
-        onehot = _onehot(codes, n_classes)
     if scatter and np.asarray(X).dtype == np.float32:
-        return _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm)
+        out = _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite)
+        return out
     if scatter:
         # one float64 copy of the labeled rows, centred in place at their block mean m;
         # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
+        onehot = _onehot(codes, n_classes)
         centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
         sums = (
             np.asarray(onehot[:, labeled] @ centred)
@@ -120,23 +125,16 @@ def class_moments(
             out["sqnorm"] = (onehot[:, labeled] if not all_labeled else onehot) @ np.einsum(
                 "ij,ij->i", centred, centred
             )
+        if check_finite:
+            out["all_finite"] = False
         return out
-    # Class sums a tile of rows at a time: the float64 copy stays small and in cache, and
-    # a dense K×tile indicator makes the sums one BLAS product per tile.
-    X = np.asarray(X)
-    sums = np.zeros((n_classes, X.shape[1]))
-    sq = np.zeros(n_classes)
-    classes = np.arange(n_classes)[:, None]
-    for start in range(0, X.shape[0], SCATTER_TILE):
-        tile = _as_float64(X[start : start + SCATTER_TILE])
-        indicator = (codes[start : start + SCATTER_TILE] == classes).astype(np.float64)
-        sums += indicator @ tile
-        if sqnorm:
-            sq += indicator @ np.einsum("ij,ij->i", tile, tile)
+    sums, sq, all_finite = _class_sums(np.asarray(X), codes, n_classes, sqnorm or check_finite)
     mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
     out = {"n": n, "mean": mean}
     if sqnorm:
         out["sqnorm"] = sq
+    if check_finite:
+        out["all_finite"] = all_finite
     return out
 
 
@@ -152,24 +150,41 @@ def _as_float64(tile: np.ndarray) -> np.ndarray:
     return out
 
 
-def _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm):
+def _class_sums(X, codes, n_classes, norms):
+    """Per-class sums of the labeled rows (K×d, float64), a tile of rows at a time.
+
+    The float64 copy of a tile stays in cache and a dense K×tile indicator makes the sums
+    one BLAS product per tile. With ``norms``, also the per-class sums of squared row
+    norms and whether every row (labeled or not) is finite: a float64 squared norm of
+    finite float32 values cannot overflow, so a non-finite norm means a non-finite value
+    (for float64 rows it may also be an overflow; ``False`` then only asks for a count).
+    """
+    sums = np.zeros((n_classes, X.shape[1]))
+    sq = np.zeros(n_classes)
+    all_finite = norms
+    classes = np.arange(n_classes)[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
+        for start in range(0, X.shape[0], SCATTER_TILE):
+            tile = _as_float64(X[start : start + SCATTER_TILE])
+            indicator = (codes[start : start + SCATTER_TILE] == classes).astype(np.float64)
+            sums += indicator @ tile
+            if norms:
+                row_norms = np.einsum("ij,ij->i", tile, tile)
+                all_finite = all_finite and bool(np.isfinite(row_norms).all())
+                sq += indicator @ row_norms
+    return sums, sq, bool(all_finite)
+
+
+def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
     """Class moments of a float32 block: sums in float64; the centred scatter as float32
     products over tiles of ``SCATTER_TILE`` rows, each added to a float64 total.
 
     Rounding is bounded by the tile (≈ √4096 · 6e-8 ≈ 4e-6 relative per tile) rather than
     by the block, at half the memory traffic and twice the BLAS rate of a float64 copy.
     """
+    sums, sq, all_finite = _class_sums(X, codes, n.size, sqnorm or check_finite)
     rows = X if all_labeled else X[labeled]
-    oh = onehot if all_labeled else onehot[:, labeled]
     n_rows, n_cols = rows.shape
-    sums = np.zeros((n.size, n_cols))
-    sq = np.zeros(n.size)
-    for start in range(0, n_rows, SCATTER_TILE):
-        tile = _as_float64(rows[start : start + SCATTER_TILE])
-        part = oh[:, start : start + SCATTER_TILE]
-        sums += part @ tile
-        if sqnorm:
-            sq += part @ np.einsum("ij,ij->i", tile, tile)
     total = n.sum()
     centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
     scatter = np.zeros((n_cols, n_cols))
@@ -186,6 +201,8 @@ def _float32_moments(X, codes, onehot, n, labeled, all_labeled, sqnorm):
     out = {"n": n, "mean": mean, "scatter": scatter}
     if sqnorm:
         out["sqnorm"] = sq
+    if check_finite:
+        out["all_finite"] = all_finite
     return out
 
 

@@ -144,10 +144,19 @@ def reduce_rows(
 
 
 def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
-    nonfinite = _blocks.count_nonfinite(X)
+    out = None
+    if not scatter or X.dtype == np.float32:  # the tiled paths check every row on the way
+        out = _blocks.class_moments(
+            X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True
+        )
+        nonfinite = 0 if out.pop("all_finite") else _blocks.count_nonfinite(X)
+    else:
+        nonfinite = _blocks.count_nonfinite(X)
     if nonfinite:  # the fit will refuse X; keep the statistics finite until then
         X = np.where(np.isfinite(X), X, 0.0)
-    out = _blocks.class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+        out = None
+    if out is None:
+        out = _blocks.class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
     out["nonfinite"] = nonfinite
     out["rows"] = X.shape[0]
     return out

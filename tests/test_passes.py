@@ -130,3 +130,35 @@ def test_row_cache_computes_each_block_once_and_keeps_irregular_chunks(scheduler
             np.testing.assert_array_equal(compute(cached)[0], X * X)
     assert sorted(_CALLS) == [7, 8, 40, 60]  # each block once, none recomputed for the reads
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "dtype, scatter, where",
+    [
+        (dtype, scatter, where)
+        for dtype in (np.float32, np.float64)
+        for scatter in (False, True)
+        for where in ("labeled", "unlabeled", "none")
+    ]
+    + [(np.float64, False, "huge")],  # a scatter of 1e300 overflows by itself
+)
+def test_first_pass_counts_nonfinite_values_in_any_row(dtype, scatter, where):
+    """The first pass sees non-finite values through the rows' float64 norms (no separate
+    scan); a NaN/inf in an unlabeled row counts too, and huge finite float64 values (whose
+    norms overflow) are not miscounted."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(5000, 4)).astype(dtype)
+    codes = rng.integers(0, 3, 5000)
+    codes[::10] = -1
+    if where == "labeled":
+        X[1, 2], X[4001, 0] = np.nan, -np.inf
+    elif where == "unlabeled":
+        X[10, 1], X[4010, 3] = np.inf, np.nan
+    elif where == "huge":
+        X[7, 0] = 1e300
+    Xd, cd = da.from_array(X, chunks=(2500, 4)), da.from_array(codes, chunks=2500)
+    (m,) = compute(passes.class_moments_pass(Xd, cd, 3, scatter=scatter, sqnorm=True))
+    assert m["nonfinite"] == (2 if where in ("labeled", "unlabeled") else 0)
+    if where in ("none", "huge"):
+        U = np.array([X[codes == k].astype(np.float64).mean(0) for k in range(3)])
+        np.testing.assert_allclose(m["mean"], U, rtol=1e-12)
