@@ -91,9 +91,9 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         Above it (p×p too large to hold per task), two passes are made instead.
     cache_embedding : bool, default=True
         With several kernels, keep the stacked embedding Z (n × M·K, a small fraction of
-        X's size) from pass 2 for pass 3, so the kernels are evaluated once: in a temporary
-        Zarr store for local schedulers, persisted (and spilled) on the workers of a
-        distributed cluster. False evaluates the kernels again and stores nothing.
+        X's size) from pass 2 for pass 3, so the kernels are evaluated once: written block
+        by block to temporary ``.npy`` files (in Dask's ``temporary-directory``) for local
+        schedulers, persisted (and spilled) on the workers of a distributed cluster. False evaluates the kernels again and stores nothing.
     tol : float, default=1e-7
         Rank threshold of the LDA on the standardised singular values of the embedding's
         within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
