@@ -265,10 +265,17 @@ def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array
 
 
 def _stacked_moments_block(Z, codes, *, row_start, n_kernels, n_classes):
+    """Each kernel's class moments from one pass over its K columns: the moments of all
+    M·K columns at once, split into the kernels' diagonal blocks."""
+    both = _blocks.class_moments(Z, codes, n_classes, scatter=True)
     return tuple(
-        _blocks.class_moments(
-            Z[:, m * n_classes : (m + 1) * n_classes], codes, n_classes, scatter=True
-        )
+        {
+            "n": both["n"],
+            "mean": both["mean"][:, m * n_classes : (m + 1) * n_classes],
+            "scatter": both["scatter"][
+                m * n_classes : (m + 1) * n_classes, m * n_classes : (m + 1) * n_classes
+            ],
+        }
         for m in range(n_kernels)
     )
 
