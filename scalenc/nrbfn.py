@@ -59,6 +59,8 @@ DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
 
 #: Elements of one kernel tile (basis × rows) inside a block; 4M float64 = 32 MB.
 KERNEL_TILE_ELEMENTS = 4 * 2**20
+#: Elements of the kernel normalised at a time (float64 rows that stay in a core's cache).
+NORMALISE_ELEMENTS = 2**16
 #: Rows × r of W̃ per update of the Gram: at most 64M float64 = 512 MB per worker thread
 #: (a block's rows are split into equal steps under it). An update reads and writes the
 #: whole r×r Gram, so it must cover many rows (≥ 2000 for r ≈ 9000) to be bound by
@@ -72,24 +74,33 @@ GRAM_STRIP = 1024
 # --- the paper's formulas, NumPy only ---------------------------------------------------
 
 
-def normalized_kernel(X: np.ndarray, basis: np.ndarray, sigma: float) -> np.ndarray:
+def normalized_kernel(
+    X: np.ndarray, basis: np.ndarray, sigma: float, *, out: np.ndarray | None = None
+) -> np.ndarray:
     """W̃ᵀ for a block: Gaussian kernel to the basis, each row normalised to sum to one.
 
     ``W_ij = exp(−‖G_i − x_j‖² / (2σ²))`` and ``W̃ = W diag(1ᵀW)⁻¹`` (Algorithm 2 steps
-    6–7, Algorithm 3 steps 3–4). Returned transposed, shape (b, r), float64. The smallest
-    squared distance of each row is subtracted inside the exponential, which the
-    normalisation cancels exactly, so rows far from every basis vector do not underflow.
+    6–7, Algorithm 3 steps 3–4). Returned transposed, shape (b, r), float64, written into
+    ``out`` when given. The smallest squared distance of each row is subtracted inside
+    the exponential, which the normalisation cancels exactly, so rows far from every
+    basis vector do not underflow. After the one matrix product, the exponentials and
+    normalisation run on cache-sized groups of rows (:data:`NORMALISE_ELEMENTS`).
     """
     dtype = np.result_type(X.dtype, basis.dtype, np.float32)
     basis64 = np.asarray(basis, dtype=np.float64)
     # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
     scaled_basis = (basis64 / sigma**2).astype(dtype)
-    logits = (np.asarray(X, dtype=dtype) @ scaled_basis.T).astype(np.float64, copy=False)
-    logits -= np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
-    logits -= logits.max(axis=1, keepdims=True)
-    W = np.exp(logits, out=logits)
-    W /= W.sum(axis=1, keepdims=True)
+    basis_term = np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
+    products = np.asarray(X, dtype=dtype) @ scaled_basis.T
+    W = np.empty(products.shape) if out is None else out
+    step = max(1, NORMALISE_ELEMENTS // max(products.shape[1], 1))
+    for start in range(0, products.shape[0], step):
+        logits = W[start : start + step]
+        np.subtract(products[start : start + step], basis_term, out=logits)
+        logits -= logits.max(axis=1, keepdims=True)
+        np.exp(logits, out=logits)
+        logits /= logits.sum(axis=1, keepdims=True)
     return W
 
 
@@ -245,8 +256,11 @@ def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
         stop = min(rows.shape[0], start + step)
         Wt = np.empty((stop - start, r))
         for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
-            Wt[s0 - start : min(stop, s0 + sub) - start] = normalized_kernel(
-                rows[s0 : min(stop, s0 + sub)], basis, sigma
+            normalized_kernel(
+                rows[s0 : min(stop, s0 + sub)],
+                basis,
+                sigma,
+                out=Wt[s0 - start : min(stop, s0 + sub) - start],
             )
         fold_tile, label_tile = folds[start:stop], labels[start:stop]
         for f in np.unique(fold_tile):
