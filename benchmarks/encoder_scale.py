@@ -145,6 +145,9 @@ def run(args) -> dict:
             if name == "three":
                 results["three_kernel_choice"] = value.kernel_.name
                 results["three_kernel_passes"] = value.n_passes_
+            if name in ("three", "three_g"):
+                stages = results.setdefault(f"{name}_stages_over_read", [])
+                stages.append({k: round(v / rounds["read"][-1], 2) for k, v in value.stage_times_.items()})
     read = min(rounds["read"])
     results.update(
         {
@@ -201,6 +204,9 @@ def print_table(r: dict) -> None:
     ]
     for label, seconds, ratio, key in rows:
         print(f"{label:<34}{seconds:>9}{ratio:>9}{cpu[key]:>12}{pm[key]:>9}")
+    for key, label in (("three", "(c)"), ("three_g", "(c')")):
+        print(f"{label} passes, × that round's read: " + "; ".join(
+            ", ".join(f"{k} {v}" for k, v in stages.items()) for stages in r[f"{key}_stages_over_read"]))
     print("every round, × its own read: " + "; ".join(
         f"{k} {v}" for k, v in r["rounds_over_read"].items() if k != "read"))
     print(

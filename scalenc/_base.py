@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 import dask.array as da
 import numpy as np
 
 from .cluster import compute
 from .data import check_xy, encode_labels, unlabeled_mask
 
-__all__ = ["StreamingClassifierMixin"]
+__all__ = ["StreamingClassifierMixin", "fit_stage"]
+
+
+@contextlib.contextmanager
+def fit_stage(estimator, stage: str):
+    """Record the wall-clock seconds of a fit stage in ``estimator.stage_times_[stage]``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        estimator.stage_times_[stage] = time.perf_counter() - start
 
 
 class StreamingClassifierMixin:

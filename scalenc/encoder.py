@@ -13,7 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from . import _blocks, passes
-from ._base import StreamingClassifierMixin
+from ._base import StreamingClassifierMixin, fit_stage
 from ._validation import check_int, check_options, check_real
 from .cluster import compute
 from .data import check_xy, encode_labels, find_classes
@@ -133,6 +133,10 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
     n_passes_ : int
         Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
         ``cache_embedding``, the cross-entropy pass reads the cached Z, not X).
+    stage_times_ : dict
+        Wall-clock seconds of the last ``fit``'s passes: ``class_means`` (pass 1),
+        ``embedding`` (pass 2: the kernels and Z's class moments) and ``cross_entropy``
+        (the pass that chooses the kernel), those that were made.
 
     Notes
     -----
@@ -214,10 +218,12 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self.classes_ = classes
         self.n_features_in_ = X.shape[1]
         self._X_dtype = X.dtype
+        self.stage_times_ = {}
         if self.method == "full":
             return self._fit_full(X, codes, kernels)
         one_pass = self._one_pass(kernels, X.shape[1])
-        moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
+        with fit_stage(self, "class_means"):
+            moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
         self._set_class_stats(moments, kernels, one_pass)
         self._finish_fit(X, codes)
         self._keep_running_totals(moments, kernels, one_pass)
@@ -290,20 +296,27 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
             self._fit_kernels_cached(X, codes, U)
         else:
             if self._z_moments is None:
-                (z_moments,) = compute(
-                    passes.embedding_moments_pass(
-                        X, codes, self.kernels_, U, split_every=self.split_every
+                with fit_stage(self, "embedding"):
+                    (z_moments,) = compute(
+                        passes.embedding_moments_pass(
+                            X, codes, self.kernels_, U, split_every=self.split_every
+                        )
                     )
-                )
                 self._z_moments = list(z_moments)
                 self.n_passes_ += 1
             self.lda_models_ = [self._lda(m) for m in self._z_moments]
             if len(self.kernels_) > 1:
-                (loglik,) = compute(
-                    passes.cross_entropy_pass(
-                        X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every
+                with fit_stage(self, "cross_entropy"):
+                    (loglik,) = compute(
+                        passes.cross_entropy_pass(
+                            X,
+                            codes,
+                            self.kernels_,
+                            U,
+                            self.lda_models_,
+                            split_every=self.split_every,
+                        )
                     )
-                )
                 self.cross_entropy_ = -np.array([float(v) for v in loglik])
                 self.n_passes_ += 1
         self._select_kernel()
@@ -312,19 +325,21 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""
         K, M = self.classes_.size, len(self.kernels_)
         with passes.RowCache(passes.embed_all(X, self.kernels_, U)) as cache:
-            (z_moments,) = compute(
-                passes.stacked_moments_pass(
-                    cache.first_pass_input(), codes, M, K, split_every=self.split_every
+            with fit_stage(self, "embedding"):
+                (z_moments,) = compute(
+                    passes.stacked_moments_pass(
+                        cache.first_pass_input(), codes, M, K, split_every=self.split_every
+                    )
                 )
-            )
             self._z_moments = list(z_moments)
             self.n_passes_ += 1
             self.lda_models_ = [self._lda(m) for m in self._z_moments]
-            (loglik,) = compute(
-                passes.stacked_cross_entropy_pass(
-                    cache.cached(), codes, self.lda_models_, K, split_every=self.split_every
+            with fit_stage(self, "cross_entropy"):
+                (loglik,) = compute(
+                    passes.stacked_cross_entropy_pass(
+                        cache.cached(), codes, self.lda_models_, K, split_every=self.split_every
+                    )
                 )
-            )
         self.cross_entropy_ = -np.array([float(v) for v in loglik])
         self.n_cached_passes_ = 1
 

@@ -386,3 +386,11 @@ def test_cached_embedding_on_a_cluster(client):
     with dask.config.set(scheduler="sync"):
         ref = EncoderClassifier(kernels=KERNELS, cache_embedding=False).fit(X, y)
     np.testing.assert_allclose(cached.cross_entropy_, ref.cross_entropy_, rtol=1e-10)
+
+
+def test_stage_times_name_the_passes_made():
+    X, y = make_blobs(300, 4, 3, seed=40)
+    assert list(EncoderClassifier().fit(X, y).stage_times_) == ["class_means"]
+    times = EncoderClassifier(kernels=KERNELS).fit(X, y).stage_times_
+    assert list(times) == ["class_means", "embedding", "cross_entropy"]
+    assert all(t > 0 for t in times.values())
