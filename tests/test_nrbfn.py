@@ -219,6 +219,22 @@ def test_gram_strips_equal_a_full_product(monkeypatch):
         np.testing.assert_allclose(np.tril(M), np.tril(W.T @ W + 0.5), rtol=1e-13)
 
 
+def test_gram_partials_sum_like_the_generic_combine():
+    from scalenc import _blocks
+    from scalenc.nrbfn import sum_gram_partials
+
+    rng = np.random.default_rng(8)
+    parts = [{"M": rng.random((2, 5, 5)), "B": rng.random((2, 3, 5)), "count": rng.random(2)}
+             for _ in range(4)]
+    kept = [{key: value.copy() for key, value in part.items()} for part in parts]
+    total, expected = sum_gram_partials(*parts), _blocks.combine_partials(*kept)
+    for key in expected:
+        np.testing.assert_array_equal(total[key], expected[key])
+    for part, copy in zip(parts, kept):  # the inputs are left alone
+        for key in part:
+            np.testing.assert_array_equal(part[key], copy[key])
+
+
 def test_schedulers_give_the_same_model(data, reference, scheduler):
     X, y, X_test, _ = data
     m = NRBFNClassifier(**PARAMS, chunk_rows=50).fit(X, y)
