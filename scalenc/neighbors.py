@@ -55,8 +55,8 @@ __all__ = [
 #: Elements of one distance tile (candidates × rows); 4M float64 = 32 MB per worker thread.
 TILE_ELEMENTS = 4 * 2**20
 #: Distance tile of a block pair (rows of the first block × the second block); two float32
-#: copies of 16M = 128 MB per thread.
-PAIR_TILE_ELEMENTS = 16 * 2**20
+#: buffers of 8M = 64 MB per thread.
+PAIR_TILE_ELEMENTS = 8 * 2**20
 #: Columns of a score row whose k-th smallest value bounds the row's k-th smallest overall
 #: (:func:`_smallest_k`); only entries at or below the bound go to selection.
 THRESHOLD_SAMPLE = 2048
@@ -285,12 +285,15 @@ def kneighbors_block(
     minus_two_rows = (-2.0 * rows).astype(dtype)
     rows_norms = row_sq_norms(rows)
     cand_norms = row_sq_norms(candidates)
-    tile = max(1, TILE_ELEMENTS // b)
+    rows_norms_d = rows_norms.astype(dtype)
+    tile = min(c, max(1, TILE_ELEMENTS // b))
+    buffer = np.empty((tile, b), dtype=dtype)  # reused: no page faults per tile
     parts = []
     for start in range(0, c, tile):
         stop = min(c, start + tile)
-        score = np.asarray(candidates[start:stop], dtype=dtype) @ minus_two_rows.T
-        score += rows_norms.astype(dtype)
+        score = np.matmul(np.asarray(candidates[start:stop], dtype=dtype), minus_two_rows.T,
+                          out=buffer[: stop - start])
+        score += rows_norms_d
         local = np.flatnonzero(is_self[start:stop])
         score[local, self_pos[start:stop][local]] = np.inf  # never one's own neighbour
         parts.append(_top_k(score, cand_norms[start:stop], rows_norms, index, labels,
@@ -327,13 +330,15 @@ def kneighbors_pair(
     norms_i32, norms_j32 = norms_i.astype(dtype), norms_j.astype(dtype)
     minus_two_i = rows_i.astype(dtype) * dtype.type(-2.0)  # exact: −2 x_i·x_j from BLAS
     rows_j_t = rows_j.astype(dtype).T
-    tile = max(1, PAIR_TILE_ELEMENTS // bj)
+    tile = min(bi, max(1, PAIR_TILE_ELEMENTS // bj))
+    buffers = np.empty((2, tile, bj), dtype=dtype)  # reused: no page faults per tile
     parts_i = []
     found_j = None  # running (scores, positions in block i) of j's rows, bj × k
     for start in range(0, bi, tile):
         stop = min(bi, start + tile)
-        cross = minus_two_i[start:stop] @ rows_j_t
-        parts_i.append(_top_k(cross + norms_j32, norms_i[start:stop], norms_j, index_j, labels_j,
+        cross = np.matmul(minus_two_i[start:stop], rows_j_t, out=buffers[0, : stop - start])
+        score_i = np.add(cross, norms_j32, out=buffers[1, : stop - start])
+        parts_i.append(_top_k(score_i, norms_i[start:stop], norms_j, index_j, labels_j,
                               n_neighbors, dtype))
         cross += norms_i32[start:stop, None]  # j's scores ‖x_i‖² − 2 x_j·x_i, transposed
         found_j = _smallest_k_columns(cross, n_neighbors, base=start, prev=found_j)
