@@ -563,8 +563,9 @@ class NRBFNClassifier(_RegressionClassifier):
     Passes over X: soft-KNN 1 (sample) or one per row block of X (all rows, by block
     pairs: n_b(n_b+1)/2 tasks, n p (n + b) flops), plus 1 to gather the candidate or basis
     rows, 1 for σ, 1 for the Gram, and 1 more to score the λ grid when cross-validating —
-    whatever the grid size. Memory per task: one block (two for a k-NN block pair), one
-    kernel tile and n_folds·(r² + K r) float64; on the client O(n_folds·r² + r p) plus,
+    whatever the grid size. Memory per task: one block (two for a k-NN block pair and
+    its distance tiles), one W̃ tile of at most :data:`GRAM_TILE_ELEMENTS` float64, and
+    n_folds·(r² + K r) float64; on the client O(n_folds·r² + r p) plus,
     in the exact all-rows mode, the n×k neighbour table and n-vectors of labels and
     confidences (with ``n_candidates``, c×k and c-vectors). Unlabeled rows (−1/None/NaN)
     take no part in training. float32 data keeps its distance and kernel products in
