@@ -6,7 +6,8 @@ Stages (``NRBFNClassifier.stage_times_``) and the floating-point work counted fo
   pairs (one product serves both directions): p (n² + Σ_b b²) flops in float32 for
   float32 data, plus the basis gather.
 * σ pass — distances of every row to the basis: 2 r n p.
-* Gram pass — kernel 2 r n p, M = W̃W̃ᵀ by ``dsyrk`` r² n (float64), B = F W̃ᵀ.
+* Gram pass — kernel 2 r n p, M = W̃W̃ᵀ r² n (float64: the flops of one ``dsyrk``, run as
+  syrk squares and GEMM strips of the lower triangle), B = F W̃ᵀ.
 * solve — Cholesky r³/3 + pivoted Cholesky for the rank r³/3 + 2 K r².
 
 The BLAS peak is measured in the same run with a 4096² matmul on both cores, float32 and
