@@ -86,7 +86,7 @@ def class_moments(
         Also return the per-class sums of squared row norms Σ_{y_i=k} ‖x_i‖² (K,).
     check_finite : bool
         Also return ``all_finite``: True when every row of the block was seen to be finite
-        on the way (from its float64 squared norm, which cannot overflow for float32 rows),
+        on the way (from float64 column totals, which cannot overflow for float32 rows),
         False when that is not known — then :func:`count_nonfinite` must decide.
 
     Returns
@@ -128,7 +128,7 @@ def class_moments(
         if check_finite:
             out["all_finite"] = False
         return out
-    sums, sq, all_finite = _class_sums(np.asarray(X), codes, n_classes, sqnorm or check_finite)
+    sums, sq, all_finite = _class_sums(np.asarray(X), codes, n_classes, sqnorm, check_finite)
     mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
     out = {"n": n, "mean": mean}
     if sqnorm:
@@ -139,6 +139,7 @@ def class_moments(
 
 
 SCATTER_TILE = 4096
+SUMS_TILE = 512
 
 
 def _as_float64(tile: np.ndarray) -> np.ndarray:
@@ -150,29 +151,34 @@ def _as_float64(tile: np.ndarray) -> np.ndarray:
     return out
 
 
-def _class_sums(X, codes, n_classes, norms):
-    """Per-class sums of the labeled rows (K×d, float64), a tile of rows at a time.
+def _class_sums(X, codes, n_classes, sqnorm, check_finite):
+    """Per-class sums of the labeled rows (K×d, float64), a tile of ``SUMS_TILE`` rows at a
+    time; with ``sqnorm`` the per-class sums of squared row norms; with ``check_finite``
+    whether every row (labeled or not) is finite.
 
-    The float64 copy of a tile stays in cache and a dense K×tile indicator makes the sums
-    one BLAS product per tile. With ``norms``, also the per-class sums of squared row
-    norms and whether every row (labeled or not) is finite: a float64 squared norm of
-    finite float32 values cannot overflow, so a non-finite norm means a non-finite value
-    (for float64 rows it may also be an overflow; ``False`` then only asks for a count).
+    The float64 copy of a tile stays in L2 and a dense indicator makes the sums one BLAS
+    product per tile. For ``check_finite`` the indicator has one more row of ones: the
+    column totals of all the tile's rows, which NaN or ±inf anywhere makes non-finite
+    under any summation order (float32 rows summed in float64 cannot overflow; for float64
+    rows an overflow only sends the caller to :func:`count_nonfinite`).
     """
     sums = np.zeros((n_classes, X.shape[1]))
     sq = np.zeros(n_classes)
-    all_finite = norms
-    classes = np.arange(n_classes)[:, None]
+    all_finite = True
+    classes = np.arange(n_classes + 1 if check_finite else n_classes)[:, None]
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
-        for start in range(0, X.shape[0], SCATTER_TILE):
-            tile = _as_float64(X[start : start + SCATTER_TILE])
-            indicator = (codes[start : start + SCATTER_TILE] == classes).astype(np.float64)
-            sums += indicator @ tile
-            if norms:
-                row_norms = np.einsum("ij,ij->i", tile, tile)
-                all_finite = all_finite and bool(np.isfinite(row_norms).all())
-                sq += indicator @ row_norms
-    return sums, sq, bool(all_finite)
+        for start in range(0, X.shape[0], SUMS_TILE):
+            tile = _as_float64(X[start : start + SUMS_TILE])
+            indicator = (codes[start : start + SUMS_TILE] == classes).astype(np.float64)
+            if check_finite:
+                indicator[n_classes] = 1.0  # the row of totals over every row of the tile
+            part = indicator @ tile
+            sums += part[:n_classes]
+            if check_finite:
+                all_finite = all_finite and bool(np.isfinite(part[n_classes]).all())
+            if sqnorm:
+                sq += indicator[:n_classes] @ np.einsum("ij,ij->i", tile, tile)
+    return sums, sq, all_finite
 
 
 def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
@@ -182,7 +188,7 @@ def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
     Rounding is bounded by the tile (≈ √4096 · 6e-8 ≈ 4e-6 relative per tile) rather than
     by the block, at half the memory traffic and twice the BLAS rate of a float64 copy.
     """
-    sums, sq, all_finite = _class_sums(X, codes, n.size, sqnorm or check_finite)
+    sums, sq, all_finite = _class_sums(X, codes, n.size, sqnorm, check_finite)
     rows = X if all_labeled else X[labeled]
     n_rows, n_cols = rows.shape
     total = n.sum()

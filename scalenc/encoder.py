@@ -93,7 +93,8 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         With several kernels, keep the stacked embedding Z (n × M·K, a small fraction of
         X's size) from pass 2 for pass 3, so the kernels are evaluated once: written block
         by block to temporary ``.npy`` files (in Dask's ``temporary-directory``) for local
-        schedulers, persisted (and spilled) on the workers of a distributed cluster. False evaluates the kernels again and stores nothing.
+        schedulers, persisted (and spilled) on the workers of a distributed cluster. False
+        evaluates the kernels again and stores nothing.
     tol : float, default=1e-7
         Rank threshold of the LDA on the standardised singular values of the embedding's
         within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
@@ -264,7 +265,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                 codes,
                 self.classes_.size,
                 scatter=scatter,
-                sqnorm=True,
+                sqnorm=any(k.needs_sqnorm for k in kernels),
                 split_every=self.split_every,
             )
         )

@@ -235,6 +235,8 @@ class Kernel:
     name = "kernel"
     #: Whether :func:`embed` evaluates the kernel a row tile at a time (else on the block).
     tiled = True
+    #: Whether :meth:`resolve` needs the per-class sums of squared row norms of pass 1.
+    needs_sqnorm = False
 
     def __call__(self, X: np.ndarray, U: np.ndarray) -> np.ndarray:
         return embed((self,), X, U)
@@ -314,6 +316,10 @@ class Gaussian(Kernel):
 
     sigma: float | None = None
     name = "gaussian"
+
+    @property
+    def needs_sqnorm(self) -> bool:  # type: ignore[override]
+        return self.sigma is None
 
     def tile(self, tile):
         if self.sigma is None:
