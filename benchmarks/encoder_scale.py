@@ -1,5 +1,9 @@
 """EncoderClassifier at scale, on a Zarr store larger than the memory given to Dask.
 
+With ``--scheduler local`` Dask gets two workers of ``--memory-limit`` each (default 1 GiB:
+the 4 GB store is twice that); the default threaded scheduler streams the same store in
+about 0.5 GB but has no memory limit of its own.
+
 Prints, measured side by side in one run (this machine is noisy: compare ratios):
 
 (a) one bare read pass over X (``X.sum(axis=0)``),
