@@ -49,6 +49,9 @@ __all__ = [
     "soft_knn_confidence",
     "select_basis",
     "stratified_sample",
+    "stratified_sample_pass",
+    "class_shares",
+    "label_counts_block",
     "row_hash",
 ]
 
@@ -512,27 +515,85 @@ def row_hash(index: np.ndarray, seed: int) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
 
 
-def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -> np.ndarray:
-    """Global indices of a class-stratified sample of ``size`` labeled rows, ascending.
-
-    Class k gets a share of ``size`` proportional to its count (largest remainders, at
-    least one row per class); within a class the rows with the smallest
-    :func:`row_hash` are taken.
-    """
-    codes = np.asarray(codes)
-    labeled = np.flatnonzero(codes >= 0)
-    counts = np.bincount(codes[labeled], minlength=n_classes)
+def class_shares(counts: np.ndarray, size: int) -> np.ndarray:
+    """Rows of each class in a stratified sample of ``size``: proportional to ``counts``
+    (largest remainders), at least one per class that has rows, at most its count."""
+    counts = np.asarray(counts, dtype=np.int64)
     exact = size * counts / counts.sum()
-    share = np.minimum(np.maximum(np.floor(exact).astype(int), counts > 0), counts)
+    share = np.minimum(np.maximum(np.floor(exact).astype(np.int64), counts > 0), counts)
     order = np.argsort(-(exact - np.floor(exact)), kind="stable")
     for k in order:
         if share.sum() >= size:
             break
         if share[k] < counts[k]:
             share[k] += 1
-    u = row_hash(labeled, seed)
-    picked = []
-    for k in range(n_classes):
-        rows = labeled[codes[labeled] == k]
-        picked.append(rows[np.argsort(u[codes[labeled] == k], kind="stable")[: share[k]]])
-    return np.sort(np.concatenate(picked))
+    return share
+
+
+def _smallest_per_class(index, code, key, shares) -> dict[str, np.ndarray]:
+    """For each class k, the ``shares[k]`` rows with the smallest (key, index)."""
+    keep = []
+    for k, share in enumerate(shares):
+        rows = np.flatnonzero(code == k)
+        keep.append(rows[np.lexsort((index[rows], key[rows]))[:share]])
+    keep = np.concatenate(keep)
+    return {"index": index[keep], "code": code[keep], "key": key[keep]}
+
+
+def sample_block(codes, *, row_start, shares, seed):
+    """One block's candidates for :func:`stratified_sample`: per class, its rows with the
+    smallest :func:`row_hash` (at most the class's share; global row indices)."""
+    codes = np.asarray(codes)
+    labeled = np.flatnonzero(codes >= 0)
+    index = (row_start + labeled).astype(np.int64)
+    return _smallest_per_class(index, codes[labeled], row_hash(index, seed), shares)
+
+
+class _KeepSmallest:
+    """Tree-reduction combine of :func:`sample_block` partials (picklable, holds the shares)."""
+
+    def __init__(self, shares):
+        self.shares = shares
+
+    def __call__(self, *parts):
+        both = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        return _smallest_per_class(both["index"], both["code"], both["key"], self.shares)
+
+
+def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -> np.ndarray:
+    """Global indices of a class-stratified sample of ``size`` labeled rows, ascending.
+
+    Class k gets a share of ``size`` proportional to its count (:func:`class_shares`);
+    within a class the rows with the smallest :func:`row_hash` are taken (ties by index).
+    In memory; :func:`stratified_sample_pass` draws the same rows from Dask labels.
+    """
+    codes = np.asarray(codes)
+    counts = np.bincount(codes[codes >= 0], minlength=n_classes)
+    picked = sample_block(codes, row_start=0, shares=class_shares(counts, size), seed=seed)
+    return np.sort(picked["index"])
+
+
+def label_counts_block(codes, *, row_start, n_classes):
+    """Labeled rows per class in one block (summed across blocks by the tree reduction)."""
+    codes = np.asarray(codes)
+    return np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.int64)
+
+
+def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int = 8):
+    """:func:`stratified_sample` from Dask labels in one pass over them: each block keeps
+    its smallest hashes per class, merged in a tree; only the sample reaches the client.
+
+    ``counts`` are the labeled rows per class (from :func:`label_counts_block`). Returns a
+    Delayed of ``{"index", "code", "key"}``, one entry per sampled row, in no set order.
+    """
+    from .passes import reduce_rows
+
+    shares = class_shares(counts, size)
+    return reduce_rows(
+        sample_block,
+        codes,
+        combine=_KeepSmallest(shares),
+        shares=shares,
+        seed=seed,
+        split_every=split_every,
+    )

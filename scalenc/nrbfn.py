@@ -17,7 +17,6 @@ from the same two matrices without another pass.
 from __future__ import annotations
 
 import numbers
-import time
 import warnings
 
 import dask.array as da
@@ -28,7 +27,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _blocks, passes
-from ._base import StreamingClassifierMixin
+from ._base import StreamingClassifierMixin, fit_stage
 from ._validation import check_int, check_param, check_real
 from .cluster import compute
 from .data import check_xy, encode_labels, find_classes
@@ -36,12 +35,13 @@ from .neighbors import (
     kneighbors_all_rows,
     kneighbors_pass,
     knn_sigma,
+    label_counts_block,
     labeled_rows,
     row_hash,
     row_sq_norms,
     select_basis,
     soft_knn_confidence,
-    stratified_sample,
+    stratified_sample_pass,
 )
 
 __all__ = [
@@ -457,19 +457,6 @@ def _warn_singular(owner, alpha, detail):
     )
 
 
-class _timed:
-    """Wall-clock seconds of a fit stage, recorded in ``estimator.stage_times_``."""
-
-    def __init__(self, estimator, stage):
-        self.estimator, self.stage = estimator, stage
-
-    def __enter__(self):
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc):
-        self.estimator.stage_times_[self.stage] = time.perf_counter() - self.start
-
-
 # --- nRBFN --------------------------------------------------------------------------------
 
 
@@ -675,26 +662,33 @@ class NRBFNClassifier(_RegressionClassifier):
         grid = self._check_params()
         X, codes = self._prepare_fit(X, y)
         seed = self._seed()
-        (codes_np,) = compute(codes)
-        self._check_sizes(codes_np)
+        (counts,) = compute(
+            passes.reduce_rows(
+                label_counts_block,
+                codes,
+                n_classes=self.classes_.size,
+                split_every=self.split_every,
+            )
+        )
+        self._check_sizes(counts)
         self.n_passes_ = 0
         self.stage_times_ = {}
-        with _timed(self, "soft_knn"):
-            candidates, cand_index, cand_codes = self._soft_knn(X, codes, codes_np, seed)
+        with fit_stage(self, "soft_knn"):
+            candidates, cand_index, cand_codes = self._soft_knn(X, codes, counts, seed)
             self._choose_basis(X, candidates, cand_index, cand_codes)
-        with _timed(self, "sigma"):
+        with fit_stage(self, "sigma"):
             self.sigma_ = self._sigma_pass(X, codes)
         n_folds = self.cv if len(grid) > 1 else 1
-        with _timed(self, "gram"):
+        with fit_stage(self, "gram"):
             gram = self._gram_pass(X, codes, n_folds, seed)
-        with _timed(self, "cv"):
+        with fit_stage(self, "cv"):
             self.alpha_, self.cv_error_ = self._choose_alpha(X, codes, gram, grid, seed)
-        with _timed(self, "solve"):
+        with fit_stage(self, "solve"):
             self._solve(gram, self.alpha_)
         return self
 
-    def _check_sizes(self, codes_np):
-        n_labeled = int(np.count_nonzero(codes_np >= 0))
+    def _check_sizes(self, counts):
+        n_labeled = int(counts.sum())
         if self.n_neighbors >= n_labeled:
             raise ValueError(
                 f"n_neighbors={self.n_neighbors} must be smaller than the number of labeled "
@@ -718,17 +712,20 @@ class NRBFNClassifier(_RegressionClassifier):
 
     # --- step 1: soft-KNN -----------------------------------------------------------
 
-    def _soft_knn(self, X, codes, codes_np, seed):
+    def _soft_knn(self, X, codes, counts, seed):
         """Neighbours of the candidates and their confidence; returns the candidates."""
         if self.n_candidates is None:
             candidates = None
             neighbors, cand_index, cand_codes = self._knn_all_rows(X, codes)
         else:
             size = min(self.n_candidates, self._n_labeled)
-            cand_index = stratified_sample(codes_np, size, self.classes_.size, seed)
+            (sample,) = compute(
+                stratified_sample_pass(codes, counts, size, seed, split_every=self.split_every)
+            )
+            order = np.argsort(sample["index"])
+            cand_index, cand_codes = sample["index"][order], sample["code"][order]
             (candidates,) = compute(X[cand_index])
             self.n_passes_ += 1
-            cand_codes = codes_np[cand_index]
             (neighbors,) = compute(
                 kneighbors_pass(
                     X, codes, candidates, cand_index, self.n_neighbors, split_every=self.split_every

@@ -153,3 +153,26 @@ def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
     d2, order = brute_knn(X, y >= 0, cand, 7)
     np.testing.assert_array_equal(nb["index"], order)
     np.testing.assert_array_equal(nb["dist2"], d2)
+
+
+@pytest.mark.parametrize("chunks", [1000, 333, (500, 7, 493)])
+def test_stratified_sample_pass_draws_the_in_memory_sample_from_dask_labels(chunks):
+    """The streamed draw (per-block smallest hashes merged in a tree) picks exactly the rows
+    of the in-memory one, for any chunking, and brings only the sample to the client."""
+    import dask.array as da
+
+    from scalenc.cluster import compute
+    from scalenc.neighbors import label_counts_block, stratified_sample_pass
+    from scalenc.passes import reduce_rows
+
+    rng = np.random.default_rng(5)
+    codes = rng.choice([-1, 0, 1, 2], p=[0.2, 0.5, 0.2, 0.1], size=1000)
+    cd = da.from_array(codes, chunks=chunks)
+    (counts,) = compute(reduce_rows(label_counts_block, cd, n_classes=3, split_every=2))
+    np.testing.assert_array_equal(counts, np.bincount(codes[codes >= 0], minlength=3))
+    for size in (3, 50, 799):
+        (drawn,) = compute(stratified_sample_pass(cd, counts, size, seed=4, split_every=2))
+        order = np.argsort(drawn["index"])
+        expected = stratified_sample(codes, size, 3, seed=4)
+        np.testing.assert_array_equal(drawn["index"][order], expected)
+        np.testing.assert_array_equal(drawn["code"][order], codes[expected])
