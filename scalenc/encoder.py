@@ -223,6 +223,8 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         if self.method == "full":
             return self._fit_full(X, codes, kernels)
         one_pass = self._one_pass(kernels, X.shape[1])
+        if not one_pass:  # every pass reads the codes: on a cluster, make them once
+            codes = passes.keep_on_workers(codes)
         with fit_stage(self, "class_means"):
             moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
         self._set_class_stats(moments, kernels, one_pass)

@@ -45,6 +45,7 @@ __all__ = [
     "stacked_moments_pass",
     "stacked_cross_entropy_pass",
     "RowCache",
+    "keep_on_workers",
 ]
 
 SPLIT_EVERY = 8
@@ -322,6 +323,15 @@ def stacked_cross_entropy_pass(
         n_classes=n_classes,
         split_every=split_every,
     )
+
+
+def keep_on_workers(arr: da.Array) -> da.Array:
+    """On a distributed cluster, ``arr`` persisted on the workers (for an array every pass
+    of a fit reads, such as the label codes: computed once instead of once per pass);
+    otherwise ``arr`` itself. Nothing comes to the client either way."""
+    from .cluster import active_client, uses_distributed
+
+    return active_client().persist(arr) if uses_distributed() else arr
 
 
 class RowCache:
