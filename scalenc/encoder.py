@@ -213,6 +213,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         """
         kernels = self._check_params()
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        y = passes.keep_on_workers(y)  # read the labels once for the class list and every pass
         classes = find_classes(y)
         self._check_classes(classes)
         codes = encode_labels(y, classes)
@@ -223,8 +224,6 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         if self.method == "full":
             return self._fit_full(X, codes, kernels)
         one_pass = self._one_pass(kernels, X.shape[1])
-        if not one_pass:  # every pass reads the codes: on a cluster, make them once
-            codes = passes.keep_on_workers(codes)
         with fit_stage(self, "class_means"):
             moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
         self._set_class_stats(moments, kernels, one_pass)

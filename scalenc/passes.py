@@ -31,7 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from . import _blocks
 from .kernels import Kernel, embed
-from .linalg import LDAModel, lda_log_proba
+from .linalg import LDAModel
 
 __all__ = [
     "SPLIT_EVERY",
@@ -295,15 +295,33 @@ def stacked_moments_pass(
     )
 
 
+def _stacked_decision(models: Sequence[LDAModel], n_classes: int):
+    """One block-diagonal (M·K × M·K) matrix and offsets giving every kernel's K class
+    scores from the stacked embedding (two classes: scores 0 and the LDA's one score)."""
+    K, M = n_classes, len(models)
+    W, b = np.zeros((M * K, M * K)), np.zeros(M * K)
+    for m, model in enumerate(models):
+        coef, intercept = model.coef, model.intercept
+        if coef.shape[0] == 1:  # binary LDA: log-odds of class 1 against class 0
+            coef = np.vstack([np.zeros_like(coef), coef])
+            intercept = np.concatenate([[0.0], intercept])
+        W[m * K : (m + 1) * K, m * K : (m + 1) * K] = coef.T
+        b[m * K : (m + 1) * K] = intercept
+    return W, b
+
+
 def _stacked_cross_entropy_block(Z, codes, *, row_start, models, n_classes):
-    return tuple(
-        np.array(
-            _blocks.labeled_log_likelihood(
-                lda_log_proba(model, Z[:, m * n_classes : (m + 1) * n_classes]), codes
-            )[0]
-        )
-        for m, model in enumerate(models)
-    )
+    """Σ log T_m(i, y_i) over the block's labeled rows, for every kernel m at once: one
+    product for all kernels' scores, then a log-softmax over each kernel's K columns."""
+    K, M = n_classes, len(models)
+    labeled = np.flatnonzero(codes >= 0)
+    W, b = _stacked_decision(models, K)
+    scores = (np.asarray(Z[labeled], dtype=np.float64) @ W + b).reshape(labeled.size, M, K)
+    scores -= scores.max(axis=2, keepdims=True)
+    rows, kernels = np.arange(labeled.size)[:, None], np.arange(M)[None, :]
+    picked = scores[rows, kernels, codes[labeled][:, None]]
+    log_likelihood = (picked - np.log(np.exp(scores).sum(axis=2))).sum(axis=0)
+    return tuple(np.array(v) for v in log_likelihood)
 
 
 def stacked_cross_entropy_pass(
@@ -327,8 +345,8 @@ def stacked_cross_entropy_pass(
 
 def keep_on_workers(arr: da.Array) -> da.Array:
     """On a distributed cluster, ``arr`` persisted on the workers (for an array every pass
-    of a fit reads, such as the label codes: computed once instead of once per pass);
-    otherwise ``arr`` itself. Nothing comes to the client either way."""
+    of a fit reads, such as the labels: read once instead of once per pass); otherwise
+    ``arr`` itself. Nothing comes to the client either way."""
     from .cluster import active_client, uses_distributed
 
     return active_client().persist(arr) if uses_distributed() else arr
