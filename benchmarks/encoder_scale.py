@@ -53,6 +53,19 @@ def make_store(path: Path, rows: int, features: int, chunk_rows: int) -> None:
     print(f"  written in {time.perf_counter() - t0:.1f} s")
 
 
+def _over_processes(measure) -> float:
+    """Sum of ``measure(process)`` over this process and its children (the Dask workers);
+    a child that exits meanwhile counts 0."""
+    me = psutil.Process()
+    total = 0
+    for proc in [me] + me.children(recursive=True):
+        try:
+            total += measure(proc)
+        except psutil.Error:
+            pass
+    return total
+
+
 class PeakMemory:
     """Peak RSS of this process and its children (the Dask workers), sampled every 50 ms."""
 
@@ -61,15 +74,7 @@ class PeakMemory:
         self._stop = threading.Event()
 
     def _rss(self) -> int:
-        me = psutil.Process()
-        procs = [me] + me.children(recursive=True)
-        total = 0
-        for proc in procs:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
+        return _over_processes(lambda proc: proc.memory_info().rss)
 
     def __enter__(self):
         self.base = self._rss()
@@ -89,14 +94,7 @@ class PeakMemory:
 
 def cpu_seconds() -> float:
     """User + system CPU time of this process and its children (the Dask workers)."""
-    me = psutil.Process()
-    total = sum(me.cpu_times()[:2])
-    for proc in me.children(recursive=True):
-        try:
-            total += sum(proc.cpu_times()[:2])
-        except psutil.Error:
-            pass
-    return total
+    return _over_processes(lambda proc: sum(proc.cpu_times()[:2]))
 
 
 def timed(func, repeats: int):

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._tempnames import remove_abandoned, temporary_sibling
+from ._tempnames import claim
 
 log = logging.getLogger("scalenc.cli")
 
@@ -562,9 +562,7 @@ def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
     target = Path(path)
     if target.exists() and not overwrite:
         raise BadInput(f"{path} exists; pass --overwrite to replace it.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(target)
-    tmp = Path(temporary_sibling(target))
+    tmp = Path(claim(target))
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -16,7 +16,7 @@ import socket
 import uuid
 from pathlib import Path
 
-__all__ = ["temporary_sibling", "remove_abandoned"]
+__all__ = ["temporary_sibling", "remove_abandoned", "claim"]
 
 
 def _host() -> str:
@@ -57,3 +57,11 @@ def remove_abandoned(path) -> list[str]:
             entry.unlink(missing_ok=True)
         removed.append(str(entry))
     return removed
+
+
+def claim(path) -> str:
+    """Prepare an atomic write of ``path``: create its parent directory, remove what killed
+    runs left behind, and return a fresh temporary sibling to write into."""
+    Path(os.fspath(path)).parent.mkdir(parents=True, exist_ok=True)
+    remove_abandoned(path)
+    return temporary_sibling(path)

@@ -25,7 +25,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ._tempnames import remove_abandoned, temporary_sibling
+from ._tempnames import claim
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -498,8 +498,7 @@ def _atomic_directory(path: str, overwrite: bool):
     """
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path} exists; pass overwrite=True (--overwrite) to replace it.")
-    remove_abandoned(path)
-    tmp = temporary_sibling(path)
+    tmp = claim(path)
     try:
         yield tmp
         if os.path.exists(path):

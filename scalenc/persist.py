@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._tempnames import remove_abandoned, temporary_sibling
+from ._tempnames import claim
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -458,9 +458,7 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
     target = Path(os.fspath(directory)).absolute()
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} exists; pass overwrite=True (--overwrite) to replace it.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(target)
-    tmp = Path(temporary_sibling(target))
+    tmp = Path(claim(target))
     try:
         (tmp / ARRAY_DIR).mkdir(parents=True)
         for rel, arr in writer.arrays:
