@@ -277,11 +277,6 @@ def _centre_and_scale(ranks: np.ndarray) -> np.ndarray:
     return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
 
 
-def _centred_ranks(A: np.ndarray) -> np.ndarray:
-    """Row-wise average ranks, centred and scaled to unit norm (0 for constant rows)."""
-    return _centre_and_scale(average_ranks(A))
-
-
 @dataclass(frozen=True, repr=False)
 class Spearman(Kernel):
     """Spearman's rank correlation: the Pearson correlation of the rows' average ranks.
@@ -291,7 +286,6 @@ class Spearman(Kernel):
     """
 
     name = "spearman"
-    rank_based = True
 
     def tile(self, tile):
         ranks_u = tile.means.centred_ranks

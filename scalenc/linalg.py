@@ -111,12 +111,20 @@ def lda_decision(model: LDAModel, Z: np.ndarray) -> np.ndarray:
     return np.asarray(Z, dtype=np.float64) @ model.coef.T + model.intercept
 
 
+def class_scores(model: LDAModel) -> tuple[np.ndarray, np.ndarray]:
+    """(coef, intercept) of the K class scores whose softmax is the posterior: the LDA's
+    own, or for two classes 0 and its log-odds of class 1."""
+    coef, intercept = model.coef, model.intercept
+    if coef.shape[0] == 1:
+        coef = np.vstack([np.zeros_like(coef), coef])
+        intercept = np.concatenate([[0.0], intercept])
+    return coef, intercept
+
+
 def lda_log_proba(model: LDAModel, Z: np.ndarray) -> np.ndarray:
     """Log posteriors (b, K): softmax of the scores, or the logistic for two classes."""
-    scores = lda_decision(model, Z)
-    if scores.shape[1] == 1:
-        scores = np.hstack([np.zeros_like(scores), scores])
-    return log_softmax(scores)
+    coef, intercept = class_scores(model)
+    return log_softmax(np.asarray(Z, dtype=np.float64) @ coef.T + intercept)
 
 
 def lda_proba(model: LDAModel, Z: np.ndarray) -> np.ndarray:

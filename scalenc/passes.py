@@ -31,7 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from . import _blocks
 from .kernels import Kernel, embed
-from .linalg import LDAModel
+from .linalg import LDAModel, class_scores
 
 __all__ = [
     "SPLIT_EVERY",
@@ -146,13 +146,11 @@ def reduce_rows(
 
 def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
     out = None
-    if not scatter or X.dtype == np.float32:  # the tiled paths check every row on the way
+    if not scatter or X.dtype == np.float32:  # these paths see every row's values anyway
         out = _blocks.class_moments(
             X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True
         )
-        nonfinite = 0 if out.pop("all_finite") else _blocks.count_nonfinite(X)
-    else:
-        nonfinite = _blocks.count_nonfinite(X)
+    nonfinite = 0 if out is not None and out.pop("all_finite") else _blocks.count_nonfinite(X)
     if nonfinite:  # the fit will refuse X; keep the statistics finite until then
         X = np.where(np.isfinite(X), X, 0.0)
         out = None
@@ -301,10 +299,7 @@ def _stacked_decision(models: Sequence[LDAModel], n_classes: int):
     K, M = n_classes, len(models)
     W, b = np.zeros((M * K, M * K)), np.zeros(M * K)
     for m, model in enumerate(models):
-        coef, intercept = model.coef, model.intercept
-        if coef.shape[0] == 1:  # binary LDA: log-odds of class 1 against class 0
-            coef = np.vstack([np.zeros_like(coef), coef])
-            intercept = np.concatenate([[0.0], intercept])
+        coef, intercept = class_scores(model)
         W[m * K : (m + 1) * K, m * K : (m + 1) * K] = coef.T
         b[m * K : (m + 1) * K] = intercept
     return W, b
