@@ -16,7 +16,7 @@ from . import _blocks, passes
 from ._base import StreamingClassifierMixin, fit_stage
 from ._validation import check_int, check_options, check_real
 from .cluster import compute
-from .data import check_xy, encode_labels, find_classes
+from .data import check_class_values, check_xy, encode_labels, find_classes
 from .kernels import CallableKernel, Kernel, Linear, get_kernel
 from .linalg import LDAModel, lda_decision, lda_from_moments, lda_log_proba
 
@@ -213,21 +213,34 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         """
         kernels = self._check_params()
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
-        y = passes.keep_on_workers(y)  # read the labels once for the class list and every pass
-        classes = find_classes(y)
-        self._check_classes(classes)
-        codes = encode_labels(y, classes)
-        self.classes_ = classes
         self.n_features_in_ = X.shape[1]
         self._X_dtype = X.dtype
         self.stage_times_ = {}
         if self.method == "full":
-            return self._fit_full(X, codes, kernels)
+            classes = find_classes(y)
+            self._check_classes(classes)
+            self.classes_ = classes
+            return self._fit_full(X, encode_labels(y, classes), kernels)
         one_pass = self._one_pass(kernels, X.shape[1])
+        if not one_pass:
+            y = passes.keep_on_workers(y)  # read the labels once for every pass
         with fit_stage(self, "class_means"):
-            moments = self._moments_pass(X, codes, kernels, scatter=one_pass)
+            # the class list comes out of the same pass: no separate read of y first
+            (first,) = compute(
+                passes.labeled_moments_pass(
+                    X,
+                    y,
+                    scatter=one_pass,
+                    sqnorm=any(k.needs_sqnorm for k in kernels),
+                    split_every=self.split_every,
+                )
+            )
+        self.classes_ = first["classes"]
+        check_class_values(self.classes_)
+        self._check_classes(self.classes_)
+        moments = self._check_moments(first["moments"])
         self._set_class_stats(moments, kernels, one_pass)
-        self._finish_fit(X, codes)
+        self._finish_fit(X, encode_labels(y, self.classes_))
         self._keep_running_totals(moments, kernels, one_pass)
         return self
 
@@ -270,6 +283,10 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                 split_every=self.split_every,
             )
         )
+        return self._check_moments(moments)
+
+    def _check_moments(self, moments):
+        """Count the pass over X and refuse NaN/inf that it found."""
         self.n_passes_ = 1
         if moments["nonfinite"]:
             raise ValueError(

@@ -28,6 +28,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
+from dask.layers import ArraySliceDep
 
 from . import _blocks
 from .kernels import Kernel, embed
@@ -38,6 +39,7 @@ __all__ = [
     "reduce_rows",
     "tree_reduce",
     "class_moments_pass",
+    "labeled_moments_pass",
     "embedding_moments_pass",
     "cross_entropy_pass",
     "map_rows",
@@ -70,26 +72,31 @@ def tree_reduce(
     return partials[0]
 
 
-def _row_blocks(X: da.Array, *aligned: da.Array | None):
-    """Per-block delayed pieces of X and of the row-aligned arrays, with row offsets."""
-    if len(X.chunks) == 2 and len(X.chunks[1]) != 1:
+def _check_aligned(X: da.Array, aligned) -> None:
+    if X.ndim == 2 and len(X.chunks[1]) != 1:
         raise ValueError(
             f"X must have a single chunk along its columns for a pass; got column chunks "
             f"{X.chunks[1]}. Call X.rechunk({{1: -1}}) (scalenc.data.as_dask_array does this)."
         )
-    pieces = [X.to_delayed().ravel()]
     for arr in aligned:
-        if arr is None:
-            pieces.append([None] * len(pieces[0]))
-            continue
-        if arr.chunks[0] != X.chunks[0]:
+        if arr is not None and arr.chunks[0] != X.chunks[0]:
             raise ValueError(
                 f"Row chunks of an aligned array {arr.chunks[0]} differ from X's "
                 f"{X.chunks[0]}; align them with arr.rechunk({{0: X.chunks[0]}})."
             )
-        pieces.append(arr.to_delayed().ravel())
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
-    return list(zip(*pieces)), starts
+        if arr is not None and arr.ndim == 2 and len(arr.chunks[1]) != 1:
+            raise ValueError(
+                f"An aligned array must have a single chunk along its columns; got "
+                f"{arr.chunks[1]}. Call arr.rechunk({{1: -1}})."
+            )
+
+
+def _block_partial(X, rows, *aligned, block_fn, absent, **kwargs):
+    """One block's partial, called by :func:`reduce_rows`'s blockwise map."""
+    pieces = list(aligned)
+    for position in absent:
+        pieces.insert(position, None)
+    return block_fn(X, *pieces, row_start=rows[0].start, **kwargs)
 
 
 def _shared(kwargs: dict) -> dict:
@@ -127,17 +134,43 @@ def reduce_rows(
     Returns
     -------
     Delayed
-        The merged partial. Compute several passes' results together with
-        :func:`scalenc.cluster.compute` so that shared inputs are read once.
+        The merged partial.
 
     Notes
     -----
     Memory: one block plus ``split_every`` partials per worker thread; nothing n-sized.
+
+    The graph is optimised per pass: each block's reads of X and of the aligned arrays
+    (and whatever block-wise steps lead to them, such as label encoding) are fused into
+    the block's one task. Two passes computed together therefore each read X; to share
+    an expensive input between passes, persist it (:func:`keep_on_workers`) or cache it
+    (:class:`RowCache`).
     """
-    shared = _shared(kwargs)
-    fn = dask.delayed(block_fn, pure=True)
-    blocks, starts = _row_blocks(X, *aligned)
-    partials = [fn(*pieces, row_start=int(s), **shared) for pieces, s in zip(blocks, starts)]
+    _check_aligned(X, aligned)
+    # Every 2-D input has one column chunk, so all share the index "ij" and the map has
+    # no contracted index: a single blockwise layer that the graph optimisation fuses
+    # with the block-wise steps before it (the reads of X and y, the label encoding), one
+    # task per block instead of one per input and step.
+    index = {1: "i", 2: "ij"}
+    args = [X, index[X.ndim], ArraySliceDep((X.chunks[0],)), "i"]  # each block's rows
+    for arr in aligned:
+        if arr is not None:
+            args += [arr, index[arr.ndim]]
+    out_index = "ij" if any(a.ndim == 2 for a in [X, *aligned] if a is not None) else "i"
+    absent = tuple(position for position, arr in enumerate(aligned) if arr is None)
+    blocks = da.blockwise(
+        _block_partial,
+        out_index,
+        *args,
+        align_arrays=False,  # the 2-D inputs differ in their number of columns
+        adjust_chunks={c: 1 for c in out_index},
+        dtype=object,
+        meta=np.empty((0,) * len(out_index), dtype=object),
+        block_fn=block_fn,
+        absent=absent,
+        **_shared(kwargs),
+    )
+    partials = list(blocks.to_delayed(optimize_graph=True).ravel())
     return tree_reduce(partials, combine, split_every=split_every)
 
 
@@ -180,6 +213,71 @@ def class_moments_pass(
         X,
         codes,
         n_classes=n_classes,
+        scatter=scatter,
+        sqnorm=sqnorm,
+        split_every=split_every,
+    )
+
+
+def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm):
+    """Class moments of one block keyed by the block's own label values."""
+    from .data import _encode_block, _labeled_unique
+
+    classes = _labeled_unique(y)
+    codes = _encode_block(y, classes)
+    moments = _moments_block(
+        X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
+    )
+    return {"classes": classes, "moments": moments}
+
+
+def _align_classes(part: dict, classes: np.ndarray) -> dict:
+    """A block's class moments spread onto the positions of ``classes`` (a superset)."""
+    from .data import _encode_block
+
+    moments = part["moments"]
+    if np.array_equal(part["classes"], classes):
+        return moments
+    where = _encode_block(part["classes"], classes)
+    out = dict(moments)
+    for key in ("n", "mean", "sqnorm"):
+        if key in moments:
+            full = np.zeros((classes.size, *moments[key].shape[1:]))
+            full[where] = moments[key]
+            out[key] = full
+    return out
+
+
+def _merge_labeled(*parts: dict) -> dict:
+    """Merge label-keyed partials: the union of their classes, moments aligned to it."""
+    from .data import _union
+
+    classes = _union(*(part["classes"] for part in parts))
+    moments = _blocks.combine_partials(*(_align_classes(part, classes) for part in parts))
+    return {"classes": classes, "moments": moments}
+
+
+def labeled_moments_pass(
+    X: da.Array,
+    y: da.Array,
+    *,
+    scatter: bool = False,
+    sqnorm: bool = False,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """The class list and :func:`class_moments_pass`'s statistics in one pass over (X, y).
+
+    Each block keys its moments by its own label values (−1, None and NaN are unlabeled);
+    the tree merge aligns them on the union of the classes. Returns ``{"classes": sorted
+    distinct labels, "moments": {...}}`` with the moments in the order of ``classes`` —
+    what :func:`scalenc.data.find_classes` followed by :func:`class_moments_pass` give,
+    without a separate read of y and a round trip to the client between the two.
+    """
+    return reduce_rows(
+        _labeled_moments_block,
+        X,
+        y,
+        combine=_merge_labeled,
         scatter=scatter,
         sqnorm=sqnorm,
         split_every=split_every,
@@ -307,15 +405,24 @@ def _stacked_decision(models: Sequence[LDAModel], n_classes: int):
 
 def _stacked_cross_entropy_block(Z, codes, *, row_start, models, n_classes):
     """Σ log T_m(i, y_i) over the block's labeled rows, for every kernel m at once: one
-    product for all kernels' scores, then a log-softmax over each kernel's K columns."""
+    product for all kernels' scores, then a log-softmax over each kernel's K classes.
+
+    The scores are laid out class by row ((M, K, b), rows contiguous), so that the max
+    and the sum over a kernel's K classes are element-wise operations on long vectors
+    rather than reductions over short rows.
+    """
     K, M = n_classes, len(models)
-    labeled = np.flatnonzero(codes >= 0)
+    labeled = codes >= 0
+    Z = np.asarray(Z, dtype=np.float64)
+    if not labeled.all():
+        Z, codes = Z[labeled], codes[labeled]
     W, b = _stacked_decision(models, K)
-    scores = (np.asarray(Z[labeled], dtype=np.float64) @ W + b).reshape(labeled.size, M, K)
-    scores -= scores.max(axis=2, keepdims=True)
-    rows, kernels = np.arange(labeled.size)[:, None], np.arange(M)[None, :]
-    picked = scores[rows, kernels, codes[labeled][:, None]]
-    log_likelihood = (picked - np.log(np.exp(scores).sum(axis=2))).sum(axis=0)
+    scores = np.matmul(W.T, Z.T).reshape(M, K, -1)  # (M, K, b)
+    scores += b.reshape(M, K, 1)
+    scores -= scores.max(axis=1, keepdims=True)
+    picked = scores[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
+    np.exp(scores, out=scores)
+    log_likelihood = (picked - np.log(scores.sum(axis=1))).sum(axis=1)
     return tuple(np.array(v) for v in log_likelihood)
 
 

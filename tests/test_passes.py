@@ -163,3 +163,75 @@ def test_first_pass_counts_nonfinite_values_in_any_row(dtype, scatter, where):
     if where in ("none", "huge"):
         U = np.array([X[codes == k].astype(np.float64).mean(0) for k in range(3)])
         np.testing.assert_allclose(m["mean"], U, rtol=1e-12)
+
+
+def _oracle_moments(X, y, classes, unlabeled):
+    X = X.astype(np.float64)
+    rows = [X[(y == c) & ~unlabeled] for c in classes]
+    n = np.array([len(r) for r in rows], dtype=float)
+    mean = np.array([r.mean(0) for r in rows])
+    scatter = sum((r - r.mean(0)).T @ (r - r.mean(0)) for r in rows)
+    return n, mean, scatter
+
+
+@pytest.mark.parametrize("labels", ["int", "str", "float_nan"])
+@pytest.mark.parametrize("chunks", [(300,), (7, 93, 50, 150), (40,) * 7 + (20,)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_labeled_moments_pass_equals_class_list_then_moments(labels, chunks, dtype):
+    """One pass keyed by each block's own labels gives find_classes' classes and the
+    class moments of class_moments_pass, whatever classes each block lacks: a block
+    with no labeled row, and a class that first appears in the last block."""
+    from scalenc.data import encode_labels, find_classes
+
+    rng = np.random.default_rng(3)
+    X = (rng.normal(size=(300, 4)) * [1, 2, 3, 4] + 10).astype(dtype)
+    codes = rng.integers(-1, 3, 300)
+    codes[:7] = -1  # the first block of the irregular chunking is all unlabeled
+    codes[-5:] = 3  # class 3 only in the last rows
+    unlabeled = codes < 0
+    if labels == "int":
+        y = np.where(unlabeled, -1, codes * 10 + 5)
+        classes = np.array([5, 15, 25, 35])
+    elif labels == "str":
+        names = np.array(["ant", "bee", "cat", "dog"], dtype=object)
+        y = np.where(unlabeled, None, names[np.clip(codes, 0, 3)]).astype(object)
+        classes = names
+    else:
+        y = np.where(unlabeled, np.nan, codes + 1.0)
+        classes = np.array([1.0, 2.0, 3.0, 4.0])
+    Xd = da.from_array(X, chunks=(chunks, 4))
+    yd = da.from_array(y, chunks=(chunks,))
+    (out,) = compute(passes.labeled_moments_pass(Xd, yd, scatter=True, sqnorm=True))
+    np.testing.assert_array_equal(out["classes"], classes)
+    np.testing.assert_array_equal(out["classes"], find_classes(yd))
+    m = out["moments"]
+    n, mean, scatter = _oracle_moments(X, y, classes, unlabeled)
+    np.testing.assert_array_equal(m["n"], n)
+    np.testing.assert_allclose(m["mean"], mean, rtol=1e-12)
+    np.testing.assert_allclose(m["scatter"], scatter, rtol=2e-5 if dtype == np.float32 else 1e-10)
+    assert m["rows"] == 300 and m["nonfinite"] == 0
+    (ref,) = compute(
+        passes.class_moments_pass(Xd, encode_labels(yd, classes), 4, scatter=True, sqnorm=True)
+    )
+    np.testing.assert_allclose(m["sqnorm"], ref["sqnorm"], rtol=1e-12)
+
+
+def test_a_pass_reads_each_block_in_its_own_task(tmp_path):
+    """Each block's reads of X and y and the label encoding are fused into the block's
+    task: a pass over a Zarr store is one task per block plus the tree's merges."""
+    import zarr
+
+    from scalenc.data import encode_labels
+
+    X = np.arange(400.0).reshape(100, 4)
+    root = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    root.create_array("X", data=X, chunks=(25, 4))
+    root.create_array("y", data=np.arange(100) % 3, chunks=(25,))
+    Xd, yd = da.from_zarr(root["X"]), da.from_zarr(root["y"])
+    result = passes.class_moments_pass(Xd, encode_labels(yd, np.arange(3)), 3)
+    graph = dict(result.__dask_graph__())
+    names = [str(k[0] if isinstance(k, tuple) else k) for k in graph]
+    assert len([k for k in names if k.startswith("block_partial")]) == 4
+    assert not [k for k in names if k.startswith(("from-zarr", "_encode_block"))]
+    (m,) = compute(result)
+    np.testing.assert_array_equal(m["n"], [34, 33, 33])
