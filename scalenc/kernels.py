@@ -140,19 +140,22 @@ def average_ranks(A: np.ndarray) -> np.ndarray:
     return _ranks_and_tied_rows(A)[0]
 
 
-def _ranks_and_tied_rows(A: np.ndarray, *, scratch: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _ranks_and_tied_rows(
+    A: np.ndarray, *, scratch: bool = False, as_float64: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Average ranks of each row (float64), and the indices of the rows that have ties.
 
     Rows are ranked in their own dtype: float32 rows (the usual on-disk dtype) by one sort
     of float64 keys that carry their index, other dtypes by an argsort. Rows with ties (a
     few per thousand in continuous float32 data) are then re-ranked alone with average
     ranks. ``scratch=True`` returns the ranks in a per-thread buffer that the next call
-    overwrites (for a row-tile loop that consumes them at once).
+    overwrites (for a row-tile loop that consumes them at once); ``as_float64``, A already
+    made float64, saves the float32 rows' conversion.
     """
     A = np.asarray(A)
     n_rows, n_cols = A.shape
     if A.dtype == np.float32 and 0 < A.size <= _INDEX_BITS:
-        ranked, sorted_values = _float32_ordinal_ranks(A, scratch)
+        ranked, sorted_values = _float32_ordinal_ranks(A, scratch, as_float64)
     else:
         order = np.argsort(A, axis=1)
         sorted_values = np.take_along_axis(A, order, axis=1)
@@ -184,7 +187,9 @@ def _rows_with_ties(sorted_values: np.ndarray) -> np.ndarray:
     return np.unique(pairs // n_cols)
 
 
-def _float32_ordinal_ranks(A: np.ndarray, scratch: bool) -> tuple[np.ndarray, np.ndarray]:
+def _float32_ordinal_ranks(
+    A: np.ndarray, scratch: bool, as_float64: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Ranks 1..p of float32 rows (ties in column order), and the sorted rows' value keys.
 
     Each row is sorted once as float64 keys: the float32 value made float64 exactly (−0
@@ -195,8 +200,11 @@ def _float32_ordinal_ranks(A: np.ndarray, scratch: bool) -> tuple[np.ndarray, np
     """
     n_rows, n_cols = A.shape
     keys = _blocks.scratch("ranks.keys", A.shape, np.float64)
-    keys[...] = A  # a plain cast (np.add with a float64 output dtype is 3× slower)
-    keys += 0.0  # −0 made +0
+    if as_float64 is None:
+        keys[...] = A  # a plain cast (np.add with a float64 output dtype is 3× slower)
+        keys += 0.0  # −0 made +0
+    else:
+        np.add(as_float64, 0.0, out=keys)  # −0 made +0
     bits = keys.view(np.int64)
     bits |= _flat_index(n_rows, n_cols)
     keys.sort(axis=1)
@@ -309,7 +317,10 @@ class Spearman(Kernel):
     def tile(self, tile):
         ranks_u = tile.means.centred_ranks
         n_cols = tile.X.shape[1]
-        ranks, tied = _ranks_and_tied_rows(tile.X, scratch=True)
+        # the tile's float64 copy, if another kernel made one, saves a conversion
+        ranks, tied = _ranks_and_tied_rows(
+            tile.X, scratch=True, as_float64=tile.__dict__.get("x64")
+        )
         # A row without ties ranks as a permutation of 1..p: mean (p+1)/2 and norm
         # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
         norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
