@@ -2,7 +2,9 @@
 
 Nothing here imports dask. Every function takes one row block (a NumPy array) and
 returns a small partial result: class counts, class means and pooled within-class
-scatter matrices, accumulated in float64 whatever the input dtype. Partials of two
+scatter matrices, accumulated in float64 whatever the input dtype (a float32 block's
+scatter, and with it the class sums, come from float32 products over row tiles, each
+added to the float64 total: see :func:`class_moments`). Partials of two
 blocks are merged with :func:`merge_moments`, which is associative, so the passes can
 combine them in any tree order and get the same result to rounding.
 
@@ -88,6 +90,12 @@ def class_moments(
         Also return ``all_finite``: True when every row of the block was seen to be finite
         on the way (from float64 column totals, which cannot overflow for float32 rows),
         False when that is not known — then :func:`count_nonfinite` must decide.
+
+    Precision: float64 blocks, and the class sums without ``scatter`` or with ``sqnorm``,
+    are float64 throughout. A float32 block with ``scatter`` (and no ``sqnorm``) takes the
+    scatter and the class sums from one float32 product per tile of centred rows: their
+    error is float32 rounding relative to the spread of the data (≈ 1e-8 of a feature's
+    standard deviation for the means), about what the float32 values themselves carry.
 
     Returns
     -------
@@ -182,13 +190,54 @@ def _class_sums(X, codes, n_classes, sqnorm, check_finite):
 
 
 def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
-    """Class moments of a float32 block: sums in float64; the centred scatter as float32
-    products over tiles of ``SCATTER_TILE`` rows, each added to a float64 total.
+    """Class moments of a float32 block from float32 products over tiles of
+    ``SCATTER_TILE`` rows, each added to a float64 total.
 
-    Rounding is bounded by the tile (≈ √4096 · 6e-8 ≈ 4e-6 relative per tile) rather than
-    by the block, at half the memory traffic and twice the BLAS rate of a float64 copy.
+    Each tile's labeled rows, less a centre c (the first tile's mean, as float32), are
+    augmented with their K class-indicator columns; one symmetric product of that
+    (rows × (d+K)) matrix gives the centred scatter Σ(x−c)(x−c)ᵀ, the class sums Σ(x−c)
+    and the counts together. Centring keeps the float32 sums exact in their leading
+    digits when the means are large against the spread; rounding is bounded by the tile
+    (≈ √4096 · 6e-8 ≈ 4e-6 relative to the spread per tile), at half the memory traffic
+    and twice the BLAS rate of float64, and with no separate pass for the class sums.
     """
-    sums, sq, all_finite = _class_sums(X, codes, n.size, sqnorm, check_finite)
+    if sqnorm:  # per-class squared norms are not in the product: class sums in float64
+        return _float32_moments_with_sqnorm(X, codes, n, labeled, all_labeled, check_finite)
+    K = n.size
+    rows = X if all_labeled else X[labeled]
+    row_codes = codes if all_labeled else codes[labeled]
+    n_rows, n_cols = rows.shape
+    classes = np.arange(K, dtype=row_codes.dtype)
+    gram = np.zeros((n_cols + K, n_cols + K))
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
+        head = rows[:SCATTER_TILE]
+        centre = (
+            np.add.reduce(head, axis=0, dtype=np.float64) / max(head.shape[0], 1)
+        ).astype(np.float32)
+        for start in range(0, n_rows, SCATTER_TILE):
+            tile = rows[start : start + SCATTER_TILE]
+            aug = scratch("moments.augmented", (tile.shape[0], n_cols + K), np.float32)
+            np.subtract(tile, centre, out=aug[:, :n_cols])
+            np.equal(row_codes[start : start + SCATTER_TILE, None], classes, out=aug[:, n_cols:])
+            gram += aug.T @ aug
+    centre64 = centre.astype(np.float64)
+    shifted = np.divide(gram[n_cols:, :n_cols], n[:, None], out=np.zeros((K, n_cols)),
+                        where=n[:, None] > 0)  # μ_k − c
+    scatter = gram[:n_cols, :n_cols] - (shifted * n[:, None]).T @ shifted
+    mean = np.where(n[:, None] > 0, shifted + centre64, 0.0)
+    out = {"n": n, "mean": mean, "scatter": scatter}
+    if check_finite:
+        # NaN/inf in a labeled row makes its diagonal non-finite (so may a square beyond
+        # float32's range: then count_nonfinite decides); unlabeled rows are checked here
+        finite = bool(np.isfinite(np.diagonal(gram)).all())
+        out["all_finite"] = finite and (all_labeled or bool(np.isfinite(X[~labeled]).all()))
+    return out
+
+
+def _float32_moments_with_sqnorm(X, codes, n, labeled, all_labeled, check_finite):
+    """:func:`_float32_moments` with per-class squared norms: the class sums (and norms)
+    in float64 tiles, then the centred scatter as float32 tile products."""
+    sums, sq, all_finite = _class_sums(X, codes, n.size, True, check_finite)
     rows = X if all_labeled else X[labeled]
     n_rows, n_cols = rows.shape
     total = n.sum()
@@ -204,9 +253,7 @@ def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
     shifted[n == 0] = 0.0
     scatter -= (shifted * n[:, None]).T @ shifted
     mean = np.where(n[:, None] > 0, shifted + centre64, 0.0)
-    out = {"n": n, "mean": mean, "scatter": scatter}
-    if sqnorm:
-        out["sqnorm"] = sq
+    out = {"n": n, "mean": mean, "scatter": scatter, "sqnorm": sq}
     if check_finite:
         out["all_finite"] = all_finite
     return out

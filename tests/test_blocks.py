@@ -66,8 +66,16 @@ def test_float32_tiled_scatter_matches_float64(unlabeled):
     rng = np.random.default_rng(2)
     X = (rng.normal(loc=50.0, size=(9000, 7)) * rng.uniform(0.5, 3, 7)).astype(np.float32)
     codes = rng.integers(-1 if unlabeled else 0, 3, 9000)
-    a = _blocks.class_moments(X, codes, 3, sqnorm=True)  # float32 path, tiles of 4096 rows
     n, mean, S = _oracle(X.astype(np.float64), codes, 3)
+    # float32 path, tiles of 4096 rows; with squared norms the class sums are float64
+    a = _blocks.class_moments(X, codes, 3, sqnorm=True)
     np.testing.assert_array_equal(a["n"], n)
     np.testing.assert_allclose(a["mean"], mean, rtol=1e-12)
     np.testing.assert_allclose(a["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())
+    # without: the class sums come from the same float32 products as the scatter, centred
+    # at the first tile's mean, so their error is float32 rounding of the spread, not of
+    # the means (which are 50 × larger here)
+    b = _blocks.class_moments(X, codes, 3)
+    np.testing.assert_array_equal(b["n"], n)
+    assert np.all(np.abs(b["mean"] - mean) <= 1e-6 * X.std(axis=0))
+    np.testing.assert_allclose(b["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())
