@@ -195,68 +195,68 @@ def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
 
     Each tile's labeled rows, less a centre c (the first tile's mean, as float32), are
     augmented with their K class-indicator columns; one symmetric product of that
-    (rows × (d+K)) matrix gives the centred scatter Σ(x−c)(x−c)ᵀ, the class sums Σ(x−c)
-    and the counts together. Centring keeps the float32 sums exact in their leading
-    digits when the means are large against the spread; rounding is bounded by the tile
-    (≈ √4096 · 6e-8 ≈ 4e-6 relative to the spread per tile), at half the memory traffic
-    and twice the BLAS rate of float64, and with no separate pass for the class sums.
+    (rows × (d+K)) matrix gives the centred scatter Σ(x−c)(x−c)ᵀ and the class sums
+    Σ(x−c) together. Centring keeps the float32 sums exact in their leading digits when
+    the means are large against the spread; rounding is bounded by the tile (≈ √4096 ·
+    6e-8 ≈ 4e-6 relative to the spread per tile), at half the memory traffic and twice
+    the BLAS rate of float64, and with no separate pass for the class sums.
+
+    With ``sqnorm`` (not in that product) the class sums and squared norms come from
+    float64 tiles instead (:func:`_class_sums`), and the product is of the centred rows only.
     """
-    if sqnorm:  # per-class squared norms are not in the product: class sums in float64
-        return _float32_moments_with_sqnorm(X, codes, n, labeled, all_labeled, check_finite)
-    K = n.size
+    K, n_cols = n.size, X.shape[1]
     rows = X if all_labeled else X[labeled]
     row_codes = codes if all_labeled else codes[labeled]
-    n_rows, n_cols = rows.shape
-    classes = np.arange(K, dtype=row_codes.dtype)
-    gram = np.zeros((n_cols + K, n_cols + K))
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
-        head = rows[:SCATTER_TILE]
-        centre = (
-            np.add.reduce(head, axis=0, dtype=np.float64) / max(head.shape[0], 1)
-        ).astype(np.float32)
-        for start in range(0, n_rows, SCATTER_TILE):
-            tile = rows[start : start + SCATTER_TILE]
-            aug = scratch("moments.augmented", (tile.shape[0], n_cols + K), np.float32)
-            np.subtract(tile, centre, out=aug[:, :n_cols])
-            np.equal(row_codes[start : start + SCATTER_TILE, None], classes, out=aug[:, n_cols:])
-            gram += aug.T @ aug
-    centre64 = centre.astype(np.float64)
-    shifted = np.divide(gram[n_cols:, :n_cols], n[:, None], out=np.zeros((K, n_cols)),
-                        where=n[:, None] > 0)  # μ_k − c
-    scatter = gram[:n_cols, :n_cols] - (shifted * n[:, None]).T @ shifted
-    mean = np.where(n[:, None] > 0, shifted + centre64, 0.0)
-    out = {"n": n, "mean": mean, "scatter": scatter}
-    if check_finite:
-        # NaN/inf in a labeled row makes its diagonal non-finite (so may a square beyond
-        # float32's range: then count_nonfinite decides); unlabeled rows are checked here
-        finite = bool(np.isfinite(np.diagonal(gram)).all())
-        out["all_finite"] = finite and (all_labeled or bool(np.isfinite(X[~labeled]).all()))
-    return out
-
-
-def _float32_moments_with_sqnorm(X, codes, n, labeled, all_labeled, check_finite):
-    """:func:`_float32_moments` with per-class squared norms: the class sums (and norms)
-    in float64 tiles, then the centred scatter as float32 tile products."""
-    sums, sq, all_finite = _class_sums(X, codes, n.size, True, check_finite)
-    rows = X if all_labeled else X[labeled]
-    n_rows, n_cols = rows.shape
-    total = n.sum()
-    centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
-    scatter = np.zeros((n_cols, n_cols))
-    for start in range(0, n_rows, SCATTER_TILE):
-        tile = rows[start : start + SCATTER_TILE]
-        tile = np.subtract(tile, centre, out=scratch("moments.centred", tile.shape, np.float32))
-        scatter += tile.T @ tile
-    centre64 = centre.astype(np.float64)
-    shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
-    shifted -= centre64
-    shifted[n == 0] = 0.0
-    scatter -= (shifted * n[:, None]).T @ shifted
-    mean = np.where(n[:, None] > 0, shifted + centre64, 0.0)
-    out = {"n": n, "mean": mean, "scatter": scatter, "sqnorm": sq}
+        if sqnorm:
+            sums, sq, all_finite = _class_sums(X, codes, K, True, check_finite)
+            total = n.sum()
+            centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
+            scatter = _centred_gram(rows, row_codes, centre, 0)
+            sums -= np.outer(n, centre.astype(np.float64))  # about the centre
+        else:
+            head = rows[:SCATTER_TILE]
+            centre = np.add.reduce(head, axis=0, dtype=np.float64) / max(head.shape[0], 1)
+            centre = centre.astype(np.float32)
+            gram = _centred_gram(rows, row_codes, centre, K)
+            scatter, sums = gram[:n_cols, :n_cols], gram[n_cols:, :n_cols]
+            # NaN/inf in a labeled row makes its diagonal non-finite (so may a square
+            # beyond float32's range: then count_nonfinite decides); unlabeled rows here
+            all_finite = check_finite and bool(np.isfinite(np.diagonal(gram)).all())
+            if all_finite and not all_labeled:
+                all_finite = bool(np.isfinite(X[~labeled]).all())
+    out = _moments_about(n, centre.astype(np.float64), sums, scatter)
+    if sqnorm:
+        out["sqnorm"] = sq
     if check_finite:
         out["all_finite"] = all_finite
     return out
+
+
+def _centred_gram(rows, row_codes, centre, n_classes):
+    """Σ aᵢaᵢᵀ over the rows, aᵢ = [xᵢ − c, one-hot(yᵢ) (K columns)], as float32 products
+    over tiles of ``SCATTER_TILE`` rows summed in float64; (d+K)×(d+K)."""
+    n_rows, n_cols = rows.shape
+    width = n_cols + n_classes
+    classes = np.arange(n_classes, dtype=row_codes.dtype)
+    gram = np.zeros((width, width))
+    for start in range(0, n_rows, SCATTER_TILE):
+        tile = rows[start : start + SCATTER_TILE]
+        aug = scratch("moments.augmented", (tile.shape[0], width), np.float32)
+        np.subtract(tile, centre, out=aug[:, :n_cols])
+        if n_classes:
+            np.equal(row_codes[start : start + SCATTER_TILE, None], classes, out=aug[:, n_cols:])
+        gram += aug.T @ aug
+    return gram
+
+
+def _moments_about(n, centre, sums, scatter):
+    """Class moments from the class sums Σ(x−c) (K×d) and the pooled scatter
+    Σ(x−c)(x−c)ᵀ (d×d) of the labeled rows about a centre c."""
+    shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    scatter = scatter - (shifted * n[:, None]).T @ shifted  # μ_k − c = shifted
+    mean = np.where(n[:, None] > 0, shifted + centre, 0.0)
+    return {"n": n, "mean": mean, "scatter": scatter}
 
 
 def merge_moments(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
