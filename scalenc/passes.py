@@ -9,6 +9,8 @@ they cost one pass together.
 * :func:`reduce_rows` — the generic "sum of small per-block results" every method uses.
 * :func:`class_moments_pass` — class counts and means (U = S/n), optionally the pooled
   within-class scatter (p×p) and squared norms; also counts non-finite entries of X.
+* :func:`labeled_moments_pass` — the same keyed by label values, with the class list from
+  the same pass (no separate scan of y first).
 * :func:`embedding_moments_pass` — class moments of Z_m = δ_m(X, U) for several kernels
   at once (K×K each).
 * :func:`cross_entropy_pass` — Σ log T_m(i, y_i) over labeled rows for several LDA models.
