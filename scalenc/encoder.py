@@ -16,7 +16,7 @@ from . import _blocks, passes
 from ._base import StreamingClassifierMixin, fit_stage
 from ._validation import check_int, check_options, check_real
 from .cluster import compute
-from .data import check_class_values, check_xy, encode_labels, find_classes
+from .data import check_class_values, check_xy, encode_labels
 from .kernels import CallableKernel, Kernel, Linear, get_kernel
 from .linalg import LDAModel, lda_decision, lda_from_moments, lda_log_proba
 
@@ -216,12 +216,8 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self.n_features_in_ = X.shape[1]
         self._X_dtype = X.dtype
         self.stage_times_ = {}
-        if self.method == "full":
-            classes = find_classes(y)
-            self._check_classes(classes)
-            self.classes_ = classes
-            return self._fit_full(X, encode_labels(y, classes), kernels)
-        one_pass = self._one_pass(kernels, X.shape[1])
+        full = self.method == "full"
+        one_pass = not full and self._one_pass(kernels, X.shape[1])
         if not one_pass:
             y = passes.keep_on_workers(y)  # read the labels once for every pass
         with fit_stage(self, "class_means"):
@@ -231,7 +227,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                     X,
                     y,
                     scatter=one_pass,
-                    sqnorm=any(k.needs_sqnorm for k in kernels),
+                    sqnorm=full or any(k.needs_sqnorm for k in kernels),
                     split_every=self.split_every,
                 )
             )
@@ -239,8 +235,11 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         check_class_values(self.classes_)
         self._check_classes(self.classes_)
         moments = self._check_moments(first["moments"])
+        codes = encode_labels(y, self.classes_)
+        if full:
+            return self._fit_full(X, codes, kernels, moments)
         self._set_class_stats(moments, kernels, one_pass)
-        self._finish_fit(X, encode_labels(y, self.classes_))
+        self._finish_fit(X, codes)
         self._keep_running_totals(moments, kernels, one_pass)
         return self
 
@@ -387,18 +386,8 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
 
     # --- Section 2: the intermediate algorithm ----------------------------------------
 
-    def _fit_full(self, X, codes, kernels):
-        (moments,) = compute(
-            passes.class_moments_pass(
-                X, codes, self.classes_.size, sqnorm=True, split_every=self.split_every
-            )
-        )
-        if moments["nonfinite"]:
-            raise ValueError(
-                f"X contains {int(moments['nonfinite'])} NaN or infinite value(s); impute or "
-                "drop them before fitting."
-            )
-        self.n_passes_ = 1
+    def _fit_full(self, X, codes, kernels, moments):
+        """The full method after the first pass (class moments in ``moments``)."""
         self._set_class_stats(moments, kernels, one_pass=False)
         self._require_all_classes()
         self._X_fit = X
