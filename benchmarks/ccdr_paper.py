@@ -40,9 +40,12 @@ BETAS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 DIMS = tuple(range(1, 21))
 GRAPH_KS = tuple(range(2, 13))
 PAPER = {  # Table I and the text of Section V (test error, %)
-    ("none", "linear"): 22.7, ("none", "knn"): 9.65,
-    ("pca", "linear"): 23.0, ("pca", "knn"): 9.35,
-    ("ccdr", "linear"): 8.95, ("ccdr", "knn"): 8.1,
+    ("none", "linear"): 22.7,
+    ("none", "knn"): 9.65,
+    ("pca", "linear"): 23.0,
+    ("pca", "knn"): 9.35,
+    ("ccdr", "linear"): 8.95,
+    ("ccdr", "knn"): 8.1,
 }
 Z80 = 1.2816
 
@@ -67,14 +70,20 @@ def linear_error(Ftr, ytr, Fte, yte):
 def knn_errors(Ftr, ytr, Fte, yte, ks=KNN_KS):
     from sklearn.neighbors import KNeighborsClassifier
 
-    return {k: float(np.mean(KNeighborsClassifier(k).fit(Ftr, ytr).predict(Fte) != yte)) for k in ks}
+    return {
+        k: float(np.mean(KNeighborsClassifier(k).fit(Ftr, ytr).predict(Fte) != yte)) for k in ks
+    }
 
 
 def evaluate(Ftr, ytr, Fte, yte):
     knn = knn_errors(Ftr, ytr, Fte, yte)
     best_k = min(knn, key=knn.get)
-    return {"linear": linear_error(Ftr, ytr, Fte, yte), "knn": knn[best_k], "knn_k": best_k,
-            "knn_all": knn}
+    return {
+        "linear": linear_error(Ftr, ytr, Fte, yte),
+        "knn": knn[best_k],
+        "knn_k": best_k,
+        "knn_all": knn,
+    }
 
 
 def ccdr_point(Xtr, ytr, Xte, yte, *, beta, m, k):
@@ -108,11 +117,14 @@ def plot(points, key, xlabel, path, logx=False, paper=None, ymax=None):
     n = 2000
     x = [p[key] for p in points]
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for name, style, label in (("linear", "o:", "linear"), ("knn5", "D--", "k-NN (k = 5)"),
-                               ("knn", "s-", "k-NN (best k)")):
+    for name, style, label in (
+        ("linear", "o:", "linear"),
+        ("knn5", "D--", "k-NN (k = 5)"),
+        ("knn", "s-", "k-NN (best k)"),
+    ):
         err = np.array([_knn5(p) if name == "knn5" else p[name] for p in points])
         ax.errorbar(x, err, yerr=interval(err, n), fmt=style, capsize=2, label=label, ms=4)
-    for value, label in (paper or []):
+    for value, label in paper or []:
         ax.axhline(value, color="grey", lw=0.8, ls="-.")
         ax.text(x[0], value, label, fontsize=7, va="bottom", color="grey")
     if logx:
@@ -172,8 +184,10 @@ def main(argv=None):
     best_lin = min(every, key=lambda r: r["linear"])
     best_knn = min(every, key=lambda r: r["knn"])
     results["ccdr_best"] = {
-        "linear": best_lin["linear"], "linear_at": {k: best_lin[k] for k in ("beta", "m", "k")},
-        "knn": best_knn["knn"], "knn_at": {k: best_knn[k] for k in ("beta", "m", "k", "knn_k")},
+        "linear": best_lin["linear"],
+        "linear_at": {k: best_lin[k] for k in ("beta", "m", "k")},
+        "knn": best_knn["knn"],
+        "knn_at": {k: best_knn[k] for k in ("beta", "m", "k", "knn_k")},
     }
 
     # transductive variant: the test rows join the graph unlabeled (the paper's "brute
@@ -184,7 +198,7 @@ def main(argv=None):
     yall = np.r_[ytr, np.full(len(yte), -1)]
     model = CCDR(n_components=14, beta=0.5, n_neighbors=4, subsample_size=len(yall)).fit(Xall, yall)
     F = model.embedding_
-    results["ccdr_transductive"] = evaluate(F[: len(ytr)], ytr, F[len(ytr):], yte)
+    results["ccdr_transductive"] = evaluate(F[: len(ytr)], ytr, F[len(ytr) :], yte)
 
     # the end-to-end estimator at the paper's setting (same numbers, checked)
     from scalenc import CCDRClassifier
@@ -203,39 +217,86 @@ def main(argv=None):
 
 def figures(results, figdir):
     figdir.mkdir(parents=True, exist_ok=True)
-    plot(results["beta_sweep"], "beta", "β", figdir / "ccdr_beta.png", logx=True,
-         paper=[(0.086, "paper k-NN 0.086"), (0.09, "paper linear 0.09–0.095")])
-    plot(results["dim_sweep"], "m", "embedding dimension m", figdir / "ccdr_dim.png",
-         paper=[(0.086, "paper k-NN min ≈ 0.086 at m = 12–14")], ymax=0.2)
-    plot(results["k_sweep"], "k", "graph k (k-NN of CCDR's W)", figdir / "ccdr_k.png",
-         paper=[(0.086, "paper k-NN 0.086 at k = 4"), (0.092, "paper linear 0.092 at k = 3")])
+    plot(
+        results["beta_sweep"],
+        "beta",
+        "β",
+        figdir / "ccdr_beta.png",
+        logx=True,
+        paper=[(0.086, "paper k-NN 0.086"), (0.09, "paper linear 0.09–0.095")],
+    )
+    plot(
+        results["dim_sweep"],
+        "m",
+        "embedding dimension m",
+        figdir / "ccdr_dim.png",
+        paper=[(0.086, "paper k-NN min ≈ 0.086 at m = 12–14")],
+        ymax=0.2,
+    )
+    plot(
+        results["k_sweep"],
+        "k",
+        "graph k (k-NN of CCDR's W)",
+        figdir / "ccdr_k.png",
+        paper=[(0.086, "paper k-NN 0.086 at k = 4"), (0.092, "paper linear 0.092 at k = 3")],
+    )
 
 
 def table(r):
     ps = r["ccdr_paper_setting"]
     rows = [
-        ("No dim. reduction", r["none"]["linear"], r["none"]["knn"],
-         f"k-NN k = {r['none']['knn_k']}", "none"),
-        ("PCA (best dim.)", r["pca"]["linear"], r["pca"]["knn"],
-         f"linear d = {r['pca']['linear_dim']}; k-NN d = {r['pca']['knn_dim']}, "
-         f"k = {r['pca']['knn_k']}", "pca"),
-        ("CCDR, paper's setting β=0.5, m=14, k=4", ps["linear"], ps["knn"],
-         f"k-NN k = {ps['knn_k']}", "ccdr"),
-        ("CCDR, best over the sweeps", r["ccdr_best"]["linear"], r["ccdr_best"]["knn"],
-         f"linear at {r['ccdr_best']['linear_at']}; k-NN at {r['ccdr_best']['knn_at']}", "ccdr"),
-        ("CCDR transductive (test rows unlabeled in the graph), β=0.5, m=14, k=4",
-         r["ccdr_transductive"]["linear"], r["ccdr_transductive"]["knn"],
-         f"k-NN k = {r['ccdr_transductive']['knn_k']}", "ccdr"),
+        (
+            "No dim. reduction",
+            r["none"]["linear"],
+            r["none"]["knn"],
+            f"k-NN k = {r['none']['knn_k']}",
+            "none",
+        ),
+        (
+            "PCA (best dim.)",
+            r["pca"]["linear"],
+            r["pca"]["knn"],
+            f"linear d = {r['pca']['linear_dim']}; k-NN d = {r['pca']['knn_dim']}, "
+            f"k = {r['pca']['knn_k']}",
+            "pca",
+        ),
+        (
+            "CCDR, paper's setting β=0.5, m=14, k=4",
+            ps["linear"],
+            ps["knn"],
+            f"k-NN k = {ps['knn_k']}",
+            "ccdr",
+        ),
+        (
+            "CCDR, best over the sweeps",
+            r["ccdr_best"]["linear"],
+            r["ccdr_best"]["knn"],
+            f"linear at {r['ccdr_best']['linear_at']}; k-NN at {r['ccdr_best']['knn_at']}",
+            "ccdr",
+        ),
+        (
+            "CCDR transductive (test rows unlabeled in the graph), β=0.5, m=14, k=4",
+            r["ccdr_transductive"]["linear"],
+            r["ccdr_transductive"]["knn"],
+            f"k-NN k = {r['ccdr_transductive']['knn_k']}",
+            "ccdr",
+        ),
     ]
-    out = ["| method | linear (ours) | linear (paper) | k-NN (ours) | k-NN (paper) | tuning |",
-           "| --- | ---: | ---: | ---: | ---: | --- |"]
+    out = [
+        "| method | linear (ours) | linear (paper) | k-NN (ours) | k-NN (paper) | tuning |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
     for name, lin, knn, tune, key in rows:
-        out.append(f"| {name} | {100 * lin:.2f} % | {PAPER[(key, 'linear')]} % | "
-                   f"{100 * knn:.2f} % | {PAPER[(key, 'knn')]} % | {tune} |")
+        out.append(
+            f"| {name} | {100 * lin:.2f} % | {PAPER[(key, 'linear')]} % | "
+            f"{100 * knn:.2f} % | {PAPER[(key, 'knn')]} % | {tune} |"
+        )
     e2e = r["ccdr_classifier"]
     out.append("")
-    out.append("CCDRClassifier end to end at the paper's setting (k-NN k = 5): " + ", ".join(
-        f"{h} {100 * v['error']:.2f} % ({v['seconds']:.1f} s)" for h, v in e2e.items()))
+    out.append(
+        "CCDRClassifier end to end at the paper's setting (k-NN k = 5): "
+        + ", ".join(f"{h} {100 * v['error']:.2f} % ({v['seconds']:.1f} s)" for h, v in e2e.items())
+    )
     return "\n".join(out)
 
 

@@ -57,13 +57,20 @@ def make_store(path: Path, rows: int, features: int, chunk_rows: int) -> None:
     print(f"writing {rows:,} × {features} float32 ({rows * features * 4 / 1e9:.1f} GB) to {path}")
     centres = np.random.default_rng(0).normal(scale=0.6, size=(10, features))
     shell = da.zeros((rows, features + 1), chunks=(chunk_rows, -1), dtype=np.float32)
-    both = shell.map_blocks(_gen_block, features=features, centres=centres, seed=1,
-                            dtype=np.float32)
+    both = shell.map_blocks(
+        _gen_block, features=features, centres=centres, seed=1, dtype=np.float32
+    )
     t0 = time.perf_counter()
-    compute(da.to_zarr(both[:, :features], str(path), component="X", overwrite=True,
-                       compute=False),
-            da.to_zarr(both[:, features].astype(np.int64), str(path), component="y",
-                       overwrite=True, compute=False))
+    compute(
+        da.to_zarr(both[:, :features], str(path), component="X", overwrite=True, compute=False),
+        da.to_zarr(
+            both[:, features].astype(np.int64),
+            str(path),
+            component="y",
+            overwrite=True,
+            compute=False,
+        ),
+    )
     print(f"  written in {time.perf_counter() - t0:.1f} s")
 
 
@@ -72,8 +79,13 @@ def part_a(args) -> dict:
     make_store(store, args.rows, args.features, args.chunk_rows)
     X, y = load(store)
     gb = X.nbytes / 1e9
-    out = {"rows": args.rows, "features": args.features, "store_gb": round(gb, 2),
-           "chunk_mb": round(X.chunks[0][0] * args.features * 4 / 1e6, 1), "runs": []}
+    out = {
+        "rows": args.rows,
+        "features": args.features,
+        "store_gb": round(gb, 2),
+        "chunk_mb": round(X.chunks[0][0] * args.features * 4 / 1e6, 1),
+        "runs": [],
+    }
     reads = []
     for s in args.subsample_sizes:
         fits, transforms = [], []
@@ -89,11 +101,17 @@ def part_a(args) -> dict:
             transforms.append(time.perf_counter() - t0)
         read = min(reads)
         t = min(transforms)
-        out["runs"].append({
-            "subsample_size": s, "fit_s": round(min(fits), 2), "fit_passes": model.n_passes_,
-            "fit_over_read": round(min(fits) / read, 2), "transform_s": round(t, 2),
-            "rows_per_s": round(args.rows / t), "transform_over_read": round(t / read, 2),
-        })
+        out["runs"].append(
+            {
+                "subsample_size": s,
+                "fit_s": round(min(fits), 2),
+                "fit_passes": model.n_passes_,
+                "fit_over_read": round(min(fits) / read, 2),
+                "transform_s": round(t, 2),
+                "rows_per_s": round(args.rows / t),
+                "transform_over_read": round(t / read, 2),
+            }
+        )
         print(out["runs"][-1], flush=True)
     out["read_s"] = round(min(reads), 2)
     out["read_gb_per_s"] = round(gb / min(reads), 2)
@@ -126,14 +144,22 @@ def part_b(args) -> dict:
                     errs, secs = [], []
                     for seed in range(n_seeds if s < len(ytr) else 1):
                         t0 = time.perf_counter()
-                        clf = CCDRClassifier(subsample_size=s, n_subsamples=B, classifier=head,
-                                             random_state=seed).fit(Xtr, ytr)
+                        clf = CCDRClassifier(
+                            subsample_size=s, n_subsamples=B, classifier=head, random_state=seed
+                        ).fit(Xtr, ytr)
                         errs.append(1.0 - clf.score(Xte, yte))
                         secs.append(time.perf_counter() - t0)
-                    rows.append({"subsample_size": s, "n_subsamples": B, "classifier": head,
-                                 "error_mean": float(np.mean(errs)),
-                                 "error_std": float(np.std(errs)), "errors": errs,
-                                 "seconds": float(np.mean(secs))})
+                    rows.append(
+                        {
+                            "subsample_size": s,
+                            "n_subsamples": B,
+                            "classifier": head,
+                            "error_mean": float(np.mean(errs)),
+                            "error_std": float(np.std(errs)),
+                            "errors": errs,
+                            "seconds": float(np.mean(secs)),
+                        }
+                    )
                     print(name, rows[-1], flush=True)
         out[name] = rows
     return out
@@ -142,22 +168,28 @@ def part_b(args) -> dict:
 def print_tables(r):
     if "zarr" in r:
         a = r["zarr"]
-        print(f"\nPart A: {a['rows']:,} × {a['features']} float32 Zarr ({a['store_gb']} GB, "
-              f"{a['chunk_mb']} MB chunks); bare read {a['read_s']} s = {a['read_gb_per_s']} GB/s "
-              f"= {a['read_rows_per_s']:,} rows/s")
+        print(
+            f"\nPart A: {a['rows']:,} × {a['features']} float32 Zarr ({a['store_gb']} GB, "
+            f"{a['chunk_mb']} MB chunks); bare read {a['read_s']} s = {a['read_gb_per_s']} GB/s "
+            f"= {a['read_rows_per_s']:,} rows/s"
+        )
         print("| s | fit (s) | fit / read | transform (s) | rows/s | transform / read |")
         print("| ---: | ---: | ---: | ---: | ---: | ---: |")
         for run in a["runs"]:
-            print(f"| {run['subsample_size']} | {run['fit_s']} | {run['fit_over_read']} | "
-                  f"{run['transform_s']} | {run['rows_per_s']:,} | {run['transform_over_read']} |")
+            print(
+                f"| {run['subsample_size']} | {run['fit_s']} | {run['fit_over_read']} | "
+                f"{run['transform_s']} | {run['rows_per_s']:,} | {run['transform_over_read']} |"
+            )
     for name, rows in r.get("errors", {}).items():
         print(f"\nPart B: {name} test error (%), mean ± std over seeds")
         print("| subsample_size | n_subsamples | classifier | error | fit+score (s) |")
         print("| ---: | ---: | --- | ---: | ---: |")
         for row in rows:
-            print(f"| {row['subsample_size']} | {row['n_subsamples']} | {row['classifier']} | "
-                  f"{100 * row['error_mean']:.2f} ± {100 * row['error_std']:.2f} | "
-                  f"{row['seconds']:.1f} |")
+            print(
+                f"| {row['subsample_size']} | {row['n_subsamples']} | {row['classifier']} | "
+                f"{100 * row['error_mean']:.2f} ± {100 * row['error_std']:.2f} | "
+                f"{row['seconds']:.1f} |"
+            )
 
 
 def main(argv=None):

@@ -70,8 +70,11 @@ def make_store(path: Path, n: int, p: int, k: int) -> None:
         X.to_zarr(str(tmp), component="X")
         y.to_zarr(str(tmp), component="y")
     os.replace(tmp, path)
-    print(f"wrote {path} ({X.nbytes / 1e9:.2f} GB, chunks {X.chunksize}) "
-          f"in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"wrote {path} ({X.nbytes / 1e9:.2f} GB, chunks {X.chunksize}) "
+        f"in {time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
 
 
 @contextlib.contextmanager
@@ -81,21 +84,52 @@ def loopback_processes(root: Path, n_workers: int = 2):
     sched_file = root / "scheduler.json"
     procs = []
     try:
-        procs.append(subprocess.Popen(
-            [dask_exe, "scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(sched_file)],
-            stdout=subprocess.DEVNULL, stderr=open(root / "scheduler.log", "wb")))  # noqa: SIM115
+        procs.append(
+            subprocess.Popen(
+                [
+                    dask_exe,
+                    "scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "0",
+                    "--dashboard-address",
+                    "127.0.0.1:0",
+                    "--scheduler-file",
+                    str(sched_file),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=open(root / "scheduler.log", "wb"),
+            )
+        )  # noqa: SIM115
         for _ in range(300):
             if sched_file.exists():
                 break
             time.sleep(0.1)
         time.sleep(0.3)
         for i in range(n_workers):
-            procs.append(subprocess.Popen(
-                [dask_exe, "worker", "--scheduler-file", str(sched_file), "--host", "127.0.0.1",
-                 "--dashboard-address", "127.0.0.1:0", "--nthreads", "1", "--memory-limit", "6GB",
-                 "--name", f"w{i}"],
-                stdout=subprocess.DEVNULL, stderr=open(root / f"worker{i}.log", "wb")))  # noqa: SIM115
+            procs.append(
+                subprocess.Popen(
+                    [
+                        dask_exe,
+                        "worker",
+                        "--scheduler-file",
+                        str(sched_file),
+                        "--host",
+                        "127.0.0.1",
+                        "--dashboard-address",
+                        "127.0.0.1:0",
+                        "--nthreads",
+                        "1",
+                        "--memory-limit",
+                        "6GB",
+                        "--name",
+                        f"w{i}",
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(root / f"worker{i}.log", "wb"),
+                )
+            )  # noqa: SIM115
         yield sched_file
     finally:
         for proc in reversed(procs):
@@ -151,14 +185,18 @@ def main():
     make_store(store, args.n, args.p, args.k)
     X, y = load(store)
     gb = X.nbytes / 1e9
-    print(f"data: {store}  X {X.shape} {X.dtype} = {gb:.2f} GB in {X.numblocks[0]} chunks of "
-          f"{X.chunks[0][0]} rows; {os.cpu_count()} cores", flush=True)
+    print(
+        f"data: {store}  X {X.shape} {X.dtype} = {gb:.2f} GB in {X.numblocks[0]} chunks of "
+        f"{X.chunks[0][0]} rows; {os.cpu_count()} cores",
+        flush=True,
+    )
 
     root = Path(tempfile.mkdtemp(prefix="scalenc-bench-cluster-"))
     configs = {
         "(a) threads": lambda: connect("threads"),
-        "(b) LocalCluster 2x1": lambda: connect("local", n_workers=2, threads_per_worker=1,
-                                                memory_limit="6GB", quiet=True),
+        "(b) LocalCluster 2x1": lambda: connect(
+            "local", n_workers=2, threads_per_worker=1, memory_limit="6GB", quiet=True
+        ),
         "(c) dask scheduler + 2 workers": lambda: connect(scheduler_file=sched_file, quiet=True),
     }
     results = {c: {f: [] for f in FITS} for c in configs}
@@ -175,10 +213,12 @@ def main():
                         results[config][fit].append(seconds)
                         moved[config][fit].append((nbytes, count, model.n_passes_))
                         check_same(reference, fit, model)
-                        print(f"  rep {rep + 1} {config:32s} {fit:22s} {seconds:7.1f} s  "
-                              f"{gb * model.n_passes_ / seconds:5.2f} GB/s read; "
-                              f"worker transfers {nbytes / 1e6:8.1f} MB in {count} transfers",
-                              flush=True)
+                        print(
+                            f"  rep {rep + 1} {config:32s} {fit:22s} {seconds:7.1f} s  "
+                            f"{gb * model.n_passes_ / seconds:5.2f} GB/s read; "
+                            f"worker transfers {nbytes / 1e6:8.1f} MB in {count} transfers",
+                            flush=True,
+                        )
     shutil.rmtree(root, ignore_errors=True)
     report(results, moved, gb, args)
 
@@ -189,8 +229,9 @@ def check_same(reference: dict, fit: str, model) -> None:
         return
     ref = reference[fit]
     np.testing.assert_allclose(model.class_means_, ref.class_means_, rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(model.coef_, ref.coef_, rtol=1e-7,
-                               atol=1e-9 * np.abs(ref.coef_).max())
+    np.testing.assert_allclose(
+        model.coef_, ref.coef_, rtol=1e-7, atol=1e-9 * np.abs(ref.coef_).max()
+    )
     assert model.kernel_index_ == ref.kernel_index_
 
 
@@ -205,19 +246,31 @@ def report(results, moved, gb, args) -> None:
             passes = moved[config][fit][0][2]
             read = gb * 1e9 * passes
             ratio = med / base[fit]
-            print(f"  {config:32s} {fit:22s} {med:7.1f} s  {ratio:5.2f}x  "
-                  f"transfers {nbytes / 1e6:7.1f} MB = {nbytes / read:.2e} of the "
-                  f"{read / 1e9:.1f} GB read ({passes} passes)  "
-                  f"[{', '.join(f'{t:.1f}' for t in times)}]")
+            print(
+                f"  {config:32s} {fit:22s} {med:7.1f} s  {ratio:5.2f}x  "
+                f"transfers {nbytes / 1e6:7.1f} MB = {nbytes / read:.2e} of the "
+                f"{read / 1e9:.1f} GB read ({passes} passes)  "
+                f"[{', '.join(f'{t:.1f}' for t in times)}]"
+            )
             summary.setdefault(config, {})[fit] = {
-                "median_s": med, "times_s": times, "ratio_to_threads": ratio,
-                "transfer_bytes": nbytes, "bytes_read": read, "passes": passes,
+                "median_s": med,
+                "times_s": times,
+                "ratio_to_threads": ratio,
+                "transfer_bytes": nbytes,
+                "bytes_read": read,
+                "passes": passes,
             }
-    worst = max(v["ratio_to_threads"] for c, fits in summary.items() if c != "(a) threads"
-                for v in fits.values())
+    worst = max(
+        v["ratio_to_threads"]
+        for c, fits in summary.items()
+        if c != "(a) threads"
+        for v in fits.values()
+    )
     verdict = "met" if worst <= 1.3 else "NOT met"
-    print(f"\ntarget distributed <= 1.3x threaded: {verdict} (worst ratio {worst:.2f}x); "
-          "models identical across schedulers (class means and LDA to 1e-9)")
+    print(
+        f"\ntarget distributed <= 1.3x threaded: {verdict} (worst ratio {worst:.2f}x); "
+        "models identical across schedulers (class means and LDA to 1e-9)"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps({"data_gb": gb, "results": summary}, indent=2))
 

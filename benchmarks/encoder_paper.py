@@ -61,24 +61,60 @@ MULTI_KERNELS = ("linear", "euclidean", "spearman")
 # The paper's Table 1 (5-fold error %, running time s; mean, std) for the datasets that
 # correspond to ours. ORL1 / Yale1 are the 32x32 versions, "Yale Extended" is YaleB 32x32.
 PAPER_TABLE1 = {
-    "citeseer": ("Citeseer", {
-        "multi_encoder": (29.8, 0.2, 1.25, 0.13), "linear_encoder": (29.8, 0.2, 0.05, 0.01),
-        "svm": (28.7, 0.4, 8.45, 0.24), "mlp": (30.9, 0.4, 4.53, 0.17)}),
-    "cora": ("Cora", {
-        "multi_encoder": (28.8, 0.6, 0.43, 0.05), "linear_encoder": (28.9, 0.2, 0.01, 0.00),
-        "svm": (25.5, 0.4, 1.39, 0.06), "mlp": (25.1, 0.4, 1.56, 0.06)}),
-    "isolet": ("ISOLET", {
-        "multi_encoder": (7.6, 0.1, 1.10, 0.01), "linear_encoder": (7.6, 0.1, 0.03, 0.00),
-        "svm": (3.6, 0.1, 7.95, 0.23), "mlp": (4.2, 0.1, 6.58, 0.29)}),
-    "orl32": ("ORL1", {
-        "multi_encoder": (2.0, 0.4, 0.13, 0.05), "linear_encoder": (2.0, 0.4, 0.01, 0.00),
-        "svm": (4.8, 0.3, 32.7, 2.6), "mlp": (78.9, 7.2, 6.87, 2.32)}),
-    "yale32": ("Yale1", {
-        "multi_encoder": (20.4, 1.5, 0.06, 0.01), "linear_encoder": (20.0, 1.4, 0.01, 0.00),
-        "svm": (26.8, 1.1, 12.6, 1.1), "mlp": (59.2, 0.6, 1.22, 0.91)}),
-    "yaleb32": ("Yale Extended", {
-        "multi_encoder": (0.9, 0.1, 0.69, 0.02), "linear_encoder": (17.0, 0.3, 0.01, 0.00),
-        "svm": (9.7, 0.6, 353.0, 7.9), "mlp": (18.6, 0.4, 26.3, 2.1)}),
+    "citeseer": (
+        "Citeseer",
+        {
+            "multi_encoder": (29.8, 0.2, 1.25, 0.13),
+            "linear_encoder": (29.8, 0.2, 0.05, 0.01),
+            "svm": (28.7, 0.4, 8.45, 0.24),
+            "mlp": (30.9, 0.4, 4.53, 0.17),
+        },
+    ),
+    "cora": (
+        "Cora",
+        {
+            "multi_encoder": (28.8, 0.6, 0.43, 0.05),
+            "linear_encoder": (28.9, 0.2, 0.01, 0.00),
+            "svm": (25.5, 0.4, 1.39, 0.06),
+            "mlp": (25.1, 0.4, 1.56, 0.06),
+        },
+    ),
+    "isolet": (
+        "ISOLET",
+        {
+            "multi_encoder": (7.6, 0.1, 1.10, 0.01),
+            "linear_encoder": (7.6, 0.1, 0.03, 0.00),
+            "svm": (3.6, 0.1, 7.95, 0.23),
+            "mlp": (4.2, 0.1, 6.58, 0.29),
+        },
+    ),
+    "orl32": (
+        "ORL1",
+        {
+            "multi_encoder": (2.0, 0.4, 0.13, 0.05),
+            "linear_encoder": (2.0, 0.4, 0.01, 0.00),
+            "svm": (4.8, 0.3, 32.7, 2.6),
+            "mlp": (78.9, 7.2, 6.87, 2.32),
+        },
+    ),
+    "yale32": (
+        "Yale1",
+        {
+            "multi_encoder": (20.4, 1.5, 0.06, 0.01),
+            "linear_encoder": (20.0, 1.4, 0.01, 0.00),
+            "svm": (26.8, 1.1, 12.6, 1.1),
+            "mlp": (59.2, 0.6, 1.22, 0.91),
+        },
+    ),
+    "yaleb32": (
+        "Yale Extended",
+        {
+            "multi_encoder": (0.9, 0.1, 0.69, 0.02),
+            "linear_encoder": (17.0, 0.3, 0.01, 0.00),
+            "svm": (9.7, 0.6, 353.0, 7.9),
+            "mlp": (18.6, 0.4, 26.3, 2.1),
+        },
+    ),
 }
 
 
@@ -147,14 +183,20 @@ def cross_validate(X, y, methods, *, seed, mlp_max_iter, n_folds=5):
         splits = list(folds.split(X, y))
     records = []
     for f, (train, test) in enumerate(splits):
-        order = methods[f % len(methods):] + methods[:f % len(methods)]
+        order = methods[f % len(methods) :] + methods[: f % len(methods)]
         for method in order:
             pred, seconds, info = fit_predict(
-                method, X[train], y[train], X[test], seed=seed + f, mlp_max_iter=mlp_max_iter)
-            records.append({
-                "method": method, "fold": f, "error": float(np.mean(pred != y[test])),
-                "seconds": seconds, **info,
-            })
+                method, X[train], y[train], X[test], seed=seed + f, mlp_max_iter=mlp_max_iter
+            )
+            records.append(
+                {
+                    "method": method,
+                    "fold": f,
+                    "error": float(np.mean(pred != y[test])),
+                    "seconds": seconds,
+                    **info,
+                }
+            )
     return records
 
 
@@ -190,8 +232,10 @@ def run_simulations(args, methods, log):
                     rec.update(setting=setting, n=n, replicate=r)
                 records.extend(recs)
                 errs = _means(recs, "error")
-                log(f"  {setting:<20s} n={n:<4d} rep={r}  gen {gen:5.2f}s  " + "  ".join(
-                    f"{m}={100 * errs[m]:.1f}%" for m in methods))
+                log(
+                    f"  {setting:<20s} n={n:<4d} rep={r}  gen {gen:5.2f}s  "
+                    + "  ".join(f"{m}={100 * errs[m]:.1f}%" for m in methods)
+                )
     return records
 
 
@@ -243,9 +287,11 @@ def run_real(args, methods, log):
             rec["dataset"] = name
         records.extend(recs)
         errs = _means(recs, "error")
-        log(f"  {name:<9s} {X.shape[0]}x{X.shape[1]} K={np.unique(y).size}  "
+        log(
+            f"  {name:<9s} {X.shape[0]}x{X.shape[1]} K={np.unique(y).size}  "
             f"{time.perf_counter() - t0:6.1f}s  "
-            + "  ".join(f"{m}={100 * errs[m]:.1f}%" for m in methods))
+            + "  ".join(f"{m}={100 * errs[m]:.1f}%" for m in methods)
+        )
     return records
 
 
@@ -259,8 +305,10 @@ def summarize_real(records, methods):
             err = np.array([r["error"] for r in mine])
             sec = np.array([r["seconds"] for r in mine])
             row[m] = {
-                "error_mean": float(err.mean()), "error_std": float(err.std(ddof=1)),
-                "seconds_mean": float(sec.mean()), "seconds_std": float(sec.std(ddof=1)),
+                "error_mean": float(err.mean()),
+                "error_std": float(err.std(ddof=1)),
+                "seconds_mean": float(sec.mean()),
+                "seconds_std": float(sec.std(ddof=1)),
             }
             if m == "multi_encoder":
                 row["multi_kernels"] = [r["kernel"] for r in mine]
@@ -272,8 +320,13 @@ def summarize_real(records, methods):
 
 # --- tables -------------------------------------------------------------------------
 
-SHORT = {"linear_encoder": "lin-enc", "multi_encoder": "multi-enc", "svm": "SVM",
-         "mlp": "MLP", "svm_linear": "lin-SVM"}
+SHORT = {
+    "linear_encoder": "lin-enc",
+    "multi_encoder": "multi-enc",
+    "svm": "SVM",
+    "mlp": "MLP",
+    "svm_linear": "lin-SVM",
+}
 
 
 def _means(recs, key):
@@ -290,9 +343,12 @@ def _ratio(t, base):
 def simulation_tables(rows, methods):
     base = "linear_encoder" if "linear_encoder" in methods else methods[0]
     lines = ["### Simulations: mean 5-fold error (%) and mean fit+predict seconds per fold", ""]
-    head = ["setting", "n"] + [f"{SHORT[m]} err" for m in methods] + [
-        f"{SHORT[m]} s" for m in methods] + [f"{SHORT[m]}/{SHORT[base]} time" for m in methods
-                                             if m != base]
+    head = (
+        ["setting", "n"]
+        + [f"{SHORT[m]} err" for m in methods]
+        + [f"{SHORT[m]} s" for m in methods]
+        + [f"{SHORT[m]}/{SHORT[base]} time" for m in methods if m != base]
+    )
     if "multi_encoder" in methods:
         head.append("multi-enc kernels")
     if "mlp" in methods:
@@ -314,31 +370,49 @@ def simulation_tables(rows, methods):
 def real_tables(rows, methods):
     base = "linear_encoder" if "linear_encoder" in methods else methods[0]
     lines = ["### Real data: 5-fold error (%), mean ± std over folds; ours vs paper's Table 1", ""]
-    head = ["dataset"] + [f"{SHORT[m]} ours" for m in methods] + [
-        f"{SHORT[m]} paper" for m in methods if m != "svm_linear"]
+    head = (
+        ["dataset"]
+        + [f"{SHORT[m]} ours" for m in methods]
+        + [f"{SHORT[m]} paper" for m in methods if m != "svm_linear"]
+    )
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         paper_name, paper = PAPER_TABLE1.get(row["dataset"], (row["dataset"], {}))
         cells = [f"{row['dataset']} ({paper_name})"]
-        cells += [f"{100 * row[m]['error_mean']:.1f} ± {100 * row[m]['error_std']:.1f}"
-                  for m in methods]
-        cells += [f"{paper[m][0]:.1f} ± {paper[m][1]:.1f}" if m in paper else "—"
-                  for m in methods if m != "svm_linear"]
+        cells += [
+            f"{100 * row[m]['error_mean']:.1f} ± {100 * row[m]['error_std']:.1f}" for m in methods
+        ]
+        cells += [
+            f"{paper[m][0]:.1f} ± {paper[m][1]:.1f}" if m in paper else "—"
+            for m in methods
+            if m != "svm_linear"
+        ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "### Real data: fit+predict seconds per fold, mean ± std; ratio to the linear "
-              "encoder (ours) and the paper's seconds", ""]
-    head = ["dataset"] + [f"{SHORT[m]} s" for m in methods] + [
-        f"{SHORT[m]}/{SHORT[base]}" for m in methods if m != base] + [
-        f"{SHORT[m]} paper s" for m in methods if m != "svm_linear"]
+    lines += [
+        "",
+        "### Real data: fit+predict seconds per fold, mean ± std; ratio to the linear "
+        "encoder (ours) and the paper's seconds",
+        "",
+    ]
+    head = (
+        ["dataset"]
+        + [f"{SHORT[m]} s" for m in methods]
+        + [f"{SHORT[m]}/{SHORT[base]}" for m in methods if m != base]
+        + [f"{SHORT[m]} paper s" for m in methods if m != "svm_linear"]
+    )
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         paper_name, paper = PAPER_TABLE1.get(row["dataset"], (row["dataset"], {}))
         cells = [row["dataset"]]
         cells += [f"{row[m]['seconds_mean']:.3f} ± {row[m]['seconds_std']:.3f}" for m in methods]
-        cells += [_ratio(row[m]["seconds_mean"], row[base]["seconds_mean"])
-                  for m in methods if m != base]
-        cells += [f"{paper[m][2]:g} ± {paper[m][3]:g}" if m in paper else "—"
-                  for m in methods if m != "svm_linear"]
+        cells += [
+            _ratio(row[m]["seconds_mean"], row[base]["seconds_mean"]) for m in methods if m != base
+        ]
+        cells += [
+            f"{paper[m][2]:g} ± {paper[m][3]:g}" if m in paper else "—"
+            for m in methods
+            if m != "svm_linear"
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if "multi_encoder" in methods:
         lines += ["", "### Kernel chosen by the multi-kernel encoder, per fold", ""]
@@ -346,8 +420,11 @@ def real_tables(rows, methods):
         for row in rows:
             lines.append(f"| {row['dataset']} | {', '.join(row['multi_kernels'])} |")
     if "mlp" in methods:
-        lines += ["", "MLP iterations per fold (cap = --mlp-max-iter): " + "; ".join(
-            f"{row['dataset']} {row['mlp_n_iter']}" for row in rows)]
+        lines += [
+            "",
+            "MLP iterations per fold (cap = --mlp-max-iter): "
+            + "; ".join(f"{row['dataset']} {row['mlp_n_iter']}" for row in rows),
+        ]
     return "\n".join(lines)
 
 
@@ -355,31 +432,64 @@ def real_tables(rows, methods):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: n in {50, 100}, p=500, 1 replicate, datasets orl32 and yale32")
-    p.add_argument("--replicates", type=int, default=3,
-                   help="Monte-Carlo replicates per simulation (paper: 20; default 3)")
-    p.add_argument("--sizes", type=int, nargs="+", default=list(SIM_SIZES),
-                   help="simulation sample sizes n (default: 50 100 200 300 500)")
-    p.add_argument("--settings", nargs="+", default=None,
-                   help="simulation settings (default: all six of scalenc.simulate.SETTINGS)")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: n in {50, 100}, p=500, 1 replicate, datasets orl32 and yale32",
+    )
+    p.add_argument(
+        "--replicates",
+        type=int,
+        default=3,
+        help="Monte-Carlo replicates per simulation (paper: 20; default 3)",
+    )
+    p.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(SIM_SIZES),
+        help="simulation sample sizes n (default: 50 100 200 300 500)",
+    )
+    p.add_argument(
+        "--settings",
+        nargs="+",
+        default=None,
+        help="simulation settings (default: all six of scalenc.simulate.SETTINGS)",
+    )
     p.add_argument("--p", type=int, default=5000, help="simulation dimension (paper: 5000)")
     p.add_argument("--K", type=int, default=5, help="simulation classes (paper: 5)")
-    p.add_argument("--datasets", nargs="+", default=list(REAL_DATASETS),
-                   help="real datasets (files <name>.npz in scalenc.data.data_dir())")
+    p.add_argument(
+        "--datasets",
+        nargs="+",
+        default=list(REAL_DATASETS),
+        help="real datasets (files <name>.npz in scalenc.data.data_dir())",
+    )
     p.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=ALL_METHODS)
-    p.add_argument("--mlp-max-iter", type=int, default=200,
-                   help="MLPClassifier max_iter on real data (sklearn's default, 200)")
-    p.add_argument("--mlp-max-iter-sim", type=int, default=100,
-                   help="MLPClassifier max_iter in the simulations (default 100, to bound time)")
+    p.add_argument(
+        "--mlp-max-iter",
+        type=int,
+        default=200,
+        help="MLPClassifier max_iter on real data (sklearn's default, 200)",
+    )
+    p.add_argument(
+        "--mlp-max-iter-sim",
+        type=int,
+        default=100,
+        help="MLPClassifier max_iter in the simulations (default 100, to bound time)",
+    )
     p.add_argument("--skip-simulations", action="store_true")
     p.add_argument("--skip-real", action="store_true")
-    p.add_argument("--blas-threads", type=int, default=1,
-                   help="BLAS threads for every method (default 1: all four methods then run "
-                        "single-threaded, and oversubscribed OpenBLAS threads on a shared "
-                        "2-core machine made the MLP 5x slower)")
+    p.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads for every method (default 1: all four methods then run "
+        "single-threaded, and oversubscribed OpenBLAS threads on a shared "
+        "2-core machine made the MLP 5x slower)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="write all per-fold records and summaries as JSON")
     args = p.parse_args(argv)
@@ -398,9 +508,13 @@ def environment():
     import scalenc
 
     return {
-        "python": sys.version.split()[0], "numpy": np.__version__, "sklearn": sklearn.__version__,
-        "dask": dask.__version__, "scalenc": getattr(scalenc, "__version__", "?"),
-        "platform": platform.platform(), "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "sklearn": sklearn.__version__,
+        "dask": dask.__version__,
+        "scalenc": getattr(scalenc, "__version__", "?"),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
     }
 
 
@@ -412,8 +526,10 @@ def main(argv=None):
     def log(msg):
         print(f"[{time.perf_counter() - start:7.1f}s] {msg}", flush=True)
 
-    log(f"methods {methods}; MLP max_iter {args.mlp_max_iter} (real) / "
-        f"{args.mlp_max_iter_sim} (simulations); BLAS threads {args.blas_threads}")
+    log(
+        f"methods {methods}; MLP max_iter {args.mlp_max_iter} (real) / "
+        f"{args.mlp_max_iter_sim} (simulations); BLAS threads {args.blas_threads}"
+    )
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=args.blas_threads):

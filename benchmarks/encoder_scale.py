@@ -149,7 +149,9 @@ def run(args) -> dict:
                 results["three_kernel_passes"] = value.n_passes_
             if name in ("three", "three_g"):
                 stages = results.setdefault(f"{name}_stages_over_read", [])
-                stages.append({k: round(v / rounds["read"][-1], 2) for k, v in value.stage_times_.items()})
+                stages.append(
+                    {k: round(v / rounds["read"][-1], 2) for k, v in value.stage_times_.items()}
+                )
     read = min(rounds["read"])
     results.update(
         {
@@ -165,7 +167,9 @@ def run(args) -> dict:
             # CPU seconds (user + system) of the fastest round, over those of the fastest read:
             # less sensitive than wall time to other processes sharing the cores
             "cpu_over_read": {
-                k: round(v[int(np.argmin(rounds[k]))] / cpus["read"][int(np.argmin(rounds["read"]))], 2)
+                k: round(
+                    v[int(np.argmin(rounds[k]))] / cpus["read"][int(np.argmin(rounds["read"]))], 2
+                )
                 for k, v in cpus.items()
             },
             "rounds_over_read": {
@@ -199,18 +203,33 @@ def print_table(r: dict) -> None:
     rows = [
         ("(a) bare read X.sum(axis=0)", r["read_s"], 1.0, "read"),
         ("(b) linear fit (1 pass)", r["linear_fit_s"], r["linear_over_read"], "linear"),
-        (f"(c) 3 kernels ({r['three_kernel_passes']} passes)", r["three_fit_s"],
-         r["three_over_read"], "three"),
-        ("(c') linear, euclidean, gaussian", r["three_gaussian_fit_s"],
-         r["three_gaussian_over_read"], "three_g"),
+        (
+            f"(c) 3 kernels ({r['three_kernel_passes']} passes)",
+            r["three_fit_s"],
+            r["three_over_read"],
+            "three",
+        ),
+        (
+            "(c') linear, euclidean, gaussian",
+            r["three_gaussian_fit_s"],
+            r["three_gaussian_over_read"],
+            "three_g",
+        ),
     ]
     for label, seconds, ratio, key in rows:
         print(f"{label:<34}{seconds:>9}{ratio:>9}{cpu[key]:>12}{pm[key]:>9}")
     for key, label in (("three", "(c)"), ("three_g", "(c')")):
-        print(f"{label} passes, × that round's read: " + "; ".join(
-            ", ".join(f"{k} {v}" for k, v in stages.items()) for stages in r[f"{key}_stages_over_read"]))
-    print("every round, × its own read: " + "; ".join(
-        f"{k} {v}" for k, v in r["rounds_over_read"].items() if k != "read"))
+        print(
+            f"{label} passes, × that round's read: "
+            + "; ".join(
+                ", ".join(f"{k} {v}" for k, v in stages.items())
+                for stages in r[f"{key}_stages_over_read"]
+            )
+        )
+    print(
+        "every round, × its own read: "
+        + "; ".join(f"{k} {v}" for k, v in r["rounds_over_read"].items() if k != "read")
+    )
     print(
         f"read throughput: {r['read_gb_per_s']} GB/s; three-kernel choice: {r['three_kernel_choice']}"
     )

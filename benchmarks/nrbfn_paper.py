@@ -30,8 +30,19 @@ from scalenc import LRClassifier, NRBFNClassifier
 from scalenc.data import data_dir
 
 # paper: (basis % Table 2, nRBFN CV error Table 2, nRBFN fixed error Table 4, SVM error)
-LRC_PAPER = {"iris": 18.7, "wdbc": 6.3, "glass": 43.8, "sonar": 23.3, "wine": 3.4, "colon": 16.1,
-             "leukemia": 17.6, "orl32": 7.5, "yaleb32": 1.6, "usps": 12.6, "mnist": 13.4}
+LRC_PAPER = {
+    "iris": 18.7,
+    "wdbc": 6.3,
+    "glass": 43.8,
+    "sonar": 23.3,
+    "wine": 3.4,
+    "colon": 16.1,
+    "leukemia": 17.6,
+    "orl32": 7.5,
+    "yaleb32": 1.6,
+    "usps": 12.6,
+    "mnist": 13.4,
+}
 PAPER = {
     "iris": (42.7, 5.3, 8.0, 5.3),
     "wdbc": (25.6, 4.9, 5.3, 4.6),
@@ -95,7 +106,10 @@ def svc_errors(Xtr, ytr, Xte, yte, sigma, tune):
     from sklearn.svm import SVC
 
     default = SVC().fit(Xtr, ytr)
-    out = {"svc_default": 100 * (1 - default.score(Xte, yte)), "svc_sv": 100 * default.n_support_.sum() / ytr.size}
+    out = {
+        "svc_default": 100 * (1 - default.score(Xte, yte)),
+        "svc_sv": 100 * default.n_support_.sum() / ytr.size,
+    }
     if tune:
         step = 1 if ytr.size <= 500 else 2  # a coarser grid above 500 training rows
         gammas = [1.0 / (2 * (sigma * 1.4**e) ** 2) for e in range(-4, 5, step)]
@@ -115,9 +129,15 @@ def run(name, *, cv=True, tune=True, first_half=False):
     fixed = NRBFNClassifier(n_neighbors=k, alpha=1e-13, confidence_threshold=0.9).fit(Xtr, ytr)
     fit_time = time.perf_counter() - t0
     row = {
-        "data": name, "n": ytr.size, "m": yte.size, "p": Xtr.shape[1],
-        "basis": 100 * fixed.basis_fraction_, "fixed": 100 * (1 - fixed.score(Xte, yte)),
-        "eps": fixed.fitting_error_, "gamma": fixed.spectral_risk_, "fit_s": fit_time,
+        "data": name,
+        "n": ytr.size,
+        "m": yte.size,
+        "p": Xtr.shape[1],
+        "basis": 100 * fixed.basis_fraction_,
+        "fixed": 100 * (1 - fixed.score(Xte, yte)),
+        "eps": fixed.fitting_error_,
+        "gamma": fixed.spectral_risk_,
+        "fit_s": fit_time,
     }
     if cv:
         tuned = NRBFNClassifier(n_neighbors=k, alpha="cv", random_state=0).fit(Xtr, ytr)
@@ -136,21 +156,33 @@ def lrc_errors(Xtr, ytr, Xte, yte):
     search = GridSearchCV(LRClassifier(), {"alpha": [10.0**e for e in range(-13, -1)]}, cv=5)
     search.fit(Xtr, ytr)
     best = search.best_estimator_
-    return {"lrc": 100 * (1 - best.score(Xte, yte)), "lrc_alpha": best.alpha,
-            "lrc_eps": best.fitting_error_, "lrc_gamma": best.spectral_risk_}
+    return {
+        "lrc": 100 * (1 - best.score(Xte, yte)),
+        "lrc_alpha": best.alpha,
+        "lrc_eps": best.fitting_error_,
+        "lrc_gamma": best.spectral_risk_,
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(PAPER))
-    parser.add_argument("--first-half", action="store_true",
-                        help="first half of each class also for glass, sonar and yaleb32")
-    parser.add_argument("--skip-large", action="store_true",
-                        help="usps/mnist: fixed parameters only, SVC default only")
+    parser.add_argument(
+        "--first-half",
+        action="store_true",
+        help="first half of each class also for glass, sonar and yaleb32",
+    )
+    parser.add_argument(
+        "--skip-large",
+        action="store_true",
+        help="usps/mnist: fixed parameters only, SVC default only",
+    )
     args = parser.parse_args(argv)
-    header = ("| data | n+m | basis % (paper) | fixed λ err % (paper T4) | CV λ err % (paper T2) | "
-              "λ_cv | ε | γ | SVC default err % | SVC tuned err % (paper SVM) | SVC SV % | fit s | "
-              "LRC err % (paper T1) | LRC λ | LRC ε | LRC γ |")
+    header = (
+        "| data | n+m | basis % (paper) | fixed λ err % (paper T4) | CV λ err % (paper T2) | "
+        "λ_cv | ε | γ | SVC default err % | SVC tuned err % (paper SVM) | SVC SV % | fit s | "
+        "LRC err % (paper T1) | LRC λ | LRC ε | LRC γ |"
+    )
     print(header)
     print("|---" * (header.count("|") - 1) + "|")
     for name in args.datasets.split(","):
@@ -158,8 +190,9 @@ def main(argv=None):
             print(f"| {name} | absent from {data_dir()} |", file=sys.stderr)
             continue
         large = name in LARGE
-        r = run(name, cv=not large, tune=not large and not args.skip_large,
-                first_half=args.first_half)
+        r = run(
+            name, cv=not large, tune=not large and not args.skip_large, first_half=args.first_half
+        )
         b, e_cv, e_fixed, svm = PAPER[name]
         print(
             f"| {name} | {r['n']}+{r['m']} | {r['basis']:.1f} ({b}) | {r['fixed']:.1f} ({e_fixed}) | "

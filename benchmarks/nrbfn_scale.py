@@ -60,18 +60,23 @@ def main(argv=None):
     n, p = Xtr.shape
 
     peak32, peak64 = blas_peak(np.float32), blas_peak(np.float64)
-    print(f"BLAS peak (4096² matmul, all cores): float32 {peak32:.0f} GFLOP/s, float64 {peak64:.0f} GFLOP/s")
+    print(
+        f"BLAS peak (4096² matmul, all cores): float32 {peak32:.0f} GFLOP/s, float64 {peak64:.0f} GFLOP/s"
+    )
 
     cpu0 = time.process_time()
     t0 = time.perf_counter()
-    model = NRBFNClassifier(n_neighbors=20, confidence_threshold=0.9, alpha=1e-13,
-                            chunk_rows=args.chunk_rows).fit(Xtr, ytr)
+    model = NRBFNClassifier(
+        n_neighbors=20, confidence_threshold=0.9, alpha=1e-13, chunk_rows=args.chunk_rows
+    ).fit(Xtr, ytr)
     fit_time = time.perf_counter() - t0
     cores_used = (time.process_time() - cpu0) / fit_time
     after32, after64 = blas_peak(np.float32), blas_peak(np.float64)
-    print(f"BLAS peak after the fit: float32 {after32:.0f}, float64 {after64:.0f} GFLOP/s; "
-          f"the fit used {cores_used:.2f} cores on average (2 = the whole machine; less means "
-          "other processes took CPU or the stage was not parallel)")
+    print(
+        f"BLAS peak after the fit: float32 {after32:.0f}, float64 {after64:.0f} GFLOP/s; "
+        f"the fit used {cores_used:.2f} cores on average (2 = the whole machine; less means "
+        "other processes took CPU or the stage was not parallel)"
+    )
     peak32, peak64 = max(peak32, after32), max(peak64, after64)
     t0 = time.perf_counter()
     error = 1.0 - model.score(Xte, yte)
@@ -85,8 +90,10 @@ def main(argv=None):
         "gram": (2.0 * r * n * p + float(r) * r * n + 2.0 * K * r * n, peak64),
         "solve": (2.0 * r**3 / 3 + 2.0 * K * r * r, peak64),
     }
-    print(f"\nMNIST n={n}, p={p}, basis r={r} ({100 * model.basis_fraction_:.1f} %), "
-          f"test error {100 * error:.2f} % (target <= 1.85 %), passes {model.n_passes_}")
+    print(
+        f"\nMNIST n={n}, p={p}, basis r={r} ({100 * model.basis_fraction_:.1f} %), "
+        f"test error {100 * error:.2f} % (target <= 1.85 %), passes {model.n_passes_}"
+    )
     print(f"epsilon={model.fitting_error_:.4f} gamma={model.spectral_risk_:.3g} rank={model.rank_}")
     print("\n| stage | seconds | GFLOP | GFLOP/s | peak GFLOP/s (precision) | % of peak |")
     print("|---|---|---|---|---|---|")
@@ -94,8 +101,10 @@ def main(argv=None):
         seconds = model.stage_times_[stage]
         rate = work / seconds / 1e9
         precision = "f32" if peak is peak32 else "f64"
-        print(f"| {stage} | {seconds:.1f} | {work / 1e9:.0f} | {rate:.0f} | {peak:.0f} ({precision}) | "
-              f"{100 * rate / peak:.0f} |")
+        print(
+            f"| {stage} | {seconds:.1f} | {work / 1e9:.0f} | {rate:.0f} | {peak:.0f} ({precision}) | "
+            f"{100 * rate / peak:.0f} |"
+        )
     print(f"| total fit | {fit_time:.1f} | | | | |")
     print(f"\npredict 10000 test rows: {predict_time:.1f} s")
 
@@ -106,11 +115,15 @@ def main(argv=None):
     svc = SVC().fit(Xtr[:rows], ytr[:rows])
     svc_time = time.perf_counter() - t0
     svc_error = 1.0 - svc.score(Xte, yte)
-    print(f"\nSVC (RBF, default) on the first {rows} rows: fit {svc_time:.1f} s, test error "
-          f"{100 * svc_error:.2f} %, support vectors {svc.n_support_.sum()}")
+    print(
+        f"\nSVC (RBF, default) on the first {rows} rows: fit {svc_time:.1f} s, test error "
+        f"{100 * svc_error:.2f} %, support vectors {svc.n_support_.sum()}"
+    )
     small = NRBFNClassifier(chunk_rows=args.chunk_rows).fit(Xtr[:rows], ytr[:rows])
-    print(f"nRBFN on the same {rows} rows: fit {sum(small.stage_times_.values()):.1f} s, "
-          f"test error {100 * (1 - small.score(Xte, yte)):.2f} %")
+    print(
+        f"nRBFN on the same {rows} rows: fit {sum(small.stage_times_.values()):.1f} s, "
+        f"test error {100 * (1 - small.score(Xte, yte)):.2f} %"
+    )
 
 
 if __name__ == "__main__":

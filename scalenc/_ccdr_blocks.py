@@ -114,8 +114,9 @@ def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = Fal
         x_norms = np.einsum("ij,ij->i", Xb, Xb)
         pd = np.empty(part.shape)
         for j in range(part.shape[1]):  # one (b, p) gather at a time: cache-friendly
-            pd[:, j] = x_norms + s_norms[part[:, j]] - 2.0 * np.einsum(
-                "ij,ij->i", Xb, S[part[:, j]])
+            pd[:, j] = (
+                x_norms + s_norms[part[:, j]] - 2.0 * np.einsum("ij,ij->i", Xb, S[part[:, j]])
+            )
         np.maximum(pd, 0.0, out=pd)
         order = np.lexsort((part, pd), axis=1)
         idx[i0 : i0 + step] = np.take_along_axis(part, order, axis=1)
@@ -172,13 +173,17 @@ def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
         try:
             v0 = np.random.default_rng(0).standard_normal(n)
             lam, V = scipy.sparse.linalg.eigsh(Lsym, k=k, sigma=-1e-3, which="LM", v0=v0, tol=1e-12)
-        except (scipy.sparse.linalg.ArpackError, scipy.sparse.linalg.ArpackNoConvergence,
-                RuntimeError) as exc:
+        except (
+            scipy.sparse.linalg.ArpackError,
+            scipy.sparse.linalg.ArpackNoConvergence,
+            RuntimeError,
+        ) as exc:
             warnings.warn(
                 f"scipy.sparse.linalg.eigsh failed on a graph component of {n} nodes ({exc}); "
                 "falling back to the dense scipy.linalg.eigh, which costs O(n³) time and "
                 "O(n²) memory. Lower subsample_size if this is too slow.",
-                RuntimeWarning, stacklevel=3,
+                RuntimeWarning,
+                stacklevel=3,
             )
         else:
             order = np.argsort(lam)
@@ -266,7 +271,8 @@ def ccdr_eigen(G: sp.csr_matrix, n_components: int, n_classes: int):
     lam, U = lam[:m], U[:, :m]
     U = _canonical_basis(U, lam, n_classes)
     info = {
-        "n_graph_components": int(n_comp), "n_isolated": int(isolated),
+        "n_graph_components": int(n_comp),
+        "n_isolated": int(isolated),
         "gap_tied": bool(gap_tied),
     }
     return lam, U, info
@@ -319,8 +325,15 @@ class CCDRSolution:
 
 
 def solve_ccdr(
-    X: np.ndarray, codes: np.ndarray, indices: np.ndarray, n_classes: int, *, n_components: int,
-    beta: float, n_neighbors: int, epsilon: float | None,
+    X: np.ndarray,
+    codes: np.ndarray,
+    indices: np.ndarray,
+    n_classes: int,
+    *,
+    n_components: int,
+    beta: float,
+    n_neighbors: int,
+    epsilon: float | None,
 ) -> CCDRSolution:
     """Build W and G on the subsample S and solve eq. (15) for the m-dim embedding."""
     codes = np.asarray(codes)
@@ -347,21 +360,24 @@ def solve_ccdr(
             "components (classes or clusters with no k-NN edge between them). The first "
             f"{info['n_graph_components'] - 1} coordinates separate the components; raise "
             "n_neighbors or epsilon to connect them.",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
     if info["n_isolated"]:
         warnings.warn(
             f"{info['n_isolated']} unlabeled subsample row(s) have no edge of non-zero weight "
             "(isolated points, heat-kernel weights underflow); they are embedded at 0. Raise "
             "epsilon to connect them.",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
     if info["gap_tied"]:
         warnings.warn(
             f"λ_{n_components + 1} = λ_{n_components + 2}: the last embedding coordinate is one "
             "choice within a repeated eigenspace (the paper assumes λ_{m+1} < λ_{m+2}). "
             "Change n_components by one for a unique embedding.",
-            UserWarning, stacklevel=3,
+            UserWarning,
+            stacklevel=3,
         )
     if np.any(np.abs(1.0 - lam) < 1e-10):
         raise ValueError(
@@ -370,9 +386,18 @@ def solve_ccdr(
         )
     L = n_classes
     return CCDRSolution(
-        indices=np.asarray(indices, dtype=np.int64), X=X, codes=codes, centers=U[:L],
-        embedding=U[L:], eigenvalues=lam, epsilon=eps, beta=float(beta),
-        n_neighbors=int(n_neighbors), W=W, rotation=np.eye(n_components), info=info,
+        indices=np.asarray(indices, dtype=np.int64),
+        X=X,
+        codes=codes,
+        centers=U[:L],
+        embedding=U[L:],
+        eigenvalues=lam,
+        epsilon=eps,
+        beta=float(beta),
+        n_neighbors=int(n_neighbors),
+        W=W,
+        rotation=np.eye(n_components),
+        info=info,
     )
 
 

@@ -46,11 +46,17 @@ LOOPBACK = "127.0.0.1"
 
 # Names a certificate directory made by deploy/tls/make-certs.sh holds.
 _CERT_FILES = {
-    "tls_ca_file": "ca.pem", "tls_client_cert": "client.pem", "tls_client_key": "client-key.pem",
+    "tls_ca_file": "ca.pem",
+    "tls_client_cert": "client.pem",
+    "tls_client_key": "client-key.pem",
 }
 _SECURITY_ALIASES = {
-    "ca_file": "tls_ca_file", "ca": "tls_ca_file", "cert": "tls_client_cert",
-    "cert_file": "tls_client_cert", "key": "tls_client_key", "key_file": "tls_client_key",
+    "ca_file": "tls_ca_file",
+    "ca": "tls_ca_file",
+    "cert": "tls_client_cert",
+    "cert_file": "tls_client_cert",
+    "key": "tls_client_key",
+    "key_file": "tls_client_key",
 }
 
 
@@ -189,8 +195,10 @@ def make_security(security):
                 files[f"tls_{role}_key"] = folder / f"{role}-key.pem"
         return Security(require_encryption=True, **{k: str(v) for k, v in files.items()})
     if isinstance(security, Mapping):
-        kwargs = {_SECURITY_ALIASES.get(k, k): (os.fspath(v) if isinstance(v, os.PathLike) else v)
-                  for k, v in security.items()}
+        kwargs = {
+            _SECURITY_ALIASES.get(k, k): (os.fspath(v) if isinstance(v, os.PathLike) else v)
+            for k, v in security.items()
+        }
         kwargs.setdefault("require_encryption", True)
         for key, value in kwargs.items():
             is_path = key.endswith(("_file", "_cert", "_key")) and value is not None
@@ -341,8 +349,13 @@ def _local_cluster(n_workers, threads_per_worker, memory_limit, security):
     if security is not None:
         kwargs.update(security=security, protocol="tls://")
     with LocalCluster(
-        n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-        host=LOOPBACK, dashboard_address=f"{LOOPBACK}:0", silence_logs=logging.WARNING, **kwargs,
+        n_workers=n_workers,
+        threads_per_worker=threads_per_worker,
+        processes=True,
+        host=LOOPBACK,
+        dashboard_address=f"{LOOPBACK}:0",
+        silence_logs=logging.WARNING,
+        **kwargs,
     ) as cluster:
         yield cluster
 

@@ -250,8 +250,13 @@ def _top_k(score, cand_norms, rows_norms, index, labels, k, dtype):
 
 
 def kneighbors_block(
-    X: np.ndarray, codes: np.ndarray, *, row_start: int, candidates: np.ndarray,
-    candidate_index: np.ndarray, n_neighbors: int,
+    X: np.ndarray,
+    codes: np.ndarray,
+    *,
+    row_start: int,
+    candidates: np.ndarray,
+    candidate_index: np.ndarray,
+    n_neighbors: int,
 ) -> dict[str, np.ndarray]:
     """The k nearest labeled rows of one block, for every candidate.
 
@@ -294,21 +299,31 @@ def kneighbors_block(
     parts = []
     for start in range(0, c, tile):
         stop = min(c, start + tile)
-        score = np.matmul(np.asarray(candidates[start:stop], dtype=dtype), minus_two_rows.T,
-                          out=buffer[: stop - start])
+        score = np.matmul(
+            np.asarray(candidates[start:stop], dtype=dtype),
+            minus_two_rows.T,
+            out=buffer[: stop - start],
+        )
         score += rows_norms_d
         local = np.flatnonzero(is_self[start:stop])
         score[local, self_pos[start:stop][local]] = np.inf  # never one's own neighbour
-        parts.append(_top_k(score, cand_norms[start:stop], rows_norms, index, labels,
-                            n_neighbors, dtype))
+        parts.append(
+            _top_k(score, cand_norms[start:stop], rows_norms, index, labels, n_neighbors, dtype)
+        )
     out = {key: np.concatenate([p[key] for p in parts]) for key in ("dist2", "index", "label")}
     out["nonfinite"] = nonfinite
     return out
 
 
 def kneighbors_pair(
-    X_i: np.ndarray, codes_i: np.ndarray, X_j: np.ndarray, codes_j: np.ndarray, *,
-    start_i: int, start_j: int, n_neighbors: int,
+    X_i: np.ndarray,
+    codes_i: np.ndarray,
+    X_j: np.ndarray,
+    codes_j: np.ndarray,
+    *,
+    start_i: int,
+    start_j: int,
+    n_neighbors: int,
 ) -> tuple[dict, dict]:
     """Two different row blocks: neighbours of i's labeled rows among j's and of j's
     among i's, from ONE product X_i X_jᵀ (half the work of two :func:`kneighbors_block`).
@@ -341,8 +356,9 @@ def kneighbors_pair(
         stop = min(bi, start + tile)
         cross = np.matmul(minus_two_i[start:stop], rows_j_t, out=buffers[0, : stop - start])
         score_i = np.add(cross, norms_j32, out=buffers[1, : stop - start])
-        parts_i.append(_top_k(score_i, norms_i[start:stop], norms_j, index_j, labels_j,
-                              n_neighbors, dtype))
+        parts_i.append(
+            _top_k(score_i, norms_i[start:stop], norms_j, index_j, labels_j, n_neighbors, dtype)
+        )
         cross += norms_i32[start:stop, None]  # j's scores ‖x_i‖² − 2 x_j·x_i, transposed
         found_j = _smallest_k_columns(cross, n_neighbors, base=start, prev=found_j)
     out_i = {key: np.concatenate([p[key] for p in parts_i]) for key in ("dist2", "index", "label")}
@@ -377,16 +393,34 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = 8) -> 
     partials: list[list] = [[] for _ in range(n_b)]
     labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
     for i in range(n_b):
-        partials[i].append(block(xs[i], cs[i], row_start=int(starts[i]), candidates=labeled[i][0],
-                                 candidate_index=labeled[i][1], n_neighbors=n_neighbors))
+        partials[i].append(
+            block(
+                xs[i],
+                cs[i],
+                row_start=int(starts[i]),
+                candidates=labeled[i][0],
+                candidate_index=labeled[i][1],
+                n_neighbors=n_neighbors,
+            )
+        )
         for j in range(i + 1, n_b):
-            to_i, to_j = pair(xs[i], cs[i], xs[j], cs[j], start_i=int(starts[i]),
-                              start_j=int(starts[j]), n_neighbors=n_neighbors)
+            to_i, to_j = pair(
+                xs[i],
+                cs[i],
+                xs[j],
+                cs[j],
+                start_i=int(starts[i]),
+                start_j=int(starts[j]),
+                n_neighbors=n_neighbors,
+            )
             partials[i].append(to_i)
             partials[j].append(to_j)
     return [
-        (tree_reduce(partials[i], merge_neighbors, split_every=split_every),
-         labeled[i][1], labeled[i][2])
+        (
+            tree_reduce(partials[i], merge_neighbors, split_every=split_every),
+            labeled[i][1],
+            labeled[i][2],
+        )
         for i in range(n_b)
     ]
 
@@ -405,13 +439,21 @@ def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     )
     dist2, index, label = _sorted_k(dist2, index, label, k)
     return {
-        "dist2": dist2, "index": index, "label": label,
+        "dist2": dist2,
+        "index": index,
+        "label": label,
         "nonfinite": sum(int(p["nonfinite"]) for p in parts),
     }
 
 
 def kneighbors_pass(
-    X, codes, candidates, candidate_index, n_neighbors: int, *, split_every: int = 8,
+    X,
+    codes,
+    candidates,
+    candidate_index,
+    n_neighbors: int,
+    *,
+    split_every: int = 8,
 ):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
@@ -422,8 +464,14 @@ def kneighbors_pass(
     from .passes import reduce_rows
 
     return reduce_rows(
-        kneighbors_block, X, codes, candidates=candidates, candidate_index=candidate_index,
-        n_neighbors=n_neighbors, combine=merge_neighbors, split_every=split_every,
+        kneighbors_block,
+        X,
+        codes,
+        candidates=candidates,
+        candidate_index=candidate_index,
+        n_neighbors=n_neighbors,
+        combine=merge_neighbors,
+        split_every=split_every,
     )
 
 
@@ -436,7 +484,10 @@ def knn_sigma(dist2: np.ndarray) -> float:
 
 
 def soft_knn_confidence(
-    dist2: np.ndarray, neighbor_labels: np.ndarray, labels: np.ndarray, sigma: float,
+    dist2: np.ndarray,
+    neighbor_labels: np.ndarray,
+    labels: np.ndarray,
+    sigma: float,
 ) -> np.ndarray:
     """Algorithm 1, steps 5–7: the soft-KNN confidence T of each candidate.
 
@@ -469,8 +520,13 @@ def _least_confident_per_class(confidence, labels, n_classes) -> np.ndarray:
 
 
 def select_basis(
-    confidence: np.ndarray, labels: np.ndarray, threshold: float, n_classes: int, *,
-    n_basis: int | None = None, max_basis: int | None = None,
+    confidence: np.ndarray,
+    labels: np.ndarray,
+    threshold: float,
+    n_classes: int,
+    *,
+    n_basis: int | None = None,
+    max_basis: int | None = None,
 ) -> tuple[np.ndarray, bool]:
     """Algorithm 1, steps 8–9: positions (into the candidates) of the basis, ascending.
 

@@ -9,7 +9,9 @@ import dask
 import numpy as np
 import pytest
 
-DATA_DIR = Path(os.environ.get("SCALENC_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA_DIR = Path(
+    os.environ.get("SCALENC_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def shared_dataset(name: str):
@@ -44,8 +46,12 @@ def local_cluster():
     """A distributed LocalCluster of 2 worker processes bound to 127.0.0.1."""
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-        dashboard_address="127.0.0.1:0", silence_logs=50,
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=50,
     ) as cluster:
         yield cluster
 

@@ -19,8 +19,10 @@ def test_merged_moments_equal_numpy(splits):
     rng = np.random.default_rng(0)
     X = rng.normal(loc=1e3, size=(200, 5))  # large mean: tests the centred (Chan) merge
     codes = rng.integers(-1, 4, 200)
-    parts = [_blocks.class_moments(b, c, 4, sqnorm=True)
-             for b, c in zip(np.split(X, splits), np.split(codes, splits))]
+    parts = [
+        _blocks.class_moments(b, c, 4, sqnorm=True)
+        for b, c in zip(np.split(X, splits), np.split(codes, splits))
+    ]
     merged = _blocks.combine_partials(*parts)
     n, mean, S = _oracle(X, codes, 4)
     np.testing.assert_array_equal(merged["n"], n)
@@ -33,7 +35,7 @@ def test_merged_moments_equal_numpy(splits):
 def test_merge_is_order_independent():
     rng = np.random.default_rng(1)
     X, codes = rng.normal(size=(90, 3)), rng.integers(0, 3, 90)
-    parts = [_blocks.class_moments(X[i:i + 10], codes[i:i + 10], 3) for i in range(0, 90, 10)]
+    parts = [_blocks.class_moments(X[i : i + 10], codes[i : i + 10], 3) for i in range(0, 90, 10)]
     a = _blocks.combine_partials(*parts)
     b = _blocks.combine_partials(*parts[::-1])
     np.testing.assert_allclose(a["scatter"], b["scatter"], rtol=1e-12)

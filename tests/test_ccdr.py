@@ -210,8 +210,12 @@ def test_dtype_in_equals_dtype_out(dtype):
     assert model.transform(X, y).dtype == dtype
     assert model.centers_.dtype == np.float64
     ref = CCDR(n_components=3).fit(X.astype(np.float64), y)
-    np.testing.assert_allclose(model.transform(X), ref.transform(X.astype(np.float64)),
-                               rtol=1e-4, atol=1e-4 * np.abs(ref.embedding_).max())
+    np.testing.assert_allclose(
+        model.transform(X),
+        ref.transform(X.astype(np.float64)),
+        rtol=1e-4,
+        atol=1e-4 * np.abs(ref.embedding_).max(),
+    )
 
 
 def test_string_labels_and_none_unlabeled():
@@ -370,11 +374,27 @@ def test_bad_data():
 def test_subsample_without_labeled_rows():
     X, _ = connected_blobs(40)
     with pytest.raises(ValueError, match="The subsample of 40 rows has no labeled rows"):
-        cb.solve_ccdr(X, np.full(40, -1), np.arange(40), 3, n_components=2, beta=0.5,
-                      n_neighbors=4, epsilon=None)
+        cb.solve_ccdr(
+            X,
+            np.full(40, -1),
+            np.arange(40),
+            3,
+            n_components=2,
+            beta=0.5,
+            n_neighbors=4,
+            epsilon=None,
+        )
     with pytest.raises(ValueError, match=r"Class code\(s\) \[2\] have no row in the subsample"):
-        cb.solve_ccdr(X, np.arange(40) % 2, np.arange(40), 3, n_components=2, beta=0.5,
-                      n_neighbors=4, epsilon=None)
+        cb.solve_ccdr(
+            X,
+            np.arange(40) % 2,
+            np.arange(40),
+            3,
+            n_components=2,
+            beta=0.5,
+            n_neighbors=4,
+            epsilon=None,
+        )
 
 
 # --- the classifier --------------------------------------------------------------------------
@@ -410,10 +430,15 @@ def test_classifier_passes_and_dask_out():
     Xd, yd = da.from_array(X, chunks=(90, -1)), da.from_array(y, chunks=90)
     clf = CCDRClassifier(n_components=3, subsample_size=150, random_state=0).fit(Xd, yd)
     assert clf.n_passes_ == 2
-    assert CCDRClassifier(n_components=3, subsample_size=150, classifier="knn",
-                          random_state=0).fit(Xd, yd).n_passes_ == 1
-    knn = CCDRClassifier(n_components=3, subsample_size=150, n_subsamples=3, classifier="knn",
-                         random_state=0).fit(X, y)
+    assert (
+        CCDRClassifier(n_components=3, subsample_size=150, classifier="knn", random_state=0)
+        .fit(Xd, yd)
+        .n_passes_
+        == 1
+    )
+    knn = CCDRClassifier(
+        n_components=3, subsample_size=150, n_subsamples=3, classifier="knn", random_state=0
+    ).fit(X, y)
     union = np.unique(np.concatenate([s.indices for s in knn.ccdr_.solutions_]))
     assert knn.head_.F.shape[0] == np.sum(y[union] >= 0)  # labeled rows of the union, once
     pred = clf.predict(Xd)

@@ -54,8 +54,12 @@ MARKER_ENV = "SCALENC_TEST_MARKERS"  # where slow_linear notes the PIDs of worke
 
 METHODS = {
     # name: (module, class, constructor arguments, CLI method name)
-    "encoder": ("scalenc.encoder", "EncoderClassifier",
-                {"kernels": ("linear", "euclidean", "spearman")}, "encoder"),
+    "encoder": (
+        "scalenc.encoder",
+        "EncoderClassifier",
+        {"kernels": ("linear", "euclidean", "spearman")},
+        "encoder",
+    ),
     "encoder-linear": ("scalenc.encoder", "EncoderClassifier", {"kernels": ("linear",)}, None),
     "nrbfn": ("scalenc.nrbfn", "NRBFNClassifier", {"n_neighbors": 7, "alpha": 1e-9}, "nrbfn"),
     "lrc": ("scalenc.nrbfn", "LRClassifier", {}, "lrc"),
@@ -107,7 +111,9 @@ def assert_same_model(model, ref, *, rtol, ignore=()):
         if value.dtype.kind in "biu":
             np.testing.assert_array_equal(got[name], value, err_msg=name)
         else:
-            scale = float(np.nanmax(np.abs(value))) if value.size and not np.isnan(value).all() else 1.0
+            scale = (
+                float(np.nanmax(np.abs(value))) if value.size and not np.isnan(value).all() else 1.0
+            )
             np.testing.assert_allclose(got[name], value, rtol=rtol, atol=rtol * scale, err_msg=name)
 
 
@@ -161,8 +167,9 @@ def slow_linear(X, U):
 class DaskProcesses:
     """A ``dask scheduler`` and workers started as subprocesses on 127.0.0.1."""
 
-    def __init__(self, root: Path, n_workers: int = 2, *, tls_dir: Path | None = None,
-                 slow: float = 0.0):
+    def __init__(
+        self, root: Path, n_workers: int = 2, *, tls_dir: Path | None = None, slow: float = 0.0
+    ):
         self.root, self.n_workers, self.tls_dir, self.slow = root, n_workers, tls_dir, slow
         self.root.mkdir(parents=True, exist_ok=True)
         self.scheduler_file = root / "scheduler.json"
@@ -182,13 +189,21 @@ class DaskProcesses:
         if self.tls_dir is None:
             return []
         d = self.tls_dir
-        return ["--tls-ca-file", str(d / "ca.pem"), "--tls-cert", str(d / f"{role}.pem"),
-                "--tls-key", str(d / f"{role}-key.pem")]
+        return [
+            "--tls-ca-file",
+            str(d / "ca.pem"),
+            "--tls-cert",
+            str(d / f"{role}.pem"),
+            "--tls-key",
+            str(d / f"{role}-key.pem"),
+        ]
 
     def _env(self):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT / "tests"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            [str(ROOT / "tests"), str(ROOT)]
+            + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+        )
         # what a nanny would set: one BLAS thread per worker thread
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         env[SLOW_ENV] = str(self.slow)
@@ -204,18 +219,52 @@ class DaskProcesses:
     def start(self):
         protocol = ["--protocol", "tls"] if self.tls_dir else []
         self.scheduler = self._popen(  # the scheduler unpickles the graph: same PYTHONPATH
-            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", *protocol,
-             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(self.scheduler_file),
-             *self._tls_args("scheduler")], "scheduler", env=self._env())
+            [
+                DASK,
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                *protocol,
+                "--dashboard-address",
+                "127.0.0.1:0",
+                "--scheduler-file",
+                str(self.scheduler_file),
+                *self._tls_args("scheduler"),
+            ],
+            "scheduler",
+            env=self._env(),
+        )
         self._wait(lambda: self.scheduler_file.exists(), "the scheduler file")
         time.sleep(0.2)  # the file is written before the listener is fully up
         for i in range(self.n_workers):
-            self.workers.append(self._popen(
-                [DASK, "worker", "--scheduler-file", str(self.scheduler_file),
-                 "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0",
-                 "--nthreads", "1", "--no-nanny", "--death-timeout", "60",
-                 "--memory-limit", "2GB", "--name", f"w{i}", *self._tls_args("worker")],
-                f"worker{i}", env=self._env()))
+            self.workers.append(
+                self._popen(
+                    [
+                        DASK,
+                        "worker",
+                        "--scheduler-file",
+                        str(self.scheduler_file),
+                        "--host",
+                        "127.0.0.1",
+                        "--dashboard-address",
+                        "127.0.0.1:0",
+                        "--nthreads",
+                        "1",
+                        "--no-nanny",
+                        "--death-timeout",
+                        "60",
+                        "--memory-limit",
+                        "2GB",
+                        "--name",
+                        f"w{i}",
+                        *self._tls_args("worker"),
+                    ],
+                    f"worker{i}",
+                    env=self._env(),
+                )
+            )
         self.wait_for_workers(self.n_workers)
         return self
 
@@ -330,14 +379,19 @@ def test_connect_default_is_threads(monkeypatch):
 
 
 def test_unreachable_scheduler_is_a_clear_error():
-    with pytest.raises(ClusterUnavailableError, match=r"Cannot use the Dask scheduler at "
-                       r"tcp://127\.0\.0\.1:1: .*Check that the scheduler is running"):
+    with pytest.raises(
+        ClusterUnavailableError,
+        match=r"Cannot use the Dask scheduler at "
+        r"tcp://127\.0\.0\.1:1: .*Check that the scheduler is running",
+    ):
         with scalenc.connect("tcp://127.0.0.1:1", timeout=2, quiet=True):
             pass
 
 
 def test_missing_scheduler_file(tmp_path):
-    with pytest.raises(ClusterUnavailableError, match=r"scheduler file .*nope\.json does not exist"):
+    with pytest.raises(
+        ClusterUnavailableError, match=r"scheduler file .*nope\.json does not exist"
+    ):
         with scalenc.connect(scheduler_file=tmp_path / "nope.json"):
             pass
 
@@ -422,8 +476,13 @@ def set_options(method) -> list[str]:
 
 
 def run_cli(*args, timeout=300, **kwargs):
-    return subprocess.run([*scalenc_command(), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, **kwargs)
+    return subprocess.run(
+        [*scalenc_command(), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def read_predictions(path: Path) -> np.ndarray:
@@ -436,35 +495,72 @@ def read_predictions(path: Path) -> np.ndarray:
     return next(iter(arrays.values()))[...]
 
 
-@pytest.mark.parametrize("method", [
-    m if m == "encoder" else pytest.param(m, marks=pytest.mark.slow)  # ~15 s each
-    for m, spec in METHODS.items() if spec[3]
-])
+@pytest.mark.parametrize(
+    "method",
+    [
+        m if m == "encoder" else pytest.param(m, marks=pytest.mark.slow)  # ~15 s each
+        for m, spec in METHODS.items()
+        if spec[3]
+    ],
+)
 def test_cli_fit_predict_with_scheduler(method, dask_processes, store, tmp_path):
     command = scalenc_command()
     model_dir, pred = tmp_path / "model", tmp_path / "pred.zarr"
     cli_name = METHODS[method][3]
-    fit = run_cli("fit", cli_name, "--data", store, "--model-out", model_dir,
-                  *set_options(method), "--scheduler", dask_processes.address)
+    fit = run_cli(
+        "fit",
+        cli_name,
+        "--data",
+        store,
+        "--model-out",
+        model_dir,
+        *set_options(method),
+        "--scheduler",
+        dask_processes.address,
+    )
     if fit.returncode == 2 and re.search(r"invalid choice|unknown method", fit.stderr, re.I):
         pytest.skip(f"`scalenc fit {cli_name}` is not available yet: {fit.stderr.strip()[-200:]}")
     assert fit.returncode == 0, (command, fit.stdout, fit.stderr)
     X, y = scalenc.load(store)
     _, want = fit_threaded(method, X, y)
     command = "predict" if "predict" in want else "embed"  # CCDR is a transformer
-    out = run_cli(command, "--model", model_dir, "--data", store, "--out", pred,
-                  "--scheduler", dask_processes.address)
+    out = run_cli(
+        command,
+        "--model",
+        model_dir,
+        "--data",
+        store,
+        "--out",
+        pred,
+        "--scheduler",
+        dask_processes.address,
+    )
     assert out.returncode == 0, (out.stdout, out.stderr)
     if command == "predict":
         np.testing.assert_array_equal(read_predictions(pred).ravel(), want["predict"])
     else:
-        np.testing.assert_allclose(read_predictions(pred), want["transform"], rtol=1e-9,
-                                   atol=1e-9 * np.abs(want["transform"]).max())
+        np.testing.assert_allclose(
+            read_predictions(pred),
+            want["transform"],
+            rtol=1e-9,
+            atol=1e-9 * np.abs(want["transform"]).max(),
+        )
 
 
 def test_cli_unreachable_scheduler_exit_code(store, tmp_path):
-    result = run_cli("fit", "encoder", "--data", store, "--model-out", tmp_path / "m",
-                     "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "2", timeout=120)
+    result = run_cli(
+        "fit",
+        "encoder",
+        "--data",
+        store,
+        "--model-out",
+        tmp_path / "m",
+        "--scheduler",
+        "tcp://127.0.0.1:1",
+        "--connect-timeout",
+        "2",
+        timeout=120,
+    )
     assert result.returncode == 3, (result.stdout, result.stderr)
     assert "127.0.0.1:1" in result.stderr
     assert not (tmp_path / "m").exists()
@@ -509,13 +605,18 @@ def test_scheduler_killed_mid_fit_is_a_clear_error(fresh_processes):
 
     X, y = slow_fit_data()
     with scalenc.connect(scheduler_file=fresh_processes.scheduler_file, quiet=True):
-        killer = threading.Thread(target=lambda: (
-            fresh_processes.wait_for_kernel_call(),
-            fresh_processes.kill(fresh_processes.scheduler)))
+        killer = threading.Thread(
+            target=lambda: (
+                fresh_processes.wait_for_kernel_call(),
+                fresh_processes.kill(fresh_processes.scheduler),
+            )
+        )
         killer.start()
         t0 = time.monotonic()
-        with pytest.raises(ClusterUnavailableError,
-                           match=r"Lost the connection to the Dask scheduler at tcp://127\.0\.0\.1"):
+        with pytest.raises(
+            ClusterUnavailableError,
+            match=r"Lost the connection to the Dask scheduler at tcp://127\.0\.0\.1",
+        ):
             EncoderClassifier(kernels=(slow_linear,)).fit(X, y)
         killer.join(timeout=60)
         assert time.monotonic() - t0 < 60
@@ -531,9 +632,23 @@ def test_cli_scheduler_killed_mid_fit(fresh_processes, tmp_path):
     da.from_array(y, chunks=1000).to_zarr(str(path), component="y")
     model_dir = tmp_path / "model"
     proc = subprocess.Popen(
-        [*command, "fit", "encoder", "--data", str(path), "--model-out", str(model_dir),
-         "--set", "kernels=linear,euclidean,spearman", "--scheduler", fresh_processes.address],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            *command,
+            "fit",
+            "encoder",
+            "--data",
+            str(path),
+            "--model-out",
+            str(model_dir),
+            "--set",
+            "kernels=linear,euclidean,spearman",
+            "--scheduler",
+            fresh_processes.address,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         with fresh_processes.client() as watcher:
             try:
@@ -559,10 +674,16 @@ def certs(tmp_path_factory):
     if shutil.which("openssl") is None:
         pytest.skip("the openssl command is not installed")
     out = tmp_path_factory.mktemp("certs")
-    subprocess.run(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(out / "good")], check=True,
-                   capture_output=True)
-    subprocess.run(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(out / "other")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(out / "good")],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(out / "other")],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -602,16 +723,37 @@ def test_cli_tls_through_dask_settings(tls_processes, certs, store, tmp_path):
     """deploy/tls/README.md: the command line takes its certificates from Dask's settings."""
     command = scalenc_command()
     good = certs / "good"
-    env = {**os.environ,
-           "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "true",
-           "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(good / "ca.pem"),
-           "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(good / "client.pem"),
-           "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(good / "client-key.pem")}
-    fit = run_cli("fit", "encoder", "--data", store, "--model-out", tmp_path / "m",
-                  "--scheduler", tls_processes.address, env=env)
+    env = {
+        **os.environ,
+        "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "true",
+        "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(good / "ca.pem"),
+        "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(good / "client.pem"),
+        "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(good / "client-key.pem"),
+    }
+    fit = run_cli(
+        "fit",
+        "encoder",
+        "--data",
+        store,
+        "--model-out",
+        tmp_path / "m",
+        "--scheduler",
+        tls_processes.address,
+        env=env,
+    )
     assert fit.returncode == 0, (command, fit.stdout, fit.stderr)
-    refused = run_cli("fit", "encoder", "--data", store, "--model-out", tmp_path / "m2",
-                      "--scheduler", tls_processes.address, "--connect-timeout", "5")
+    refused = run_cli(
+        "fit",
+        "encoder",
+        "--data",
+        store,
+        "--model-out",
+        tmp_path / "m2",
+        "--scheduler",
+        tls_processes.address,
+        "--connect-timeout",
+        "5",
+    )
     assert refused.returncode == 3, (refused.stdout, refused.stderr)
     assert "TLS" in refused.stderr
     assert not (tmp_path / "m2").exists()
@@ -646,7 +788,10 @@ def check_cli_accepts(argv: list[str]):
 
 
 def test_deploy_job_file_runs_with_the_cli():
-    if importlib.util.find_spec("scalenc.jobs") is None or importlib.util.find_spec("scalenc.cli") is None:
+    if (
+        importlib.util.find_spec("scalenc.jobs") is None
+        or importlib.util.find_spec("scalenc.cli") is None
+    ):
         pytest.skip("scalenc.jobs / scalenc.cli are not there yet")
     from scalenc.cli import build_parser
     from scalenc.jobs import read_job, step_argv
@@ -670,7 +815,7 @@ def test_dockerfile():
     for src in re.findall(r"^COPY (.+) \S+$", text, re.M):
         for item in src.split():
             assert (ROOT / item).exists(), item
-    assert re.search(r'^RUN pip install \. ', text, re.M)
+    assert re.search(r"^RUN pip install \. ", text, re.M)
     assert re.search(r"^USER scalenc$", text, re.M)  # not root
     assert "OMP_NUM_THREADS=1" in text
 
@@ -720,8 +865,15 @@ def test_docker_compose():
 
 def test_docker_compose_tls_override():
     (tls,) = yaml_docs(DEPLOY / "docker-compose.tls.yml")
-    made = {"ca.pem", "scheduler.pem", "scheduler-key.pem", "worker.pem", "worker-key.pem",
-            "client.pem", "client-key.pem"}  # what make-certs.sh writes
+    made = {
+        "ca.pem",
+        "scheduler.pem",
+        "scheduler-key.pem",
+        "worker.pem",
+        "worker-key.pem",
+        "client.pem",
+        "client-key.pem",
+    }  # what make-certs.sh writes
     scheduler = tls["services"]["scheduler"]["command"]
     assert option(scheduler, "--protocol") == "tls"
     worker = tls["services"]["worker"]["command"]
@@ -783,10 +935,14 @@ def test_kubernetes_daskjob():
 
     policy = kinds["NetworkPolicy"]["spec"]
     assert policy["podSelector"]["matchLabels"] == {"dask.org/cluster-name": name}
-    assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": {"dask.org/cluster-name": name}}}]}]
+    assert policy["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"dask.org/cluster-name": name}}}]}
+    ]
 
     readme = bash_blocks(DEPLOY / "kubernetes" / "README.md")
-    assert "kubectl create configmap scalenc-job --from-file=job.toml=deploy/jobs/job.toml" in readme
+    assert (
+        "kubectl create configmap scalenc-job --from-file=job.toml=deploy/jobs/job.toml" in readme
+    )
     assert "kubectl apply -f deploy/kubernetes/daskjob.yaml" in readme
     assert f"kubectl logs -f {name}-runner" in readme
     assert f"kubectl port-forward svc/{name}-scheduler 8787:8787" in readme
@@ -842,7 +998,9 @@ def test_ssh_and_slurm_scripts():
     assert "deploy/ssh/start-cluster.sh node1 node2 node3" in readme
     assert "scalenc run deploy/jobs/job.toml --scheduler tls://node1:8786" in readme
 
-    spec = importlib.util.spec_from_file_location("slurm_cluster", DEPLOY / "slurm" / "slurm_cluster.py")
+    spec = importlib.util.spec_from_file_location(
+        "slurm_cluster", DEPLOY / "slurm" / "slurm_cluster.py"
+    )
     slurm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(slurm)  # imports dask_jobqueue only in main()
     readme = (DEPLOY / "slurm" / "README.md").read_text()
@@ -866,8 +1024,9 @@ def test_deploy_readmes_name_existing_files():
 
 
 def test_local_cluster_with_tls(certs):
-    with scalenc.connect("local", n_workers=1, threads_per_worker=1, security=certs / "good",
-                         quiet=True) as client:
+    with scalenc.connect(
+        "local", n_workers=1, threads_per_worker=1, security=certs / "good", quiet=True
+    ) as client:
         assert client.scheduler.address.startswith("tls://127.0.0.1:")
         assert client.submit(sum, [1, 2]).result() == 3
 
@@ -885,15 +1044,27 @@ def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
-           "CERTS": str(certs / "good"), "PORT": str(port), "NTHREADS": "1", "MEMORY": "1GB",
-           "REMOTE_ENV": f"export PATH={BIN}:$PATH"}
+    env = {
+        **os.environ,
+        "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
+        "CERTS": str(certs / "good"),
+        "PORT": str(port),
+        "NTHREADS": "1",
+        "MEMORY": "1GB",
+        "REMOTE_ENV": f"export PATH={BIN}:$PATH",
+    }
     hosts = ["127.0.0.1", "127.0.0.1", "127.0.0.1"]  # scheduler + 2 workers, all local
     try:
-        subprocess.run(["bash", str(DEPLOY / "ssh" / "start-cluster.sh"), *hosts], env=env,
-                       check=True, capture_output=True, timeout=60)
-        with scalenc.connect(f"tls://127.0.0.1:{port}", security=certs / "good", n_workers=2,
-                             timeout=60, quiet=True) as client:
+        subprocess.run(
+            ["bash", str(DEPLOY / "ssh" / "start-cluster.sh"), *hosts],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        with scalenc.connect(
+            f"tls://127.0.0.1:{port}", security=certs / "good", n_workers=2, timeout=60, quiet=True
+        ) as client:
             assert client.submit(sum, [1, 2]).result() == 3
             assert all(a.startswith("tls://127.0.0.1:") for a in client.nthreads())
         with pytest.raises(ClusterUnavailableError, match="speaks TLS, but no certificates"):
@@ -901,8 +1072,12 @@ def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
                 pass
     finally:
         pids = [int(p) for f in home.glob("scalenc-*.pid*") for p in f.read_text().split()]
-        subprocess.run(["bash", str(DEPLOY / "ssh" / "stop-cluster.sh"), *hosts], env=env,
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["bash", str(DEPLOY / "ssh" / "stop-cluster.sh"), *hosts],
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
         deadline = time.monotonic() + 20
         for pid in pids:  # the processes the script started for this test
             while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
@@ -914,17 +1089,26 @@ def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
 
 def test_deploy_dask_commands_use_real_options():
     """Every option given to `dask scheduler|worker|ssh` in deploy/ exists in this Dask."""
-    helps = {role: subprocess.run([DASK, role, "--help"], capture_output=True, text=True,
-                                  check=True).stdout for role in ("scheduler", "worker", "ssh")}
+    helps = {
+        role: subprocess.run(
+            [DASK, role, "--help"], capture_output=True, text=True, check=True
+        ).stdout
+        for role in ("scheduler", "worker", "ssh")
+    }
     commands = []
     for path in ("docker-compose.yml", "docker-compose.tls.yml"):
         for svc in yaml_docs(DEPLOY / path)[0]["services"].values():
             commands.append(svc.get("command", []))
-    job = next(d for d in yaml_docs(DEPLOY / "kubernetes" / "daskjob.yaml") if d["kind"] == "DaskJob")
+    job = next(
+        d for d in yaml_docs(DEPLOY / "kubernetes" / "daskjob.yaml") if d["kind"] == "DaskJob"
+    )
     for role in ("worker", "scheduler"):
         commands += [c["args"] for c in job["spec"]["cluster"]["spec"][role]["spec"]["containers"]]
-    texts = [(DEPLOY / "ssh" / "start-cluster.sh").read_text(),
-             bash_blocks(DEPLOY / "tls" / "README.md"), bash_blocks(DEPLOY / "ssh" / "README.md")]
+    texts = [
+        (DEPLOY / "ssh" / "start-cluster.sh").read_text(),
+        bash_blocks(DEPLOY / "tls" / "README.md"),
+        bash_blocks(DEPLOY / "ssh" / "README.md"),
+    ]
     for text in texts:
         for m in re.finditer(r"dask (scheduler|worker|ssh)\b((?:[^\n]|\\\n)*)", text):
             commands.append(["dask", m.group(1), *m.group(2).replace("\\\n", " ").split()])
@@ -977,9 +1161,15 @@ def test_slurm_driver_with_a_local_stand_in(tmp_path, certs, monkeypatch):
         def __init__(self, *, protocol, security, scheduler_options, **slurm_options):
             assert protocol == "tls://" and security.require_encryption
             assert scheduler_options["dashboard_address"].startswith("127.0.0.1:")
-            super().__init__(n_workers=0, threads_per_worker=1, protocol=protocol,
-                             security=security, host="127.0.0.1", silence_logs=50,
-                             dashboard_address="127.0.0.1:0")
+            super().__init__(
+                n_workers=0,
+                threads_per_worker=1,
+                protocol=protocol,
+                security=security,
+                host="127.0.0.1",
+                silence_logs=50,
+                dashboard_address="127.0.0.1:0",
+            )
 
         def scale(self, jobs):
             super().scale(jobs)
@@ -987,14 +1177,26 @@ def test_slurm_driver_with_a_local_stand_in(tmp_path, certs, monkeypatch):
         def job_script(self):
             return "#!/bin/bash (stand-in)"
 
-    monkeypatch.setitem(sys.modules, "dask_jobqueue",
-                        types.SimpleNamespace(SLURMCluster=FakeSLURMCluster))
+    monkeypatch.setitem(
+        sys.modules, "dask_jobqueue", types.SimpleNamespace(SLURMCluster=FakeSLURMCluster)
+    )
     monkeypatch.setenv("PATH", f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    spec = importlib.util.spec_from_file_location("slurm_cluster", DEPLOY / "slurm" / "slurm_cluster.py")
+    spec = importlib.util.spec_from_file_location(
+        "slurm_cluster", DEPLOY / "slurm" / "slurm_cluster.py"
+    )
     slurm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(slurm)
     job = small_job_file(tmp_path)
-    code = slurm.main([str(job), "--jobs", "2", "--certs", str(certs / "good"),
-                       "--log-directory", str(tmp_path / "logs")])
+    code = slurm.main(
+        [
+            str(job),
+            "--jobs",
+            "2",
+            "--certs",
+            str(certs / "good"),
+            "--log-directory",
+            str(tmp_path / "logs"),
+        ]
+    )
     assert code == 0
     assert (tmp_path / "work" / "predictions.zarr").exists()

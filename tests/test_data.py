@@ -49,12 +49,18 @@ def test_labels_are_aligned_to_X_chunks(xy):
     np.testing.assert_array_equal(yd.compute(), y)
 
 
-@pytest.mark.parametrize("values,expected", [
-    (np.array([0, -1, 2]), [False, True, False]),
-    (np.array([0.0, np.nan, -1.0, 2.5]), [False, True, True, False]),
-    (np.array(["a", None, -1, float("nan"), "b"], dtype=object), [False, True, True, True, False]),
-    (np.array(["a", "b"]), [False, False]),
-])
+@pytest.mark.parametrize(
+    "values,expected",
+    [
+        (np.array([0, -1, 2]), [False, True, False]),
+        (np.array([0.0, np.nan, -1.0, 2.5]), [False, True, True, False]),
+        (
+            np.array(["a", None, -1, float("nan"), "b"], dtype=object),
+            [False, True, True, True, False],
+        ),
+        (np.array(["a", "b"]), [False, False]),
+    ],
+)
 def test_unlabeled_mask(values, expected):
     np.testing.assert_array_equal(unlabeled_mask(values), expected)
 
@@ -69,7 +75,9 @@ def test_find_classes_and_encode_across_blocks():
 
 def _fit_predict(X, y):
     model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
-    return model.predict(np.asarray(X)) if not isinstance(X, da.Array) else model.predict(X).compute()
+    return (
+        model.predict(np.asarray(X)) if not isinstance(X, da.Array) else model.predict(X).compute()
+    )
 
 
 def test_zarr_group_and_arrays(tmp_path, xy):
@@ -91,8 +99,13 @@ def test_zarr_group_and_arrays(tmp_path, xy):
 
 
 def test_zarr_group_without_X_is_explained(tmp_path):
-    zarr.open_group(str(tmp_path / "g.zarr"), mode="w").create_array("features", data=np.ones((3, 2)))
-    with pytest.raises(ValueError, match=r"holds arrays \['features'\]; scalenc reads features from an array named 'X'"):
+    zarr.open_group(str(tmp_path / "g.zarr"), mode="w").create_array(
+        "features", data=np.ones((3, 2))
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"holds arrays \['features'\]; scalenc reads features from an array named 'X'",
+    ):
         load(tmp_path / "g.zarr")
 
 
@@ -178,8 +191,12 @@ def test_write_dataset_round_trips_through_load(tmp_path, suffix, xy):
 
     X, y = xy
     labels = np.array(["ant", "bee", "cat"], dtype=object)[y]
-    path = write_dataset(da.from_array(X, chunks=(64, 4)), da.from_array(labels, chunks=50),
-                         tmp_path / f"d{suffix}", attrs={"source": "test"})
+    path = write_dataset(
+        da.from_array(X, chunks=(64, 4)),
+        da.from_array(labels, chunks=50),
+        tmp_path / f"d{suffix}",
+        attrs={"source": "test"},
+    )
     Xd, yd = load(path, label_column="y" if suffix == ".parquet" else None)
     np.testing.assert_array_equal(Xd.compute(), X)
     np.testing.assert_array_equal(np.asarray(yd.compute(), dtype=object), labels)
@@ -197,8 +214,12 @@ def test_a_write_removes_temporaries_that_killed_runs_left(tmp_path):
     from scalenc.data import write_output
 
     target = tmp_path / "out.zarr"
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     host = _tempnames._host()
     abandoned = tmp_path / f"out.zarr.tmp-{host}-{dead}-0123abcd"
     live = tmp_path / f"out.zarr.tmp-{host}-{os.getppid()}-0123abcd"

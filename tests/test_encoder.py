@@ -35,17 +35,22 @@ def test_matches_numpy_sklearn_oracle(kernel, chunks):
         Xin, yin = da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=50)
     else:
         Xin, yin = X, y
-    model = EncoderClassifier(kernels=(kernel,), chunk_rows=chunks if isinstance(chunks, int) else None)
+    model = EncoderClassifier(
+        kernels=(kernel,), chunk_rows=chunks if isinstance(chunks, int) else None
+    )
     model.fit(Xin, yin)
     U, Z, lda = oracle(X, y, model.kernel_)
     np.testing.assert_allclose(model.class_means_, U, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(model.class_counts_, np.bincount(y[y >= 0]))
     np.testing.assert_allclose(np.asarray(model.transform(Xin)), Z, rtol=1e-10, atol=1e-10)
     np.testing.assert_array_equal(np.asarray(model.predict(Xin)), lda.predict(Z))
-    np.testing.assert_allclose(np.asarray(model.predict_proba(Xin)), lda.predict_proba(Z), atol=1e-9)
+    np.testing.assert_allclose(
+        np.asarray(model.predict_proba(Xin)), lda.predict_proba(Z), atol=1e-9
+    )
     np.testing.assert_allclose(model.coef_, lda.coef_, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(np.asarray(model.decision_function(Xin)), lda.decision_function(Z),
-                               rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(
+        np.asarray(model.decision_function(Xin)), lda.decision_function(Z), rtol=1e-7, atol=1e-7
+    )
 
 
 def test_passes_linear_one_multi():
@@ -129,7 +134,9 @@ def test_multi_kernel_choice_follows_cross_entropy_rule():
     assert model.kernel_.name == ["linear", "euclidean", "spearman"][choose_kernel(ce, 0.3)]
     assert model.kernel_.name != "linear"
     # a huge threshold keeps the benchmark kernel
-    keep = EncoderClassifier(kernels=("linear", "euclidean", "spearman"), min_improvement=0.999999).fit(X, y)
+    keep = EncoderClassifier(
+        kernels=("linear", "euclidean", "spearman"), min_improvement=0.999999
+    ).fit(X, y)
     assert keep.kernel_.name == "linear"
 
 
@@ -224,8 +231,9 @@ def test_numpy_in_numpy_out_dask_in_dask_out():
     for method in ("predict", "predict_proba", "decision_function", "transform"):
         out_np, out_da = getattr(model, method)(X), getattr(model, method)(Xd)
         assert isinstance(out_np, np.ndarray) and isinstance(out_da, da.Array)
-        np.testing.assert_allclose(np.asarray(out_da.compute(), dtype=float),
-                                   np.asarray(out_np, dtype=float), rtol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(out_da.compute(), dtype=float), np.asarray(out_np, dtype=float), rtol=1e-12
+        )
     assert model.score(Xd, da.from_array(y, chunks=70)) == pytest.approx(model.score(X, y))
 
 
@@ -326,12 +334,31 @@ def test_unknown_kernel_name(data):
         EncoderClassifier(kernels=("linear", "poly")).fit(*data)
 
 
-@pytest.mark.parametrize("param,value,msg", [
-    ("min_improvement", 1.0, r"The 'min_improvement' parameter of EncoderClassifier must be a float in the range \[0.0, 1.0\)"),
-    ("method", "slow", r"The 'method' parameter of EncoderClassifier must be a str among \['fast', 'full'\]"),
-    ("chunk_rows", 0, r"The 'chunk_rows' parameter of EncoderClassifier must be an int in the range \[1, inf\)"),
-    ("kernels", (), r"The 'kernels' parameter of EncoderClassifier must be a non-empty sequence"),
-])
+@pytest.mark.parametrize(
+    "param,value,msg",
+    [
+        (
+            "min_improvement",
+            1.0,
+            r"The 'min_improvement' parameter of EncoderClassifier must be a float in the range \[0.0, 1.0\)",
+        ),
+        (
+            "method",
+            "slow",
+            r"The 'method' parameter of EncoderClassifier must be a str among \['fast', 'full'\]",
+        ),
+        (
+            "chunk_rows",
+            0,
+            r"The 'chunk_rows' parameter of EncoderClassifier must be an int in the range \[1, inf\)",
+        ),
+        (
+            "kernels",
+            (),
+            r"The 'kernels' parameter of EncoderClassifier must be a non-empty sequence",
+        ),
+    ],
+)
 def test_bad_parameters(data, param, value, msg):
     with pytest.raises(ValueError, match=msg):
         EncoderClassifier(**{param: value}).fit(*data)

@@ -42,8 +42,11 @@ def test_gaussian_default_width_is_mean_squared_distance(xu):
     X, U = xu
     y = np.arange(7) % 3
     U = np.array([X[y == k].mean(0) for k in range(3)])
-    stats = {"n": np.bincount(y).astype(float), "mean": U,
-             "sqnorm": np.array([np.sum(X[y == k] ** 2) for k in range(3)])}
+    stats = {
+        "n": np.bincount(y).astype(float),
+        "mean": U,
+        "sqnorm": np.array([np.sum(X[y == k] ** 2) for k in range(3)]),
+    }
     sigma = Gaussian().resolve(stats).sigma
     ref = np.mean([[np.sum((x - u) ** 2) for u in U] for x in X])
     np.testing.assert_allclose(sigma**2, ref)
@@ -104,13 +107,23 @@ def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
     X = rng.normal(size=(250, 11)).astype(np.float32)
     X[205, :4] = 0.5  # a tie in the third tile only
     U = rng.normal(size=(4, 11))
-    chosen = [get_kernel("linear"), get_kernel("euclidean"), Gaussian(sigma=3.0),
-              get_kernel("spearman"), get_kernel(lambda A, B: A[:, :4] * 2.0)]
+    chosen = [
+        get_kernel("linear"),
+        get_kernel("euclidean"),
+        Gaussian(sigma=3.0),
+        get_kernel("spearman"),
+        get_kernel(lambda A, B: A[:, :4] * 2.0),
+    ]
     Z = kernels.embed(chosen, X, U)
     X64 = X.astype(np.float64)
     d2 = ((X64[:, None, :] - U[None, :, :]) ** 2).sum(-1)
-    rows = [X.astype(np.float64) @ U.T, -np.sqrt(d2), np.exp(-d2 / 18.0),
-            np.array([[spearmanr(x, u).statistic for u in U] for x in X]), X64[:, :4] * 2.0]
+    rows = [
+        X.astype(np.float64) @ U.T,
+        -np.sqrt(d2),
+        np.exp(-d2 / 18.0),
+        np.array([[spearmanr(x, u).statistic for u in U] for x in X]),
+        X64[:, :4] * 2.0,
+    ]
     for m, ref in enumerate(rows):
         np.testing.assert_allclose(Z[:, 4 * m : 4 * (m + 1)], ref, rtol=1e-10, atol=1e-10)
 

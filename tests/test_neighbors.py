@@ -48,8 +48,12 @@ def test_pass_equals_brute_force(chunks):
 def test_blocks_with_fewer_rows_than_k_are_padded_and_merge_is_associative():
     X, y = make_blobs(30, 3, 2, seed=2)
     C, ci = X[:4], np.arange(4)
-    parts = [kneighbors_block(X[s:s + 5], y[s:s + 5], row_start=s, candidates=C,
-                              candidate_index=ci, n_neighbors=8) for s in range(0, 30, 5)]
+    parts = [
+        kneighbors_block(
+            X[s : s + 5], y[s : s + 5], row_start=s, candidates=C, candidate_index=ci, n_neighbors=8
+        )
+        for s in range(0, 30, 5)
+    ]
     assert np.isinf(parts[0]["dist2"][:, 4:]).all() and (parts[0]["index"][:, 4:] == -1).all()
     left = merge_neighbors(merge_neighbors(*parts[:3]), merge_neighbors(*parts[3:]))
     flat = merge_neighbors(*parts)
@@ -61,7 +65,9 @@ def test_blocks_with_fewer_rows_than_k_are_padded_and_merge_is_associative():
 
 def test_float32_ranking_and_self_distance():
     X, y = make_blobs(100, 8, 2, seed=3, dtype=np.float32)
-    out = kneighbors_block(X, y, row_start=0, candidates=X, candidate_index=np.arange(100), n_neighbors=5)
+    out = kneighbors_block(
+        X, y, row_start=0, candidates=X, candidate_index=np.arange(100), n_neighbors=5
+    )
     d2, order = brute_knn(X.astype(np.float64), np.ones(100, bool), np.arange(100), 5)
     assert (out["index"] != np.arange(100)[:, None]).all()  # never its own neighbour
     np.testing.assert_allclose(out["dist2"], d2, rtol=1e-4)

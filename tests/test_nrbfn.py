@@ -117,7 +117,9 @@ def reference(data):
 
 def test_nrbfn_equals_algorithms_1_to_3(data, reference):
     X, y, X_test, _ = data
-    basis_idx, T, knn_sigma = sknn_oracle(X, y, PARAMS["n_neighbors"], PARAMS["confidence_threshold"])
+    basis_idx, T, knn_sigma = sknn_oracle(
+        X, y, PARAMS["n_neighbors"], PARAMS["confidence_threshold"]
+    )
     _, G, sigma, W = train_oracle(X, y, PARAMS["alpha"], PARAMS["n_neighbors"], 0.9)
     F_hat, labels = test_oracle(X_test, G, sigma, W)
     m = reference
@@ -184,7 +186,9 @@ def test_chunking_does_not_change_the_model(data, reference, chunks):
     m = NRBFNClassifier(**PARAMS).fit(Xd, yd)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
     assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
-    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_allclose(
+        m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max()
+    )
     assert m.n_passes_ == len(chunks) + 3
     np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
 
@@ -203,8 +207,9 @@ def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatc
     m = NRBFNClassifier(**PARAMS, chunk_rows=80).fit(X, y)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
     assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
-    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6,
-                               atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_allclose(
+        m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max()
+    )
 
 
 def test_gram_strips_equal_a_full_product(monkeypatch):
@@ -224,8 +229,10 @@ def test_gram_partials_sum_like_the_generic_combine():
     from scalenc.nrbfn import sum_gram_partials
 
     rng = np.random.default_rng(8)
-    parts = [{"M": rng.random((2, 5, 5)), "B": rng.random((2, 3, 5)), "count": rng.random(2)}
-             for _ in range(4)]
+    parts = [
+        {"M": rng.random((2, 5, 5)), "B": rng.random((2, 3, 5)), "count": rng.random(2)}
+        for _ in range(4)
+    ]
     kept = [{key: value.copy() for key, value in part.items()} for part in parts]
     total, expected = sum_gram_partials(*parts), _blocks.combine_partials(*kept)
     for key in expected:
@@ -239,14 +246,18 @@ def test_schedulers_give_the_same_model(data, reference, scheduler):
     X, y, X_test, _ = data
     m = NRBFNClassifier(**PARAMS, chunk_rows=50).fit(X, y)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
-    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_allclose(
+        m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max()
+    )
     np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
 
 
 def test_distributed_cluster(data, reference, client):
     X, y, X_test, _ = data
     m = NRBFNClassifier(**PARAMS, chunk_rows=40).fit(da.from_array(X, chunks=(40, -1)), y)
-    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_allclose(
+        m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max()
+    )
     pred = m.predict(da.from_array(X_test, chunks=(30, -1)))
     assert isinstance(pred, da.Array)
     np.testing.assert_array_equal(pred.compute(), reference.predict(X_test))
@@ -262,16 +273,18 @@ def test_candidate_sample_of_all_rows_equals_exact(data, reference):
     assert m.knn_sigma_ == pytest.approx(reference.knn_sigma_, rel=1e-12)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
     assert m.sigma_ == pytest.approx(reference.sigma_, rel=1e-12)
-    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-6,
-                               atol=1e-7 * np.abs(reference.weights_).max())
+    np.testing.assert_allclose(
+        m.weights_, reference.weights_, rtol=1e-6, atol=1e-7 * np.abs(reference.weights_).max()
+    )
     np.testing.assert_array_equal(m.predict(X_test), reference.predict(X_test))
     assert m.n_passes_ == 4  # candidate gather, one k-NN pass, σ, Gram
 
 
 def test_candidate_sample_confidence_uses_the_whole_training_set(data, reference):
     X, y, _, _ = data
-    sample = NRBFNClassifier(**PARAMS, n_candidates=X.shape[0] - 1, chunk_rows=33,
-                             random_state=0).fit(X, y)
+    sample = NRBFNClassifier(
+        **PARAMS, n_candidates=X.shape[0] - 1, chunk_rows=33, random_state=0
+    ).fit(X, y)
     assert sample.candidate_indices_.size == X.shape[0] - 1
     np.testing.assert_allclose(
         sample.confidence_,
@@ -284,7 +297,7 @@ def _confidence_with_sigma(X, y, rows, k, sigma):
     dist = np.sqrt(((X[rows, None] - X[None]) ** 2).sum(-1))
     dist[np.arange(rows.size), rows] = np.inf
     nb = np.argsort(dist, axis=1, kind="stable")[:, :k]
-    W = np.exp(-np.take_along_axis(dist, nb, 1) ** 2 / (2 * sigma**2))
+    W = np.exp(-(np.take_along_axis(dist, nb, 1) ** 2) / (2 * sigma**2))
     W /= W.sum(axis=1, keepdims=True)
     return (W * (y[nb] == y[rows, None])).sum(axis=1)
 
@@ -300,7 +313,8 @@ def test_candidate_sample_is_stratified_and_searches_all_rows(data):
     q = np.sort(dist, axis=1)[:, :7]
     assert m.knn_sigma_ == pytest.approx(q.mean(), rel=1e-12)
     np.testing.assert_allclose(
-        m.confidence_, _confidence_with_sigma(X, y, m.candidate_indices_, 7, q.mean()), rtol=1e-10)
+        m.confidence_, _confidence_with_sigma(X, y, m.candidate_indices_, 7, q.mean()), rtol=1e-10
+    )
     assert set(m.basis_indices_) <= set(m.candidate_indices_)
     again = NRBFNClassifier(**PARAMS, n_candidates=60, random_state=5, chunk_rows=17).fit(X, y)
     np.testing.assert_array_equal(again.candidate_indices_, m.candidate_indices_)
@@ -346,7 +360,9 @@ def test_float32_in_float32_out_and_labels_of_any_type(data):
     assert m.predict_proba(X_test.astype(np.float32)).dtype == np.float32
     assert m.decision_function(X_test.astype(np.float32)).dtype == np.float32
     assert m.predict(X_test).dtype == object
-    assert m.score(X_test, np.array(["setosa", "versicolor", "virginica"], dtype=object)[y_test]) > 0.8
+    assert (
+        m.score(X_test, np.array(["setosa", "versicolor", "virginica"], dtype=object)[y_test]) > 0.8
+    )
 
 
 def test_dask_in_dask_out_and_proba(data, reference):
@@ -378,7 +394,9 @@ def test_lrc_equals_a_direct_ridge_solve(data, alpha, beta):
     assert m.rank_ == X.shape[1] + 1 and m.n_passes_ == 1
     # footnote 4 of the paper: 1ᵀD* = [1, 0, …, 0] without regularisation
     if alpha == 0:
-        np.testing.assert_allclose(np.sqrt(beta) * D.sum(axis=0), np.r_[1.0, np.zeros(X.shape[1])], atol=1e-9)
+        np.testing.assert_allclose(
+            np.sqrt(beta) * D.sum(axis=0), np.r_[1.0, np.zeros(X.shape[1])], atol=1e-9
+        )
 
 
 def test_lrc_chunks_and_unlabeled_rows(data):
@@ -421,22 +439,33 @@ def test_bad_shapes_and_labels(data, Est):
 @pytest.mark.parametrize("value", [0.0, -0.1, 1.5, "high"])
 def test_confidence_threshold_outside_0_1(data, value):
     X, y, _, _ = data
-    with pytest.raises(ValueError, match=r"The 'confidence_threshold' parameter of NRBFNClassifier "
-                                         r"must be a float in the range \(0.0, 1.0\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"The 'confidence_threshold' parameter of NRBFNClassifier "
+        r"must be a float in the range \(0.0, 1.0\]",
+    ):
         NRBFNClassifier(confidence_threshold=value).fit(X, y)
 
 
 def test_other_bad_parameters(data):
     X, y, _, _ = data
-    with pytest.raises(ValueError, match=r"The 'alpha' parameter of NRBFNClassifier must be a float >= 0"):
+    with pytest.raises(
+        ValueError, match=r"The 'alpha' parameter of NRBFNClassifier must be a float >= 0"
+    ):
         NRBFNClassifier(alpha=-1.0).fit(X, y)
     with pytest.raises(ValueError, match=r"The 'alpha' parameter of NRBFNClassifier must be"):
         NRBFNClassifier(alpha=[]).fit(X, y)
-    with pytest.raises(ValueError, match=r"The 'cv' parameter of NRBFNClassifier must be an int in the range \[2"):
+    with pytest.raises(
+        ValueError, match=r"The 'cv' parameter of NRBFNClassifier must be an int in the range \[2"
+    ):
         NRBFNClassifier(cv=1).fit(X, y)
-    with pytest.raises(ValueError, match=r"max_basis=2 is smaller than the number of classes \(3\)"):
+    with pytest.raises(
+        ValueError, match=r"max_basis=2 is smaller than the number of classes \(3\)"
+    ):
         NRBFNClassifier(max_basis=2).fit(X, y)
-    with pytest.raises(ValueError, match=r"The 'beta' parameter of LRClassifier must be a float in the range \(0.0"):
+    with pytest.raises(
+        ValueError, match=r"The 'beta' parameter of LRClassifier must be a float in the range \(0.0"
+    ):
         LRClassifier(beta=0.0).fit(X, y)
 
 
@@ -444,8 +473,11 @@ def test_n_neighbors_not_below_training_rows(data):
     X, y, _, _ = data
     y_part = y.copy()
     y_part[20:] = -1  # 20 labeled rows
-    with pytest.raises(ValueError, match=r"n_neighbors=20 must be smaller than the number of "
-                                         r"labeled training rows \(20\).*n_neighbors <= 19"):
+    with pytest.raises(
+        ValueError,
+        match=r"n_neighbors=20 must be smaller than the number of "
+        r"labeled training rows \(20\).*n_neighbors <= 19",
+    ):
         NRBFNClassifier(n_neighbors=20).fit(X, np.where(y_part >= 0, y, -1))
     NRBFNClassifier(n_neighbors=19).fit(X[:20], y[:20])
 
@@ -453,7 +485,9 @@ def test_n_neighbors_not_below_training_rows(data):
 def test_singular_system_names_alpha(data):
     X, y, _, _ = data
     X2, y2 = np.vstack([X[:40], X[:40]]), np.concatenate([y[:40], y[:40]])  # duplicated rows
-    with pytest.warns(UserWarning, match=r"singular or ill-conditioned with alpha=0.0.*Increase alpha"):
+    with pytest.warns(
+        UserWarning, match=r"singular or ill-conditioned with alpha=0.0.*Increase alpha"
+    ):
         m = NRBFNClassifier(n_neighbors=5, alpha=0.0, n_basis=80).fit(X2, y2)
     assert m.rank_ < 80
     assert m.score(X2, y2) > 0.8

@@ -13,18 +13,26 @@ from scalenc.simulate import simulate
 
 pytestmark = pytest.mark.cluster
 
-N, P, K = 1_500_000, 200, 5          # 1.2 GB of float32
-CHUNK = 10_000                       # 8 MB blocks
-MEMORY_LIMIT = 400 * 2**20           # the worker's limit: the store is 3x larger
+N, P, K = 1_500_000, 200, 5  # 1.2 GB of float32
+CHUNK = 10_000  # 8 MB blocks
+MEMORY_LIMIT = 400 * 2**20  # the worker's limit: the store is 3x larger
 
 
 @pytest.fixture(scope="module")
 def limited_client():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=True, memory_limit=MEMORY_LIMIT,
-        host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=50,
-    ) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=True,
+            memory_limit=MEMORY_LIMIT,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=50,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         yield client
 
 
@@ -44,7 +52,7 @@ def _stream_oracle(path):
     Xz, yz = group["X"], group["y"]
     sums, counts, total, squares = np.zeros((K, P)), np.zeros(K), np.zeros(P), np.zeros(P)
     for start in range(0, N, 100_000):
-        X, y = Xz[start:start + 100_000].astype(np.float64), yz[start:start + 100_000]
+        X, y = Xz[start : start + 100_000].astype(np.float64), yz[start : start + 100_000]
         total += X.sum(0)
         squares += (X * X).sum(0)
         for k in range(K):
@@ -52,7 +60,7 @@ def _stream_oracle(path):
             counts[k] += np.sum(y == k)
     U = sums / counts[:, None]
     spread = np.sqrt(squares / N - (total / N) ** 2)  # each feature's standard deviation
-    Z = np.concatenate([Xz[s:s + 100_000].astype(np.float64) @ U.T for s in range(0, N, 100_000)])
+    Z = np.concatenate([Xz[s : s + 100_000].astype(np.float64) @ U.T for s in range(0, N, 100_000)])
     return U, spread, Z, yz[:]
 
 

@@ -10,13 +10,19 @@ from scalenc.cluster import compute
 
 
 def _rows_and_sum(X, codes, *, row_start):
-    return {"rows": np.array([row_start, row_start + X.shape[0]]), "sum": X.sum(0),
-            "first": np.array([row_start])}
+    return {
+        "rows": np.array([row_start, row_start + X.shape[0]]),
+        "sum": X.sum(0),
+        "first": np.array([row_start]),
+    }
 
 
 def _combine_spans(*parts):
-    return {"rows": np.array([min(p["rows"][0] for p in parts), max(p["rows"][1] for p in parts)]),
-            "sum": sum(p["sum"] for p in parts), "first": min(p["first"] for p in parts)}
+    return {
+        "rows": np.array([min(p["rows"][0] for p in parts), max(p["rows"][1] for p in parts)]),
+        "sum": sum(p["sum"] for p in parts),
+        "first": min(p["first"] for p in parts),
+    }
 
 
 def test_reduce_rows_passes_global_row_offsets():
@@ -37,7 +43,9 @@ def _combine_depth(graph, key):
     return 1 + max((_combine_depth(graph, d) for d in deps), default=0)
 
 
-@pytest.mark.parametrize("n_blocks,split_every,depth", [(1, 8, 0), (8, 8, 1), (9, 8, 2), (100, 4, 4)])
+@pytest.mark.parametrize(
+    "n_blocks,split_every,depth", [(1, 8, 0), (8, 8, 1), (9, 8, 2), (100, 4, 4)]
+)
 def test_reduction_is_a_tree(n_blocks, split_every, depth):
     X = da.ones((n_blocks * 3, 2), chunks=(3, 2))
     result = passes.reduce_rows(_count_rows, X, split_every=split_every)

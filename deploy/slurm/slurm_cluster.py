@@ -35,8 +35,11 @@ def parse_args(argv=None):
     p.add_argument("--memory", default="32GB", help="memory per SLURM job")
     p.add_argument("--walltime", default="02:00:00")
     p.add_argument("--interface", help="network interface of the workers, e.g. ib0")
-    p.add_argument("--certs", default=os.path.expanduser("~/scalenc-certs"),
-                   help="directory from deploy/tls/make-certs.sh, on the shared file system")
+    p.add_argument(
+        "--certs",
+        default=os.path.expanduser("~/scalenc-certs"),
+        help="directory from deploy/tls/make-certs.sh, on the shared file system",
+    )
     p.add_argument("--log-directory", default="scalenc-slurm-logs")
     return p.parse_args(argv)
 
@@ -46,9 +49,12 @@ def tls_security(certs: Path):
 
     files = {
         "tls_ca_file": "ca.pem",
-        "tls_scheduler_cert": "scheduler.pem", "tls_scheduler_key": "scheduler-key.pem",
-        "tls_worker_cert": "worker.pem", "tls_worker_key": "worker-key.pem",
-        "tls_client_cert": "client.pem", "tls_client_key": "client-key.pem",
+        "tls_scheduler_cert": "scheduler.pem",
+        "tls_scheduler_key": "scheduler-key.pem",
+        "tls_worker_cert": "worker.pem",
+        "tls_worker_key": "worker-key.pem",
+        "tls_client_cert": "client.pem",
+        "tls_client_key": "client-key.pem",
     }
     missing = [name for name in files.values() if not (certs / name).is_file()]
     if missing:
@@ -74,9 +80,15 @@ def main(argv=None) -> int:
 
     certs = Path(args.certs).resolve()
     cluster = SLURMCluster(
-        queue=args.queue, account=args.account, cores=args.cores, processes=args.processes,
-        memory=args.memory, walltime=args.walltime, interface=args.interface,
-        protocol="tls://", security=tls_security(certs),
+        queue=args.queue,
+        account=args.account,
+        cores=args.cores,
+        processes=args.processes,
+        memory=args.memory,
+        walltime=args.walltime,
+        interface=args.interface,
+        protocol="tls://",
+        security=tls_security(certs),
         scheduler_options={"dashboard_address": "127.0.0.1:8787"},
         job_script_prologue=["export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"],
         log_directory=args.log_directory,
@@ -84,8 +96,10 @@ def main(argv=None) -> int:
     try:
         cluster.scale(jobs=args.jobs)
         print(cluster.job_script(), file=sys.stderr)
-        print(f"scheduler {cluster.scheduler_address}; dashboard {cluster.dashboard_link}",
-              file=sys.stderr)
+        print(
+            f"scheduler {cluster.scheduler_address}; dashboard {cluster.dashboard_link}",
+            file=sys.stderr,
+        )
         run = subprocess.run(
             ["scalenc", "run", args.job, "--connect-timeout", "1800"],
             env=client_env(certs, cluster.scheduler_address),
