@@ -1,4 +1,11 @@
-"""What every scalenc classifier shares: accuracy over labeled rows, streamed for Dask input."""
+"""What every scalenc estimator shares: input preparation, class and feature checks, the
+refusal of non-finite data, lazy block maps for outputs, stage timings, and a streamed
+``score``.
+
+Each estimator module is then its parameters, its ``fit`` steps and its docstring:
+``fit`` calls :func:`prepare_fit` and the passes of :mod:`scalenc.passes`; ``predict``,
+``transform`` and friends call :func:`map_output` with a block function.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,21 @@ import time
 import dask.array as da
 import numpy as np
 
+from . import passes
 from .cluster import compute
-from .data import check_xy, encode_labels, unlabeled_mask
+from .data import check_xy, encode_labels
+from .labels import unlabeled_mask
 
-__all__ = ["StreamingClassifierMixin", "fit_stage"]
+__all__ = [
+    "StreamingClassifierMixin",
+    "fit_stage",
+    "check_classes",
+    "check_n_features",
+    "refuse_nonfinite",
+    "prepare_fit",
+    "prepare_input",
+    "map_output",
+]
 
 
 @contextlib.contextmanager
@@ -22,6 +40,83 @@ def fit_stage(estimator, stage: str):
         yield
     finally:
         estimator.stage_times_[stage] = time.perf_counter() - start
+
+
+def check_classes(classes: np.ndarray, owner: str) -> None:
+    """Refuse a class list with fewer than two classes, naming the estimator."""
+    if classes.size == 0:
+        raise ValueError(
+            f"All rows of y are unlabeled (-1/None/NaN); {owner} needs labeled rows of at "
+            "least 2 classes."
+        )
+    if classes.size == 1:
+        raise ValueError(
+            f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {owner} needs "
+            "at least 2 classes. Add rows of another class."
+        )
+
+
+def check_n_features(estimator, X) -> None:
+    """Refuse X whose number of columns differs from the one seen in ``fit``."""
+    if X.shape[1] != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
+            f"{estimator.n_features_in_} features as input."
+        )
+
+
+def refuse_nonfinite(count) -> None:
+    """Refuse X after a pass counted ``count`` NaN or infinite values in it."""
+    if count:
+        raise ValueError(
+            f"X contains {int(count)} NaN or infinite value(s); impute or drop them "
+            "(e.g. with sklearn.impute.SimpleImputer) before fitting."
+        )
+
+
+def prepare_fit(estimator, X, y, *, find_classes: bool = True):
+    """(X, y) as aligned Dask arrays for ``fit``; sets ``n_features_in_``.
+
+    With ``find_classes`` (one pass over y), also sets ``classes_`` (at least two
+    classes) and returns the class codes instead of y.
+    """
+    X, y = check_xy(
+        X,
+        y,
+        chunk_rows=getattr(estimator, "chunk_rows", None),
+        estimator=estimator,
+        require_y=True,
+    )
+    estimator.n_features_in_ = X.shape[1]
+    if not find_classes:
+        return X, y
+    classes = passes.find_classes(y, split_every=estimator.split_every)
+    check_classes(classes, type(estimator).__name__)
+    estimator.classes_ = classes
+    return X, encode_labels(y, classes)
+
+
+def prepare_input(estimator, X) -> tuple[da.Array, bool]:
+    """X for an output map: a row-chunked Dask array with the fitted number of features,
+    and whether X came as a Dask array (then the output stays lazy)."""
+    is_dask = isinstance(X, da.Array)
+    Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None))
+    check_n_features(estimator, Xd)
+    return Xd, is_dask
+
+
+def map_output(estimator, X, block_fn, n_out, dtype, **kwargs):
+    """One lazy block map ``block_fn(X_b, **kwargs)`` over X: NumPy in gives NumPy out,
+    Dask in gives a lazy Dask array out.
+
+    ``dtype=None`` means X's float dtype, and so does an ``out_dtype=None`` keyword.
+    """
+    Xd, is_dask = prepare_input(estimator, X)
+    dtype = Xd.dtype if dtype is None else dtype
+    if "out_dtype" in kwargs and kwargs["out_dtype"] is None:
+        kwargs["out_dtype"] = Xd.dtype
+    out = passes.map_rows(block_fn, Xd, n_out, dtype, **kwargs)
+    return out if is_dask else compute(out)[0]
 
 
 class StreamingClassifierMixin:

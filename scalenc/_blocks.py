@@ -21,6 +21,8 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from . import labels
+
 __all__ = [
     "class_moments",
     "merge_moments",
@@ -31,6 +33,12 @@ __all__ = [
     "log_softmax",
     "labeled_log_likelihood",
     "scratch",
+    "confusion_counts",
+    "checked_class_moments",
+    "stacked_class_moments",
+    "stacked_log_likelihood",
+    "onehot",
+    "full_embedding_block",
 ]
 
 
@@ -55,7 +63,7 @@ def scratch(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
-def _onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
+def onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
     """Sparse K×b indicator of the labeled rows of a block (codes < 0 are unlabeled)."""
     rows = np.flatnonzero(codes >= 0)
     data = np.ones(rows.size)
@@ -113,12 +121,12 @@ def class_moments(
     if scatter:
         # one float64 copy of the labeled rows, centred in place at their block mean m;
         # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
-        onehot = _onehot(codes, n_classes)
+        indicator = onehot(codes, n_classes)
         centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
         sums = (
-            np.asarray(onehot[:, labeled] @ centred)
+            np.asarray(indicator[:, labeled] @ centred)
             if not all_labeled
-            else np.asarray(onehot @ centred)
+            else np.asarray(indicator @ centred)
         )
         total = n.sum()
         block_mean = sums.sum(axis=0) / total if total else np.zeros(centred.shape[1])
@@ -130,7 +138,7 @@ def class_moments(
         out = {"n": n, "mean": np.where(n[:, None] > 0, mean, 0.0), "scatter": out_scatter}
         if sqnorm:
             centred += block_mean
-            out["sqnorm"] = (onehot[:, labeled] if not all_labeled else onehot) @ np.einsum(
+            out["sqnorm"] = (indicator[:, labeled] if not all_labeled else indicator) @ np.einsum(
                 "ij,ij->i", centred, centred
             )
         if check_finite:
@@ -303,6 +311,69 @@ def combine_partials(*partials):
     return out
 
 
+def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
+    """:func:`class_moments` of a block that may hold NaN/inf, with their count.
+
+    Returns the moments plus ``nonfinite`` (NaN/inf entries of the block) and ``rows``.
+    The float32 and scatter-free paths see every value on the way and say whether all
+    were finite; otherwise (or when some were not) the entries are counted. Non-finite
+    entries are read as 0 so the statistics stay finite until the caller refuses X.
+    """
+    out = None
+    if not scatter or X.dtype == np.float32:  # these paths see every row's values anyway
+        out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True)
+    nonfinite = 0 if out is not None and out.pop("all_finite") else count_nonfinite(X)
+    if nonfinite:  # the fit will refuse X; keep the statistics finite until then
+        X = np.where(np.isfinite(X), X, 0.0)
+        out = None
+    if out is None:
+        out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+    out["nonfinite"] = nonfinite
+    out["rows"] = X.shape[0]
+    return out
+
+
+def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
+    """Each kernel's class moments (K×K) from a stacked embedding block [Z_1 | … | Z_M].
+
+    The moments of all M·K columns at once, split into the kernels' diagonal blocks.
+    """
+    both = class_moments(Z, codes, n_classes, scatter=True)
+    K = n_classes
+    return tuple(
+        {
+            "n": both["n"],
+            "mean": both["mean"][:, m * K : (m + 1) * K],
+            "scatter": both["scatter"][m * K : (m + 1) * K, m * K : (m + 1) * K],
+        }
+        for m in range(n_kernels)
+    )
+
+
+def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+    """Σ log T_m(i, y_i) over a block's labeled rows, for every kernel m at once.
+
+    ``coef`` (M·K × M·K, block diagonal) and ``intercept`` (M·K) give every kernel's K
+    class scores from the stacked embedding in one product
+    (:func:`scalenc.linalg.stacked_class_scores`); T_m is their softmax over each
+    kernel's K classes. The scores are laid out class by row ((M, K, b), rows
+    contiguous), so that the max and the sum over a kernel's K classes are element-wise
+    operations on long vectors rather than reductions over short rows. The cross-entropy
+    of Shen's Section 3, Step 4, is minus the total over all blocks.
+    """
+    M = n_kernels
+    K = coef.shape[0] // M
+    labeled = codes >= 0
+    Z = np.asarray(Z, dtype=np.float64)
+    if not labeled.all():
+        Z, codes = Z[labeled], codes[labeled]
+    scores = np.matmul(coef.T, Z.T).reshape(M, K, -1)  # (M, K, b)
+    scores += intercept.reshape(M, K, 1)
+    log_proba = log_softmax(scores, axis=1, overwrite=True)
+    picked = log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
+    return tuple(np.array(v) for v in picked.sum(axis=1))
+
+
 def check_finite(X: np.ndarray) -> None:
     """Refuse a block holding NaN or infinite values (the per-block check of every output map)."""
     bad = count_nonfinite(X)
@@ -320,10 +391,15 @@ def count_nonfinite(X: np.ndarray) -> int:
     return int(X.size - np.count_nonzero(np.isfinite(X)))
 
 
-def log_softmax(scores: np.ndarray) -> np.ndarray:
-    """Row-wise log of the softmax of ``scores`` (b, K), computed stably."""
-    shifted = scores - scores.max(axis=1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -> np.ndarray:
+    """Log of the softmax of ``scores`` along ``axis`` (rows of (b, K) by default), stably.
+
+    With ``overwrite`` the result is written into ``scores`` (a float array).
+    """
+    shifted = scores if overwrite else np.array(scores, dtype=np.float64, copy=True)
+    shifted -= shifted.max(axis=axis, keepdims=True)
+    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return shifted
 
 
 def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
@@ -333,3 +409,31 @@ def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[fl
     """
     labeled = np.flatnonzero(codes >= 0)
     return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
+
+
+def confusion_counts(pred: np.ndarray, y: np.ndarray, classes: np.ndarray):
+    """Confusion counts of one block of predictions and true labels.
+
+    Returns the K×K matrix (rows: true class, columns: predicted), ``[rows whose label is
+    not a class, unlabeled rows]`` and the predictions per class of the rows whose label is
+    not a class. Unlabeled rows (−1/None/NaN) are left out of the matrix.
+    """
+    y = np.asarray(y)
+    unlabeled = labels.unlabeled_mask(y)
+    K = classes.size
+    p = labels.encode(np.asarray(pred)[~unlabeled], classes, unknown=-2)
+    t = labels.encode(y[~unlabeled], classes, unknown=-2)
+    known = t >= 0
+    matrix = np.bincount(t[known] * K + p[known], minlength=K * K).reshape(K, K)
+    other = np.bincount(p[~known], minlength=K)
+    counts = np.array([int((~known).sum()), int(unlabeled.sum())])
+    return matrix.astype(np.int64), counts, other.astype(np.int64)
+
+
+def full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):
+    """Σ_j δ(x_i, x_j) W(j, k) over one column block: Shen's Section 2, Z = A W."""
+    A = kernel(X_rows, X_cols)
+    labeled = codes_cols >= 0
+    out = np.zeros((X_rows.shape[0], n_classes))
+    np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)
+    return out / counts

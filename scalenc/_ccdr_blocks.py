@@ -8,19 +8,20 @@ Paper: ``shared/seeds/ccdr.txt``. Symbols follow it:
   matrix C (``c_ki = 1`` iff row i has label k; unlabeled rows have a zero column),
   ``D = diag(G 1)`` and ``L = D − G`` (Section IV);
 * the generalised eigenproblem ``L u = λ D u`` (eq. 15), whose eigenvectors
-  ``u_2 … u_{m+1}`` hold the class centres z_k (first L rows) and the embedding y_i (last s);
+  ``u_2 … u_{m+1}`` hold the class centres z_k (first L rows) and the embedding y_i (last s),
+  solved by :func:`scalenc.linalg.graph_eigenvectors`;
 * the Nyström out-of-sample extension (eq. 20)::
 
       f_l(x, c) = 1/(1 − λ_l) · (I(c≠0) z_c(l) + β Σ_j K(x, x_j) y_j(l))
                                  / (I(c≠0)      + β Σ_j K(x, x_j)),
 
   with ``c = 0`` (here: code −1) for an unknown label;
-* orthogonal Procrustes to align the embeddings of several subsamples.
+* several subsamples aligned by orthogonal Procrustes (:func:`scalenc.linalg.procrustes`).
 
-Block functions for the streaming passes (label counts, stratified index selection, row
-gathering, the Nyström map of a row block, the classifier statistics) and the classifier
-heads on the embedding (the paper's least-squares "linear", k-NN, LDA) are here too;
-:mod:`scalenc.ccdr` wires them into passes with :mod:`scalenc.passes`.
+The block functions of the Nyström map and of the classifier statistics, and the
+classifier heads on the embedding (the paper's least-squares "linear", k-NN, LDA), are
+here too; the subsample draw is :mod:`scalenc._sampling`'s, and :mod:`scalenc.passes`
+wires the block functions into passes.
 """
 
 from __future__ import annotations
@@ -29,26 +30,20 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
-import scipy.sparse.csgraph
-import scipy.sparse.linalg
 
 from . import _blocks
-from .linalg import lda_from_moments, lda_log_proba
+from .linalg import graph_eigenvectors, lda_from_moments, lda_log_proba, procrustes
 
 __all__ = [
-    "DENSE_MAX",
     "CCDRSolution",
     "knn_search",
     "heat_kernel_graph",
     "ccdr_matrix",
-    "ccdr_eigen",
     "solve_ccdr",
     "nystrom",
-    "procrustes",
-    "allocate_strata",
-    "draw_ranks",
+    "nystrom_ensemble",
+    "align",
     "transform_block",
     "predict_block",
     "proba_block",
@@ -59,13 +54,6 @@ __all__ = [
     "LDAHead",
     "KNNHead",
 ]
-
-#: Components with at most this many nodes are solved densely (``scipy.linalg.eigh``);
-#: larger ones with ``scipy.sparse.linalg.eigsh`` in shift-invert mode.
-DENSE_MAX = 1000
-
-#: Eigenvalues closer than this are treated as one repeated eigenvalue.
-EIG_TOL = 1e-8
 
 # Rows × subsample entries per distance batch (32 MB of float64).
 _BATCH_ENTRIES = 4_000_000
@@ -161,123 +149,6 @@ def ccdr_matrix(W: sp.spmatrix, codes: np.ndarray, n_classes: int, beta: float) 
     return sp.bmat([[sp.csr_matrix((n_classes, n_classes)), C], [C.T, beta * W]], format="csr")
 
 
-def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
-    """The k smallest (λ, u) of L u = λ D u on one connected component (D-orthonormal u)."""
-    n = G.shape[0]
-    k = min(k, n)
-    inv_sqrt = 1.0 / np.sqrt(d)
-    A = sp.diags(inv_sqrt) @ G @ sp.diags(inv_sqrt)  # D^{-1/2} G D^{-1/2}
-    Lsym = (sp.identity(n, format="csr") - A).tocsr()
-    Lsym = ((Lsym + Lsym.T) * 0.5).tocsr()
-    if n > DENSE_MAX and k < n - 1:
-        try:
-            v0 = np.random.default_rng(0).standard_normal(n)
-            lam, V = scipy.sparse.linalg.eigsh(Lsym, k=k, sigma=-1e-3, which="LM", v0=v0, tol=1e-12)
-        except (
-            scipy.sparse.linalg.ArpackError,
-            scipy.sparse.linalg.ArpackNoConvergence,
-            RuntimeError,
-        ) as exc:
-            warnings.warn(
-                f"scipy.sparse.linalg.eigsh failed on a graph component of {n} nodes ({exc}); "
-                "falling back to the dense scipy.linalg.eigh, which costs O(n³) time and "
-                "O(n²) memory. Lower subsample_size if this is too slow.",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-        else:
-            order = np.argsort(lam)
-            return np.clip(lam[order], 0.0, None), V[:, order] * inv_sqrt[:, None]
-    lam, V = scipy.linalg.eigh(Lsym.toarray(), subset_by_index=[0, k - 1])
-    return np.clip(lam, 0.0, None), V * inv_sqrt[:, None]
-
-
-def _canonical_basis(U: np.ndarray, lam: np.ndarray, n_classes: int) -> np.ndarray:
-    """Fix the arbitrary parts of the eigenvectors so that results are reproducible.
-
-    Within a repeated eigenvalue (|Δλ| ≤ EIG_TOL) any D-orthonormal basis of the eigenspace
-    is a solution; rotate it to the principal axes of its rows (eigenvectors of UᵀU,
-    largest first). Then fix each vector's sign: its largest-magnitude class-centre entry
-    (or, if the centres are all 0, its largest entry overall) is positive.
-    """
-    U = U.copy()
-    start = 0
-    while start < lam.size:
-        stop = start + 1
-        while stop < lam.size and lam[stop] - lam[stop - 1] <= EIG_TOL:
-            stop += 1
-        if stop - start > 1:
-            block = U[:, start:stop]
-            _, Q = np.linalg.eigh(block.T @ block)
-            U[:, start:stop] = block @ Q[:, ::-1]
-        start = stop
-    for j in range(U.shape[1]):
-        centres = U[:n_classes, j]
-        ref = centres if np.abs(centres).max() > 1e-12 * np.abs(U[:, j]).max() else U[:, j]
-        if ref[np.argmax(np.abs(ref))] < 0:
-            U[:, j] = -U[:, j]
-    return U
-
-
-def ccdr_eigen(G: sp.csr_matrix, n_components: int, n_classes: int):
-    """The m smallest non-trivial solutions of L u = λ D u (eq. 15).
-
-    Returns ``(lam (m,), U (L+s, m), info)``; U is D-orthonormal and D-orthogonal to 1.
-    Nodes of zero degree (isolated unlabeled points) get 0 in every eigenvector.
-
-    Disconnected graphs are solved component by component (the spectrum of G is the
-    union of the components' spectra). λ = 0 then has one eigenvector per component;
-    the constant vector (the paper's u₁) is removed from their span and the remaining
-    ``components − 1`` directions — which place each component at its own point — are
-    the first coordinates of the embedding, as the minimisation (14) prescribes.
-    """
-    N = G.shape[0]
-    d = np.asarray(G.sum(axis=1)).ravel()
-    active = np.flatnonzero(d > 0)
-    isolated = N - active.size
-    n_comp, labels = scipy.sparse.csgraph.connected_components(G[active][:, active], directed=False)
-    usable = active.size - 1
-    if n_components > usable:
-        raise ValueError(
-            f"n_components={n_components} is too large: the CCDR graph has {active.size} "
-            f"connected nodes (L class centres + subsample rows), so at most {usable} "
-            "non-trivial eigenvectors exist. Lower n_components or raise subsample_size."
-        )
-    m = n_components
-    # λ = 0: one D-normalised indicator per component
-    vol = np.bincount(labels, weights=d[active], minlength=n_comp)
-    null = np.zeros((N, n_comp))
-    null[active, labels] = 1.0 / np.sqrt(vol[labels])
-    # coordinates orthogonal to the constant vector Σ_c sqrt(vol_c/vol) χ̂_c
-    w = np.sqrt(vol / vol.sum())
-    Q = scipy.linalg.null_space(w[None, :]) if n_comp > 1 else np.zeros((1, 0))
-    lams = [np.zeros(n_comp - 1)]
-    vecs = [null @ Q]
-    for c in range(n_comp):
-        nodes = active[labels == c]
-        if nodes.size < 2:
-            continue
-        want = min(nodes.size, m + 2)
-        lam_c, V_c = _component_eigs(G[nodes][:, nodes], d[nodes], want)
-        full = np.zeros((N, lam_c.size - 1))
-        full[nodes] = V_c[:, 1:]  # drop the component's own constant vector (λ = 0)
-        lams.append(lam_c[1:])
-        vecs.append(full)
-    lam = np.concatenate(lams)
-    U = np.hstack(vecs)
-    order = np.argsort(lam, kind="stable")
-    lam, U = lam[order], U[:, order]
-    gap_tied = lam.size > m and lam[m] - lam[m - 1] <= EIG_TOL
-    lam, U = lam[:m], U[:, :m]
-    U = _canonical_basis(U, lam, n_classes)
-    info = {
-        "n_graph_components": int(n_comp),
-        "n_isolated": int(isolated),
-        "gap_tied": bool(gap_tied),
-    }
-    return lam, U, info
-
-
 # --- one subsample, solved ---------------------------------------------------------------
 
 
@@ -353,7 +224,7 @@ def solve_ccdr(
     X = np.asarray(X, dtype=np.float64)
     W, eps = heat_kernel_graph(X, n_neighbors, epsilon)
     G = ccdr_matrix(W, codes, n_classes, beta)
-    lam, U, info = ccdr_eigen(G, n_components, n_classes)
+    lam, U, info = graph_eigenvectors(G, n_components, n_classes)
     if info["n_graph_components"] > 1:
         warnings.warn(
             f"The CCDR graph of the subsample has {info['n_graph_components']} connected "
@@ -459,109 +330,22 @@ def nystrom_ensemble(solutions, X: np.ndarray, codes: np.ndarray | None = None) 
     return total / len(solutions)
 
 
-def procrustes(source: np.ndarray, target: np.ndarray) -> np.ndarray:
-    """The orthogonal R minimising ‖source R − target‖_F (Schönemann).
+def align(solutions: list[CCDRSolution]) -> list[CCDRSolution]:
+    """Rotate each subsample's frame onto the first by orthogonal Procrustes.
 
-    R = U Vᵀ from the SVD U Σ Vᵀ of sourceᵀ target.
+    Landmarks: the class centres z_k and the reference subsample's rows (each embedded by
+    the subsample's own Nyström map with its label), which pin every direction also when
+    L ≤ m.
     """
-    U, _, Vt = np.linalg.svd(source.T @ target)
-    return U @ Vt
-
-
-# --- stratified subsamples, chunk-invariant -------------------------------------------------
-
-
-def allocate_strata(counts: np.ndarray, size: int, n_labeled_strata: int) -> np.ndarray:
-    """Rows to draw from each stratum, proportional to ``counts``, summing to ``size``.
-
-    ``counts[0]`` is the unlabeled stratum; every labeled class with rows gets at least one.
-    Largest-remainder rounding.
-    """
-    counts = np.asarray(counts, dtype=np.int64)
-    n = counts.sum()
-    if size >= n:
-        return counts.copy()
-    quota = size * counts / n
-    take = np.floor(quota).astype(np.int64)
-    floor = np.zeros_like(counts)
-    floor[1:] = (counts[1:] > 0).astype(np.int64)
-    take = np.maximum(take, floor)
-    while take.sum() > size:  # the floors overshot: take from the largest strata
-        spare = take - floor
-        take[np.argmax(spare)] -= 1
-    rest = size - take.sum()
-    if rest > 0:
-        room = counts - take
-        frac = np.where(room > 0, quota - np.floor(quota), -1.0)
-        for j in np.argsort(-frac, kind="stable"):
-            if rest == 0:
-                break
-            add = min(rest, room[j]) if frac[j] >= 0 else 0
-            take[j] += add
-            rest -= add
-    return np.minimum(take, counts)
-
-
-def draw_ranks(counts: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
-    """Per stratum t, ``take[t]`` sorted ranks out of ``counts[t]``, without replacement."""
-    return [
-        np.arange(n) if t == n else np.sort(rng.choice(n, size=t, replace=False))
-        for n, t in zip(counts.tolist(), take.tolist(), strict=True)
-    ]
-
-
-# --- block functions of the passes ---------------------------------------------------------
-
-
-def stratum_counts_block(codes, *, row_start, n_classes):
-    """Per-block rows per stratum (unlabeled, class 0, …, class L−1), keyed by row_start."""
-    counts = np.bincount(np.asarray(codes) + 1, minlength=n_classes + 1)
-    return {"starts": np.array([row_start]), "counts": counts[None, :]}
-
-
-def concat_tables(*parts):
-    """Combine partials by concatenating their arrays (order fixed later by row index)."""
-    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-
-
-def select_block(codes, *, row_start, starts, offsets, ranks):
-    """Global indices of the sampled rows of one block, for every subsample.
-
-    ``offsets[i, t]`` is the number of stratum-t rows before block i; ``ranks[b][t]`` the
-    sorted within-stratum ranks drawn for subsample b. Depends on global counts only, so
-    the draw is the same for any chunking.
-    """
-    codes = np.asarray(codes)
-    block = int(np.searchsorted(starts, row_start))
-    out = {}
-    for b, sub in enumerate(ranks):
-        found, kinds = [], []
-        for t, r in enumerate(sub):
-            local = np.flatnonzero(codes == t - 1)
-            o = offsets[block, t]
-            lo, hi = np.searchsorted(r, [o, o + local.size])
-            found.append(row_start + local[r[lo:hi] - o])
-            kinds.append(np.full(hi - lo, t - 1, dtype=np.int64))
-        out[f"s{b}"] = np.concatenate(found).astype(np.int64)
-        out[f"c{b}"] = np.concatenate(kinds)
+    if len(solutions) == 1:
+        return solutions
+    ref = solutions[0]
+    target = np.vstack([ref.centers, ref.embedding])
+    out = [ref]
+    for sol in solutions[1:]:
+        source = np.vstack([sol.centers, nystrom(sol, ref.X, ref.codes)])
+        out.append(sol.with_rotation(procrustes(source, target)))
     return out
-
-
-def gather_block(X, *, row_start, wanted):
-    """Rows of X whose global index is in the sorted array ``wanted``; also counts NaN/inf."""
-    lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
-    index = wanted[lo:hi]
-    rows = np.asarray(X[index - row_start], dtype=np.float64)
-    bad = int(X.size - np.count_nonzero(np.isfinite(X))) if X.dtype.kind == "f" else 0
-    return {"index": index, "rows": rows, "nonfinite": np.array([bad])}
-
-
-def combine_gather(*parts):
-    return {
-        "index": np.concatenate([p["index"] for p in parts]),
-        "rows": np.concatenate([p["rows"] for p in parts]),
-        "nonfinite": sum(p["nonfinite"] for p in parts),
-    }
 
 
 # --- block functions of the estimators' maps and passes, and the classifier heads --------

@@ -18,11 +18,17 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _ccdr_blocks as cb
-from . import passes
-from ._base import StreamingClassifierMixin
+from . import _sampling, passes
+from ._base import (
+    StreamingClassifierMixin,
+    map_output,
+    prepare_fit,
+    prepare_input,
+    refuse_nonfinite,
+)
 from ._validation import check_int, check_options, check_real
 from .cluster import blas_single_thread, compute
-from .data import check_xy, encode_labels, find_classes
+from .data import check_xy, encode_labels
 
 __all__ = ["CCDR", "CCDRClassifier"]
 
@@ -131,16 +137,6 @@ class CCDR(TransformerMixin, BaseEstimator):
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
-    def _check_params(self):
-        check_int(self, "n_components", self.n_components, low=1)
-        check_real(self, "beta", self.beta, low=0.0, closed="neither")
-        check_int(self, "n_neighbors", self.n_neighbors, low=1)
-        check_real(self, "epsilon", self.epsilon, low=0.0, closed="neither", allow_none=True)
-        check_int(self, "subsample_size", self.subsample_size, low=2)
-        check_int(self, "n_subsamples", self.n_subsamples, low=1)
-        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
-        check_int(self, "split_every", self.split_every, low=2)
-
     # --- fit --------------------------------------------------------------------------
 
     def fit(self, X, y):
@@ -155,13 +151,8 @@ class CCDR(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        self._check_params()
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
-        classes = find_classes(y)
-        _check_classes(classes, type(self).__name__)
-        codes = encode_labels(y, classes)
-        self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
+        _check_ccdr_params(self)
+        X, codes = prepare_fit(self, X, y)
         draws = self._draw_subsamples(codes)
         rows = self._gather(X, draws)
         self.solutions_ = self._solve_all(draws, rows)
@@ -171,15 +162,7 @@ class CCDR(TransformerMixin, BaseEstimator):
     def _draw_subsamples(self, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
         """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
         L = self.classes_.size
-        (table,) = compute(
-            passes.reduce_rows(
-                cb.stratum_counts_block,
-                codes,
-                combine=cb.concat_tables,
-                n_classes=L,
-                split_every=self.split_every,
-            )
-        )
+        (table,) = compute(passes.stratum_counts_pass(codes, L, split_every=self.split_every))
         order = np.argsort(table["starts"])
         starts, per_block = table["starts"][order], table["counts"][order]
         counts = per_block.sum(axis=0)
@@ -189,21 +172,14 @@ class CCDR(TransformerMixin, BaseEstimator):
                 f"subsample_size={self.subsample_size} is smaller than the number of classes "
                 f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
             )
-        take = cb.allocate_strata(counts, self.subsample_size, L)
+        floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
+        take = _sampling.stratum_shares(counts, self.subsample_size, floor)
         n_draws = 1 if self.subsample_size >= n else self.n_subsamples
         rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
-        ranks = tuple(tuple(cb.draw_ranks(counts, take, rng)) for _ in range(n_draws))
+        ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
         offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
         (found,) = compute(
-            passes.reduce_rows(
-                cb.select_block,
-                codes,
-                combine=cb.concat_tables,
-                starts=starts,
-                offsets=offsets,
-                ranks=ranks,
-                split_every=self.split_every,
-            )
+            passes.select_rows_pass(codes, starts, offsets, ranks, split_every=self.split_every)
         )
         draws = []
         for b in range(n_draws):
@@ -214,21 +190,9 @@ class CCDR(TransformerMixin, BaseEstimator):
     def _gather(self, X: da.Array, draws) -> dict:
         """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
         wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
-        (got,) = compute(
-            passes.reduce_rows(
-                cb.gather_block,
-                X,
-                combine=cb.combine_gather,
-                wanted=wanted,
-                split_every=self.split_every,
-            )
-        )
+        (got,) = compute(passes.gather_rows_pass(X, wanted, split_every=self.split_every))
         self.n_passes_ = 1
-        if int(got["nonfinite"].sum()):
-            raise ValueError(
-                f"X contains {int(got['nonfinite'].sum())} NaN or infinite value(s); impute or "
-                "drop them (e.g. with sklearn.impute.SimpleImputer) before fitting."
-            )
+        refuse_nonfinite(got["nonfinite"].sum())
         order = np.argsort(got["index"])
         return {"index": got["index"][order], "rows": got["rows"][order]}
 
@@ -250,7 +214,7 @@ class CCDR(TransformerMixin, BaseEstimator):
                     )
                 )
         with blas_single_thread():
-            return _align(solutions)
+            return cb.align(solutions)
 
     def _set_reference(self):
         ref = self.solutions_[0]
@@ -265,14 +229,7 @@ class CCDR(TransformerMixin, BaseEstimator):
 
     def _prepare(self, X):
         check_is_fitted(self, "solutions_")
-        is_dask = isinstance(X, da.Array)
-        Xd, _ = check_xy(X, chunk_rows=self.chunk_rows)
-        if Xd.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
-            )
-        return Xd, is_dask
+        return prepare_input(self, X)
 
     def _solutions_task(self):
         return dask.delayed(tuple(self.solutions_), pure=True, traverse=False)
@@ -321,37 +278,6 @@ class CCDR(TransformerMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.target_tags.required = True
         return tags
-
-
-def _check_classes(classes, owner):
-    if classes.size == 0:
-        raise ValueError(
-            f"All rows of y are unlabeled (-1/None/NaN); {owner} needs labeled rows of at "
-            "least 2 classes."
-        )
-    if classes.size == 1:
-        raise ValueError(
-            f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {owner} needs at "
-            "least 2 classes. Add rows of another class."
-        )
-
-
-def _align(solutions: list[cb.CCDRSolution]) -> list[cb.CCDRSolution]:
-    """Rotate each subsample's frame onto the first by orthogonal Procrustes.
-
-    Landmarks: the class centres z_k and the reference subsample's rows (each embedded by
-    the subsample's own Nyström map with its label), which pin every direction also when
-    L ≤ m.
-    """
-    if len(solutions) == 1:
-        return solutions
-    ref = solutions[0]
-    target = np.vstack([ref.centers, ref.embedding])
-    out = [ref]
-    for sol in solutions[1:]:
-        source = np.vstack([sol.centers, cb.nystrom(sol, ref.X, ref.codes)])
-        out.append(sol.with_rotation(cb.procrustes(source, target)))
-    return out
 
 
 # --- the classifier ------------------------------------------------------------------------
@@ -446,9 +372,9 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
         """
         check_options(self, "classifier", self.classifier, {"linear", "knn", "lda"})
         check_int(self, "classifier_neighbors", self.classifier_neighbors, low=1)
-        CCDR._check_params(self)  # the same checks, messages naming CCDRClassifier
+        _check_ccdr_params(self)
         ccdr = CCDR(**self._ccdr_params())
-        Xd, yd = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        Xd, yd = prepare_fit(self, X, y, find_classes=False)
         ccdr.fit(Xd, yd)
         self.ccdr_ = ccdr
         for name in (
@@ -474,19 +400,19 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
             codes = np.concatenate([s.codes for s in sols])[first]
             F = cb.nystrom_ensemble(sols, rows, codes)
             return cb.KNNHead(F, codes, L, self.classifier_neighbors)
-        block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
         if len(sols) == 1 and sols[0].indices.size == X.shape[0]:
             # S is all of X: the eigenvectors are the training embedding (no pass needed)
+            block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
             stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
         else:
             codes = encode_labels(y, self.classes_)
             (stats,) = compute(
-                passes.reduce_rows(
-                    block,
+                passes.embedding_stats_pass(
                     X,
                     codes,
-                    solutions=self.ccdr_._solutions_task(),
-                    n_classes=L,
+                    self.classifier,
+                    self.ccdr_._solutions_task(),
+                    L,
                     split_every=self.split_every,
                 )
             )
@@ -497,20 +423,10 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
 
     def _map(self, X, block_fn, n_out, dtype, **kwargs):
         check_is_fitted(self, "head_")
-        Xd, is_dask = self.ccdr_._prepare(X)
-        out = passes.map_rows(
-            block_fn,
-            Xd,
-            n_out,
-            dtype,
-            solutions=self.ccdr_._solutions_task(),
-            head=self.head_,
-            **kwargs,
+        solutions = self.ccdr_._solutions_task()
+        return map_output(
+            self, X, block_fn, n_out, dtype, solutions=solutions, head=self.head_, **kwargs
         )
-        if is_dask:
-            return out
-        (result,) = compute(out)
-        return result
 
     def transform(self, X, y=None):
         """The CCDR embedding (see :meth:`CCDR.transform`)."""
@@ -540,3 +456,15 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
         """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X)."""
         check_is_fitted(self, "head_")
         return self._map(X, cb.predict_block, None, self.classes_.dtype, classes=self.classes_)
+
+
+def _check_ccdr_params(estimator) -> None:
+    """The parameter checks of :class:`CCDR`, on CCDR or CCDRClassifier (messages name it)."""
+    check_int(estimator, "n_components", estimator.n_components, low=1)
+    check_real(estimator, "beta", estimator.beta, low=0.0, closed="neither")
+    check_int(estimator, "n_neighbors", estimator.n_neighbors, low=1)
+    check_real(estimator, "epsilon", estimator.epsilon, low=0.0, closed="neither", allow_none=True)
+    check_int(estimator, "subsample_size", estimator.subsample_size, low=2)
+    check_int(estimator, "n_subsamples", estimator.n_subsamples, low=1)
+    check_int(estimator, "chunk_rows", estimator.chunk_rows, low=1, allow_none=True)
+    check_int(estimator, "split_every", estimator.split_every, low=2)

@@ -26,15 +26,13 @@ import dask.array as da
 import numpy as np
 
 from ._tempnames import claim
+from .labels import encode
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "as_dask_array",
     "as_dask_labels",
     "check_xy",
-    "check_class_values",
-    "unlabeled_mask",
-    "find_classes",
     "encode_labels",
     "load",
     "write_output",
@@ -139,28 +137,6 @@ def _is_zarr_array(obj) -> bool:
 # --- labels --------------------------------------------------------------------------
 
 
-def unlabeled_mask(values: np.ndarray) -> np.ndarray:
-    """True where a label means "unknown": -1 for numbers, None/NaN for objects and floats."""
-    values = np.asarray(values)
-    if values.dtype.kind in "iu":
-        return values == -1
-    if values.dtype.kind == "f":
-        return np.isnan(values) | (values == -1)
-    if values.dtype.kind == "O":
-        out = np.fromiter(
-            (
-                v is None
-                or (isinstance(v, float) and np.isnan(v))
-                or (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v == -1)
-                for v in values
-            ),
-            dtype=bool,
-            count=values.size,
-        )
-        return out.reshape(values.shape)
-    return np.zeros(values.shape, dtype=bool)
-
-
 def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
     """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ)."""
     if _is_zarr_array(y):
@@ -234,78 +210,9 @@ def check_xy(
     return X, as_dask_labels(y, X)
 
 
-def _labeled_unique(block: np.ndarray) -> np.ndarray:
-    block = np.asarray(block)
-    labeled = block[~unlabeled_mask(block)]
-    if labeled.dtype.kind == "O":
-        return np.array(sorted(set(labeled.tolist()), key=_sort_key), dtype=object)
-    return np.unique(labeled)
-
-
-def _sort_key(value):
-    return (type(value).__name__, value)
-
-
-def _union(*parts: np.ndarray) -> np.ndarray:
-    return _labeled_unique(np.concatenate(parts))
-
-
-def find_classes(y: da.Array) -> np.ndarray:
-    """Sorted distinct labeled values of y, by a tree reduction (reads y, not X)."""
-    from .cluster import compute
-    from .passes import tree_reduce
-
-    parts = [dask.delayed(_labeled_unique, pure=True)(b) for b in y.to_delayed().ravel()]
-    (classes,) = compute(tree_reduce(parts, _union))
-    check_class_values(classes)
-    return classes
-
-
-def check_class_values(classes: np.ndarray) -> None:
-    """Refuse infinite and continuous targets, as scikit-learn's classifiers do."""
-    if classes.dtype.kind == "f" and not np.all(np.isfinite(classes)):
-        raise ValueError(
-            f"Input y contains infinity or a value too large for {classes.dtype!r}; "
-            "mark unknown labels with -1 or NaN instead."
-        )
-    if classes.dtype.kind == "f" and not np.all(np.mod(classes, 1) == 0):
-        raise ValueError(
-            "Unknown label type: continuous. y holds non-integer floats such as "
-            f"{classes[np.mod(classes, 1) != 0][0]!r}; a classifier needs class labels "
-            "(for regression use another estimator)."
-        )
-
-
-def _encode_block(block: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    block = np.asarray(block)
-    codes = np.full(block.shape, -1, dtype=np.int64)
-    labeled = ~unlabeled_mask(block)
-    values = block[labeled]
-    if classes.dtype.kind == "O" or values.dtype.kind == "O":
-        lookup = {v: i for i, v in enumerate(classes.tolist())}
-        try:
-            found = np.fromiter((lookup[v] for v in values.tolist()), np.int64, values.size)
-        except KeyError as exc:
-            raise ValueError(
-                f"Label {exc.args[0]!r} is not one of the classes {classes.tolist()}; "
-                "declare every class (partial_fit's `classes`) or mark the row as unlabeled."
-            ) from None
-    else:
-        found = np.searchsorted(classes, values)
-        found = np.clip(found, 0, classes.size - 1)
-        bad = classes[found] != values
-        if bad.any():
-            raise ValueError(
-                f"Label {values[bad][0].item()!r} is not one of the classes {classes.tolist()}; "
-                "declare every class (partial_fit's `classes`) or mark the row as unlabeled."
-            )
-    codes[labeled] = found
-    return codes
-
-
 def encode_labels(y: da.Array, classes: np.ndarray) -> da.Array:
     """Lazy class codes 0..K-1 of y (−1 for unlabeled rows), block by block."""
-    return y.map_blocks(_encode_block, classes=classes, dtype=np.int64, meta=np.empty(0, np.int64))
+    return y.map_blocks(encode, classes=classes, dtype=np.int64, meta=np.empty(0, np.int64))
 
 
 # --- files ---------------------------------------------------------------------------

@@ -13,11 +13,19 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from . import _blocks, passes
-from ._base import StreamingClassifierMixin, fit_stage
+from ._base import (
+    StreamingClassifierMixin,
+    check_classes,
+    check_n_features,
+    fit_stage,
+    prepare_input,
+    refuse_nonfinite,
+)
 from ._validation import check_int, check_options, check_real
 from .cluster import compute
-from .data import check_class_values, check_xy, encode_labels
+from .data import check_xy, encode_labels
 from .kernels import CallableKernel, Kernel, Linear, get_kernel
+from .labels import check_class_values, sorted_classes
 from .linalg import LDAModel, lda_decision, lda_from_moments, lda_log_proba
 
 __all__ = ["EncoderClassifier"]
@@ -47,15 +55,6 @@ def _predict_block(X, *, kernel, U, model, classes):
     scores = lda_decision(model, kernel(X, U))
     index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(axis=1)
     return classes[index]
-
-
-def _full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):
-    """Σ_j δ(x_i, x_j) W(j, k) over one column block: Shen's Section 2, Z = A W."""
-    A = kernel(X_rows, X_cols)
-    labeled = codes_cols >= 0
-    out = np.zeros((X_rows.shape[0], n_classes))
-    np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)
-    return out / counts
 
 
 class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -214,8 +213,8 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         kernels = self._check_params()
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         self.n_features_in_ = X.shape[1]
-        self._X_dtype = X.dtype
         self.stage_times_ = {}
+        self.n_cached_passes_ = 0
         full = self.method == "full"
         one_pass = not full and self._one_pass(kernels, X.shape[1])
         if not one_pass:
@@ -233,7 +232,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
             )
         self.classes_ = first["classes"]
         check_class_values(self.classes_)
-        self._check_classes(self.classes_)
+        check_classes(self.classes_, type(self).__name__)
         moments = self._check_moments(first["moments"])
         codes = encode_labels(y, self.classes_)
         if full:
@@ -259,18 +258,6 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
             and n_features <= self.max_scatter_features
         )
 
-    def _check_classes(self, classes):
-        if classes.size == 0:
-            raise ValueError(
-                "All rows of y are unlabeled (-1/None/NaN); EncoderClassifier needs labeled "
-                "rows of at least 2 classes."
-            )
-        if classes.size == 1:
-            raise ValueError(
-                f"y has labeled rows of only one class ({classes.tolist()[0]!r}); "
-                "EncoderClassifier needs at least 2 classes. Add rows of another class."
-            )
-
     def _moments_pass(self, X, codes, kernels, *, scatter):
         (moments,) = compute(
             passes.class_moments_pass(
@@ -287,11 +274,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
     def _check_moments(self, moments):
         """Count the pass over X and refuse NaN/inf that it found."""
         self.n_passes_ = 1
-        if moments["nonfinite"]:
-            raise ValueError(
-                f"X contains {int(moments['nonfinite'])} NaN or infinite value(s); impute or "
-                "drop them (e.g. with sklearn.impute.SimpleImputer) before fitting."
-            )
+        refuse_nonfinite(moments["nonfinite"])
         return moments
 
     def _set_class_stats(self, moments, kernels, one_pass, *, resolve=True):
@@ -393,25 +376,15 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self._X_fit = X
         self._codes_fit = codes
         embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]
-        stats = [
-            passes.reduce_rows(
-                _z_moments_block,
-                Z,
-                codes,
-                n_classes=self.classes_.size,
-                split_every=self.split_every,
-            )
-            for Z in embeddings
-        ]
+        K = self.classes_.size
+        stats = [passes.moments_pass(Z, codes, K, split_every=self.split_every) for Z in embeddings]
         self._z_moments = list(compute(*stats))
         self.n_passes_ += X.numblocks[0]  # Z = A W reads all of X once per row block
         self.lda_models_ = [self._lda(m) for m in self._z_moments]
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         if len(self.kernels_) > 1:
             logliks = [
-                passes.reduce_rows(
-                    _z_loglik_block, Z, codes, model=model, split_every=self.split_every
-                )
+                passes.log_likelihood_pass(Z, codes, model, split_every=self.split_every)
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
             self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
@@ -420,24 +393,15 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         return self
 
     def _full_embedding(self, X, kernel) -> da.Array:
-        """Z = A W block × block: row block b gets Σ_c δ(X_b, X_c) W_c, summed in a tree."""
-        import dask
-
-        counts = self.class_counts_.astype(np.float64)
-        X_fit, codes = self._X_fit, self._codes_fit
-        col_blocks = list(zip(X_fit.to_delayed().ravel(), codes.to_delayed().ravel()))
-        fn = dask.delayed(_full_embedding_block, pure=True)
-        rows = []
-        for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
-            parts = [
-                fn(xb, xc, cc, kernel=kernel, n_classes=self.classes_.size, counts=counts)
-                for xc, cc in col_blocks
-            ]
-            total = passes.tree_reduce(
-                parts, _blocks.combine_partials, split_every=self.split_every
-            )
-            rows.append(da.from_delayed(total, shape=(size, self.classes_.size), dtype=np.float64))
-        return da.concatenate(rows, axis=0)
+        """Z = A W of X against the training data kept by ``fit`` (Section 2)."""
+        return passes.full_embedding(
+            X,
+            self._X_fit,
+            self._codes_fit,
+            kernel,
+            self.class_counts_,
+            split_every=self.split_every,
+        )
 
     # --- partial_fit ----------------------------------------------------------------
 
@@ -473,20 +437,19 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                     "classes must be passed on the first call to partial_fit, listing every "
                     "class that will ever appear (e.g. classes=np.unique(y_all))."
                 )
-            classes = _as_classes(classes)
-            self._check_classes(classes)
+            classes = sorted_classes(classes)
+            check_classes(classes, type(self).__name__)
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         if first:
             self.classes_ = classes
             self.n_features_in_ = X.shape[1]
-            self._X_dtype = X.dtype
             self._kernel_specs = kernels
             self._one_pass_mode = self._one_pass(kernels, X.shape[1])
             self._z_totals = None
             self._loglik_total = 0.0
         else:
-            self._check_n_features(X)
-            if classes is not None and not np.array_equal(_as_classes(classes), self.classes_):
+            check_n_features(self, X)
+            if classes is not None and not np.array_equal(sorted_classes(classes), self.classes_):
                 raise ValueError(
                     f"classes={list(classes)} differs from the classes of the first "
                     f"partial_fit call {list(self.classes_)}."
@@ -498,7 +461,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         resolve = not hasattr(self, "kernels_") or (self.class_counts_ == 0).any()
         self._set_class_stats(total, self._kernel_specs, self._one_pass_mode, resolve=resolve)
         if self._one_pass_mode:
-            self._refit_from_totals(X, codes, n_kernels=1)
+            self._refit_from_totals()
             return self
         if (self.class_counts_ == 0).any():
             self._model_ready = False  # wait for rows of every class before fitting LDA
@@ -534,12 +497,12 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self._select_kernel()
         self._model_ready = True
 
-    def _refit_from_totals(self, X, codes, n_kernels):
+    def _refit_from_totals(self):
         if (self.class_counts_ == 0).any():
             self._model_ready = False
             return
         self.lda_models_ = [self._lda(m) for m in self._z_moments]
-        self.cross_entropy_ = np.full(n_kernels, np.nan)
+        self.cross_entropy_ = np.full(1, np.nan)  # the one-pass mode has one kernel
         self._select_kernel()
         self._model_ready = True
 
@@ -555,23 +518,10 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self._check_fitted()
         return self.lda_models_[self.kernel_index_]
 
-    def _check_n_features(self, X):
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {X.shape[1]} features, but EncoderClassifier is expecting "
-                f"{self.n_features_in_} features as input."
-            )
-
-    def _prepare(self, X):
-        self._check_fitted()
-        is_dask = isinstance(X, da.Array)
-        Xd, _ = check_xy(X, chunk_rows=self.chunk_rows)
-        self._check_n_features(Xd)
-        return Xd, is_dask
-
     def _map(self, X, block_fn, n_out, result_dtype, **kwargs):
         """One lazy block map over X; ``result_dtype=None`` means X's float dtype."""
-        Xd, is_dask = self._prepare(X)
+        self._check_fitted()
+        Xd, is_dask = prepare_input(self, X)
         if result_dtype is None:
             result_dtype = kwargs["out_dtype"] = Xd.dtype
         if self.method == "full":
@@ -638,14 +588,6 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         )
 
 
-def _z_moments_block(Z, codes, *, row_start, n_classes):
-    return _blocks.class_moments(Z, codes, n_classes, scatter=True)
-
-
-def _z_loglik_block(Z, codes, *, row_start, model):
-    return np.array(_blocks.labeled_log_likelihood(lda_log_proba(model, Z), codes)[0])
-
-
 def _apply_to_embedding(Z, *, block_fn, **kwargs):
     """Apply an output block function to a precomputed embedding (method='full')."""
     identity = CallableKernel(_identity_embedding)
@@ -654,15 +596,6 @@ def _apply_to_embedding(Z, *, block_fn, **kwargs):
 
 def _identity_embedding(Z, U):
     return Z
-
-
-def _as_classes(classes) -> np.ndarray:
-    classes = np.asarray(classes)
-    if classes.dtype.kind == "O":
-        return np.array(
-            sorted(set(classes.tolist()), key=lambda v: (type(v).__name__, v)), dtype=object
-        )
-    return np.unique(classes)
 
 
 def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:

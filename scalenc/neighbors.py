@@ -1,25 +1,17 @@
-"""Exact block-wise k nearest neighbours and Hu, Pan & Wu's soft-KNN confidence.
+"""Exact k nearest neighbours, block by block, in plain NumPy — no dask here.
 
-Paper: Hu, Pan & Wu, nRBFN and LRC from spectral graph theory
-(shared/seeds/nrbfn-lrc-spectral-graph.txt), Algorithm 1 (SKNN).
-
-The k-NN search is exact. A set of *candidate* rows C (c×p) is compared with every row
+Used by nRBFN's soft-KNN (Hu, Pan & Wu, Algorithm 1) and by CCDR's k-NN graph and Nyström
+extension. The k-NN search is exact. A set of *candidate* rows C (c×p) is compared with every row
 block of the training data X: each block yields, for every candidate, its k nearest
 labeled rows **within the block** (a c×k partial of squared distances, global row indices
 and labels); partials are merged by keeping the k smallest, which is associative, so a
 tree reduction over the blocks gives the k nearest rows in the whole of X. A candidate
 is never its own neighbour (rows are told apart by global row index).
 
-Two ways to run it:
-
-* :func:`kneighbors_pass` — a candidate sample held in memory against every block of X,
-  one pass with :func:`scalenc.passes.reduce_rows` (the large-n mode);
-* :func:`kneighbors_all_rows` — every labeled row is a candidate (the paper's algorithm
-  exactly): row blocks are compared pair by pair, one product X_i X_jᵀ serving both
-  blocks' searches, and each block's partials are merged in a tree.
-
-Block functions (:func:`kneighbors_block`, :func:`kneighbors_pair`, :func:`merge_neighbors`,
-the soft-KNN formulas) are NumPy only; the two wiring functions import dask lazily.
+:mod:`scalenc.passes` runs it two ways: a candidate sample held in memory against every
+block of X (:func:`scalenc.passes.kneighbors_pass`, one pass), or every labeled row as a
+candidate (:func:`scalenc.passes.kneighbors_all_rows`): row blocks compared pair by pair,
+one product X_i X_jᵀ serving both blocks' searches (:func:`kneighbors_pair`).
 
 Selection: within a block, each candidate's k nearest are the k smallest ranking scores
 (‖x‖² − 2 c·x), ties broken by global row index, and they are then ordered by
@@ -43,16 +35,6 @@ __all__ = [
     "kneighbors_block",
     "merge_neighbors",
     "kneighbors_pair",
-    "kneighbors_pass",
-    "kneighbors_all_rows",
-    "knn_sigma",
-    "soft_knn_confidence",
-    "select_basis",
-    "stratified_sample",
-    "stratified_sample_pass",
-    "class_shares",
-    "label_counts_block",
-    "row_hash",
 ]
 
 #: Elements of one distance tile (candidates × rows); 4M float64 = 32 MB per worker thread.
@@ -366,65 +348,6 @@ def kneighbors_pair(
     return out_i, _neighbors_of(*found_j, norms_j, norms_i, index_i, labels_i, dtype)
 
 
-def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = 8) -> list:
-    """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
-
-    For row blocks i < j one task computes both directions from one product
-    (:func:`kneighbors_pair`); block i against itself uses :func:`kneighbors_block`.
-    Each block's partials are merged in a tree. Returns, per row block, a Delayed
-    ``(neighbours, global indices, codes)`` of its labeled rows.
-
-    Notes
-    -----
-    n_b(n_b + 1)/2 block-pair tasks for n_b row blocks: every block is read n_b times
-    (counted as n_b passes), and the distance work is n²p instead of 2n²p.
-    Memory per task: two blocks, one distance tile and O(b k).
-    """
-    import dask
-
-    from .passes import tree_reduce
-
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
-    xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()
-    rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
-    pair = dask.delayed(kneighbors_pair, pure=True, nout=2)
-    block = dask.delayed(kneighbors_block, pure=True)
-    n_b = len(xs)
-    partials: list[list] = [[] for _ in range(n_b)]
-    labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
-    for i in range(n_b):
-        partials[i].append(
-            block(
-                xs[i],
-                cs[i],
-                row_start=int(starts[i]),
-                candidates=labeled[i][0],
-                candidate_index=labeled[i][1],
-                n_neighbors=n_neighbors,
-            )
-        )
-        for j in range(i + 1, n_b):
-            to_i, to_j = pair(
-                xs[i],
-                cs[i],
-                xs[j],
-                cs[j],
-                start_i=int(starts[i]),
-                start_j=int(starts[j]),
-                n_neighbors=n_neighbors,
-            )
-            partials[i].append(to_i)
-            partials[j].append(to_j)
-    return [
-        (
-            tree_reduce(partials[i], merge_neighbors, split_every=split_every),
-            labeled[i][1],
-            labeled[i][2],
-        )
-        for i in range(n_b)
-    ]
-
-
 def row_sq_norms(A: np.ndarray) -> np.ndarray:
     """‖a_i‖² of every row, float64."""
     A = np.asarray(A, dtype=np.float64)
@@ -444,212 +367,3 @@ def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "label": label,
         "nonfinite": sum(int(p["nonfinite"]) for p in parts),
     }
-
-
-def kneighbors_pass(
-    X,
-    codes,
-    candidates,
-    candidate_index,
-    n_neighbors: int,
-    *,
-    split_every: int = 8,
-):
-    """One pass over X: the k nearest labeled rows (global indices) of every candidate.
-
-    ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
-    block of X itself, for the exact all-rows search). Returns a Delayed dict as
-    :func:`kneighbors_block`. Memory per task: one block, one distance tile and O(c·k).
-    """
-    from .passes import reduce_rows
-
-    return reduce_rows(
-        kneighbors_block,
-        X,
-        codes,
-        candidates=candidates,
-        candidate_index=candidate_index,
-        n_neighbors=n_neighbors,
-        combine=merge_neighbors,
-        split_every=split_every,
-    )
-
-
-# --- soft-KNN (Algorithm 1) -----------------------------------------------------------
-
-
-def knn_sigma(dist2: np.ndarray) -> float:
-    """Algorithm 1, step 4: σ = Σ_ij Q_ij / (k n), the mean neighbour distance."""
-    return float(np.sqrt(dist2).mean())
-
-
-def soft_knn_confidence(
-    dist2: np.ndarray,
-    neighbor_labels: np.ndarray,
-    labels: np.ndarray,
-    sigma: float,
-) -> np.ndarray:
-    """Algorithm 1, steps 5–7: the soft-KNN confidence T of each candidate.
-
-    W_ij = exp(−Q_ij² / (2σ²)) over the k neighbours of candidate j, normalised to sum to
-    one (W̃ = W diag(1ᵀW)⁻¹); T_j = Σ of W̃ over the neighbours that share j's label.
-    The smallest Q_ij² of each candidate is subtracted inside the exponential, which the
-    normalisation cancels exactly, so T is defined even when every W_ij underflows.
-    """
-    scale = 2.0 * sigma**2 if sigma > 0 else 1.0
-    logits = -(dist2 - dist2.min(axis=1, keepdims=True)) / scale
-    W = np.exp(logits)
-    W /= W.sum(axis=1, keepdims=True)
-    same = neighbor_labels == np.asarray(labels)[:, None]
-    return (W * same).sum(axis=1)
-
-
-def _by_confidence(confidence: np.ndarray) -> np.ndarray:
-    """Positions ordered by increasing confidence, ties by position."""
-    return np.lexsort((np.arange(confidence.size), confidence))
-
-
-def _least_confident_per_class(confidence, labels, n_classes) -> np.ndarray:
-    order = _by_confidence(confidence)
-    first = {}
-    for pos in order:
-        first.setdefault(int(labels[pos]), pos)
-        if len(first) == n_classes:
-            break
-    return np.array(sorted(first.values()), dtype=np.intp)
-
-
-def select_basis(
-    confidence: np.ndarray,
-    labels: np.ndarray,
-    threshold: float,
-    n_classes: int,
-    *,
-    n_basis: int | None = None,
-    max_basis: int | None = None,
-) -> tuple[np.ndarray, bool]:
-    """Algorithm 1, steps 8–9: positions (into the candidates) of the basis, ascending.
-
-    Without ``n_basis``: every candidate with T < ``threshold``, plus the least confident
-    candidate of any class left out. With ``n_basis`` (the paper's "same basis size as
-    SVM" mode, Section 7.1.3): exactly the ``n_basis`` least confident candidates, one per
-    class reserved first. ``max_basis`` caps the size the same way. Returns the positions
-    and whether the cap cut the basis.
-    """
-    labels = np.asarray(labels)
-    reserve = _least_confident_per_class(confidence, labels, n_classes)
-    size = n_basis
-    if size is None:
-        chosen = np.union1d(np.flatnonzero(confidence < threshold), reserve)
-        if max_basis is None or chosen.size <= max_basis:
-            return chosen, False
-        size = max_basis
-    reserved = np.zeros(confidence.size, dtype=bool)
-    reserved[reserve] = True
-    order = _by_confidence(confidence)
-    fill = order[~reserved[order]][: max(0, size - reserve.size)]
-    chosen = np.union1d(reserve, fill)
-    return chosen, n_basis is None
-
-
-# --- random choices from global row indices --------------------------------------------
-
-
-def row_hash(index: np.ndarray, seed: int) -> np.ndarray:
-    """A uniform number in [0, 1) per global row index (splitmix64 of index and seed).
-
-    Depends only on the index and the seed, so random choices made with it do not depend
-    on chunking or scheduler.
-    """
-    with np.errstate(over="ignore"):
-        golden = np.uint64(0x9E3779B97F4A7C15)
-        z = np.asarray(index, dtype=np.uint64) + np.uint64(seed % 2**63) * golden
-        z = z + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
-
-
-def class_shares(counts: np.ndarray, size: int) -> np.ndarray:
-    """Rows of each class in a stratified sample of ``size``: proportional to ``counts``
-    (largest remainders), at least one per class that has rows, at most its count."""
-    counts = np.asarray(counts, dtype=np.int64)
-    exact = size * counts / counts.sum()
-    share = np.minimum(np.maximum(np.floor(exact).astype(np.int64), counts > 0), counts)
-    order = np.argsort(-(exact - np.floor(exact)), kind="stable")
-    for k in order:
-        if share.sum() >= size:
-            break
-        if share[k] < counts[k]:
-            share[k] += 1
-    return share
-
-
-def _smallest_per_class(index, code, key, shares) -> dict[str, np.ndarray]:
-    """For each class k, the ``shares[k]`` rows with the smallest (key, index)."""
-    keep = []
-    for k, share in enumerate(shares):
-        rows = np.flatnonzero(code == k)
-        keep.append(rows[np.lexsort((index[rows], key[rows]))[:share]])
-    keep = np.concatenate(keep)
-    return {"index": index[keep], "code": code[keep], "key": key[keep]}
-
-
-def sample_block(codes, *, row_start, shares, seed):
-    """One block's candidates for :func:`stratified_sample`: per class, its rows with the
-    smallest :func:`row_hash` (at most the class's share; global row indices)."""
-    codes = np.asarray(codes)
-    labeled = np.flatnonzero(codes >= 0)
-    index = (row_start + labeled).astype(np.int64)
-    return _smallest_per_class(index, codes[labeled], row_hash(index, seed), shares)
-
-
-class _KeepSmallest:
-    """Tree-reduction combine of :func:`sample_block` partials (picklable, holds the shares)."""
-
-    def __init__(self, shares):
-        self.shares = shares
-
-    def __call__(self, *parts):
-        both = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-        return _smallest_per_class(both["index"], both["code"], both["key"], self.shares)
-
-
-def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -> np.ndarray:
-    """Global indices of a class-stratified sample of ``size`` labeled rows, ascending.
-
-    Class k gets a share of ``size`` proportional to its count (:func:`class_shares`);
-    within a class the rows with the smallest :func:`row_hash` are taken (ties by index).
-    In memory; :func:`stratified_sample_pass` draws the same rows from Dask labels.
-    """
-    codes = np.asarray(codes)
-    counts = np.bincount(codes[codes >= 0], minlength=n_classes)
-    picked = sample_block(codes, row_start=0, shares=class_shares(counts, size), seed=seed)
-    return np.sort(picked["index"])
-
-
-def label_counts_block(codes, *, row_start, n_classes):
-    """Labeled rows per class in one block (summed across blocks by the tree reduction)."""
-    codes = np.asarray(codes)
-    return np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.int64)
-
-
-def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int = 8):
-    """:func:`stratified_sample` from Dask labels in one pass over them: each block keeps
-    its smallest hashes per class, merged in a tree; only the sample reaches the client.
-
-    ``counts`` are the labeled rows per class (from :func:`label_counts_block`). Returns a
-    Delayed of ``{"index", "code", "key"}``, one entry per sampled row, in no set order.
-    """
-    from .passes import reduce_rows
-
-    shares = class_shares(counts, size)
-    return reduce_rows(
-        sample_block,
-        codes,
-        combine=_KeepSmallest(shares),
-        shares=shares,
-        seed=seed,
-        split_every=split_every,
-    )

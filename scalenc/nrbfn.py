@@ -12,6 +12,10 @@ by soft-KNN) and the training rows; LRC takes A = Ã, the mean-removed data with
 over rows and so are accumulated block by block in one pass (float64) and merged in a
 tree. The paper's fitting error ε (Definition 7) and spectral risk γ (Definition 5) follow
 from the same two matrices without another pass.
+
+The block math is in :mod:`scalenc._nrbfn_blocks` (soft-KNN, W̃, the Gram), the exact k-NN
+search in :mod:`scalenc.neighbors`, the ridge solve and diagnostics in
+:mod:`scalenc.linalg`; the passes are :mod:`scalenc.passes`'.
 """
 
 from __future__ import annotations
@@ -21,335 +25,21 @@ import warnings
 
 import dask.array as da
 import numpy as np
-import scipy.linalg
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _blocks, passes
-from ._base import StreamingClassifierMixin, fit_stage
+from . import _nrbfn_blocks as nb
+from . import passes
+from ._base import StreamingClassifierMixin, fit_stage, map_output, prepare_fit, refuse_nonfinite
 from ._validation import check_int, check_param, check_real
 from .cluster import compute
-from .data import check_xy, encode_labels, find_classes
-from .neighbors import (
-    kneighbors_all_rows,
-    kneighbors_pass,
-    knn_sigma,
-    label_counts_block,
-    labeled_rows,
-    row_hash,
-    row_sq_norms,
-    select_basis,
-    soft_knn_confidence,
-    stratified_sample_pass,
-)
+from .linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 
-__all__ = [
-    "NRBFNClassifier",
-    "LRClassifier",
-    "normalized_kernel",
-    "ridge_solve",
-    "regression_diagnostics",
-    "fold_of",
-    "DEFAULT_ALPHA_GRID",
-]
+__all__ = ["NRBFNClassifier", "LRClassifier", "DEFAULT_ALPHA_GRID"]
 
 #: The paper's cross-validation grid for λ (Section 7.1.1).
 DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
-
-#: Elements of one kernel tile (basis × rows) inside a block; 4M float64 = 32 MB.
-KERNEL_TILE_ELEMENTS = 4 * 2**20
-#: Elements of the kernel normalised at a time (float64 rows that stay in a core's cache).
-NORMALISE_ELEMENTS = 2**16
-#: Rows × r of W̃ per update of the Gram: at most 64M float64 = 512 MB per worker thread
-#: (a block's rows are split into equal steps under it). An update reads and writes the
-#: whole r×r Gram, so it must cover many rows (≥ 2000 for r ≈ 9000) to be bound by
-#: arithmetic rather than memory.
-GRAM_TILE_ELEMENTS = 64 * 2**20
-#: Rows of the Gram per strip of :func:`_syrk_lower_into` (the temporary product of a
-#: strip is GRAM_STRIP × r float64: 72 MB for r ≈ 9000).
-GRAM_STRIP = 1024
-
-
-# --- the paper's formulas, NumPy only ---------------------------------------------------
-
-
-def normalized_kernel(
-    X: np.ndarray, basis: np.ndarray, sigma: float, *, out: np.ndarray | None = None
-) -> np.ndarray:
-    """W̃ᵀ for a block: Gaussian kernel to the basis, each row normalised to sum to one.
-
-    ``W_ij = exp(−‖G_i − x_j‖² / (2σ²))`` and ``W̃ = W diag(1ᵀW)⁻¹`` (Algorithm 2 steps
-    6–7, Algorithm 3 steps 3–4). Returned transposed, shape (b, r), float64, written into
-    ``out`` when given. The smallest squared distance of each row is subtracted inside
-    the exponential, which the normalisation cancels exactly, so rows far from every
-    basis vector do not underflow. After the one matrix product, the exponentials and
-    normalisation run on cache-sized groups of rows (:data:`NORMALISE_ELEMENTS`).
-    """
-    dtype = np.result_type(X.dtype, basis.dtype, np.float32)
-    basis64 = np.asarray(basis, dtype=np.float64)
-    # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
-    # the row and cancels in the normalisation, as does the row maximum subtracted below.
-    scaled_basis = (basis64 / sigma**2).astype(dtype)
-    basis_term = np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
-    products = np.asarray(X, dtype=dtype) @ scaled_basis.T
-    W = np.empty(products.shape) if out is None else out
-    step = max(1, NORMALISE_ELEMENTS // max(products.shape[1], 1))
-    for start in range(0, products.shape[0], step):
-        logits = W[start : start + step]
-        np.subtract(products[start : start + step], basis_term, out=logits)
-        logits -= logits.max(axis=1, keepdims=True)
-        np.exp(logits, out=logits)
-        logits /= logits.sum(axis=1, keepdims=True)
-    return W
-
-
-def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, str | None]:
-    """X* = B (M + λ' I)⁻¹ with λ' = λ tr(M) = λ‖A‖²_F (Algorithm 2 step 9, eq. 14).
-
-    ``M`` is symmetric; only its lower triangle is read (the Gram pass fills only that).
-    Solved by Cholesky (LAPACK ``potrf``/``potrs``) with LAPACK's condition estimate.
-    Returns the solution and None, or — if the system is singular or its reciprocal
-    condition is below ε — the minimum-norm least-squares solution and a message for the
-    caller to warn with.
-    """
-    system = np.tril(np.asarray(M, dtype=np.float64))
-    system[np.diag_indices_from(system)] += lam * np.trace(M)
-    magnitude = np.abs(system)
-    anorm = float((magnitude.sum(axis=0) + magnitude.sum(axis=1) - np.diag(magnitude)).max())
-    del magnitude
-    # the C-ordered lower triangle is the upper triangle of the Fortran-ordered transpose
-    factor, info = scipy.linalg.lapack.dpotrf(system.T, lower=0, clean=0, overwrite_a=1)
-    if info == 0:
-        rcond, _ = scipy.linalg.lapack.dpocon(factor, anorm, uplo="U")
-        if rcond >= np.finfo(np.float64).eps:
-            solution, _ = scipy.linalg.lapack.dpotrs(factor, np.asarray(B, np.float64).T, lower=0)
-            return solution.T, None
-        problem = f"reciprocal condition number {rcond:.2g}"
-    else:
-        problem = f"the Cholesky factorisation failed at pivot {info}"
-    full = _symmetrize_lower(np.asarray(M, dtype=np.float64))
-    full[np.diag_indices_from(full)] += lam * np.trace(M)
-    return scipy.linalg.lstsq(full, np.asarray(B, np.float64).T)[0].T, problem
-
-
-def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: float) -> dict:
-    """The paper's Section 5 measures of a fitted regression F ≈ D A, from A Aᵀ and F Aᵀ.
-
-    With ‖F‖²_F = n (one indicator per labeled row), ‖DA‖²_F = tr(D M Dᵀ) and
-    ‖F − DA‖²_F = n − 2 tr(D Bᵀ) + ‖DA‖²_F:
-
-    * fitting error ε = ‖F − DA‖²_F / ‖DA‖²_F + 1            (Definition 7, eq. 23)
-    * spectral risk γ = ‖D‖²_F ‖A‖²_F / ‖DA‖²_F              (Definition 5, eq. 19)
-
-    Only the lower triangle of the symmetric M is read.
-    """
-    from scipy.linalg.blas import dsymm
-
-    MD = dsymm(1.0, np.asarray(M, np.float64).T, np.asarray(D, np.float64).T, side=0, lower=0)
-    fit_sq = float(np.sum(MD.T * D))
-    residual = float(n_rows) - 2.0 * float(np.sum(D * B)) + fit_sq
-    with np.errstate(divide="ignore", invalid="ignore"):
-        epsilon = residual / fit_sq + 1.0 if fit_sq > 0 else np.nan
-        gamma = float(np.sum(D * D)) * float(np.trace(M)) / fit_sq if fit_sq > 0 else np.nan
-    return {"fitting_error": epsilon, "spectral_risk": gamma, "residual": residual, "fit": fit_sq}
-
-
-#: Largest basis whose rank is computed in ``fit`` (pivoted Cholesky, O(r³/3)).
-MAX_RANK_BASIS = 4096
-
-
-def numerical_rank(M: np.ndarray) -> int:
-    """Numerical rank of A from its Gram M = A Aᵀ (pivoted Cholesky, O(r³/3)).
-
-    Counts the singular values of A above √(r ε) σ₁ — the smallest that the Gram can
-    resolve in float64. Only the lower triangle of M is read.
-    """
-    if M.size == 0 or not np.any(M):
-        return 0
-    tol = M.shape[0] * np.finfo(np.float64).eps * float(np.max(np.diag(M)))
-    lower = np.tril(np.asarray(M, dtype=np.float64))
-    _, _, rank, _ = scipy.linalg.lapack.dpstrf(lower.T, tol=tol, lower=0, overwrite_a=1)
-    return int(rank)
-
-
-def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
-    """Cross-validation fold (0..n_folds−1) of each global row index (a hash, so chunk-free)."""
-    return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
-
-
-def _syrk_lower_into(M: np.ndarray, W: np.ndarray) -> None:
-    """M += Wᵀ W on the lower triangle of the C-ordered M (W is rows × r), in place.
-
-    The lower triangle is cut into strips of :data:`GRAM_STRIP` rows: each strip's
-    diagonal square is a NumPy ``Wₐᵀ Wₐ`` (which NumPy runs as BLAS ``syrk``) and the
-    part left of it one GEMM ``Wₐᵀ W[:, :a]``. The work is that of one ``dsyrk`` (r² flops
-    per row of W, half a GEMM), and W is read in place (no Fortran-ordered copy). Only
-    the lower triangle is meaningful afterwards (the diagonal squares also add to part
-    of the upper one, which nothing reads).
-
-    NumPy's matmul releases the GIL while BLAS runs; SciPy's ``scipy.linalg.blas.dsyrk``
-    wrapper does not, so with it the Gram updates of the threaded scheduler's worker
-    threads ran one at a time.
-    """
-    r = W.shape[1]
-    for a in range(0, r, GRAM_STRIP):
-        end = min(r, a + GRAM_STRIP)
-        Wa = W[:, a:end]
-        M[a:end, a:end] += Wa.T @ Wa
-        if a:
-            M[a:end, :a] += Wa.T @ W[:, :a]
-
-
-def _symmetrize_lower(M: np.ndarray) -> np.ndarray:
-    return np.tril(M) + np.tril(M, -1).T
-
-
-# --- block functions of the passes -------------------------------------------------------
-
-
-def _basis_tiles(n_rows: int, r: int) -> int:
-    return int(np.clip(KERNEL_TILE_ELEMENTS // max(r, 1), 1, 8192))
-
-
-def sigma_block(X, codes, *, row_start, basis):
-    """Σ_ij ‖G_i − x_j‖ over the labeled rows of a block, and their number (Algorithm 2, step 5).
-
-    Distances are formed in the data's precision (‖x‖² + ‖g‖² − 2 x·g, float32 for
-    float32 data, values below the expansion's rounding error set to 0) and summed in
-    float64.
-    """
-    rows, _, _ = labeled_rows(X, codes, row_start)
-    dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
-    minus_two_basis = (-2.0 * np.asarray(basis, np.float64)).astype(dtype)
-    row_norms = row_sq_norms(rows).astype(dtype)
-    basis_norms = row_sq_norms(basis).astype(dtype)
-    zero_tol = 8.0 * np.finfo(dtype).eps * (row_norms + basis_norms.max())
-    total = 0.0
-    step = _basis_tiles(rows.shape[0], basis.shape[0])
-    for start in range(0, rows.shape[0], step):
-        stop = start + step
-        d2 = rows[start:stop].astype(dtype, copy=False) @ minus_two_basis.T
-        d2 += row_norms[start:stop, None]
-        d2 += basis_norms
-        d2[d2 < zero_tol[start:stop, None]] = 0.0
-        total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
-    return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
-
-
-def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
-    """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
-
-    One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
-    per labeled row). Memory: one W̃ tile (:data:`GRAM_TILE_ELEMENTS`), one strip
-    product (:data:`GRAM_STRIP` × r) and n_folds (r² + K r) float64.
-    """
-    rows, index, labels = labeled_rows(X, codes, row_start)
-    r = basis.shape[0]
-    folds = fold_of(index, n_folds, seed) if n_folds > 1 else np.zeros(index.size, np.int64)
-    M = np.zeros((n_folds, r, r))
-    B = np.zeros((n_folds, n_classes, r))
-    n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
-    step = max(1, -(-rows.shape[0] // max(n_steps, 1)))  # equal steps under the tile size
-    sub = _basis_tiles(step, r)
-    for start in range(0, rows.shape[0], step):
-        stop = min(rows.shape[0], start + step)
-        Wt = np.empty((stop - start, r))
-        for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
-            normalized_kernel(
-                rows[s0 : min(stop, s0 + sub)],
-                basis,
-                sigma,
-                out=Wt[s0 - start : min(stop, s0 + sub) - start],
-            )
-        fold_tile, label_tile = folds[start:stop], labels[start:stop]
-        for f in np.unique(fold_tile):
-            mine = fold_tile == f
-            Wf = Wt[mine] if not mine.all() else Wt
-            _syrk_lower_into(M[f], Wf)
-            B[f] += _blocks._onehot(label_tile[mine], n_classes) @ Wf
-    count = np.bincount(folds, minlength=n_folds).astype(np.float64)
-    return {"M": M, "B": B, "count": count}
-
-
-def sum_gram_partials(*partials):
-    """Tree node of the Gram pass: the sum of partials of :func:`gram_block`.
-
-    Adds into one copy of the first partial, left to right (the order of
-    :func:`scalenc._blocks.combine_partials`, so the same sums), instead of a new r×r
-    array per addition: each is n_folds × 617 MB for r ≈ 9000.
-    """
-    total = {key: np.array(value, copy=True) for key, value in partials[0].items()}
-    for part in partials[1:]:
-        for key in total:
-            total[key] += part[key]
-    return total
-
-
-def cv_error_block(X, codes, *, row_start, basis, sigma, weights, seed):
-    """Misclassified labeled rows per λ, each row scored by its own fold's model.
-
-    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f.
-    """
-    rows, index, labels = labeled_rows(X, codes, row_start)
-    n_folds, n_alphas = weights.shape[:2]
-    errors = np.zeros(n_alphas)
-    if rows.shape[0] == 0:
-        return errors
-    folds = fold_of(index, n_folds, seed)
-    Wt = normalized_kernel(rows, basis, sigma)
-    for f in np.unique(folds):
-        mine = folds == f
-        scores = (weights[f].reshape(-1, weights.shape[-1]) @ Wt[mine].T).reshape(
-            n_alphas, -1, int(mine.sum())
-        )  # (n_alphas, K, rows)
-        errors += (scores.argmax(axis=1) != labels[mine]).sum(axis=1)
-    return errors
-
-
-def nrbfn_scores(X, *, basis, sigma, weights):
-    """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5)."""
-    _blocks.check_finite(X)
-    return normalized_kernel(X, basis, sigma) @ weights.T
-
-
-def lrc_scores(X, *, coef, intercept):
-    """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
-    _blocks.check_finite(X)
-    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
-
-
-def scores_to_proba(scores: np.ndarray) -> np.ndarray:
-    """Probabilities from F̂: negative entries clipped to 0, each row renormalised.
-
-    F̂ approximates an indicator and its columns sum to about one, but entries may be
-    negative (the paper's "quasi-probability"). Clipping keeps the argmax, so the most
-    probable class is always the predicted one; a row with no positive entry gets all
-    its mass on its argmax.
-    """
-    proba = np.clip(scores, 0.0, None)
-    total = proba.sum(axis=1, keepdims=True)
-    empty = total[:, 0] <= 0
-    if empty.any():
-        proba[empty] = 0.0
-        proba[empty, scores[empty].argmax(axis=1)] = 1.0
-        total[empty] = 1.0
-    return proba / total
-
-
-def _decision_block(X, *, score_fn, out_dtype, binary, **kwargs):
-    scores = score_fn(X, **kwargs)
-    if binary:
-        scores = scores[:, 1:2] - scores[:, 0:1]
-    return scores.astype(out_dtype, copy=False)
-
-
-def _proba_block(X, *, score_fn, out_dtype, **kwargs):
-    return scores_to_proba(score_fn(X, **kwargs)).astype(out_dtype, copy=False)
-
-
-def _predict_block(X, *, score_fn, classes, **kwargs):
-    return classes[score_fn(X, **kwargs).argmax(axis=1)]
 
 
 # --- shared estimator plumbing -----------------------------------------------------------
@@ -358,55 +48,15 @@ def _predict_block(X, *, score_fn, classes, **kwargs):
 class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstimator):
     """Validation, class handling and block-wise prediction shared by nRBFN and LRC."""
 
-    def _check_classes(self, classes):
-        name = type(self).__name__
-        if classes.size == 0:
-            raise ValueError(
-                f"All rows of y are unlabeled (-1/None/NaN); {name} needs labeled rows of at "
-                "least 2 classes."
-            )
-        if classes.size == 1:
-            raise ValueError(
-                f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {name} needs "
-                "at least 2 classes. Add rows of another class."
-            )
-
     def _prepare_fit(self, X, y):
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
-        classes = find_classes(y)
-        self._check_classes(classes)
-        self.classes_ = classes
-        self.n_features_in_ = X.shape[1]
-        return X, encode_labels(y, classes)
-
-    @staticmethod
-    def _refuse_nonfinite(count):
-        if count:
-            raise ValueError(
-                f"X contains {int(count)} NaN or infinite value(s); impute or drop them "
-                "(e.g. with sklearn.impute.SimpleImputer) before fitting."
-            )
+        return prepare_fit(self, X, y)
 
     def _score_kwargs(self) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _map(self, X, block_fn, n_out, dtype, **kwargs):
         check_is_fitted(self, "classes_")
-        is_dask = isinstance(X, da.Array)
-        Xd, _ = check_xy(X, chunk_rows=self.chunk_rows)
-        if Xd.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has {Xd.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input."
-            )
-        dtype = Xd.dtype if dtype is None else dtype
-        if "out_dtype" in kwargs and kwargs["out_dtype"] is None:
-            kwargs["out_dtype"] = Xd.dtype
-        out = passes.map_rows(block_fn, Xd, n_out, dtype, **self._score_kwargs(), **kwargs)
-        if is_dask:
-            return out
-        (result,) = compute(out)
-        return result
+        return map_output(self, X, block_fn, n_out, dtype, **self._score_kwargs(), **kwargs)
 
     def decision_function(self, X):
         """F̂ᵀ, shape (n, K): the regression's estimate of the class indicators.
@@ -418,7 +68,7 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
         binary = self.classes_.size == 2
         out = self._map(
             X,
-            _decision_block,
+            nb.decision_block,
             1 if binary else self.classes_.size,
             None,
             out_dtype=None,
@@ -433,7 +83,7 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
         posteriors: F̂ is a least-squares fit to the class indicators.
         """
         check_is_fitted(self, "classes_")
-        return self._map(X, _proba_block, self.classes_.size, None, out_dtype=None)
+        return self._map(X, nb.proba_block, self.classes_.size, None, out_dtype=None)
 
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba` (−inf where the probability is 0)."""
@@ -444,7 +94,7 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
     def predict(self, X):
         """Class labels, argmax_k F̂_k (Algorithm 3 step 6; eq. 2 for LRC). One lazy block map."""
         check_is_fitted(self, "classes_")
-        return self._map(X, _predict_block, None, self.classes_.dtype, classes=self.classes_)
+        return self._map(X, nb.predict_block, None, self.classes_.dtype, classes=self.classes_)
 
 
 def _warn_singular(owner, alpha, detail):
@@ -663,12 +313,7 @@ class NRBFNClassifier(_RegressionClassifier):
         X, codes = self._prepare_fit(X, y)
         seed = self._seed()
         (counts,) = compute(
-            passes.reduce_rows(
-                label_counts_block,
-                codes,
-                n_classes=self.classes_.size,
-                split_every=self.split_every,
-            )
+            passes.label_counts_pass(codes, self.classes_.size, split_every=self.split_every)
         )
         self._check_sizes(counts)
         self.n_passes_ = 0
@@ -720,21 +365,23 @@ class NRBFNClassifier(_RegressionClassifier):
         else:
             size = min(self.n_candidates, self._n_labeled)
             (sample,) = compute(
-                stratified_sample_pass(codes, counts, size, seed, split_every=self.split_every)
+                passes.stratified_sample_pass(
+                    codes, counts, size, seed, split_every=self.split_every
+                )
             )
             order = np.argsort(sample["index"])
             cand_index, cand_codes = sample["index"][order], sample["code"][order]
-            (candidates,) = compute(X[cand_index])
+            candidates = passes.gather_rows(X, cand_index)
             self.n_passes_ += 1
             (neighbors,) = compute(
-                kneighbors_pass(
+                passes.kneighbors_pass(
                     X, codes, candidates, cand_index, self.n_neighbors, split_every=self.split_every
                 )
             )
             self.n_passes_ += 1
-        self._refuse_nonfinite(neighbors["nonfinite"])
-        self.knn_sigma_ = knn_sigma(neighbors["dist2"])
-        self.confidence_ = soft_knn_confidence(
+        refuse_nonfinite(neighbors["nonfinite"])
+        self.knn_sigma_ = nb.knn_sigma(neighbors["dist2"])
+        self.confidence_ = nb.soft_knn_confidence(
             neighbors["dist2"], neighbors["label"], cand_codes, self.knn_sigma_
         )
         self.candidate_indices_ = cand_index
@@ -743,7 +390,7 @@ class NRBFNClassifier(_RegressionClassifier):
     def _knn_all_rows(self, X, codes):
         """Exact search for every labeled row: block pairs, one pass per row block of X."""
         (results,) = compute(
-            kneighbors_all_rows(X, codes, self.n_neighbors, split_every=self.split_every)
+            passes.kneighbors_all_rows(X, codes, self.n_neighbors, split_every=self.split_every)
         )
         self.n_passes_ += len(results)
         neighbors = {
@@ -758,7 +405,7 @@ class NRBFNClassifier(_RegressionClassifier):
         )
 
     def _choose_basis(self, X, candidates, cand_index, cand_codes):
-        positions, capped = select_basis(
+        positions, capped = nb.select_basis(
             self.confidence_,
             cand_codes,
             self.confidence_threshold,
@@ -780,33 +427,27 @@ class NRBFNClassifier(_RegressionClassifier):
         if candidates is not None:
             self.basis_ = candidates[positions]
         else:
-            (self.basis_,) = compute(X[self.basis_indices_])
+            self.basis_ = passes.gather_rows(X, self.basis_indices_)
             self.n_passes_ += 1
         self.basis_fraction_ = positions.size / self._n_labeled
 
     # --- steps 2–4 ---------------------------------------------------------------------
 
     def _sigma_pass(self, X, codes) -> float:
-        (stats,) = compute(
-            passes.reduce_rows(
-                sigma_block, X, codes, basis=self.basis_, split_every=self.split_every
-            )
-        )
+        (stats,) = compute(passes.sigma_pass(X, codes, self.basis_, split_every=self.split_every))
         self.n_passes_ += 1
         return float(stats["dist_sum"]) / (float(stats["rows"]) * self.basis_.shape[0])
 
     def _gram_pass(self, X, codes, n_folds, seed) -> dict:
         (gram,) = compute(
-            passes.reduce_rows(
-                gram_block,
+            passes.gram_pass(
                 X,
                 codes,
-                basis=self.basis_,
-                sigma=self.sigma_,
-                n_classes=self.classes_.size,
+                self.basis_,
+                self.sigma_,
+                self.classes_.size,
                 n_folds=n_folds,
                 seed=seed,
-                combine=sum_gram_partials,
                 split_every=self.split_every,
             )
         )
@@ -828,15 +469,8 @@ class NRBFNClassifier(_RegressionClassifier):
         if problems:
             _warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
         (errors,) = compute(
-            passes.reduce_rows(
-                cv_error_block,
-                X,
-                codes,
-                basis=self.basis_,
-                sigma=self.sigma_,
-                weights=weights,
-                seed=seed,
-                split_every=self.split_every,
+            passes.cv_error_pass(
+                X, codes, self.basis_, self.sigma_, weights, seed, split_every=self.split_every
             )
         )
         self.n_passes_ += 1
@@ -855,7 +489,7 @@ class NRBFNClassifier(_RegressionClassifier):
 
     def _score_kwargs(self):
         return {
-            "score_fn": nrbfn_scores,
+            "score_fn": nb.nrbfn_scores,
             "basis": self.basis_,
             "sigma": self.sigma_,
             "weights": self.weights_,
@@ -933,7 +567,7 @@ class LRClassifier(_RegressionClassifier):
             )
         )
         self.n_passes_ = 1
-        self._refuse_nonfinite(moments["nonfinite"])
+        refuse_nonfinite(moments["nonfinite"])
         gram, cross = self._augmented_gram(moments)
         self._solve(gram, cross, moments["n"].sum())
         return self
@@ -964,4 +598,4 @@ class LRClassifier(_RegressionClassifier):
         self.intercept_ = np.sqrt(self.beta) * self.weights_[:, 0] - self.coef_ @ self.mean_
 
     def _score_kwargs(self):
-        return {"score_fn": lrc_scores, "coef": self.coef_, "intercept": self.intercept_}
+        return {"score_fn": nb.lrc_scores, "coef": self.coef_, "intercept": self.intercept_}

@@ -1,23 +1,28 @@
-"""The streaming layer: tree reductions and block maps over row-chunked Dask arrays.
+"""Every pass over the data, by what it accumulates: the estimators only call these and solve.
 
-A *pass* is one read of X block by block. Each block yields a small partial (NumPy
-arrays of size K×p, K×K, r×r, …, never n-sized); partials are merged pairwise in a tree
-of fan-in ``split_every`` (never a linear chain, never a gather of n-sized data on the
-client). Several statistics wanted from the same read go into one block function, so
-they cost one pass together.
+A *pass* is one read of X (or of y, or of a cached embedding) block by block, each block
+reduced to a small partial and the partials merged in a tree (:mod:`scalenc._engine`).
+The per-block NumPy math comes from the blocks modules (:mod:`scalenc._blocks`,
+:mod:`scalenc.kernels`, :mod:`scalenc.neighbors`, :mod:`scalenc._sampling`,
+:mod:`scalenc._nrbfn_blocks`, :mod:`scalenc._ccdr_blocks`); this module only wires it into
+Dask graphs. Each function returns a Delayed (computed by the caller, which counts the
+pass) unless its docstring says otherwise.
 
-* :func:`reduce_rows` — the generic "sum of small per-block results" every method uses.
-* :func:`class_moments_pass` — class counts and means (U = S/n), optionally the pooled
-  within-class scatter (p×p) and squared norms; also counts non-finite entries of X.
-* :func:`labeled_moments_pass` — the same keyed by label values, with the class list from
-  the same pass (no separate scan of y first).
-* :func:`embedding_moments_pass` — class moments of Z_m = δ_m(X, U) for several kernels
-  at once (K×K each).
-* :func:`cross_entropy_pass` — Σ log T_m(i, y_i) over labeled rows for several LDA models.
-* :func:`map_rows` — lazy block-wise outputs (predictions, probabilities, embeddings).
-
-The block functions come from :mod:`scalenc._blocks`, :mod:`scalenc.kernels` and
-:mod:`scalenc.linalg`; this module only wires them into Dask graphs.
+Labels and evaluation
+    :func:`classes_pass` / :func:`find_classes`, :func:`label_counts_pass`,
+    :func:`confusion_pass`.
+Encoder (Shen)
+    :func:`labeled_moments_pass` (pass 1 with the class list), :func:`class_moments_pass`,
+    :func:`embedding_moments_pass`, :func:`cross_entropy_pass`, the cached-embedding
+    passes :func:`embed_all`, :func:`stacked_moments_pass`,
+    :func:`stacked_cross_entropy_pass`, and Section 2's :func:`full_embedding` with
+    :func:`moments_pass` and :func:`log_likelihood_pass` over it.
+nRBFN (Hu, Pan & Wu)
+    :func:`stratified_sample_pass`, :func:`kneighbors_pass`, :func:`kneighbors_all_rows`,
+    :func:`gather_rows`, :func:`sigma_pass`, :func:`gram_pass`, :func:`cv_error_pass`.
+CCDR (Raich, Costa, Damelin & Hero)
+    :func:`stratum_counts_pass`, :func:`select_rows_pass`, :func:`gather_rows_pass`,
+    :func:`embedding_stats_pass`.
 """
 
 from __future__ import annotations
@@ -27,173 +32,60 @@ from collections.abc import Callable, Sequence
 import dask
 import dask.array as da
 import numpy as np
-from dask.base import tokenize
 from dask.delayed import Delayed
-from dask.highlevelgraph import HighLevelGraph
-from dask.layers import ArraySliceDep
 
-from . import _blocks
+from . import _blocks, _ccdr_blocks, _nrbfn_blocks, _sampling, labels
+from ._engine import SPLIT_EVERY, RowCache, keep_on_workers, map_rows, reduce_rows, tree_reduce
+from .cluster import compute
 from .kernels import Kernel, embed
-from .linalg import LDAModel, class_scores
+from .linalg import LDAModel, lda_log_proba, stacked_class_scores
+from .neighbors import kneighbors_block, kneighbors_pair, labeled_rows, merge_neighbors
 
 __all__ = [
+    # the engine, re-exported
     "SPLIT_EVERY",
     "reduce_rows",
     "tree_reduce",
+    "map_rows",
+    "keep_on_workers",
+    "RowCache",
+    # labels and evaluation
+    "classes_pass",
+    "find_classes",
+    "label_counts_pass",
+    "confusion_pass",
+    # encoder
     "class_moments_pass",
     "labeled_moments_pass",
     "embedding_moments_pass",
     "cross_entropy_pass",
-    "map_rows",
     "embed_all",
     "stacked_moments_pass",
     "stacked_cross_entropy_pass",
-    "RowCache",
-    "keep_on_workers",
+    "full_embedding",
+    "moments_pass",
+    "log_likelihood_pass",
+    # nRBFN
+    "stratified_sample_pass",
+    "kneighbors_pass",
+    "kneighbors_all_rows",
+    "gather_rows",
+    "sigma_pass",
+    "gram_pass",
+    "cv_error_pass",
+    # CCDR
+    "stratum_counts_pass",
+    "select_rows_pass",
+    "gather_rows_pass",
+    "embedding_stats_pass",
 ]
-
-SPLIT_EVERY = 8
-
-
-def tree_reduce(
-    partials: Sequence[Delayed],
-    combine: Callable = _blocks.combine_partials,
-    *,
-    split_every: int = SPLIT_EVERY,
-) -> Delayed:
-    """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks))."""
-    if not partials:
-        raise ValueError("Nothing to reduce: the input has no row blocks.")
-    if split_every < 2:
-        raise ValueError(f"split_every must be at least 2; got {split_every}.")
-    combine_task = dask.delayed(combine, pure=True)
-    partials = list(partials)
-    while len(partials) > 1:
-        groups = [partials[i : i + split_every] for i in range(0, len(partials), split_every)]
-        partials = [combine_task(*group) if len(group) > 1 else group[0] for group in groups]
-    return partials[0]
-
-
-def _check_aligned(X: da.Array, aligned) -> None:
-    if X.ndim == 2 and len(X.chunks[1]) != 1:
-        raise ValueError(
-            f"X must have a single chunk along its columns for a pass; got column chunks "
-            f"{X.chunks[1]}. Call X.rechunk({{1: -1}}) (scalenc.data.as_dask_array does this)."
-        )
-    for arr in aligned:
-        if arr is not None and arr.chunks[0] != X.chunks[0]:
-            raise ValueError(
-                f"Row chunks of an aligned array {arr.chunks[0]} differ from X's "
-                f"{X.chunks[0]}; align them with arr.rechunk({{0: X.chunks[0]}})."
-            )
-        if arr is not None and arr.ndim == 2 and len(arr.chunks[1]) != 1:
-            raise ValueError(
-                f"An aligned array must have a single chunk along its columns; got "
-                f"{arr.chunks[1]}. Call arr.rechunk({{1: -1}})."
-            )
-
-
-def _block_partial(X, rows, *aligned, block_fn, absent, **kwargs):
-    """One block's partial, called by :func:`reduce_rows`'s blockwise map."""
-    pieces = list(aligned)
-    for position in absent:
-        pieces.insert(position, None)
-    return block_fn(X, *pieces, row_start=rows[0].start, **kwargs)
-
-
-def _shared(kwargs: dict) -> dict:
-    """NumPy arguments as graph keys of their own, so that every task refers to one copy."""
-    return {
-        key: dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
-        for key, value in kwargs.items()
-    }
-
-
-def reduce_rows(
-    block_fn: Callable,
-    X: da.Array,
-    *aligned: da.Array | None,
-    combine: Callable = _blocks.combine_partials,
-    split_every: int = SPLIT_EVERY,
-    **kwargs,
-) -> Delayed:
-    """One pass: ``block_fn(X_b, *aligned_b, row_start=i0, **kwargs)`` per block, merged in a tree.
-
-    Parameters
-    ----------
-    block_fn : callable
-        NumPy function of one row block returning a small partial (arrays, numbers,
-        dicts or tuples of them). ``row_start`` is the global index of the block's first
-        row, so random choices and folds can depend on global row indices only.
-    X : dask array (n, p), one chunk along columns
-    *aligned : dask arrays with the same row chunks as X (labels, weights), or None
-    combine : callable
-        Merges any number of partials; :func:`scalenc._blocks.combine_partials` sums
-        arrays and merges class moments exactly.
-    **kwargs
-        Small NumPy arguments (U, a model). Each is put in the graph once, not per task.
-
-    Returns
-    -------
-    Delayed
-        The merged partial.
-
-    Notes
-    -----
-    Memory: one block plus ``split_every`` partials per worker thread; nothing n-sized.
-
-    The graph is optimised per pass: each block's reads of X and of the aligned arrays
-    (and whatever block-wise steps lead to them, such as label encoding) are fused into
-    the block's one task. Two passes computed together therefore each read X; to share
-    an expensive input between passes, persist it (:func:`keep_on_workers`) or cache it
-    (:class:`RowCache`).
-    """
-    _check_aligned(X, aligned)
-    # Every 2-D input has one column chunk, so all share the index "ij" and the map has
-    # no contracted index: a single blockwise layer that the graph optimisation fuses
-    # with the block-wise steps before it (the reads of X and y, the label encoding), one
-    # task per block instead of one per input and step.
-    index = {1: "i", 2: "ij"}
-    args = [X, index[X.ndim], ArraySliceDep((X.chunks[0],)), "i"]  # each block's rows
-    for arr in aligned:
-        if arr is not None:
-            args += [arr, index[arr.ndim]]
-    out_index = "ij" if any(a.ndim == 2 for a in [X, *aligned] if a is not None) else "i"
-    absent = tuple(position for position, arr in enumerate(aligned) if arr is None)
-    blocks = da.blockwise(
-        _block_partial,
-        out_index,
-        *args,
-        align_arrays=False,  # the 2-D inputs differ in their number of columns
-        adjust_chunks={c: 1 for c in out_index},
-        dtype=object,
-        meta=np.empty((0,) * len(out_index), dtype=object),
-        block_fn=block_fn,
-        absent=absent,
-        **_shared(kwargs),
-    )
-    partials = list(blocks.to_delayed(optimize_graph=True).ravel())
-    return tree_reduce(partials, combine, split_every=split_every)
 
 
 # --- the encoder's passes -------------------------------------------------------------
 
 
 def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
-    out = None
-    if not scatter or X.dtype == np.float32:  # these paths see every row's values anyway
-        out = _blocks.class_moments(
-            X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True
-        )
-    nonfinite = 0 if out is not None and out.pop("all_finite") else _blocks.count_nonfinite(X)
-    if nonfinite:  # the fit will refuse X; keep the statistics finite until then
-        X = np.where(np.isfinite(X), X, 0.0)
-        out = None
-    if out is None:
-        out = _blocks.class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
-    out["nonfinite"] = nonfinite
-    out["rows"] = X.shape[0]
-    return out
+    return _blocks.checked_class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
 
 
 def class_moments_pass(
@@ -223,10 +115,8 @@ def class_moments_pass(
 
 def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm):
     """Class moments of one block keyed by the block's own label values."""
-    from .data import _encode_block, _labeled_unique
-
-    classes = _labeled_unique(y)
-    codes = _encode_block(y, classes)
+    classes = labels.labeled_unique(y)
+    codes = labels.encode(y, classes)
     moments = _moments_block(
         X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
     )
@@ -235,12 +125,10 @@ def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm):
 
 def _align_classes(part: dict, classes: np.ndarray) -> dict:
     """A block's class moments spread onto the positions of ``classes`` (a superset)."""
-    from .data import _encode_block
-
     moments = part["moments"]
     if np.array_equal(part["classes"], classes):
         return moments
-    where = _encode_block(part["classes"], classes)
+    where = labels.encode(part["classes"], classes)
     out = dict(moments)
     for key in ("n", "mean", "sqnorm"):
         if key in moments:
@@ -252,9 +140,7 @@ def _align_classes(part: dict, classes: np.ndarray) -> dict:
 
 def _merge_labeled(*parts: dict) -> dict:
     """Merge label-keyed partials: the union of their classes, moments aligned to it."""
-    from .data import _union
-
-    classes = _union(*(part["classes"] for part in parts))
+    classes = labels.union(*(part["classes"] for part in parts))
     moments = _blocks.combine_partials(*(_align_classes(part, classes) for part in parts))
     return {"classes": classes, "moments": moments}
 
@@ -272,7 +158,7 @@ def labeled_moments_pass(
     Each block keys its moments by its own label values (−1, None and NaN are unlabeled);
     the tree merge aligns them on the union of the classes. Returns ``{"classes": sorted
     distinct labels, "moments": {...}}`` with the moments in the order of ``classes`` —
-    what :func:`scalenc.data.find_classes` followed by :func:`class_moments_pass` give,
+    what :func:`find_classes` followed by :func:`class_moments_pass` give,
     without a separate read of y and a round trip to the client between the two.
     """
     return reduce_rows(
@@ -286,14 +172,36 @@ def labeled_moments_pass(
     )
 
 
+def _classes_block(y, *, row_start):
+    return labels.labeled_unique(y)
+
+
+def classes_pass(y: da.Array, *, split_every: int = SPLIT_EVERY) -> Delayed:
+    """The sorted distinct labeled values of y: one pass over y (not X), merged in a tree."""
+    return reduce_rows(_classes_block, y, combine=labels.union, split_every=split_every)
+
+
+def find_classes(y: da.Array, *, split_every: int = SPLIT_EVERY) -> np.ndarray:
+    """:func:`classes_pass` computed, and checked to be class labels (not continuous)."""
+    (classes,) = compute(classes_pass(y, split_every=split_every))
+    labels.check_class_values(classes)
+    return classes
+
+
+def _confusion_block(pred, y, *, row_start, classes):
+    return _blocks.confusion_counts(pred, y, classes)
+
+
+def confusion_pass(
+    pred: da.Array, y: da.Array, classes: np.ndarray, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Confusion counts of lazy predictions against y (:func:`scalenc._blocks.confusion_counts`),
+    summed in a tree: one pass over whatever ``pred`` reads (X, for a model's predictions)."""
+    return reduce_rows(_confusion_block, pred, y, classes=classes, split_every=split_every)
+
+
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
-    return _stacked_moments_block(
-        embed(kernels, X, U),
-        codes,
-        row_start=row_start,
-        n_kernels=len(kernels),
-        n_classes=n_classes,
-    )
+    return _blocks.stacked_class_moments(embed(kernels, X, U), codes, len(kernels), n_classes)
 
 
 def embedding_moments_pass(
@@ -319,10 +227,9 @@ def embedding_moments_pass(
     )
 
 
-def _cross_entropy_block(X, codes, *, row_start, kernels, U, models):
-    return _stacked_cross_entropy_block(
-        embed(kernels, X, U), codes, row_start=row_start, models=models, n_classes=U.shape[0]
-    )
+def _cross_entropy_block(X, codes, *, row_start, kernels, U, coef, intercept):
+    Z = embed(kernels, X, U)
+    return _blocks.stacked_log_likelihood(Z, codes, coef, intercept, len(kernels))
 
 
 def cross_entropy_pass(
@@ -338,13 +245,15 @@ def cross_entropy_pass(
 
     Minus the result is Shen's cross-entropy c_m (Section 3, Step 4).
     """
+    coef, intercept = stacked_class_scores(models, U.shape[0])
     return reduce_rows(
         _cross_entropy_block,
         X,
         codes,
         kernels=tuple(kernels),
         U=U,
-        models=tuple(models),
+        coef=coef,
+        intercept=intercept,
         split_every=split_every,
     )
 
@@ -364,19 +273,7 @@ def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array
 
 
 def _stacked_moments_block(Z, codes, *, row_start, n_kernels, n_classes):
-    """Each kernel's class moments from one pass over its K columns: the moments of all
-    M·K columns at once, split into the kernels' diagonal blocks."""
-    both = _blocks.class_moments(Z, codes, n_classes, scatter=True)
-    return tuple(
-        {
-            "n": both["n"],
-            "mean": both["mean"][:, m * n_classes : (m + 1) * n_classes],
-            "scatter": both["scatter"][
-                m * n_classes : (m + 1) * n_classes, m * n_classes : (m + 1) * n_classes
-            ],
-        }
-        for m in range(n_kernels)
-    )
+    return _blocks.stacked_class_moments(Z, codes, n_kernels, n_classes)
 
 
 def stacked_moments_pass(
@@ -393,39 +290,8 @@ def stacked_moments_pass(
     )
 
 
-def _stacked_decision(models: Sequence[LDAModel], n_classes: int):
-    """One block-diagonal (M·K × M·K) matrix and offsets giving every kernel's K class
-    scores from the stacked embedding (two classes: scores 0 and the LDA's one score)."""
-    K, M = n_classes, len(models)
-    W, b = np.zeros((M * K, M * K)), np.zeros(M * K)
-    for m, model in enumerate(models):
-        coef, intercept = class_scores(model)
-        W[m * K : (m + 1) * K, m * K : (m + 1) * K] = coef.T
-        b[m * K : (m + 1) * K] = intercept
-    return W, b
-
-
-def _stacked_cross_entropy_block(Z, codes, *, row_start, models, n_classes):
-    """Σ log T_m(i, y_i) over the block's labeled rows, for every kernel m at once: one
-    product for all kernels' scores, then a log-softmax over each kernel's K classes.
-
-    The scores are laid out class by row ((M, K, b), rows contiguous), so that the max
-    and the sum over a kernel's K classes are element-wise operations on long vectors
-    rather than reductions over short rows.
-    """
-    K, M = n_classes, len(models)
-    labeled = codes >= 0
-    Z = np.asarray(Z, dtype=np.float64)
-    if not labeled.all():
-        Z, codes = Z[labeled], codes[labeled]
-    W, b = _stacked_decision(models, K)
-    scores = np.matmul(W.T, Z.T).reshape(M, K, -1)  # (M, K, b)
-    scores += b.reshape(M, K, 1)
-    scores -= scores.max(axis=1, keepdims=True)
-    picked = scores[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
-    np.exp(scores, out=scores)
-    log_likelihood = (picked - np.log(scores.sum(axis=1))).sum(axis=1)
-    return tuple(np.array(v) for v in log_likelihood)
+def _stacked_cross_entropy_block(Z, codes, *, row_start, coef, intercept, n_kernels):
+    return _blocks.stacked_log_likelihood(Z, codes, coef, intercept, n_kernels)
 
 
 def stacked_cross_entropy_pass(
@@ -437,119 +303,314 @@ def stacked_cross_entropy_pass(
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Σ log T_m(i, y_i) per kernel from a stacked embedding (one pass over Z, not X)."""
+    coef, intercept = stacked_class_scores(models, n_classes)
     return reduce_rows(
         _stacked_cross_entropy_block,
         Z,
         codes,
-        models=tuple(models),
+        coef=coef,
+        intercept=intercept,
+        n_kernels=len(models),
+        split_every=split_every,
+    )
+
+
+# --- the encoder's Section 2: the full kernel matrix, block × block ------------------------
+
+
+def full_embedding(
+    X: da.Array,
+    X_fit: da.Array,
+    codes_fit: da.Array,
+    kernel: Callable,
+    counts: np.ndarray,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> da.Array:
+    """Lazy Z = A W (Shen's Section 2): row block b of X gets Σ_c δ(X_b, X_fit,c) W_c.
+
+    Each row block of X is compared with every block of the training data, the partials
+    summed in a tree: reading Z once reads X_fit once per row block of X (O(n²p) work,
+    O(chunk²) memory per task). Returns an (n, K) float64 Dask array.
+    """
+    K = counts.size
+    counts = np.asarray(counts, dtype=np.float64)
+    col_blocks = list(zip(X_fit.to_delayed().ravel(), codes_fit.to_delayed().ravel()))
+    fn = dask.delayed(_blocks.full_embedding_block, pure=True)
+    rows = []
+    for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
+        parts = [fn(xb, xc, cc, kernel=kernel, n_classes=K, counts=counts) for xc, cc in col_blocks]
+        total = tree_reduce(parts, _blocks.combine_partials, split_every=split_every)
+        rows.append(da.from_delayed(total, shape=(size, K), dtype=np.float64))
+    return da.concatenate(rows, axis=0)
+
+
+def _plain_moments_block(Z, codes, *, row_start, n_classes):
+    return _blocks.class_moments(Z, codes, n_classes, scatter=True)
+
+
+def moments_pass(
+    Z: da.Array, codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Class counts, means and pooled scatter of Z over labeled rows (no NaN check)."""
+    return reduce_rows(_plain_moments_block, Z, codes, n_classes=n_classes, split_every=split_every)
+
+
+def _log_likelihood_block(Z, codes, *, row_start, model):
+    return np.array(_blocks.labeled_log_likelihood(lda_log_proba(model, Z), codes)[0])
+
+
+def log_likelihood_pass(
+    Z: da.Array, codes: da.Array, model: LDAModel, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Σ log T(i, y_i) of one LDA model over the labeled rows of Z."""
+    return reduce_rows(_log_likelihood_block, Z, codes, model=model, split_every=split_every)
+
+
+# --- nRBFN: soft-KNN, σ, the Gram and the λ grid ----------------------------------------
+
+
+def _label_counts_block(codes, *, row_start, n_classes):
+    return _sampling.label_counts_block(codes, row_start=row_start, n_classes=n_classes)
+
+
+def label_counts_pass(
+    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Labeled rows per class (K,), one pass over the class codes (not X)."""
+    return reduce_rows(_label_counts_block, codes, n_classes=n_classes, split_every=split_every)
+
+
+def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int = SPLIT_EVERY):
+    """:func:`scalenc._sampling.stratified_sample` from Dask labels in one pass over them:
+    each block keeps its smallest hashes per class, merged in a tree; only the sample
+    reaches the client.
+
+    ``counts`` are the labeled rows per class (from :func:`label_counts_pass`). Returns a
+    Delayed of ``{"index", "code", "key"}``, one entry per sampled row, in no set order.
+    """
+    shares = _sampling.class_shares(counts, size)
+    return reduce_rows(
+        _sampling.sample_block,
+        codes,
+        combine=_sampling.KeepSmallest(shares),
+        shares=shares,
+        seed=seed,
+        split_every=split_every,
+    )
+
+
+def kneighbors_pass(
+    X,
+    codes,
+    candidates,
+    candidate_index,
+    n_neighbors: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+):
+    """One pass over X: the k nearest labeled rows (global indices) of every candidate.
+
+    ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
+    block of X itself, for the exact all-rows search). Returns a Delayed dict as
+    :func:`kneighbors_block`. Memory per task: one block, one distance tile and O(c·k).
+    """
+    return reduce_rows(
+        kneighbors_block,
+        X,
+        codes,
+        candidates=candidates,
+        candidate_index=candidate_index,
+        n_neighbors=n_neighbors,
+        combine=merge_neighbors,
+        split_every=split_every,
+    )
+
+
+def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_EVERY) -> list:
+    """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
+
+    For row blocks i < j one task computes both directions from one product
+    (:func:`kneighbors_pair`); block i against itself uses :func:`kneighbors_block`.
+    Each block's partials are merged in a tree. Returns, per row block, a Delayed
+    ``(neighbours, global indices, codes)`` of its labeled rows.
+
+    Notes
+    -----
+    n_b(n_b + 1)/2 block-pair tasks for n_b row blocks: every block is read n_b times
+    (counted as n_b passes), and the distance work is n²p instead of 2n²p.
+    Memory per task: two blocks, one distance tile and O(b k).
+    """
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()
+    rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
+    pair = dask.delayed(kneighbors_pair, pure=True, nout=2)
+    block = dask.delayed(kneighbors_block, pure=True)
+    n_b = len(xs)
+    partials: list[list] = [[] for _ in range(n_b)]
+    labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
+    for i in range(n_b):
+        partials[i].append(
+            block(
+                xs[i],
+                cs[i],
+                row_start=int(starts[i]),
+                candidates=labeled[i][0],
+                candidate_index=labeled[i][1],
+                n_neighbors=n_neighbors,
+            )
+        )
+        for j in range(i + 1, n_b):
+            to_i, to_j = pair(
+                xs[i],
+                cs[i],
+                xs[j],
+                cs[j],
+                start_i=int(starts[i]),
+                start_j=int(starts[j]),
+                n_neighbors=n_neighbors,
+            )
+            partials[i].append(to_i)
+            partials[j].append(to_j)
+    return [
+        (
+            tree_reduce(partials[i], merge_neighbors, split_every=split_every),
+            labeled[i][1],
+            labeled[i][2],
+        )
+        for i in range(n_b)
+    ]
+
+
+def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
+    """The rows of X at the sorted global indices ``index``, computed (one pass over X;
+    only the blocks that hold them are read)."""
+    (rows,) = compute(X[index])
+    return rows
+
+
+def sigma_pass(
+    X: da.Array, codes: da.Array, basis: np.ndarray, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Σ ‖G_i − x_j‖ over the labeled rows and the basis, and the number of those rows
+    (:func:`scalenc._nrbfn_blocks.sigma_block`; Algorithm 2, step 5)."""
+    return reduce_rows(_nrbfn_blocks.sigma_block, X, codes, basis=basis, split_every=split_every)
+
+
+def gram_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    sigma: float,
+    n_classes: int,
+    *,
+    n_folds: int = 1,
+    seed: int = 0,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
+    (:func:`scalenc._nrbfn_blocks.gram_block`), summed in place at each tree node."""
+    return reduce_rows(
+        _nrbfn_blocks.gram_block,
+        X,
+        codes,
+        basis=basis,
+        sigma=sigma,
+        n_classes=n_classes,
+        n_folds=n_folds,
+        seed=seed,
+        combine=_nrbfn_blocks.sum_gram_partials,
+        split_every=split_every,
+    )
+
+
+def cv_error_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    sigma: float,
+    weights: np.ndarray,
+    seed: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Misclassified labeled rows per λ, each row scored by its own fold's model
+    (:func:`scalenc._nrbfn_blocks.cv_error_block`)."""
+    return reduce_rows(
+        _nrbfn_blocks.cv_error_block,
+        X,
+        codes,
+        basis=basis,
+        sigma=sigma,
+        weights=weights,
+        seed=seed,
+        split_every=split_every,
+    )
+
+
+# --- CCDR: the subsamples, and the statistics of the classifier heads --------------------
+
+
+def stratum_counts_pass(
+    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Per block, rows per stratum (unlabeled, class 0, …, class L−1) keyed by the block's
+    first row: ``{"starts": (n_b,), "counts": (n_b, L+1)}`` in no set order."""
+    return reduce_rows(
+        _sampling.stratum_counts_block,
+        codes,
+        combine=_sampling.concat_tables,
         n_classes=n_classes,
         split_every=split_every,
     )
 
 
-def keep_on_workers(arr: da.Array) -> da.Array:
-    """On a distributed cluster, ``arr`` persisted on the workers (for an array every pass
-    of a fit reads, such as the labels: read once instead of once per pass); otherwise
-    ``arr`` itself. Nothing comes to the client either way."""
-    from .cluster import active_client, uses_distributed
-
-    return active_client().persist(arr) if uses_distributed() else arr
-
-
-class RowCache:
-    """Keep a lazily computed, row-chunked array for a second pass without recomputing it.
-
-    On a distributed cluster the blocks are persisted on the workers (which spill them to
-    their disks under memory pressure). With an in-process or multiprocessing scheduler
-    the first pass writes each block through to a ``.npy`` file in a temporary directory
-    (in Dask's ``temporary-directory``) as it computes it, and later passes read the files
-    back memory-mapped. The write happens inside the block's own task, so the first pass
-    computes every block once (a separate store of the same lazy array would be
-    optimised into a second graph that recomputes it), and blocks of any row chunking
-    are kept as they are. Nothing goes through the client. Use as a context manager; the
-    temporary files are removed on exit.
-    """
-
-    def __init__(self, arr: da.Array):
-        from .cluster import uses_distributed
-
-        self._source = arr
-        self._path = None
-        self._persisted = None
-        self.distributed = uses_distributed()
-
-    def __enter__(self):
-        if self.distributed:
-            from .cluster import active_client
-
-            self._persisted = active_client().persist(self._source)
-        else:
-            import tempfile
-
-            root = dask.config.get("temporary-directory", None)
-            self._path = tempfile.mkdtemp(prefix="scalenc-cache-", dir=root)
-        return self
-
-    def first_pass_input(self) -> da.Array:
-        """The array the first pass should read: computing a block also caches it."""
-        if self.distributed:
-            return self._persisted
-        return self._source.map_blocks(
-            _write_through,
-            directory=self._path,
-            dtype=self._source.dtype,
-            meta=self._source._meta,
-        )
-
-    def cached(self) -> da.Array:
-        """The cached array, for passes after the first."""
-        if self.distributed:
-            return self._persisted
-        src = self._source
-        name = f"scalenc-cached-{tokenize(src, self._path)}"
-        graph = {
-            (name, *index): (_read_back, _block_file(self._path, index))
-            for index in np.ndindex(*src.numblocks)
-        }
-        return da.Array(
-            HighLevelGraph.from_collections(name, graph), name, src.chunks, meta=src._meta
-        )
-
-    def __exit__(self, *exc):
-        import shutil
-
-        self._persisted = None
-        if self._path is not None:
-            shutil.rmtree(self._path, ignore_errors=True)
+def select_rows_pass(
+    codes: da.Array,
+    starts: np.ndarray,
+    offsets: np.ndarray,
+    ranks: tuple,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Global indices (``s{b}``) and strata (``c{b}``) of every subsample's rows, found
+    block by block from the drawn within-stratum ranks (:func:`scalenc._sampling.select_block`)."""
+    return reduce_rows(
+        _sampling.select_block,
+        codes,
+        combine=_sampling.concat_tables,
+        starts=starts,
+        offsets=offsets,
+        ranks=ranks,
+        split_every=split_every,
+    )
 
 
-def _block_file(directory: str, index) -> str:
-    return f"{directory}/block-{'-'.join(map(str, index))}.npy"
+def gather_rows_pass(X: da.Array, wanted: np.ndarray, *, split_every: int = SPLIT_EVERY) -> Delayed:
+    """The rows of X at the sorted global indices ``wanted`` (float64) and a NaN/inf
+    count of all of X, in one pass."""
+    return reduce_rows(
+        _sampling.gather_block,
+        X,
+        combine=_sampling.combine_gather,
+        wanted=wanted,
+        split_every=split_every,
+    )
 
 
-def _write_through(block, *, directory, block_info=None):
-    np.save(_block_file(directory, block_info[0]["chunk-location"]), block, allow_pickle=False)
-    return block
-
-
-def _read_back(path: str) -> np.ndarray:
-    return np.load(path, mmap_mode="r", allow_pickle=False)
-
-
-def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) -> da.Array:
-    """Lazy block-wise output: ``func(X_b, **kwargs)`` gives (b, n_out), or (b,) if n_out is None.
-
-    Nothing is computed; the result streams to Zarr/Parquet or is computed by the caller.
-    Array arguments (U, a basis of r×p, …) enter the graph once, not once per block.
-    """
-    dtype = np.dtype(dtype)
-    kwargs = _shared(kwargs)
-    if n_out is None:
-        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype), **kwargs)
-    return X.map_blocks(
-        func,
-        chunks=(X.chunks[0], (n_out,)),
-        dtype=dtype,
-        meta=np.empty((0, n_out), dtype),
-        **kwargs,
+def embedding_stats_pass(
+    X: da.Array,
+    codes: da.Array,
+    head: str,
+    solutions,
+    n_classes: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Statistics of the training embedding f(x_i, c_i) over the labeled rows for a
+    classifier head: ``"linear"`` (the least-squares Gram and cross term) or ``"lda"``
+    (class moments). ``solutions`` may be a Delayed of the fitted subsamples."""
+    block = _ccdr_blocks.linear_stats_block if head == "linear" else _ccdr_blocks.lda_stats_block
+    return reduce_rows(
+        block, X, codes, solutions=solutions, n_classes=n_classes, split_every=split_every
     )

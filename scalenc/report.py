@@ -21,6 +21,10 @@ import time
 
 import numpy as np
 
+from . import passes
+from .cluster import compute
+from .labels import unlabeled_mask
+
 __all__ = [
     "MissingPlotDependency",
     "require_matplotlib",
@@ -99,39 +103,6 @@ def describe_model(est) -> dict:
 # --- evaluation ------------------------------------------------------------------------
 
 
-def _codes(values: np.ndarray, classes: np.ndarray) -> np.ndarray:
-    """Class codes 0..K-1 of values; -2 for a value that is not a class."""
-    values = np.asarray(values)
-    if values.size == 0:
-        return np.empty(0, np.int64)
-    if (
-        classes.dtype.kind == "O"
-        or values.dtype.kind == "O"
-        or ((classes.dtype.kind in "US") != (values.dtype.kind in "US"))
-    ):
-        lookup = {v: i for i, v in enumerate(classes.tolist())}
-        return np.fromiter((lookup.get(v, -2) for v in values.tolist()), np.int64, values.size)
-    pos = np.clip(np.searchsorted(classes, values), 0, classes.size - 1)
-    return np.where(classes[pos] == values, pos, -2).astype(np.int64)
-
-
-def _confusion_block(pred, y, *, row_start, classes):
-    """Confusion counts of one block: (K×K matrix, [unknown-label rows, unlabeled rows],
-    predictions per class for the unknown-label rows)."""
-    from .data import unlabeled_mask
-
-    y = np.asarray(y)
-    unlabeled = unlabeled_mask(y)
-    K = classes.size
-    p = _codes(pred[~unlabeled], classes)
-    t = _codes(y[~unlabeled], classes)
-    known = t >= 0
-    matrix = np.bincount(t[known] * K + p[known], minlength=K * K).reshape(K, K)
-    other = np.bincount(p[~known], minlength=K)
-    counts = np.array([int((~known).sum()), int(unlabeled.sum())])
-    return matrix.astype(np.int64), counts, other.astype(np.int64)
-
-
 def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     """Accuracy, per-class report and confusion matrix of a classifier on (X, y).
 
@@ -154,15 +125,10 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     One pass over X: the predictions are a block map, each block is reduced to K×K
     counts, and the counts are summed in a tree of fan-in ``split_every``.
     """
-    from . import passes
-    from .cluster import compute
-
     classes = np.asarray(estimator.classes_)
     pred = estimator.predict(X)
     t0 = time.perf_counter()
-    (result,) = compute(
-        passes.reduce_rows(_confusion_block, pred, y, classes=classes, split_every=split_every)
-    )
+    (result,) = compute(passes.confusion_pass(pred, y, classes, split_every=split_every))
     seconds = time.perf_counter() - t0
     matrix, counts, other = result
     return confusion_summary(
@@ -231,8 +197,6 @@ def confusion_summary(
 def sample_rows(X, y=None, *, n: int = 2000, random_state: int = 0):
     """A uniform sample of at most ``n`` rows of (X, y) as NumPy arrays (reads the blocks
     the sampled rows fall in)."""
-    from .cluster import compute
-
     total = X.shape[0]
     rng = np.random.default_rng(random_state)
     idx = np.sort(rng.choice(total, size=min(n, total), replace=False))
@@ -378,8 +342,6 @@ def _plot_scatter(est, embedding, labels, Figure, canvas):
     fig, ax = _figure(Figure, (6.0, 5.0))
     classes = list(getattr(ccdr, "classes_", []))
     if labels is not None:
-        from .data import unlabeled_mask
-
         labels = np.asarray(labels, dtype=object)
         mask = unlabeled_mask(labels)
         if mask.any():

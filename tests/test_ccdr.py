@@ -13,8 +13,9 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from scalenc import CCDR, CCDRClassifier
+from scalenc import CCDR, CCDRClassifier, linalg
 from scalenc import _ccdr_blocks as cb
+from scalenc.linalg import procrustes
 
 
 def oracle(X, y, m, beta, k, epsilon=None):
@@ -56,7 +57,7 @@ def connected_blobs(n=240, p=5, K=3, seed=0, unlabeled=0.2):
 @pytest.mark.parametrize("solver", ["dense", "eigsh"])
 def test_matches_dense_generalised_eigenproblem(solver, monkeypatch):
     if solver == "eigsh":
-        monkeypatch.setattr(cb, "DENSE_MAX", 10)
+        monkeypatch.setattr(linalg, "DENSE_MAX", 10)
     X, y = connected_blobs()
     m, beta, k = 5, 0.5, 4
     model = CCDR(n_components=m, beta=beta, n_neighbors=k).fit(X, y)
@@ -78,7 +79,7 @@ def test_eigsh_failure_warns_then_falls_back_to_dense(monkeypatch):
     def broken(*args, **kwargs):
         raise scipy.sparse.linalg.ArpackNoConvergence("no convergence", np.array([]), np.array([]))
 
-    monkeypatch.setattr(cb, "DENSE_MAX", 10)
+    monkeypatch.setattr(linalg, "DENSE_MAX", 10)
     monkeypatch.setattr(scipy.sparse.linalg, "eigsh", broken)
     with pytest.warns(RuntimeWarning, match="eigsh failed .* falling back to the dense"):
         got = CCDR(n_components=3).fit(X, y)
@@ -250,7 +251,7 @@ def _embedding_spread(models, X):
     aligned = []
     for model in models:
         F = model.transform(X)
-        aligned.append(F @ cb.procrustes(F, ref))
+        aligned.append(F @ procrustes(F, ref))
     aligned = np.stack(aligned)
     return float(((aligned - aligned.mean(axis=0)) ** 2).sum(axis=2).mean())
 
@@ -271,7 +272,7 @@ def test_procrustes_recovers_rotation():
     rng = np.random.default_rng(0)
     A = rng.normal(size=(20, 4))
     R, _ = np.linalg.qr(rng.normal(size=(4, 4)))
-    np.testing.assert_allclose(cb.procrustes(A @ R, A), R.T, atol=1e-12)
+    np.testing.assert_allclose(procrustes(A @ R, A), R.T, atol=1e-12)
 
 
 # --- degenerate graphs -----------------------------------------------------------------------

@@ -13,11 +13,11 @@ from scalenc.data import (
     as_dask_array,
     check_xy,
     encode_labels,
-    find_classes,
     load,
-    unlabeled_mask,
     write_output,
 )
+from scalenc.labels import unlabeled_mask
+from scalenc.passes import find_classes
 
 
 @pytest.fixture

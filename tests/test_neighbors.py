@@ -7,18 +7,11 @@ import numpy as np
 import pytest
 from conftest import make_blobs
 
+from scalenc._nrbfn_blocks import knn_sigma, select_basis, soft_knn_confidence
+from scalenc._sampling import row_hash, stratified_sample
 from scalenc.cluster import compute
-from scalenc.neighbors import (
-    kneighbors_block,
-    kneighbors_pass,
-    knn_sigma,
-    merge_neighbors,
-    pairwise_sq_distances,
-    row_hash,
-    select_basis,
-    soft_knn_confidence,
-    stratified_sample,
-)
+from scalenc.neighbors import kneighbors_block, merge_neighbors, pairwise_sq_distances
+from scalenc.passes import kneighbors_all_rows, kneighbors_pass
 
 
 def brute_knn(X, labeled, cand_index, k):
@@ -115,8 +108,6 @@ def test_row_hash_and_stratified_sample():
 
 @pytest.mark.parametrize("chunks", [(60, 60, 60), (7, 101, 1, 71), (180,)])
 def test_all_rows_by_block_pairs_equals_brute_force(chunks):
-    from scalenc.neighbors import kneighbors_all_rows
-
     X, y = make_blobs(180, 5, 3, seed=4, unlabeled=0.1)
     Xd = da.from_array(X, chunks=(chunks, -1))
     codes = da.from_array(y, chunks=(chunks,))
@@ -139,7 +130,6 @@ def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
     in every block pair, with or without the sampled bounds and running column bounds
     (``tiles`` = threshold sample, pair tile elements; 150: tiles of fewer than k rows)."""
     import scalenc.neighbors as neighbors
-    from scalenc.neighbors import kneighbors_all_rows
 
     if tiles is not None:
         monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", tiles[0])
@@ -167,14 +157,12 @@ def test_stratified_sample_pass_draws_the_in_memory_sample_from_dask_labels(chun
     of the in-memory one, for any chunking, and brings only the sample to the client."""
     import dask.array as da
 
-    from scalenc.cluster import compute
-    from scalenc.neighbors import label_counts_block, stratified_sample_pass
-    from scalenc.passes import reduce_rows
+    from scalenc.passes import label_counts_pass, stratified_sample_pass
 
     rng = np.random.default_rng(5)
     codes = rng.choice([-1, 0, 1, 2], p=[0.2, 0.5, 0.2, 0.1], size=1000)
     cd = da.from_array(codes, chunks=chunks)
-    (counts,) = compute(reduce_rows(label_counts_block, cd, n_classes=3, split_every=2))
+    (counts,) = compute(label_counts_pass(cd, n_classes=3, split_every=2))
     np.testing.assert_array_equal(counts, np.bincount(codes[codes >= 0], minlength=3))
     for size in (3, 50, 799):
         (drawn,) = compute(stratified_sample_pass(cd, counts, size, seed=4, split_every=2))

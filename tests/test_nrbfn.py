@@ -15,7 +15,7 @@ from conftest import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from scalenc import LRClassifier, NRBFNClassifier
-from scalenc.nrbfn import fold_of
+from scalenc._nrbfn_blocks import fold_of
 
 # --- the oracle: Algorithms 1–3 on the full matrices (rows = samples) -------------------
 
@@ -194,8 +194,8 @@ def test_chunking_does_not_change_the_model(data, reference, chunks):
 
 
 def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatch):
+    import scalenc._nrbfn_blocks as nrbfn
     import scalenc.neighbors as neighbors
-    import scalenc.nrbfn as nrbfn
 
     monkeypatch.setattr(nrbfn, "KERNEL_TILE_ELEMENTS", 7 * 50)  # 7-row kernel pieces (r≈50)
     monkeypatch.setattr(nrbfn, "GRAM_TILE_ELEMENTS", 30 * 50)
@@ -213,7 +213,7 @@ def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatc
 
 
 def test_gram_strips_equal_a_full_product(monkeypatch):
-    import scalenc.nrbfn as nrbfn
+    import scalenc._nrbfn_blocks as nrbfn
 
     rng = np.random.default_rng(5)
     W = rng.random((40, 29))
@@ -226,7 +226,7 @@ def test_gram_strips_equal_a_full_product(monkeypatch):
 
 def test_gram_partials_sum_like_the_generic_combine():
     from scalenc import _blocks
-    from scalenc.nrbfn import sum_gram_partials
+    from scalenc._nrbfn_blocks import sum_gram_partials
 
     rng = np.random.default_rng(8)
     parts = [

@@ -193,7 +193,8 @@ def test_labeled_moments_pass_equals_class_list_then_moments(labels, chunks, dty
     """One pass keyed by each block's own labels gives find_classes' classes and the
     class moments of class_moments_pass, whatever classes each block lacks: a block
     with no labeled row, and a class that first appears in the last block."""
-    from scalenc.data import encode_labels, find_classes
+    from scalenc.data import encode_labels
+    from scalenc.passes import find_classes
 
     rng = np.random.default_rng(3)
     X = (rng.normal(size=(300, 4)) * [1, 2, 3, 4] + 10).astype(dtype)

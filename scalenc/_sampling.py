@@ -1,0 +1,191 @@
+"""Random subsamples that do not depend on chunking: stratified by class, drawn by row index.
+
+Plain NumPy, no dask. Every random choice here depends only on global row indices, the
+per-class counts and a seed, so the same rows are drawn for any chunking and any
+scheduler. Two draws use it:
+
+* nRBFN's soft-KNN candidates: per class, the rows with the smallest :func:`row_hash`
+  (:func:`sample_block`, merged by :class:`KeepSmallest`); the same rows as
+  :func:`stratified_sample` in memory.
+* CCDR's subsamples: per stratum (unlabeled rows, then each class), ranks drawn from a
+  generator and found block by block from per-block counts (:func:`select_block`).
+
+Both allocate the sample to strata by :func:`stratum_shares` (largest remainders).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "row_hash",
+    "stratum_shares",
+    "class_shares",
+    "sample_block",
+    "KeepSmallest",
+    "stratified_sample",
+    "label_counts_block",
+    "draw_ranks",
+    "stratum_counts_block",
+    "concat_tables",
+    "select_block",
+    "gather_block",
+    "combine_gather",
+]
+
+
+def row_hash(index: np.ndarray, seed: int) -> np.ndarray:
+    """A uniform number in [0, 1) per global row index (splitmix64 of index and seed).
+
+    Depends only on the index and the seed, so random choices made with it do not depend
+    on chunking or scheduler.
+    """
+    with np.errstate(over="ignore"):
+        golden = np.uint64(0x9E3779B97F4A7C15)
+        z = np.asarray(index, dtype=np.uint64) + np.uint64(seed % 2**63) * golden
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+def stratum_shares(counts: np.ndarray, size: int, floor: np.ndarray) -> np.ndarray:
+    """Rows to draw from each stratum: proportional to ``counts``, summing to ``size``.
+
+    Largest remainders: each stratum gets the integer part of its quota, at least
+    ``floor`` (and at most its count); the rows still missing go one per stratum in
+    decreasing order of the quotas' fractional parts. If the floors alone exceed ``size``
+    the largest shares give rows back. ``size`` at least the total takes every row.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    floor = np.minimum(np.asarray(floor, dtype=np.int64), counts)
+    total = counts.sum()
+    if size >= total:
+        return counts.copy()
+    quota = size * counts / total
+    take = np.minimum(np.maximum(np.floor(quota).astype(np.int64), floor), counts)
+    while take.sum() > size:  # the floors overshot: take from the largest spare
+        take[np.argmax(take - floor)] -= 1
+    order = np.argsort(-(quota - np.floor(quota)), kind="stable")
+    while take.sum() < size:
+        for j in order:
+            if take.sum() >= size:
+                break
+            if take[j] < counts[j]:
+                take[j] += 1
+    return take
+
+
+def class_shares(counts: np.ndarray, size: int) -> np.ndarray:
+    """:func:`stratum_shares` over classes, at least one row of every class that has rows."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return stratum_shares(counts, size, counts > 0)
+
+
+def _smallest_per_class(index, code, key, shares) -> dict[str, np.ndarray]:
+    """For each class k, the ``shares[k]`` rows with the smallest (key, index)."""
+    keep = []
+    for k, share in enumerate(shares):
+        rows = np.flatnonzero(code == k)
+        keep.append(rows[np.lexsort((index[rows], key[rows]))[:share]])
+    keep = np.concatenate(keep)
+    return {"index": index[keep], "code": code[keep], "key": key[keep]}
+
+
+def sample_block(codes, *, row_start, shares, seed):
+    """One block's candidates for :func:`stratified_sample`: per class, its rows with the
+    smallest :func:`row_hash` (at most the class's share; global row indices)."""
+    codes = np.asarray(codes)
+    labeled = np.flatnonzero(codes >= 0)
+    index = (row_start + labeled).astype(np.int64)
+    return _smallest_per_class(index, codes[labeled], row_hash(index, seed), shares)
+
+
+class KeepSmallest:
+    """Tree-reduction combine of :func:`sample_block` partials (picklable, holds the shares)."""
+
+    def __init__(self, shares):
+        self.shares = shares
+
+    def __call__(self, *parts):
+        both = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+        return _smallest_per_class(both["index"], both["code"], both["key"], self.shares)
+
+
+def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -> np.ndarray:
+    """Global indices of a class-stratified sample of ``size`` labeled rows, ascending.
+
+    Class k gets a share of ``size`` proportional to its count (:func:`stratum_shares`);
+    within a class the rows with the smallest :func:`row_hash` are taken (ties by index).
+    In memory; :func:`stratified_sample_pass` draws the same rows from Dask labels.
+    """
+    codes = np.asarray(codes)
+    counts = np.bincount(codes[codes >= 0], minlength=n_classes)
+    picked = sample_block(codes, row_start=0, shares=class_shares(counts, size), seed=seed)
+    return np.sort(picked["index"])
+
+
+def label_counts_block(codes, *, row_start, n_classes):
+    """Labeled rows per class in one block (summed across blocks by the tree reduction)."""
+    codes = np.asarray(codes)
+    return np.bincount(codes[codes >= 0], minlength=n_classes).astype(np.int64)
+
+
+def draw_ranks(counts: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+    """Per stratum t, ``take[t]`` sorted ranks out of ``counts[t]``, without replacement."""
+    return [
+        np.arange(n) if t == n else np.sort(rng.choice(n, size=t, replace=False))
+        for n, t in zip(counts.tolist(), take.tolist(), strict=True)
+    ]
+
+
+def stratum_counts_block(codes, *, row_start, n_classes):
+    """Per-block rows per stratum (unlabeled, class 0, …, class L−1), keyed by row_start."""
+    counts = np.bincount(np.asarray(codes) + 1, minlength=n_classes + 1)
+    return {"starts": np.array([row_start]), "counts": counts[None, :]}
+
+
+def concat_tables(*parts):
+    """Combine partials by concatenating their arrays (order fixed later by row index)."""
+    return {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
+
+
+def select_block(codes, *, row_start, starts, offsets, ranks):
+    """Global indices of the sampled rows of one block, for every subsample.
+
+    ``offsets[i, t]`` is the number of stratum-t rows before block i; ``ranks[b][t]`` the
+    sorted within-stratum ranks drawn for subsample b. Depends on global counts only, so
+    the draw is the same for any chunking.
+    """
+    codes = np.asarray(codes)
+    block = int(np.searchsorted(starts, row_start))
+    out = {}
+    for b, sub in enumerate(ranks):
+        found, kinds = [], []
+        for t, r in enumerate(sub):
+            local = np.flatnonzero(codes == t - 1)
+            o = offsets[block, t]
+            lo, hi = np.searchsorted(r, [o, o + local.size])
+            found.append(row_start + local[r[lo:hi] - o])
+            kinds.append(np.full(hi - lo, t - 1, dtype=np.int64))
+        out[f"s{b}"] = np.concatenate(found).astype(np.int64)
+        out[f"c{b}"] = np.concatenate(kinds)
+    return out
+
+
+def gather_block(X, *, row_start, wanted):
+    """Rows of X whose global index is in the sorted array ``wanted``; also counts NaN/inf."""
+    lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
+    index = wanted[lo:hi]
+    rows = np.asarray(X[index - row_start], dtype=np.float64)
+    bad = int(X.size - np.count_nonzero(np.isfinite(X))) if X.dtype.kind == "f" else 0
+    return {"index": index, "rows": rows, "nonfinite": np.array([bad])}
+
+
+def combine_gather(*parts):
+    return {
+        "index": np.concatenate([p["index"] for p in parts]),
+        "rows": np.concatenate([p["rows"] for p in parts]),
+        "nonfinite": sum(p["nonfinite"] for p in parts),
+    }
