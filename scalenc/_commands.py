@@ -1,10 +1,14 @@
-"""The ``scalenc`` commands behind :mod:`scalenc.cli`: exit codes, errors, the session
-(logging, scheduler, progress) and one function per command."""
+"""The ``scalenc`` commands behind :mod:`scalenc.cli`: the session (logging, scheduler,
+progress), one function per command, and :func:`execute`, which runs a parsed command
+line and turns its result or failure into the JSON summary and an exit code.
+
+:mod:`scalenc.cli` imports this module only once the arguments have parsed, so it imports
+at its top everything the commands need (dask, distributed, the IO modules); which
+estimator module ``fit`` loads is looked up in :data:`~scalenc._parser.METHODS`.
+"""
 
 from __future__ import annotations
 
-import argparse
-import ast
 import contextlib
 import importlib
 import json
@@ -12,105 +16,45 @@ import logging
 import os
 import sys
 import time
+import traceback
+from datetime import datetime, timezone
 from pathlib import Path
 
+import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
+import numpy as np
+
+from . import __version__
+from ._errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CLUSTER,
+    EXIT_COMPUTE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    BadInput,
+    CLIError,
+    ClusterUnreachable,
+)
+from ._parser import METHODS, build_parser, parse_set
 from ._tempnames import claim
+from .cluster import ClusterUnavailableError, connect
+from .data import load, write_dataset, write_output
+from .jobs import JobError, read_job, step_argv
+from .persist import ModelFileError, load_model, read_model_metadata, save_model
+from .progress import Progress
+from .report import (
+    MissingPlotDependency,
+    build_report,
+    describe_model,
+    evaluate,
+    jsonable,
+    require_matplotlib,
+    sample_rows,
+)
+from .simulate import simulate
+
+__all__ = ["execute", "COMMANDS"]
 
 log = logging.getLogger("scalenc.cli")
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
-EXIT_CLUSTER = 3
-EXIT_COMPUTE = 4
-EXIT_INTERRUPTED = 130
-
-#: METHOD of ``scalenc fit`` → estimator class.
-METHODS = {
-    "encoder": "scalenc.encoder:EncoderClassifier",
-    "nrbfn": "scalenc.nrbfn:NRBFNClassifier",
-    "lrc": "scalenc.nrbfn:LRClassifier",
-    "ccdr": "scalenc.ccdr:CCDR",
-    "ccdr-classifier": "scalenc.ccdr:CCDRClassifier",
-}
-
-# --- errors ------------------------------------------------------------------------------
-
-
-class CLIError(Exception):
-    """An error with its exit code; the message is shown as is."""
-
-    code = EXIT_COMPUTE
-
-
-class BadInput(CLIError):
-    code = EXIT_BAD_INPUT
-
-
-class ClusterUnreachable(CLIError):
-    code = EXIT_CLUSTER
-
-
-def _exit_code(exc: BaseException) -> int:
-    """Map an exception to an exit code: input problems vs failures while computing."""
-    from .jobs import JobError
-    from .persist import ModelFileError
-    from .report import MissingPlotDependency
-
-    if isinstance(exc, CLIError):
-        return exc.code
-    if type(exc).__name__ == "ClusterUnavailableError":  # scalenc.cluster: scheduler lost
-        return EXIT_CLUSTER
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    if isinstance(
-        exc,
-        (
-            ModelFileError,
-            JobError,
-            MissingPlotDependency,
-            ValueError,
-            TypeError,
-            KeyError,
-            FileNotFoundError,
-            FileExistsError,
-            NotADirectoryError,
-            IsADirectoryError,
-            PermissionError,
-        ),
-    ):
-        return EXIT_BAD_INPUT
-    return EXIT_COMPUTE
-
-
-# --- values ------------------------------------------------------------------------------
-
-
-def parse_value(text: str):
-    """A ``--set`` value: JSON (1, 0.5, true, null, "s", [1, 2]), a Python literal
-    ((1, 2), None), a comma-separated list (linear,euclidean), or else the string itself."""
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            value = parse(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-        if isinstance(value, tuple) and not text.lstrip().startswith("("):
-            return list(value)  # 0.5,1e-9 is a comma list like linear,euclidean
-        return value
-    if "," in text:
-        return [parse_value(part.strip()) for part in text.split(",") if part.strip()]
-    return text
-
-
-def _parse_set(items) -> dict:
-    params = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise BadInput(
-                f"--set expects PARAM=VALUE (e.g. --set kernels=linear,euclidean); got {item!r}."
-            )
-        params[name.strip()] = parse_value(value.strip())
-    return params
 
 
 # --- session: logging, scheduler, progress ------------------------------------------------
@@ -126,8 +70,6 @@ class Session:
         self.quiet = args.quiet
 
     def progress(self, label: str):
-        from .progress import Progress
-
         mode = "none" if self.quiet else self.args.progress
         return Progress(
             label,
@@ -171,10 +113,6 @@ class Session:
 @contextlib.contextmanager
 def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
     """scalenc.connect, with its failures mapped to exit codes 2 (bad setting) and 3."""
-    import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
-
-    from .cluster import ClusterUnavailableError, connect
-
     stack = contextlib.ExitStack()
     try:
         client = stack.enter_context(
@@ -241,8 +179,6 @@ def _check_free(path: str, overwrite: bool) -> None:
 
 
 def _open_data(args, *, labels: bool, require_labels: bool = False):
-    from .data import load
-
     _check_exists(args.data, "--data")
     label_arg = getattr(args, "labels", None) if labels else None
     label_column = getattr(args, "label_column", None) if labels else None
@@ -284,8 +220,6 @@ def _data_summary(args, X, y) -> dict:
 
 
 def _load_model(path: str):
-    from .persist import load_model
-
     _check_exists(path, "--model")
     est = load_model(path)
     log.info("model %s: %s (checksums verified)", path, type(est).__name__)
@@ -299,8 +233,6 @@ def _timed(fn, *args, **kwargs):
 
 
 def _write(session, label, arr, args, columns):
-    from .data import write_output
-
     with session.progress(label):
         path, seconds = _timed(
             write_output,
@@ -318,11 +250,8 @@ def _write(session, label, arr, args, columns):
 
 
 def cmd_fit(args, session) -> dict:
-    from .persist import save_model
-    from .report import describe_model, jsonable
-
     cls = estimator_class(args.method)
-    params = _parse_set(args.set)
+    params = parse_set(args.set)
     est = cls()
     est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
     _check_free(args.model_out, args.overwrite)
@@ -347,8 +276,6 @@ def cmd_fit(args, session) -> dict:
 
 
 def cmd_predict(args, session) -> dict:
-    import numpy as np
-
     est = _load_model(args.model)
     method = "predict_proba" if args.proba else "predict"
     if not hasattr(est, method):
@@ -404,8 +331,6 @@ def cmd_embed(args, session) -> dict:
 
 
 def cmd_evaluate(args, session) -> dict:
-    from .report import evaluate
-
     est = _load_model(args.model)
     if not hasattr(est, "predict"):
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
@@ -429,9 +354,6 @@ def cmd_evaluate(args, session) -> dict:
 
 
 def cmd_info(args, session) -> dict:
-    from .persist import read_model_metadata
-    from .report import describe_model, jsonable
-
     _check_exists(args.model, "--model")
     meta = read_model_metadata(args.model, verify=True)
     est = _load_model(args.model)
@@ -454,11 +376,6 @@ def cmd_info(args, session) -> dict:
 
 
 def cmd_make_data(args, session) -> dict:
-    import numpy as np
-
-    from .data import write_dataset
-    from .simulate import simulate
-
     _check_free(args.out, args.overwrite)
     fmt = _xy_format(args.out)
     X, y = simulate(
@@ -515,9 +432,6 @@ def _xy_format(path: str) -> str:
 
 
 def cmd_report(args, session) -> dict:
-    from .persist import read_model_metadata
-    from .report import build_report, evaluate, require_matplotlib, sample_rows
-
     require_matplotlib()
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model)
@@ -575,38 +489,21 @@ def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
     return str(target)
 
 
+#: Options that apply to the whole job: in [job] or on the `scalenc run` command line.
+_JOB_WIDE = {
+    "scheduler",
+    "scheduler_file",
+    "n_workers",
+    "connect_timeout",
+    "json",
+    "quiet",
+    "verbose",
+}
+
+
 def cmd_run(args, session) -> dict:
-    from .jobs import read_job, step_argv
-
     job = read_job(args.job)
-    from .cli import build_parser
-
-    parser = build_parser()
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    planned = []
-    shared = {
-        "scheduler",
-        "scheduler_file",
-        "n_workers",
-        "connect_timeout",
-        "json",
-        "quiet",
-        "verbose",
-    }
-    for step in job.steps:  # check every step before running any
-        misplaced = sorted(shared & set(step.options))
-        if misplaced:
-            raise BadInput(
-                f"{args.job}: {step.name}: {misplaced} apply to the whole job; set them "
-                "in [job] (scheduler, ...) or on the `scalenc run` command line."
-            )
-        if step.command not in subparsers.choices or step.command == "run":
-            raise BadInput(
-                f"{args.job}: {step.name}: unknown command; use one of "
-                f"{sorted(set(subparsers.choices) - {'run'})}."
-            )
-        argv = step_argv(step, subparsers.choices[step.command], job.defaults)
-        planned.append((step, parser.parse_args([step.command, *argv])))
+    planned = _plan_steps(args.job, job)
     job.workdir.mkdir(parents=True, exist_ok=True)
     log.info("run %s: %d steps in %s", args.job, len(planned), job.workdir)
     results = []
@@ -620,29 +517,44 @@ def cmd_run(args, session) -> dict:
         for step, step_args in planned:
             step_args.progress = settings.get("progress", args.progress)
             step_args.progress_interval = settings.get("progress_interval", args.progress_interval)
-            log.info("run: %s", step.name)
-            t0 = time.perf_counter()
             try:
-                result = COMMANDS[step.command](step_args, session)
+                results.append(_run_step(step, step_args, session))
             except BaseException as exc:
-                results.append(
-                    {
-                        "step": step.index,
-                        "command": step.command,
-                        "status": "error",
-                        "error": _error_dict(exc),
-                    }
-                )
+                error = {"step": step.index, "command": step.command, "status": "error"}
+                results.append({**error, "error": _error_dict(exc)})
                 raise _StepFailed(exc, results) from exc
-            result = {
-                "step": step.index,
-                "command": step.command,
-                "status": "ok",
-                "seconds": round(time.perf_counter() - t0, 4),
-                **result,
-            }
-            results.append(result)
     return {"job": str(job.path), "workdir": str(job.workdir), "steps": results}
+
+
+def _plan_steps(job_file, job) -> list:
+    """(step, parsed arguments) of every step, all checked before any runs."""
+    parser = build_parser()
+    steps = {name: sub for name, sub in parser.commands.items() if name != "run"}
+    planned = []
+    for step in job.steps:
+        misplaced = sorted(_JOB_WIDE & set(step.options))
+        if misplaced:
+            raise BadInput(
+                f"{job_file}: {step.name}: {misplaced} apply to the whole job; set them "
+                "in [job] (scheduler, ...) or on the `scalenc run` command line."
+            )
+        if step.command not in steps:
+            raise BadInput(f"{job_file}: {step.name}: unknown command; use one of {sorted(steps)}.")
+        argv = step_argv(step, steps[step.command], job.defaults)
+        planned.append((step, parser.parse_args([step.command, *argv])))
+    return planned
+
+
+def _run_step(step, step_args, session) -> dict:
+    log.info("run: %s", step.name)
+    result, seconds = _timed(COMMANDS[step.command], step_args, session)
+    return {
+        "step": step.index,
+        "command": step.command,
+        "status": "ok",
+        "seconds": seconds,
+        **result,
+    }
 
 
 class _StepFailed(Exception):
@@ -652,6 +564,7 @@ class _StepFailed(Exception):
         self.results = results
 
 
+#: Command name → function running it (``scalenc run`` dispatches its steps here too).
 COMMANDS = {
     "fit": cmd_fit,
     "predict": cmd_predict,
@@ -662,6 +575,89 @@ COMMANDS = {
     "report": cmd_report,
     "run": cmd_run,
 }
+
+
+# --- running a parsed command line -------------------------------------------------------
+
+
+def execute(args, argv: list[str]) -> int:
+    """Run the command of the parsed ``args``; write the JSON summary; return the exit code.
+
+    ``argv`` is recorded in the summary as given.
+    """
+    handler = _setup_logging(args)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    session = Session(args)
+    summary = {"scalenc": __version__, "command": args.command, "argv": argv, "started": started}
+    code = EXIT_OK
+    try:
+        if args.command == "run":
+            result = cmd_run(args, session)
+        else:
+            with session.connected():
+                result = COMMANDS[args.command](args, session)
+        summary.update(status="ok", **result)
+    except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
+        if isinstance(exc, _StepFailed):
+            summary["steps"] = exc.results
+            exc = exc.exc
+        if isinstance(exc, SystemExit):
+            raise
+        code = _exit_code(exc)
+        summary.update(status="error", error=_error_dict(exc))
+        log.error("error (exit %d): %s", code, exc)
+        if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
+            log.debug("%s", "".join(traceback.format_exception(exc)))
+    summary["exit_code"] = code
+    summary["scheduler"] = session.scheduler_info
+    summary["seconds"] = round(time.perf_counter() - t0, 4)
+    try:
+        _emit(summary, args.json)
+    except OSError as exc:
+        log.error("cannot write the JSON summary to %s: %s", args.json, exc)
+        code = code or EXIT_BAD_INPUT
+    finally:
+        log.removeHandler(handler)
+    return code
+
+
+def _emit(summary: dict, json_path: str | None) -> None:
+    text = json.dumps(jsonable(summary, max_items=10**6), indent=2, allow_nan=False)
+    if json_path:
+        _write_text_atomic(json_path, text + "\n", overwrite=True)
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+#: Exceptions that mean the input is wrong (exit code 2), not the computation.
+_BAD_INPUT_ERRORS = (
+    ModelFileError,
+    JobError,
+    MissingPlotDependency,
+    ValueError,
+    TypeError,
+    KeyError,
+    FileNotFoundError,
+    FileExistsError,
+    NotADirectoryError,
+    IsADirectoryError,
+    PermissionError,
+)
+
+
+def _exit_code(exc: BaseException) -> int:
+    """Map an exception to an exit code: input problems vs failures while computing."""
+    if isinstance(exc, CLIError):
+        return exc.code
+    if isinstance(exc, ClusterUnavailableError):  # scalenc.cluster: scheduler lost
+        return EXIT_CLUSTER
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, _BAD_INPUT_ERRORS):
+        return EXIT_BAD_INPUT
+    return EXIT_COMPUTE
 
 
 def _error_dict(exc: BaseException) -> dict:

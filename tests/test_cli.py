@@ -563,6 +563,20 @@ def test_help_documents_exit_codes():
     assert proc.returncode == 0 and proc.stdout.startswith("scalenc ")
 
 
+def test_help_and_argument_errors_do_not_load_dask():
+    """`scalenc --help` and usage errors are answered by the parser alone: a fast start-up."""
+    script = (
+        "import sys; from scalenc.cli import main; codes = [main(['--help']), main(['fit'])]; "
+        "heavy = {'dask', 'distributed', 'numpy', 'matplotlib', 'zarr', 'pyarrow'}; "
+        "print(codes, sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert proc.stdout.splitlines()[-1] == "[0, 2] []", proc.stderr
+    assert "scalenc fit: the following arguments are required: --data, METHOD" in proc.stderr
+
+
 # --- a run killed mid-write ----------------------------------------------------------------
 
 
@@ -641,6 +655,14 @@ def test_job_errors_and_failed_step(inputs, tmp_path, capsys):
     job.write_text('[[step]]\ncommand = "fit"\nmethod = "encoder"\nscheduler = "local"\n')
     code, summary, _ = run(capsys, "run", job)
     assert code == cli.EXIT_BAD_INPUT and "apply to the whole job" in summary["error"]["message"]
+
+    job.write_text('[[step]]\ncommand = "run"\njob = "other.toml"\n')
+    code, summary, _ = run(capsys, "run", job)
+    assert code == cli.EXIT_BAD_INPUT
+    assert (
+        "step 1 (run): unknown command; use one of ['embed', 'evaluate', 'fit', 'info', "
+        "'make-data', 'predict', 'report']." in summary["error"]["message"]
+    )
 
     job.write_text("[[step]\n")
     code, summary, _ = run(capsys, "run", job)

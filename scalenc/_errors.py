@@ -1,0 +1,38 @@
+"""Exit codes of the ``scalenc`` command and the errors that carry one.
+
+The bottom of the command's modules (:mod:`scalenc._parser` raises :class:`BadInput` and
+documents the codes in ``--help``), so it imports nothing.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_BAD_INPUT",
+    "EXIT_CLUSTER",
+    "EXIT_COMPUTE",
+    "EXIT_INTERRUPTED",
+    "CLIError",
+    "BadInput",
+    "ClusterUnreachable",
+]
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+EXIT_CLUSTER = 3
+EXIT_COMPUTE = 4
+EXIT_INTERRUPTED = 130
+
+
+class CLIError(Exception):
+    """An error with its exit code; the message is shown as is."""
+
+    code = EXIT_COMPUTE
+
+
+class BadInput(CLIError):
+    code = EXIT_BAD_INPUT
+
+
+class ClusterUnreachable(CLIError):
+    code = EXIT_CLUSTER
