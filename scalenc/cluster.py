@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 import dask
@@ -136,8 +137,6 @@ def compute(*collections, **kwargs):
 
 
 def _scheduler_lost(client, exc: BaseException) -> bool:
-    from concurrent.futures import CancelledError
-
     from distributed.comm.core import CommClosedError
 
     if getattr(exc, "reason", None) == "scheduler-connection-lost":

@@ -19,13 +19,17 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.utils import check_array
+from sklearn.utils.validation import column_or_1d
 
 from ._tempnames import claim
+from .cluster import compute
 from .labels import encode
 
 __all__ = [
@@ -108,8 +112,6 @@ def as_dask_array(X, *, chunk_rows: int | None = None, name: str = "X") -> da.Ar
 def _check_in_memory(X, name: str) -> np.ndarray:
     """In-memory input through scikit-learn's ``check_array`` (its messages for sparse,
     complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
-    from sklearn.utils import check_array
-
     if isinstance(X, np.memmap) or (
         isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
     ):
@@ -142,8 +144,6 @@ def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
     if _is_zarr_array(y):
         y = da.from_zarr(y)
     if not isinstance(y, da.Array):
-        from sklearn.utils.validation import column_or_1d
-
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
         y = np.asarray(y)
@@ -422,8 +422,6 @@ def _remove_settled(path: str, *, quiet_for: float = 0.3, timeout: float = 10.0)
     After one block fails, the scheduler may still finish writes already in flight, which
     would recreate the temporary directory after a single removal.
     """
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         shutil.rmtree(path, ignore_errors=True)
@@ -484,8 +482,6 @@ def write_output(
     ``overwrite=True``. String labels are stored as variable-length strings. Returns the
     path written.
     """
-    from .cluster import compute
-
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)
     n_cols = 1 if arr.ndim == 1 else arr.shape[1]
@@ -517,8 +513,6 @@ def write_dataset(
     ``y``. Labels are rechunked to X's row blocks.
     """
     import zarr
-
-    from .cluster import compute
 
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)

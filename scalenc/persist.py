@@ -41,8 +41,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
 
+from . import __version__
 from ._tempnames import claim
+from .kernels import KERNELS
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -205,20 +210,16 @@ def _is_sparse(value) -> bool:
     module = type(value).__module__
     if not module.startswith("scipy.sparse"):
         return False
-    import scipy.sparse as sp
 
     return sp.issparse(value)
 
 
 def _is_sparse_array(value) -> bool:
-    import scipy.sparse as sp
 
     return isinstance(value, sp.sparray)
 
 
 def _kernel_names():
-    from .kernels import KERNELS
-
     return KERNELS
 
 
@@ -283,8 +284,6 @@ class _Reader:
                 setattr(obj, key, self.decode(value, f"{where}.{key}"))
             return obj
         if "__csr__" in node:
-            import scipy.sparse as sp
-
             parts = [self.decode(node[k], f"{where}.{k}") for k in ("data", "indices", "indptr")]
             make = sp.csr_array if node["__csr__"] == "array" else sp.csr_matrix
             try:
@@ -355,10 +354,8 @@ def _canonical_sha256(doc: dict) -> str:
 
 
 def _versions() -> dict[str, str]:
-    import scalenc
-
     out = {
-        "scalenc": scalenc.__version__,
+        "scalenc": __version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
     }
@@ -425,9 +422,6 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
     The estimator's whole state is kept, including the running totals ``partial_fit``
     continues from.
     """
-    from sklearn.exceptions import NotFittedError
-    from sklearn.utils.validation import check_is_fitted
-
     name = _qualname(type(estimator))
     if ALLOWED_TYPES.get(name) != "estimator":
         raise ModelFileError(

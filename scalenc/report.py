@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 import time
 
@@ -417,8 +418,6 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, (dict, list)):
-        import json
-
         return json.dumps(value)
     return str(value)
 
