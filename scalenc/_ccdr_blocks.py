@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from . import _blocks
 from .linalg import graph_eigenvectors, lda_from_moments, lda_log_proba, procrustes
+from .neighbors import nearest
 
 __all__ = [
     "CCDRSolution",
@@ -55,61 +56,22 @@ __all__ = [
     "KNNHead",
 ]
 
-# Rows × subsample entries per distance batch (32 MB of float64).
-_BATCH_ENTRIES = 4_000_000
-
-
 # --- k nearest neighbours -----------------------------------------------------------------
 
 
 def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = False):
     """The k nearest rows of S for each row of X: (indices (b, k), squared distances (b, k)).
 
-    Sorted by distance, ties by index. With ``exclude_self`` (X is S), row i never lists
-    itself. The ranking uses ‖s‖² − 2⟨x, s⟩ (one GEMM and one add per entry), in float32
-    when X is float32 (twice the GEMM speed; it only orders candidates) and float64
-    otherwise; the k selected distances are then recomputed in float64. For small k,
-    k sweeps of argmin beat argpartition. Rows go in batches: memory O(batch × |S|).
+    Sorted by distance, ties by index; :func:`scalenc.neighbors.nearest`, ranked in X's
+    precision (float32 data: twice the GEMM speed; it only orders candidates) with the k
+    selected distances recomputed exactly in float64. With ``exclude_self`` (X is S), row
+    i never lists itself. Memory O(tile × |S|).
     """
-    single = np.asarray(X).dtype == np.float32
-    rank_dtype = np.float32 if single else np.float64
-    X = np.asarray(X, dtype=np.float64)
-    S = np.asarray(S, dtype=np.float64)
-    b, s = X.shape[0], S.shape[0]
+    s = S.shape[0]
     k = min(k, s - 1 if exclude_self else s)
-    idx = np.empty((b, k), dtype=np.int64)
-    d2 = np.empty((b, k))
-    S_rank = S.astype(rank_dtype)
-    s_norms = np.einsum("ij,ij->i", S, S)
-    step = max(1, _BATCH_ENTRIES // max(s, 1))
-    for i0 in range(0, b, step):
-        Xb = X[i0 : i0 + step]
-        D = Xb.astype(rank_dtype) @ S_rank.T
-        D *= -2.0
-        D += s_norms.astype(rank_dtype)[None, :]
-        rows = np.arange(D.shape[0])
-        if exclude_self:
-            D[rows, i0 + rows] = np.inf
-        if k <= 8:
-            part = np.empty((D.shape[0], k), dtype=np.int64)
-            for j in range(k):
-                part[:, j] = D.argmin(axis=1)
-                D[rows, part[:, j]] = np.inf
-        elif k < s:
-            part = np.argpartition(D, k - 1, axis=1)[:, :k]
-        else:
-            part = np.tile(np.arange(s), (D.shape[0], 1))
-        x_norms = np.einsum("ij,ij->i", Xb, Xb)
-        pd = np.empty(part.shape)
-        for j in range(part.shape[1]):  # one (b, p) gather at a time: cache-friendly
-            pd[:, j] = (
-                x_norms + s_norms[part[:, j]] - 2.0 * np.einsum("ij,ij->i", Xb, S[part[:, j]])
-            )
-        np.maximum(pd, 0.0, out=pd)
-        order = np.lexsort((part, pd), axis=1)
-        idx[i0 : i0 + step] = np.take_along_axis(part, order, axis=1)
-        d2[i0 : i0 + step] = np.take_along_axis(pd, order, axis=1)
-    return idx, d2
+    exclude = np.arange(X.shape[0]) if exclude_self else None
+    rank_dtype = np.result_type(np.asarray(X).dtype, np.float32)
+    return nearest(X, S, k, exclude=exclude, dtype=rank_dtype, refine=True)
 
 
 def heat_kernel_graph(S: np.ndarray, k: int, epsilon: float | None):

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import _blocks
 from ._sampling import row_hash
-from .neighbors import labeled_rows, row_sq_norms
+from .neighbors import labeled_rows, row_sq_norms, sq_distances_from_inner
 
 __all__ = [
     "knn_sigma",
@@ -210,18 +210,16 @@ def sigma_block(X, codes, *, row_start, basis):
     """
     rows, _, _ = labeled_rows(X, codes, row_start)
     dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
-    minus_two_basis = (-2.0 * np.asarray(basis, np.float64)).astype(dtype)
+    basis_d = np.asarray(basis, np.float64).astype(dtype)
     row_norms = row_sq_norms(rows).astype(dtype)
     basis_norms = row_sq_norms(basis).astype(dtype)
-    zero_tol = 8.0 * np.finfo(dtype).eps * (row_norms + basis_norms.max())
+    eps = np.finfo(dtype).eps
     total = 0.0
     step = _basis_tiles(rows.shape[0], basis.shape[0])
     for start in range(0, rows.shape[0], step):
         stop = start + step
-        d2 = rows[start:stop].astype(dtype, copy=False) @ minus_two_basis.T
-        d2 += row_norms[start:stop, None]
-        d2 += basis_norms
-        d2[d2 < zero_tol[start:stop, None]] = 0.0
+        d2 = rows[start:stop].astype(dtype, copy=False) @ basis_d.T
+        sq_distances_from_inner(d2, row_norms[start:stop], basis_norms, zero_below=eps, out=d2)
         total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
 

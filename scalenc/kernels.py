@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _blocks
+from .neighbors import sq_distances_from_inner
 
 __all__ = [
     "Kernel",
@@ -106,11 +107,9 @@ class Tile:
 
     @functools.cached_property
     def sq_distances(self) -> np.ndarray:
-        """‖x_i − u_j‖² = ‖x_i‖² − 2⟨x_i, u_j⟩ + ‖u_j‖², clipped at 0."""
-        d2 = self.inner * -2.0
-        d2 += np.einsum("ij,ij->i", self.x64, self.x64)[:, None]
-        d2 += self.means.sq_norms[None, :]
-        return np.maximum(d2, 0.0, out=d2)
+        """‖x_i − u_j‖² (:func:`scalenc.neighbors.sq_distances_from_inner`), clipped at 0."""
+        x_sq = np.einsum("ij,ij->i", self.x64, self.x64)
+        return sq_distances_from_inner(self.inner, x_sq, self.means.sq_norms)
 
 
 def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:

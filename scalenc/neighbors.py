@@ -29,6 +29,8 @@ import numpy as np
 from . import _blocks
 
 __all__ = [
+    "nearest",
+    "sq_distances_from_inner",
     "pairwise_sq_distances",
     "row_sq_norms",
     "labeled_rows",
@@ -47,25 +49,52 @@ PAIR_TILE_ELEMENTS = 8 * 2**20
 THRESHOLD_SAMPLE = 2048
 
 
+def row_sq_norms(A: np.ndarray) -> np.ndarray:
+    """‖a_i‖² of every row, float64."""
+    A = np.asarray(A, dtype=np.float64)
+    return np.einsum("ij,ij->i", A, A)
+
+
+def sq_distances_from_inner(
+    inner: np.ndarray,
+    a_sq: np.ndarray,
+    b_sq: np.ndarray,
+    *,
+    zero_below: float | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """‖a_i − b_j‖² = ‖a_i‖² − 2⟨a_i, b_j⟩ + ‖b_j‖² from the inner products, clipped at 0.
+
+    The one place the expansion is written. The result has ``out``'s dtype (default
+    float64, or the dtype of ``inner`` when ``out`` is ``inner`` itself). With
+    ``zero_below`` = the working precision's ε, values below the expansion's rounding
+    error 8 ε (‖a‖² + max ‖b‖²) are set to 0, so a row's distance to itself is exactly 0
+    (it matters under a square root).
+    """
+    if out is None:
+        out = np.empty(inner.shape)
+    np.multiply(inner, -2.0, out=out)
+    out += a_sq[:, None]
+    out += b_sq[None, :]
+    np.maximum(out, 0.0, out=out)
+    if zero_below is not None and out.size:
+        tol = 8.0 * zero_below * (a_sq + b_sq.max())
+        out[out < tol[:, None]] = 0.0
+    return out
+
+
 def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True) -> np.ndarray:
     """‖a_i − b_j‖² (len(A)×len(B), float64, clipped at 0).
 
     The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
     data keeps BLAS at its float32 speed); row norms and the sum are float64. With
-    ``tol_zero``, values below the expansion's rounding error, 8 ε (‖a‖² + max ‖b‖²), are set
-    to 0, so a row's distance to itself is exactly 0 (it matters under a square root).
+    ``tol_zero``, values below the expansion's rounding error are set to 0
+    (:func:`sq_distances_from_inner`).
     """
     dtype = np.result_type(A.dtype, B.dtype, np.float32)
     cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
-    a_norms, b_norms = row_sq_norms(A), row_sq_norms(B)
-    d2 = np.multiply(cross, -2.0, dtype=np.float64)
-    d2 += a_norms[:, None]
-    d2 += b_norms[None, :]
-    np.maximum(d2, 0.0, out=d2)
-    if tol_zero and d2.size:  # below the rounding error of the expansion: a zero distance
-        tol = 8.0 * np.finfo(dtype).eps * (a_norms + b_norms.max())
-        d2[d2 < tol[:, None]] = 0.0
-    return d2
+    eps = np.finfo(dtype).eps if tol_zero else None
+    return sq_distances_from_inner(cross, row_sq_norms(A), row_sq_norms(B), zero_below=eps)
 
 
 def labeled_rows(X: np.ndarray, codes: np.ndarray, row_start: int = 0):
@@ -200,35 +229,100 @@ def _smallest_k_columns(score, k, *, base, prev):
     return _select(values, cols, rows + base, c, k, prev)
 
 
-def _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype):
-    """Neighbour partial from selected scores ‖x‖² − 2 c·x and positions (−1 = none).
+def _complete(vals, pos, q_norms, r_norms, dtype, refine=None):
+    """Squared distances of selected entries: (positions, distances), sorted by
+    (distance, position), padded and excluded entries as (−1, inf).
 
-    Distances are ‖c‖² + score in float64, with values below the expansion's rounding
-    error set to 0; sorted by (distance, global index); excluded (inf) entries get
-    index −1, and padding also label −1.
+    ``vals`` are the selected ranking scores ‖r‖² − 2 q·r (inf = excluded) at positions
+    ``pos`` (−1 = none) of R. The distance is ‖q‖² + score in float64, values below the
+    expansion's rounding error set to 0; with ``refine = (Q, R)`` it is recomputed
+    exactly in float64 from the rows instead (the score ranked in float32).
     """
     real = pos >= 0
     at = np.where(real, pos, 0)
     d2 = vals.astype(np.float64)
-    excluded = np.isinf(d2)
-    d2 += cand_norms[:, None]
-    np.maximum(d2, 0.0, out=d2)
-    d2[d2 < 8.0 * np.finfo(dtype).eps * (cand_norms[:, None] + rows_norms[at])] = 0.0
-    dist2, index, label = _sorted_k(
-        d2, np.where(excluded | ~real, -1, index[at]), np.where(real, labels[at], -1), vals.shape[1]
-    )
-    return {"dist2": dist2, "index": index, "label": label, "nonfinite": 0}
+    excluded = np.isinf(d2) | ~real
+    if refine is None:
+        d2 += q_norms[:, None]
+        np.maximum(d2, 0.0, out=d2)
+        d2[d2 < 8.0 * np.finfo(dtype).eps * (q_norms[:, None] + r_norms[at])] = 0.0
+    else:
+        Q, R = (np.asarray(A, dtype=np.float64) for A in refine)
+        for j in range(at.shape[1]):  # one (c, p) gather at a time: cache-friendly
+            cross = np.einsum("ij,ij->i", Q, R[at[:, j]])
+            d2[:, j] = q_norms + r_norms[at[:, j]] - 2.0 * cross
+        np.maximum(d2, 0.0, out=d2)
+    d2[excluded] = np.inf
+    pos = np.where(excluded, -1, pos)
+    order = np.lexsort((np.where(excluded, np.iinfo(np.int64).max, pos), d2), axis=-1)
+    return np.take_along_axis(pos, order, 1), np.take_along_axis(d2, order, 1)
+
+
+def _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype):
+    """Neighbour partial (global indices and labels) from selected scores ‖x‖² − 2 c·x."""
+    pos, d2 = _complete(vals, pos, cand_norms, rows_norms, dtype)
+    real = pos >= 0
+    at = np.where(real, pos, 0)
+    return {
+        "dist2": d2,
+        "index": np.where(real, index[at], -1),
+        "label": np.where(real, labels[at], -1),
+        "nonfinite": 0,
+    }
 
 
 def _top_k(score, cand_norms, rows_norms, index, labels, k, dtype):
-    """Select the k best of each row of ``score`` = ‖x‖² − 2 c·x (c×b, inf = excluded).
-
-    Returns (dist2, index, label), each (c, k) padded with (inf, −1, −1), sorted by
-    (distance, global index); the k are the smallest scores, ties by row position
-    (:func:`_smallest_k`).
-    """
+    """Select the k best of each row of ``score`` = ‖x‖² − 2 c·x (c×b, inf = excluded)."""
     vals, pos = _smallest_k(score, k)
     return _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype)
+
+
+def nearest(
+    Q: np.ndarray,
+    R: np.ndarray,
+    k: int,
+    *,
+    exclude: np.ndarray | None = None,
+    dtype=None,
+    refine: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact k nearest rows of R for each row of Q: (positions, squared distances).
+
+    Each of shape (len(Q), k), sorted by (distance, position), padded with (−1, inf) where
+    R has fewer than k rows. ``exclude[i]`` ≥ 0 is a position of R that row i of Q never
+    lists (itself). Rows are ranked by ‖r‖² − 2 q·r, one matrix product in ``dtype``
+    (default: the inputs' common precision, float32 for float32 data: BLAS speed), and
+    the k smallest scores are selected among the entries under a sampled bound
+    (:func:`_smallest_k`), ties by position. Their distances are ‖q‖² + score in float64
+    (float32 rounding for float32 data) or, with ``refine``, recomputed exactly in
+    float64. Queries go in tiles of at most :data:`TILE_ELEMENTS` scores: memory
+    O(TILE_ELEMENTS + len(Q)·k).
+    """
+    c, b = Q.shape[0], R.shape[0]
+    pos_out = np.full((c, k), -1, dtype=np.int64)
+    d2_out = np.full((c, k), np.inf)
+    if b == 0 or c == 0:
+        return pos_out, d2_out
+    dtype = np.result_type(Q.dtype, R.dtype, np.float32) if dtype is None else np.dtype(dtype)
+    minus_two_R = (-2.0 * np.asarray(R)).astype(dtype)
+    q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
+    r_norms_d = r_norms.astype(dtype)
+    tile = min(c, max(1, TILE_ELEMENTS // b))
+    buffer = np.empty((tile, b), dtype=dtype)  # reused: no page faults per tile
+    for start in range(0, c, tile):
+        stop = min(c, start + tile)
+        score = np.matmul(
+            np.asarray(Q[start:stop], dtype=dtype), minus_two_R.T, out=buffer[: stop - start]
+        )
+        score += r_norms_d
+        if exclude is not None:
+            local = np.flatnonzero(exclude[start:stop] >= 0)
+            score[local, exclude[start:stop][local]] = np.inf
+        vals, pos = _smallest_k(score, k)
+        pos_out[start:stop], d2_out[start:stop] = _complete(
+            vals, pos, q_norms[start:stop], r_norms, dtype, (Q[start:stop], R) if refine else None
+        )
+    return pos_out, d2_out
 
 
 def kneighbors_block(
@@ -270,31 +364,16 @@ def kneighbors_block(
     if b == 0 or c == 0:
         return {**_empty_neighbors(c, n_neighbors), "nonfinite": nonfinite}
     self_pos = np.minimum(np.searchsorted(index, candidate_index), b - 1)
-    is_self = index[self_pos] == candidate_index
-    dtype = np.result_type(rows.dtype, candidates.dtype, np.float32)
-    minus_two_rows = (-2.0 * rows).astype(dtype)
-    rows_norms = row_sq_norms(rows)
-    cand_norms = row_sq_norms(candidates)
-    rows_norms_d = rows_norms.astype(dtype)
-    tile = min(c, max(1, TILE_ELEMENTS // b))
-    buffer = np.empty((tile, b), dtype=dtype)  # reused: no page faults per tile
-    parts = []
-    for start in range(0, c, tile):
-        stop = min(c, start + tile)
-        score = np.matmul(
-            np.asarray(candidates[start:stop], dtype=dtype),
-            minus_two_rows.T,
-            out=buffer[: stop - start],
-        )
-        score += rows_norms_d
-        local = np.flatnonzero(is_self[start:stop])
-        score[local, self_pos[start:stop][local]] = np.inf  # never one's own neighbour
-        parts.append(
-            _top_k(score, cand_norms[start:stop], rows_norms, index, labels, n_neighbors, dtype)
-        )
-    out = {key: np.concatenate([p[key] for p in parts]) for key in ("dist2", "index", "label")}
-    out["nonfinite"] = nonfinite
-    return out
+    exclude = np.where(index[self_pos] == candidate_index, self_pos, -1)  # never oneself
+    pos, dist2 = nearest(candidates, rows, n_neighbors, exclude=exclude)
+    real = pos >= 0
+    at = np.where(real, pos, 0)
+    return {
+        "dist2": dist2,
+        "index": np.where(real, index[at], -1),
+        "label": np.where(real, labels[at], -1),
+        "nonfinite": nonfinite,
+    }
 
 
 def kneighbors_pair(
@@ -346,12 +425,6 @@ def kneighbors_pair(
     out_i = {key: np.concatenate([p[key] for p in parts_i]) for key in ("dist2", "index", "label")}
     out_i["nonfinite"] = 0
     return out_i, _neighbors_of(*found_j, norms_j, norms_i, index_i, labels_i, dtype)
-
-
-def row_sq_norms(A: np.ndarray) -> np.ndarray:
-    """‖a_i‖² of every row, float64."""
-    A = np.asarray(A, dtype=np.float64)
-    return np.einsum("ij,ij->i", A, A)
 
 
 def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
