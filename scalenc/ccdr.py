@@ -26,7 +26,7 @@ from ._base import (
     prepare_input,
     refuse_nonfinite,
 )
-from ._validation import check_int, check_options, check_real
+from ._validation import Integral, Interval, Real, StrOptions
 from .cluster import blas_single_thread, compute
 from .data import check_xy, encode_labels
 
@@ -34,6 +34,20 @@ __all__ = ["CCDR", "CCDRClassifier"]
 
 
 # --- the transformer -----------------------------------------------------------------------
+
+
+#: The constraints of CCDR's parameters, shared by CCDRClassifier.
+CCDR_CONSTRAINTS: dict = {
+    "n_components": [Interval(Integral, 1, None, closed="left")],
+    "beta": [Interval(Real, 0.0, None, closed="neither")],
+    "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+    "epsilon": [Interval(Real, 0.0, None, closed="neither"), None],
+    "subsample_size": [Interval(Integral, 2, None, closed="left")],
+    "n_subsamples": [Interval(Integral, 1, None, closed="left")],
+    "random_state": ["random_state"],
+    "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+    "split_every": [Interval(Integral, 2, None, closed="left")],
+}
 
 
 class CCDR(TransformerMixin, BaseEstimator):
@@ -114,6 +128,8 @@ class CCDR(TransformerMixin, BaseEstimator):
     a smaller variance over the draw of the subsamples.
     """
 
+    _parameter_constraints: dict = dict(CCDR_CONSTRAINTS)
+
     def __init__(
         self,
         n_components=14,
@@ -151,7 +167,7 @@ class CCDR(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        _check_ccdr_params(self)
+        self._validate_params()
         X, codes = prepare_fit(self, X, y)
         draws = self._draw_subsamples(codes)
         rows = self._gather(X, draws)
@@ -322,6 +338,12 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
     ``predict``, ``predict_proba`` and ``transform`` are one lazy block map over X.
     """
 
+    _parameter_constraints: dict = {
+        **CCDR_CONSTRAINTS,
+        "classifier": [StrOptions({"linear", "knn", "lda"})],
+        "classifier_neighbors": [Interval(Integral, 1, None, closed="left")],
+    }
+
     def __init__(
         self,
         n_components=14,
@@ -370,9 +392,7 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
         -------
         self
         """
-        check_options(self, "classifier", self.classifier, {"linear", "knn", "lda"})
-        check_int(self, "classifier_neighbors", self.classifier_neighbors, low=1)
-        _check_ccdr_params(self)
+        self._validate_params()
         ccdr = CCDR(**self._ccdr_params())
         Xd, yd = prepare_fit(self, X, y, find_classes=False)
         ccdr.fit(Xd, yd)
@@ -456,15 +476,3 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
         """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X)."""
         check_is_fitted(self, "head_")
         return self._map(X, cb.predict_block, None, self.classes_.dtype, classes=self.classes_)
-
-
-def _check_ccdr_params(estimator) -> None:
-    """The parameter checks of :class:`CCDR`, on CCDR or CCDRClassifier (messages name it)."""
-    check_int(estimator, "n_components", estimator.n_components, low=1)
-    check_real(estimator, "beta", estimator.beta, low=0.0, closed="neither")
-    check_int(estimator, "n_neighbors", estimator.n_neighbors, low=1)
-    check_real(estimator, "epsilon", estimator.epsilon, low=0.0, closed="neither", allow_none=True)
-    check_int(estimator, "subsample_size", estimator.subsample_size, low=2)
-    check_int(estimator, "n_subsamples", estimator.n_subsamples, low=1)
-    check_int(estimator, "chunk_rows", estimator.chunk_rows, low=1, allow_none=True)
-    check_int(estimator, "split_every", estimator.split_every, low=2)

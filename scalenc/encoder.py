@@ -21,7 +21,7 @@ from ._base import (
     prepare_input,
     refuse_nonfinite,
 )
-from ._validation import check_int, check_options, check_real
+from ._validation import Integral, Interval, Real, StrOptions, invalid
 from .cluster import compute
 from .data import check_xy, encode_labels
 from .kernels import CallableKernel, Kernel, Linear, get_kernel
@@ -171,15 +171,19 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
 
     # --- parameters ---------------------------------------------------------------
 
+    _parameter_constraints: dict = {
+        "kernels": "no_validation",  # names, Kernel objects or callables: see _check_params
+        "min_improvement": [Interval(Real, 0.0, 1.0, closed="left")],
+        "method": [StrOptions({"fast", "full"})],
+        "max_scatter_features": [Interval(Integral, 0, None, closed="left")],
+        "cache_embedding": ["boolean"],
+        "tol": [Interval(Real, 0.0, None, closed="left")],
+        "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "split_every": [Interval(Integral, 2, None, closed="left")],
+    }
+
     def _check_params(self) -> list[Kernel]:
-        check_real(self, "min_improvement", self.min_improvement, low=0.0, high=1.0, closed="left")
-        check_options(self, "method", self.method, {"fast", "full"})
-        check_int(self, "max_scatter_features", self.max_scatter_features, low=0)
-        check_real(self, "tol", self.tol, low=0.0)
-        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
-        check_int(self, "split_every", self.split_every, low=2)
-        if not isinstance(self.cache_embedding, (bool, np.bool_)):
-            check_options(self, "cache_embedding", self.cache_embedding, {True, False})
+        self._validate_params()
         specs = (
             [self.kernels]
             if isinstance(self.kernels, (str, Kernel)) or callable(self.kernels)
@@ -190,10 +194,8 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         except TypeError:
             specs = [specs]
         if not specs:
-            raise ValueError(
-                "The 'kernels' parameter of EncoderClassifier must be a non-empty sequence of "
-                "kernel names, Kernel objects or callables. Got [] instead."
-            )
+            expectation = "a non-empty sequence of kernel names, Kernel objects or callables"
+            raise invalid(self, "kernels", expectation, [])
         return [get_kernel(spec) for spec in specs]
 
     # --- fitting ------------------------------------------------------------------

@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _nrbfn_blocks as nb
 from . import passes
 from ._base import StreamingClassifierMixin, fit_stage, map_output, prepare_fit, refuse_nonfinite
-from ._validation import check_int, check_param, check_real
+from ._validation import Integral, Interval, Real, invalid
 from .cluster import compute
 from .linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 
@@ -236,59 +236,42 @@ class NRBFNClassifier(_RegressionClassifier):
 
     # --- parameters ---------------------------------------------------------------
 
+    _parameter_constraints: dict = {
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "confidence_threshold": [Interval(Real, 0.0, 1.0, closed="right")],
+        "alpha": "no_validation",  # a float, a sequence of floats or "cv": see _alpha_grid
+        "cv": [Interval(Integral, 2, None, closed="left")],
+        "n_basis": [Interval(Integral, 1, None, closed="left"), None],
+        "max_basis": [Interval(Integral, 1, None, closed="left"), None],
+        "n_candidates": [Interval(Integral, 2, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "split_every": [Interval(Integral, 2, None, closed="left")],
+    }
+
     def _check_params(self) -> tuple[float, ...]:
-        check_int(self, "n_neighbors", self.n_neighbors, low=1)
-        check_real(
-            self,
-            "confidence_threshold",
-            self.confidence_threshold,
-            low=0.0,
-            high=1.0,
-            closed="right",
-        )
-        check_int(self, "cv", self.cv, low=2)
-        check_int(self, "n_basis", self.n_basis, low=1, allow_none=True)
-        check_int(self, "max_basis", self.max_basis, low=1, allow_none=True)
-        check_int(self, "n_candidates", self.n_candidates, low=2, allow_none=True)
-        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
-        check_int(self, "split_every", self.split_every, low=2)
-        check_param(
-            self,
-            "random_state",
-            self.random_state,
-            lambda v: (
-                v is None
-                or isinstance(v, np.random.RandomState)
-                or (isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0)
-            ),
-            "an int >= 0, a numpy RandomState or None",
-        )
+        self._validate_params()
         return self._alpha_grid()
 
     def _alpha_grid(self) -> tuple[float, ...]:
+        """The λ grid: one value, the given sequence, or the paper's for ``"cv"``."""
+
         def real(v):
             number = isinstance(v, numbers.Real) and not isinstance(v, bool)
             return number and np.isfinite(v) and v >= 0
 
-        if isinstance(self.alpha, str):
-            check_param(
-                self,
-                "alpha",
-                self.alpha,
-                lambda v: v == "cv",
-                'a float >= 0, a non-empty sequence of them, or "cv"',
-            )
+        if isinstance(self.alpha, str) and self.alpha == "cv":
             return DEFAULT_ALPHA_GRID
         if real(self.alpha):
             return (float(self.alpha),)
-        check_param(
-            self,
-            "alpha",
-            self.alpha,
-            lambda v: len(v) > 0 and all(real(a) for a in v),
-            'a float >= 0, a non-empty sequence of them, or "cv"',
-        )
-        return tuple(float(a) for a in self.alpha)
+        try:
+            grid = [] if isinstance(self.alpha, str) else list(self.alpha)
+        except TypeError:
+            grid = []
+        if not grid or not all(real(a) for a in grid):
+            expectation = 'a float >= 0, a non-empty sequence of them, or "cv"'
+            raise invalid(self, "alpha", expectation, self.alpha)
+        return tuple(float(a) for a in grid)
 
     def _seed(self) -> int:
         if isinstance(self.random_state, numbers.Integral):
@@ -546,11 +529,12 @@ class LRClassifier(_RegressionClassifier):
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
-    def _check_params(self):
-        check_real(self, "alpha", self.alpha, low=0.0)
-        check_real(self, "beta", self.beta, low=0.0, closed="neither")
-        check_int(self, "chunk_rows", self.chunk_rows, low=1, allow_none=True)
-        check_int(self, "split_every", self.split_every, low=2)
+    _parameter_constraints: dict = {
+        "alpha": [Interval(Real, 0.0, None, closed="left")],
+        "beta": [Interval(Real, 0.0, None, closed="neither")],
+        "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "split_every": [Interval(Integral, 2, None, closed="left")],
+    }
 
     def fit(self, X, y):
         """Fit from (X, y) in one pass; rows labeled −1/None/NaN are ignored.
@@ -559,7 +543,7 @@ class LRClassifier(_RegressionClassifier):
         -------
         self
         """
-        self._check_params()
+        self._validate_params()
         X, codes = self._prepare_fit(X, y)
         (moments,) = compute(
             passes.class_moments_pass(

@@ -1,9 +1,9 @@
 """scikit-learn's estimator checks, with each expected failure named and explained."""
 
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
+from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
-from scalenc import EncoderClassifier
+from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
 
 # Every expected failure with the reason it does not apply.
 ENCODER_EXPECTED_FAILURES: dict[str, str] = {
@@ -38,3 +38,31 @@ def test_pipeline_and_grid_search():
     search.fit(X, y)
     assert search.best_score_ > 0.8
     assert pytest.approx(search.score(X, y), abs=0.1) == search.best_estimator_.score(X, y)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        EncoderClassifier(),
+        NRBFNClassifier(n_neighbors=3),
+        LRClassifier(),
+        CCDR(n_components=2),
+        CCDRClassifier(n_components=2),
+    ],
+    ids=lambda est: type(est).__name__,
+)
+def test_parameter_constraints_as_scikit_learn_checks_them(estimator):
+    """scikit-learn's own check of declared constraints (it runs on scikit-learn's estimators,
+    not in check_estimator): every parameter has a constraint, and fit raises
+    InvalidParameterError with the standard message for a value of a wrong type and for an
+    invalid value of each declared constraint."""
+    check_param_validation(type(estimator).__name__, estimator)
+
+
+def test_invalid_parameter_error_is_scikit_learns():
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="The 'method' parameter of EncoderClassifier"):
+        EncoderClassifier(method="slow").fit([[0.0], [1.0]], [0, 1])
+    with pytest.raises(InvalidParameterError, match="The 'alpha' parameter of NRBFNClassifier"):
+        NRBFNClassifier(alpha=[]).fit([[0.0], [1.0]], [0, 1])
