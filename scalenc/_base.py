@@ -15,7 +15,7 @@ import time
 import dask.array as da
 import numpy as np
 
-from . import passes
+from . import _blocks, passes
 from .cluster import compute
 from .data import check_xy, encode_labels
 from .labels import unlabeled_mask
@@ -26,6 +26,7 @@ __all__ = [
     "check_classes",
     "check_n_features",
     "refuse_nonfinite",
+    "check_class_means",
     "prepare_fit",
     "prepare_input",
     "map_output",
@@ -71,6 +72,21 @@ def refuse_nonfinite(count) -> None:
         raise ValueError(
             f"X contains {int(count)} NaN or infinite value(s); impute or drop them "
             "(e.g. with sklearn.impute.SimpleImputer) before fitting."
+        )
+
+
+def check_class_means(means: np.ndarray, dtype) -> None:
+    """Refuse class means beyond the magnitude the data's dtype can square: a few rows of
+    huge values (1e30 in float32) that would dominate every statistic of the fit."""
+    limit = _blocks.magnitude_limit(dtype)
+    peaks = np.abs(np.asarray(means)).max(axis=0) if np.size(means) else np.zeros(0)
+    if np.any(peaks > limit):
+        column = int(np.argmax(peaks))
+        raise ValueError(
+            f"X column {column} has a class mean of {peaks[column]:.3g}, too large for {dtype} "
+            f"statistics (squares of values beyond {limit:.3g} overflow): the column holds "
+            "values that large. Scale or clip that feature (e.g. "
+            "sklearn.preprocessing.RobustScaler), drop the rows, or cast X to float64."
         )
 
 

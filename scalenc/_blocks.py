@@ -33,6 +33,8 @@ __all__ = [
     "log_softmax",
     "labeled_log_likelihood",
     "scratch",
+    "magnitude_limit",
+    "check_magnitude",
     "confusion_counts",
     "checked_class_moments",
     "stacked_class_moments",
@@ -322,15 +324,23 @@ def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
     out = None
     if not scatter or X.dtype == np.float32:  # these paths see every row's values anyway
         out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True)
-    nonfinite = 0 if out is not None and out.pop("all_finite") else count_nonfinite(X)
+    all_finite = out is not None and out.pop("all_finite")
+    nonfinite = 0 if all_finite else count_nonfinite(X)
     if nonfinite:  # the fit will refuse X; keep the statistics finite until then
         X = np.where(np.isfinite(X), X, 0.0)
         out = None
     if out is None:
-        out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+    if not all_finite and not nonfinite and not _all_finite(out):
+        check_magnitude(X)  # finite values whose products overflowed: name them
     out["nonfinite"] = nonfinite
     out["rows"] = X.shape[0]
     return out
+
+
+def _all_finite(stats: dict) -> bool:
+    return all(np.isfinite(value).all() for value in stats.values())
 
 
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
@@ -381,6 +391,30 @@ def check_finite(X: np.ndarray) -> None:
         raise ValueError(
             f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
             "impute or drop them before predicting or transforming."
+        )
+
+
+def magnitude_limit(dtype) -> float:
+    """The largest |x| whose square the dtype holds: second-order statistics (scatters,
+    distances, Gram matrices) of larger values overflow or lose every other row's digits."""
+    return float(np.sqrt(np.finfo(dtype).max))
+
+
+def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
+    """Refuse a block holding a finite value too large for its dtype's statistics
+    (:func:`magnitude_limit`), naming the column and the value."""
+    if not np.issubdtype(X.dtype, np.floating) or X.size == 0:
+        return
+    limit = magnitude_limit(X.dtype)
+    with np.errstate(invalid="ignore"):
+        peaks = np.nanmax(np.where(np.isfinite(X), np.abs(X), 0.0), axis=0)
+    if np.any(peaks > limit):
+        column = int(np.argmax(peaks))
+        raise ValueError(
+            f"X column {column + column_offset} holds {peaks[column]:.3g}, too large for "
+            f"{X.dtype} statistics: squares of values beyond {limit:.3g} overflow. Scale or "
+            "clip that feature (e.g. sklearn.preprocessing.StandardScaler or RobustScaler), "
+            "drop the rows, or cast X to float64."
         )
 
 

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _blocks, passes
 from ._base import (
     StreamingClassifierMixin,
+    check_class_means,
     check_classes,
     check_n_features,
     fit_stage,
@@ -235,7 +236,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self.classes_ = first["classes"]
         check_class_values(self.classes_)
         check_classes(self.classes_, type(self).__name__)
-        moments = self._check_moments(first["moments"])
+        moments = self._check_moments(first["moments"], X.dtype)
         codes = encode_labels(y, self.classes_)
         if full:
             return self._fit_full(X, codes, kernels, moments)
@@ -271,12 +272,13 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                 split_every=self.split_every,
             )
         )
-        return self._check_moments(moments)
+        return self._check_moments(moments, X.dtype)
 
-    def _check_moments(self, moments):
+    def _check_moments(self, moments, dtype):
         """Count the pass over X and refuse NaN/inf that it found."""
         self.n_passes_ = 1
         refuse_nonfinite(moments["nonfinite"])
+        check_class_means(moments["mean"], dtype)
         return moments
 
     def _set_class_stats(self, moments, kernels, one_pass, *, resolve=True):

@@ -304,9 +304,10 @@ def nearest(
     if b == 0 or c == 0:
         return pos_out, d2_out
     dtype = np.result_type(Q.dtype, R.dtype, np.float32) if dtype is None else np.dtype(dtype)
-    minus_two_R = (-2.0 * np.asarray(R)).astype(dtype)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
-    r_norms_d = r_norms.astype(dtype)
+    with np.errstate(over="ignore"):  # rows beyond the ranking precision rank last (inf)
+        minus_two_R = (-2.0 * np.asarray(R)).astype(dtype)
+        r_norms_d = r_norms.astype(dtype)
     tile = min(c, max(1, TILE_ELEMENTS // b))
     buffer = np.empty((tile, b), dtype=dtype)  # reused: no page faults per tile
     for start in range(0, c, tile):
@@ -358,6 +359,7 @@ def kneighbors_block(
     so memory is O(TILE_ELEMENTS + c·k).
     """
     nonfinite = _blocks.count_nonfinite(X)
+    _blocks.check_magnitude(X)
     rows, index, labels = labeled_rows(_finite(X), codes, row_start)
     candidates = _finite(candidates)  # their NaN/inf are counted where their block is X
     c, b = candidates.shape[0], rows.shape[0]

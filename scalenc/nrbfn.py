@@ -306,6 +306,12 @@ class NRBFNClassifier(_RegressionClassifier):
             self._choose_basis(X, candidates, cand_index, cand_codes)
         with fit_stage(self, "sigma"):
             self.sigma_ = self._sigma_pass(X, codes)
+        if not self.sigma_ > 0:
+            raise ValueError(
+                "Every labeled row is at distance 0 from every basis row (sigma_ = 0): the "
+                "training rows are identical, so the Gaussian basis has no width. Check the "
+                "data (a constant X, or one row repeated), or use LRClassifier."
+            )
         n_folds = self.cv if len(grid) > 1 else 1
         with fit_stage(self, "gram"):
             gram = self._gram_pass(X, codes, n_folds, seed)
