@@ -25,9 +25,11 @@ from pathlib import Path
 import dask
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
+from ._integrity import DamagedDataError, ReadGuard, check_chunks
 from ._tempnames import claim
 from .cluster import compute
 from .labels import encode
@@ -72,18 +74,25 @@ def _auto_rows(n_features: int, itemsize: int) -> int:
     return max(1, DEFAULT_CHUNK_BYTES // max(1, n_features * itemsize))
 
 
-def as_dask_array(X, *, chunk_rows: int | None = None, name: str = "X") -> da.Array:
+def as_dask_array(
+    X,
+    *,
+    chunk_rows: int | None = None,
+    name: str = "X",
+    allow_missing_chunks: bool = False,
+) -> da.Array:
     """``X`` as a 2-D float Dask array chunked along rows only.
 
     NumPy input is wrapped without copying, in row blocks of ``chunk_rows`` (default:
     about 64 MB per block). Dask input keeps its row chunks unless ``chunk_rows`` is given;
-    column chunks are merged. float32 and float64 are kept; integers become float64.
+    column chunks are merged. float32 and float64 are kept; integers become float64. A Zarr
+    array is checked for missing chunks first (:func:`from_zarr`).
     """
     if isinstance(X, (str, os.PathLike)):
-        X, _ = load(X, chunk_rows=chunk_rows)
+        X, _ = load(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
     if not isinstance(X, da.Array):
         if _is_zarr_array(X):
-            X = da.from_zarr(X)
+            X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
         else:
             X = _check_in_memory(X, name)
             rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize)
@@ -139,10 +148,25 @@ def _is_zarr_array(obj) -> bool:
 # --- labels --------------------------------------------------------------------------
 
 
-def as_dask_labels(y, X: da.Array, *, name: str = "y") -> da.Array:
+def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
+    """A Zarr array as a lazy Dask array, refusing a store with missing chunks and naming a
+    damaged chunk when it is read (:mod:`scalenc._integrity`).
+
+    The chunk check lists the store's keys (no data is read); with
+    ``allow_missing_chunks`` absent chunks are read as the fill value, with a warning.
+    """
+    check_chunks(array, allow_missing=allow_missing_chunks)
+    guard = ReadGuard(array)
+    name = f"from-zarr-{tokenize(array, 'scalenc-read-guard')}"
+    return da.from_array(guard, chunks=array.chunks, name=name, lock=False, asarray=True)
+
+
+def as_dask_labels(
+    y, X: da.Array, *, name: str = "y", allow_missing_chunks: bool = False
+) -> da.Array:
     """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ)."""
     if _is_zarr_array(y):
-        y = da.from_zarr(y)
+        y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
     if not isinstance(y, da.Array):
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
@@ -224,6 +248,7 @@ def load(
     labels=None,
     label_column: str | None = None,
     chunk_rows: int | None = None,
+    allow_missing_chunks: bool = False,
 ) -> tuple[da.Array, da.Array | None]:
     """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
 
@@ -232,6 +257,12 @@ def load(
     (memory-mapped), ``.npz`` (arrays ``X`` and ``y``) or ``.csv`` (with a header row).
     ``labels`` may be a path to a second Zarr array / ``.npy`` file, or a component name
     inside the Zarr group.
+
+    A Zarr store is checked before anything is read: chunks missing from the store (Zarr
+    would read them as the fill value) and unreadable metadata raise
+    :class:`scalenc._integrity.DamagedDataError` naming the store, the array and the
+    chunks, unless ``allow_missing_chunks`` (for stores written with
+    ``write_empty_chunks=False``); a chunk that cannot be decoded raises it when read.
     """
     spath = os.fspath(path)
     suffix = Path(spath.rstrip("/")).suffix.lower()
@@ -249,11 +280,11 @@ def load(
     else:
         X, y = _load_zarr(spath, labels)
         labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
-    X = as_dask_array(X, chunk_rows=chunk_rows)
+    X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
     if labels is not None:
         y = _open_labels(labels)
     if y is not None:
-        y = as_dask_labels(y, X)
+        y = as_dask_labels(y, X, allow_missing_chunks=allow_missing_chunks)
     return X, y
 
 
@@ -283,7 +314,14 @@ def _load_zarr(spath: str, labels):
         ) from exc
     if hasattr(node, "shape"):
         return node, None
-    keys = set(node.array_keys())
+    try:
+        keys = set(node.array_keys())
+    except Exception as exc:  # an array's metadata in the group cannot be parsed
+        raise DamagedDataError(
+            f"Cannot read the metadata of the arrays in the Zarr group {spath!r} "
+            f"({type(exc).__name__}: {exc}). A zarr.json (or .zarray) file is damaged; "
+            "restore it from a good copy or rewrite the store."
+        ) from exc
     if "X" not in keys:
         raise ValueError(
             f"The Zarr group {spath!r} holds arrays {sorted(keys)}; scalenc reads features "

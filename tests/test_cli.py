@@ -497,15 +497,40 @@ def test_tampered_model_exit_2(model_dir, inputs, tmp_path, capsys):
     assert not (tmp_path / "p.zarr").exists()
 
 
-def test_failure_during_computation_exit_4(model_dir, inputs, tmp_path):
-    """A damaged Zarr chunk fails while the pass runs: exit 4, from the real executable."""
+def test_damaged_chunk_is_bad_input_exit_2(model_dir, inputs, tmp_path):
+    """A damaged Zarr chunk is found while the pass reads it: exit 2 (bad input), naming the
+    store and the rows, from the real executable."""
     bad = tmp_path / "bad.zarr"
     shutil.copytree(inputs["zarr"][0], bad)
     chunk = sorted(p for p in (bad / "X").rglob("*") if p.is_file() and p.name != "zarr.json")[-1]
     chunk.write_bytes(os.urandom(64))
     code, summary, err = run_exe("evaluate", "--model", model_dir, "--data", bad)
-    assert code == cli.EXIT_COMPUTE == summary["exit_code"], err
-    assert summary["status"] == "error" and "error (exit 4)" in err
+    assert code == cli.EXIT_BAD_INPUT == summary["exit_code"], err
+    assert summary["status"] == "error" and "error (exit 2)" in err
+    assert "bad.zarr' array 'X'" in summary["error"]["message"]
+
+
+def test_failure_during_computation_exit_4(model_dir, inputs):
+    """A failure inside a pass that is not the input's fault (here an injected bug in a
+    block function of the real executable's process): exit 4."""
+    code = (
+        "import sys, scalenc._blocks as b\n"
+        "def boom(*a, **k): raise RuntimeError('injected failure')\n"
+        "b.confusion_counts = boom\n"
+        "from scalenc.cli import main\n"
+        "sys.exit(main())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "evaluate", "--model", str(model_dir)]
+        + ["--data", str(inputs["zarr"][0])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    summary = json.loads(proc.stdout)
+    assert proc.returncode == cli.EXIT_COMPUTE == summary["exit_code"], proc.stderr
+    assert summary["status"] == "error" and "error (exit 4)" in proc.stderr
+    assert "injected failure" in summary["error"]["message"]
 
 
 def test_unreachable_scheduler_exit_3(inputs, tmp_path):
