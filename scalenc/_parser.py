@@ -107,6 +107,33 @@ class _Parser(argparse.ArgumentParser):
         raise BadInput(f"{self.prog}: {message}\n{self.format_usage().strip()}")
 
 
+def _int_at_least(low: int):
+    """An argparse type: an integer ≥ ``low``, with the range in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {low}"
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
 class _SimulationSettings:
     """The SETTING choices of ``make-data``: :data:`scalenc.simulate.SETTINGS`, read only
     when argparse looks at them, so that building the parser does not load dask."""
@@ -173,7 +200,7 @@ def _add_logging_options(g) -> None:
     )
     g.add_argument(
         "--progress-interval",
-        type=float,
+        type=_positive_float,
         default=10.0,
         metavar="SECONDS",
         help="seconds between progress lines when not on a terminal (default 10)",
@@ -191,7 +218,7 @@ def _add_scheduler_options(g) -> None:
     g.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file to connect to")
     g.add_argument(
         "--n-workers",
-        type=int,
+        type=_int_at_least(1),
         metavar="N",
         help="workers to start with --scheduler local; for a remote scheduler, wait for N",
     )
@@ -203,7 +230,7 @@ def _add_scheduler_options(g) -> None:
     )
     g.add_argument(
         "--connect-timeout",
-        type=float,
+        type=_positive_float,
         default=10.0,
         metavar="SECONDS",
         help="give up connecting to the scheduler after this long (default 10)",
@@ -221,7 +248,10 @@ def _data_options() -> _Parser:
         "(arrays X, y) or .csv; local path or fsspec URL",
     )
     g.add_argument(
-        "--chunk-rows", type=int, metavar="N", help="rows per block (default: about 64 MB)"
+        "--chunk-rows",
+        type=_int_at_least(1),
+        metavar="N",
+        help="rows per block (default: about 64 MB)",
     )
     return data
 
@@ -339,12 +369,12 @@ def _add_make_data(sub, name):
         "(or a Parquet dataset with columns x0.. and y).",
     )
     p.add_argument("setting", choices=_SimulationSettings(), metavar="SETTING", help="%(choices)s")
-    p.add_argument("--n", type=int, required=True, help="rows")
-    p.add_argument("--p", type=int, required=True, help="features")
-    p.add_argument("--k", type=int, default=5, help="classes (default 5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n", type=_int_at_least(1), required=True, help="rows")
+    p.add_argument("--p", type=_int_at_least(1), required=True, help="features")
+    p.add_argument("--k", type=_int_at_least(2), default=5, help="classes (default 5)")
+    p.add_argument("--seed", type=_int_at_least(0), default=0)
     p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
-    p.add_argument("--chunk-rows", type=int, metavar="N", help="rows per block")
+    p.add_argument("--chunk-rows", type=_int_at_least(1), metavar="N", help="rows per block")
     p.add_argument("--out", required=True, metavar="PATH", help="*.zarr or *.parquet")
     p.add_argument("--overwrite", action="store_true")
     return p
@@ -361,13 +391,13 @@ def _add_report(sub, name):
     p.add_argument(
         "--data", metavar="PATH", help="labelled data: adds scores and a confusion matrix"
     )
-    p.add_argument("--chunk-rows", type=int, metavar="N")
+    p.add_argument("--chunk-rows", type=_int_at_least(1), metavar="N")
     ex = p.add_mutually_exclusive_group()
     ex.add_argument("--labels", metavar="PATH|NAME")
     ex.add_argument("--label-column", metavar="NAME")
     p.add_argument(
         "--sample",
-        type=int,
+        type=_int_at_least(1),
         default=2000,
         metavar="N",
         help="rows embedded for the CCDR scatter plot (default 2000)",

@@ -737,3 +737,32 @@ def test_local_cluster_prints_dashboard(inputs, tmp_path):
     assert summary["scheduler"]["address"].startswith("tcp://127.0.0.1:")
     assert summary["scheduler"]["dashboard"].startswith("http://127.0.0.1:")
     assert "dashboard: http://127.0.0.1:" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["fit", "encoder", "--data", "x.zarr", "--model-out", "m", "--chunk-rows", "0"],
+            "argument --chunk-rows: must be at least 1, got 0",
+        ),
+        (
+            ["fit", "encoder", "--data", "x.zarr", "--model-out", "m", "--connect-timeout", "-1"],
+            "argument --connect-timeout: must be a positive number, got -1",
+        ),
+        (
+            ["fit", "encoder", "--data", "x.zarr", "--model-out", "m", "--n-workers", "two"],
+            "argument --n-workers: expected an integer, got 'two'",
+        ),
+        (
+            ["make-data", "normal_noise", "--n", "10", "--p", "2", "--k", "1", "--out", "o.zarr"],
+            "argument --k: must be at least 2, got 1",
+        ),
+    ],
+)
+def test_numbers_are_range_checked_before_anything_runs(tmp_path, argv, message):
+    paths = {"x.zarr", "m", "o.zarr"}
+    code, summary, err = run_exe(*[tmp_path / a if a in paths else a for a in argv])
+    assert code == cli.EXIT_BAD_INPUT, err
+    assert message in err
+    assert list(tmp_path.iterdir()) == []
