@@ -123,14 +123,14 @@ def _int_at_least(low: int):
     return parse
 
 
-def _positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0."""
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds ≥ 0."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value < float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
     return value
 
 
@@ -200,7 +200,7 @@ def _add_logging_options(g) -> None:
     )
     g.add_argument(
         "--progress-interval",
-        type=_positive_float,
+        type=_seconds,
         default=10.0,
         metavar="SECONDS",
         help="seconds between progress lines when not on a terminal (default 10)",
@@ -230,7 +230,7 @@ def _add_scheduler_options(g) -> None:
     )
     g.add_argument(
         "--connect-timeout",
-        type=_positive_float,
+        type=_seconds,
         default=10.0,
         metavar="SECONDS",
         help="give up connecting to the scheduler after this long (default 10)",

@@ -20,6 +20,7 @@ import contextlib
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import dask
@@ -344,14 +345,42 @@ def _load_csv(spath: str, label_column: str | None):
     return _split_frame(frame, label_column, spath)
 
 
-def _split_frame(frame, label_column, source):
+#: Column names that usually hold labels: read as features only with a warning.
+LABEL_LIKE = ("y", "label", "labels", "target", "class")
+
+
+def _check_feature_columns(names, kinds, label_column, source) -> None:
+    """Refuse non-numeric feature columns by name; warn when a column named like a label is
+    read as a feature because no ``label_column`` was given."""
+    bad = [name for name, kind in zip(names, kinds) if kind not in "biuf"]
+    if bad:
+        raise ValueError(
+            f"{source}: feature column(s) {bad[:10]} are not numeric. Select the numeric "
+            "columns, encode the others as numbers, or name the labels with label_column= "
+            "(--label-column)."
+        )
     if label_column is None:
-        return frame.to_numpy(), None
-    if label_column not in frame.columns:
+        named = [name for name in names if str(name).lower() in LABEL_LIKE]
+        if named:
+            warnings.warn(
+                f"{source}: column {named[0]!r} is read as a feature because no label column "
+                f"was named; pass label_column={named[0]!r} (--label-column {named[0]}) if it "
+                "holds the labels.",
+                UserWarning,
+                stacklevel=4,
+            )
+
+
+def _split_frame(frame, label_column, source):
+    if label_column is not None and label_column not in frame.columns:
         raise ValueError(
             f"{source} has no column {label_column!r}; its columns are {list(frame.columns)[:20]}."
         )
-    return frame.drop(columns=[label_column]).to_numpy(), frame[label_column].to_numpy()
+    features = frame.drop(columns=[label_column]) if label_column is not None else frame
+    kinds = [dtype.kind for dtype in features.dtypes]
+    _check_feature_columns(list(features.columns), kinds, label_column, source)
+    y = frame[label_column].to_numpy() if label_column is not None else None
+    return features.to_numpy(), y
 
 
 def _read_row_group(path: str, index: int, columns: list[str]) -> np.ndarray:
@@ -384,6 +413,8 @@ def _load_parquet(spath: str, label_column: str | None):
     if label_column is not None and label_column not in names:
         raise ValueError(f"{spath} has no column {label_column!r}; its columns are {names[:20]}.")
     features = [c for c in names if c != label_column]
+    kinds = [np.dtype(schema.field(c).type.to_pandas_dtype()).kind for c in features]
+    _check_feature_columns(features, kinds, label_column, spath)
     dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
     x_blocks, y_blocks = [], []
     for path in files:

@@ -441,6 +441,7 @@ def test_bad_parameters_exit_2(case, inputs, tmp_path, capsys):
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.filterwarnings("ignore:.*column 'label' is read as a feature:UserWarning")
 def test_bad_inputs_exit_2(model_dir, inputs, tmp_path, capsys):
     cases = [
         (
@@ -748,7 +749,7 @@ def test_local_cluster_prints_dashboard(inputs, tmp_path):
         ),
         (
             ["fit", "encoder", "--data", "x.zarr", "--model-out", "m", "--connect-timeout", "-1"],
-            "argument --connect-timeout: must be a positive number, got -1",
+            "argument --connect-timeout: must be a number of seconds >= 0, got -1",
         ),
         (
             ["fit", "encoder", "--data", "x.zarr", "--model-out", "m", "--n-workers", "two"],

@@ -231,3 +231,24 @@ def test_a_write_removes_temporaries_that_killed_runs_left(tmp_path):
     assert live.exists() and remote.exists()
     assert target.exists()
     assert _tempnames.temporary_sibling(target).startswith(f"{target}.tmp-{host}-{os.getpid()}-")
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_non_numeric_feature_columns_are_named(tmp_path, suffix):
+    frame = pd.DataFrame({"a": np.arange(5.0), "city": list("vwxyz"), "y": [0, 1, 0, 1, 0]})
+    path = tmp_path / f"t.{suffix}"
+    frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+    with pytest.raises(ValueError, match=r"feature column\(s\) \['city'\] are not numeric"):
+        load(path, label_column="y")
+    X, y = load(path, label_column="city")  # the text column as labels is fine
+    assert X.shape == (5, 2) and y.compute().tolist() == list("vwxyz")
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_a_label_like_column_read_as_a_feature_is_said(tmp_path, suffix):
+    frame = pd.DataFrame({"a": np.arange(4.0), "label": [0, 1, 0, 1]})
+    path = tmp_path / f"t.{suffix}"
+    frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+    with pytest.warns(UserWarning, match="column 'label' is read as a feature.*label_column"):
+        X, y = load(path)
+    assert X.shape == (4, 2) and y is None
