@@ -4,6 +4,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from _counting import TaskLog, counted
 
 from scalenc import passes
 from scalenc.cluster import compute
@@ -36,28 +37,35 @@ def _count_rows(X, *, row_start):
     return np.array(X.shape[0])
 
 
-def _combine_depth(graph, key):
-    from dask.core import get_dependencies
-
-    deps = [d for d in get_dependencies(graph, key) if str(d).startswith("combine_partials")]
-    return 1 + max((_combine_depth(graph, d) for d in deps), default=0)
+def _rows_and_depth(X, *, row_start):
+    return {"rows": X.shape[0], "depth": 0}
 
 
 @pytest.mark.parametrize(
-    "n_blocks,split_every,depth", [(1, 8, 0), (8, 8, 1), (9, 8, 2), (100, 4, 4)]
+    "n_blocks,split_every,depth,merges",
+    [(1, 8, 0, 0), (8, 8, 1, 1), (9, 8, 2, 2), (100, 4, 4, 25 + 6 + 2 + 1)],
 )
-def test_reduction_is_a_tree(n_blocks, split_every, depth):
+def test_reduction_is_a_tree(n_blocks, split_every, depth, merges):
+    """Partials are merged when the graph is computed, by a counting ``combine``: each call
+    merges 2 to ``split_every`` partials, n_blocks − 1 partials are merged away in all, and
+    the merges are ⌈log_s(blocks)⌉ deep (a linear chain would be n_blocks − 1 deep)."""
+    fan_ins = []
+
+    def combine(*parts):
+        fan_ins.append(len(parts))
+        return {
+            "rows": sum(part["rows"] for part in parts),
+            "depth": 1 + max(part["depth"] for part in parts),
+        }
+
     X = da.ones((n_blocks * 3, 2), chunks=(3, 2))
-    result = passes.reduce_rows(_count_rows, X, split_every=split_every)
-    graph = dict(result.__dask_graph__())
-    combines = [k for k in graph if str(k).startswith("combine_partials")]
-    # each combine merges at most split_every partials, and the chain is log_s(blocks) deep
-    assert n_blocks - 1 <= len(combines) * (split_every - 1)
-    if depth:
-        assert _combine_depth(graph, result.key) == depth
-    else:
-        assert combines == []
-    assert int(compute(result)[0]) == n_blocks * 3
+    result = passes.reduce_rows(_rows_and_depth, X, combine=combine, split_every=split_every)
+    assert fan_ins == []  # the tree is in the graph: nothing is merged before the compute
+    (out,) = compute(result)
+    assert out == {"rows": n_blocks * 3, "depth": depth}
+    assert len(fan_ins) == merges
+    assert all(2 <= fan_in <= split_every for fan_in in fan_ins)
+    assert sum(fan_in - 1 for fan_in in fan_ins) == n_blocks - 1
 
 
 def test_tree_reduce_rejects_bad_fan_in():
@@ -100,15 +108,25 @@ def _scale(X, *, w):
     return X * w
 
 
+def _copies_in_graph(collection, value: np.ndarray) -> int:
+    """Graph entries whose serialised form holds the bytes of ``value`` (what would be
+    shipped to the workers): one when the tasks refer to a single copy by key."""
+    import cloudpickle
+
+    data = value.tobytes()
+    return sum(
+        data in cloudpickle.dumps(task) for task in dict(collection.__dask_graph__()).values()
+    )
+
+
 def test_map_rows_puts_array_arguments_in_the_graph_once():
-    X = da.ones((40, 3), chunks=(5, 3))
-    w = np.arange(3.0)
+    X = da.ones((40, 3), chunks=(5, 3))  # 8 blocks
+    w = np.random.default_rng(4).normal(size=3)
     out = passes.map_rows(_scale, X, 3, np.float64, w=w)
-    graph = dict(out.__dask_graph__())
-    copies = sum(
-        1 for task in graph.values() if isinstance(task, np.ndarray) and task.shape == (3,)
-    ) + sum(1 for k in graph if str(k).startswith("ndarray-"))
-    assert copies == 1
+    (optimised,) = dask.optimize(out)
+    assert _copies_in_graph(out, w) == 1 and _copies_in_graph(optimised, w) == 1
+    # the same map with w passed as a plain keyword holds a copy per block task
+    assert _copies_in_graph(X.map_blocks(_scale, w=w, dtype=np.float64), w) == 8
     np.testing.assert_array_equal(out.compute(), np.ones((40, 3)) * w)
 
 
@@ -242,9 +260,26 @@ def test_a_pass_reads_each_block_in_its_own_task(tmp_path):
     root.create_array("y", data=np.arange(100) % 3, chunks=(25,))
     Xd, yd = da.from_zarr(root["X"]), da.from_zarr(root["y"])
     result = passes.class_moments_pass(Xd, encode_labels(yd, np.arange(3)), 3)
-    graph = dict(result.__dask_graph__())
-    names = [str(k[0] if isinstance(k, tuple) else k) for k in graph]
-    assert len([k for k in names if k.startswith("block_partial")]) == 4
-    assert not [k for k in names if k.startswith(("from-zarr", "_encode_block"))]
-    (m,) = compute(result)
+    with TaskLog() as tasks:
+        (m,) = compute(result)
     np.testing.assert_array_equal(m["n"], [34, 33, 33])
+    # 4 block tasks and 1 merge; unfused, the reads of X and y and the encoding would add
+    # 3 tasks per block. The graph holds the two Zarr arrays besides, as data.
+    assert tasks.computes == 1 and len(tasks.sizes) == 4 + 1
+    assert len(tasks.graphs[0]) == 4 + 1 + 2
+
+
+def test_a_pass_reads_each_block_of_x_and_y_once():
+    """Counted reads: one pass over (X, y) reads every block of each exactly once, and
+    runs one task per block plus the merges, so each block's two reads share its task."""
+    from scalenc.data import encode_labels
+
+    X = np.arange(400.0).reshape(100, 4)
+    Xd, x_reads = counted(X, (10, 40, 25, 25))
+    yd, y_reads = counted(np.arange(100) % 3, (10, 40, 25, 25))
+    result = passes.class_moments_pass(Xd, encode_labels(yd, np.arange(3)), 3, split_every=2)
+    with TaskLog() as tasks:
+        (m,) = compute(result)
+    np.testing.assert_array_equal(m["n"], [34, 33, 33])
+    assert x_reads.per_block() == [1, 1, 1, 1] and y_reads.per_block() == [1, 1, 1, 1]
+    assert len(tasks.sizes) == 4 + 3  # 4 block tasks, merges 2 + 1

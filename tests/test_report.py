@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 import dask.array as da
 import numpy as np
 import pytest
+from _counting import TaskLog, counted
 from conftest import make_blobs
 
 from scalenc import cli, report
@@ -98,22 +99,26 @@ def test_evaluate_matches_sklearn_with_unlabeled_and_unknown_labels(data):
     assert scores["passes"] == 1 and scores["seconds"] >= 0
 
 
-def test_evaluate_is_one_tree_reduction(data, monkeypatch):
-    """The confusion counts are reduced on the workers: only K×K partials reach the client."""
-    from scalenc import passes
+def test_evaluate_is_one_tree_reduction(data):
+    """The confusion counts are reduced on the workers: one compute reads each block of X
+    once, every block's predictions become a K×K partial, and the partials are merged in
+    a tree of fan-in ``split_every`` — no task gathers the n predictions, only the merged
+    K×K counts reach the client."""
+    from sklearn.metrics import confusion_matrix
 
     X, y = data
     est = EncoderClassifier().fit(X, y)
-    calls = []
-    original = passes.reduce_rows
-
-    def spy(block_fn, *arrays, **kwargs):
-        calls.append((block_fn.__name__, [a.shape for a in arrays]))
-        return original(block_fn, *arrays, **kwargs)
-
-    monkeypatch.setattr(passes, "reduce_rows", spy)
-    report.evaluate(est, da.from_array(X, chunks=(50, -1)), da.from_array(y, chunks=50))
-    assert calls == [("_confusion_block", [(500,), (500,)])]
+    Xd, reads = counted(X, 50)  # 10 row blocks
+    with TaskLog() as tasks:
+        scores = report.evaluate(est, Xd, da.from_array(y, chunks=50), split_every=3)
+    assert tasks.computes == 1 and reads.per_block() == [1] * 10
+    assert scores["confusion_matrix"] == confusion_matrix(y, est.predict(X)).tolist()
+    # partials: K×K matrix + 2 counts + K, far below a block's 50 rows
+    partials = {key for key, size in tasks.sizes.items() if size <= 3 * 3 + 2 + 3}
+    final = max(partials, key=lambda key: tasks.depth(key, partials))
+    # 10 block partials, then 3 + 1 + 1 merges of at most 3: a tree 1 + 3 levels deep
+    assert len(partials) == 10 + 5 and tasks.depth(final, partials) == 4
+    assert max(tasks.sizes.values()) == 50 * 6  # a block of X; nothing n-sized
 
 
 def test_describe_model_is_json_ready(data):
