@@ -82,8 +82,10 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
     method : {"fast", "full"}, default="fast"
         ``"fast"`` is the paper's Section 3 algorithm (kernels against U, O(nKp)).
         ``"full"`` is Section 2's intermediate algorithm ``Z = A W`` with the full n×n
-        kernel matrix, computed block × block (O(n²p) time, O(chunk²) memory per task) —
-        for small and medium n. It keeps a reference to the training X, which predict
+        kernel matrix, computed block × block (O(n²p) time, O(chunk²) memory per task, each
+        block of X held until its block pairs are done) — for small and medium n. Passes
+        over X: 2 (class means, then Z's moments), 3 with several kernels (Z is computed
+        again for the cross-entropy). It keeps a reference to the training X, which predict
         needs. With several kernels the same cross-entropy rule chooses among them.
     max_scatter_features : int, default=1024
         The linear kernel alone is fitted in ONE pass when p ≤ this: the p×p pooled
@@ -383,7 +385,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         K = self.classes_.size
         stats = [passes.moments_pass(Z, codes, K, split_every=self.split_every) for Z in embeddings]
         self._z_moments = list(compute(*stats))
-        self.n_passes_ += X.numblocks[0]  # Z = A W reads all of X once per row block
+        self.n_passes_ += 1  # Z = A W in one compute: each block of X read once, shared
         self.lda_models_ = [self._lda(m) for m in self._z_moments]
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         if len(self.kernels_) > 1:
@@ -392,7 +394,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
             self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
-            self.n_passes_ += X.numblocks[0]
+            self.n_passes_ += 1
         self._select_kernel()
         return self
 

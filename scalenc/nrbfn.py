@@ -144,7 +144,8 @@ class NRBFNClassifier(_RegressionClassifier):
         rows (one per class reserved) with a warning.
     n_candidates : int or None, default=None
         None: every labeled row is a soft-KNN candidate (the paper's algorithm exactly;
-        O(n² p) time, one pass over X per row block of X). An int: a class-stratified
+        O(n² p) time; each block of X is read once and kept on the workers while its
+        block pairs run, so O(n p) worker memory in all). An int: a class-stratified
         sample of that many labeled rows (by hash of the global row index and
         ``random_state``; all of them if it is at least their number) whose neighbours
         are still searched in the whole training set in ONE pass. The candidates are
@@ -197,12 +198,14 @@ class NRBFNClassifier(_RegressionClassifier):
 
     Notes
     -----
-    Passes over X: soft-KNN 1 (sample) or one per row block of X (all rows, by block
-    pairs: n_b(n_b+1)/2 tasks, n p (n + b) flops), plus 1 to gather the candidate or basis
-    rows, 1 for σ, 1 for the Gram, and 1 more to score the λ grid when cross-validating —
-    whatever the grid size. Memory per task: one block (two for a k-NN block pair and
-    its distance tiles), one W̃ tile of at most :data:`GRAM_TILE_ELEMENTS` float64, and
-    n_folds·(r² + K r) float64; on the client O(n_folds·r² + r p) plus,
+    Passes over X: 1 for soft-KNN (with a candidate sample; in the exact all-rows mode by
+    n_b(n_b+1)/2 block-pair tasks in one compute, n p (n + b) flops, each block read once
+    and held until its pairs are done), plus 1 to gather the candidate or basis rows, 1 for
+    σ, 1 for the Gram, and 1 more to score the λ grid when cross-validating — whatever the
+    grid size: 4, or 5 with cross-validation. Memory per task: one block (two for a k-NN
+    block pair and its distance tiles), one W̃ tile of at most
+    :data:`GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r) float64; on the client
+    O(n_folds·r² + r p) plus,
     in the exact all-rows mode, the n×k neighbour table and n-vectors of labels and
     confidences (with ``n_candidates``, c×k and c-vectors). Unlabeled rows (−1/None/NaN)
     take no part in training. float32 data keeps its distance and kernel products in
@@ -381,7 +384,7 @@ class NRBFNClassifier(_RegressionClassifier):
         (results,) = compute(
             passes.kneighbors_all_rows(X, codes, self.n_neighbors, split_every=self.split_every)
         )
-        self.n_passes_ += len(results)
+        self.n_passes_ += 1  # one compute: each block is read once, shared by its pairs
         neighbors = {
             key: np.concatenate([res[0][key] for res in results])
             for key in ("dist2", "index", "label")

@@ -437,9 +437,10 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_
 
     Notes
     -----
-    n_b(n_b + 1)/2 block-pair tasks for n_b row blocks: every block is read n_b times
-    (counted as n_b passes), and the distance work is n²p instead of 2n²p.
-    Memory per task: two blocks, one distance tile and O(b k).
+    n_b(n_b + 1)/2 block-pair tasks for n_b row blocks, computed together: every block is
+    read once and shared by its pairs (one pass), and the distance work is n²p instead of
+    2n²p. Memory per task: two blocks, one distance tile and O(b k); each block stays in
+    memory until its pairs are done (O(n p) in all: the exact mode is for moderate n).
     """
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
     xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()

@@ -125,7 +125,6 @@ def test_graph_optimisation_keeps_the_reads_visible(data, local_scheduler):
 class Case:
     make: Callable[[], object]
     documented: Callable[[int], int]  # passes over X, as a function of the row blocks n_b
-    measured: Callable[[int], int] | None = None  # real passes where they differ
 
 
 def _const(n):
@@ -149,31 +148,22 @@ CASES = {
     "encoder-three-kernels-not-cached": Case(
         lambda: EncoderClassifier(kernels=THREE_KERNELS, cache_embedding=False), _const(3)
     ),
-    # method="full": the docstring gives no count of its own beyond the Notes above (1 for
-    # the linear kernel alone, 2 over X for several kernels); n_passes_ counts 1 + n_b per
-    # stage ("Z = A W reads all of X once per row block").
-    "encoder-full-linear": Case(
-        lambda: EncoderClassifier(method="full"), _const(1), measured=_const(2)
-    ),
+    # method="full": "2 (class means, then Z's moments), 3 with several kernels"; Z = A W
+    # is one compute in which each block of X is read once and shared by its block pairs.
+    "encoder-full-linear": Case(lambda: EncoderClassifier(method="full"), _const(2)),
     "encoder-full-two-kernels": Case(
-        lambda: EncoderClassifier(method="full", kernels=("linear", "euclidean")),
-        _const(2),
-        measured=_const(3),
+        lambda: EncoderClassifier(method="full", kernels=("linear", "euclidean")), _const(3)
     ),
     # LRClassifier: "One pass over X"; n_passes_ "1".
     "lrc": Case(lambda: LRClassifier(), _const(1)),
-    # NRBFNClassifier: "soft-KNN 1 (sample) or one per row block of X (all rows ...), plus
-    # 1 to gather the candidate or basis rows, 1 for σ, 1 for the Gram, and 1 more to score
-    # the λ grid when cross-validating".
-    "nrbfn-exact": Case(
-        lambda: NRBFNClassifier(n_neighbors=7, n_basis=60, alpha=1e-9),
-        lambda n_b: n_b + 3,
-        measured=_const(4),
-    ),
+    # NRBFNClassifier: "1 for soft-KNN (with a candidate sample; in the exact all-rows mode
+    # by block-pair tasks in one compute, each block read once), plus 1 to gather the
+    # candidate or basis rows, 1 for σ, 1 for the Gram, and 1 more to score the λ grid when
+    # cross-validating".
+    "nrbfn-exact": Case(lambda: NRBFNClassifier(n_neighbors=7, n_basis=60, alpha=1e-9), _const(4)),
     "nrbfn-exact-cv": Case(
         lambda: NRBFNClassifier(n_neighbors=7, n_basis=60, alpha="cv", cv=3, random_state=0),
-        lambda n_b: n_b + 4,
-        measured=_const(5),
+        _const(5),
     ),
     "nrbfn-sampled": Case(
         lambda: NRBFNClassifier(
@@ -219,39 +209,6 @@ CASES = {
     },
 }
 
-DISAGREE = {
-    "encoder-full-linear": (
-        "method='full' reads X 2 times (the first pass, then Z = A W for every row block "
-        "in ONE compute, where each block of X is read once and shared by all its block "
-        "pairs); the Notes' count for the linear kernel alone is 1 and n_passes_ is "
-        "1 + n_b (5 for 4 row blocks)."
-    ),
-    "encoder-full-two-kernels": (
-        "method='full' with two kernels reads X 3 times (first pass, Z's moments, Z's "
-        "log-likelihoods; Z = A W is recomputed, not cached); the Notes say 2 over X for "
-        "several kernels with cache_embedding (the default) and n_passes_ is 1 + 2 n_b "
-        "(9 for 4 row blocks)."
-    ),
-    "nrbfn-exact": (
-        "exact soft-KNN (n_candidates=None) reads every block ONCE, not n_b times: the "
-        "n_b(n_b+1)/2 block-pair tasks run in one compute and share each block's read. "
-        "Real passes 4 (k-NN, basis gather, sigma, Gram); docstring and n_passes_ say "
-        "n_b + 3 (7 for 4 row blocks)."
-    ),
-    "nrbfn-exact-cv": (
-        "exact soft-KNN with a cross-validated alpha: real passes 5 (k-NN, basis gather, "
-        "sigma, Gram, CV scoring); docstring and n_passes_ say n_b + 4 (8 for 4 row blocks)."
-    ),
-}
-
-
-def _case_params():
-    for name in CASES:
-        marks = ()
-        if CASES[name].measured is not None:  # a finding: see DISAGREE
-            marks = pytest.mark.xfail(strict=True, raises=AssertionError, reason=DISAGREE[name])
-        yield pytest.param(name, id=name, marks=marks)
-
 
 def _fit_counted(name, X, y, chunks):
     Xd, reads = counted(X, chunks)
@@ -260,22 +217,12 @@ def _fit_counted(name, X, y, chunks):
 
 
 @pytest.mark.parametrize("chunks", [IRREGULAR, REGULAR], ids=["irregular", "regular"])
-@pytest.mark.parametrize("name", list(_case_params()))
+@pytest.mark.parametrize("name", list(CASES))
 def test_fit_passes_equal_documented_and_n_passes(name, chunks, data, local_scheduler):
     X, y = data
     model, real, n_b = _fit_counted(name, X, y, chunks)
     documented = CASES[name].documented(n_b)
     assert (real, model.n_passes_) == (documented, documented)
-
-
-@pytest.mark.parametrize("chunks", [IRREGULAR, REGULAR], ids=["irregular", "regular"])
-@pytest.mark.parametrize("name", [name for name in CASES if CASES[name].measured])
-def test_fit_passes_where_the_documentation_disagrees(name, chunks, data, local_scheduler):
-    """The real reads of the cases marked xfail above, pinned so that they cannot drift
-    while the documentation and ``n_passes_`` are being corrected."""
-    X, y = data
-    _, real, n_b = _fit_counted(name, X, y, chunks)
-    assert real == CASES[name].measured(n_b)
 
 
 @pytest.mark.parametrize(
