@@ -10,14 +10,16 @@ Each estimator module is then its parameters, its ``fit`` steps and its docstrin
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
 
 import dask.array as da
 import numpy as np
 
 from . import _blocks, passes
+from ._validation import check_feature_names
 from .cluster import compute
-from .data import check_xy, encode_labels
+from .data import check_xy, encode_labels, is_dask_frame
 from .labels import unlabeled_mask
 
 __all__ = [
@@ -29,8 +31,14 @@ __all__ = [
     "check_class_means",
     "prepare_fit",
     "prepare_input",
+    "check_feature_names_of",
     "map_output",
+    "known_row_chunks",
 ]
+
+
+#: Set while an estimator calls its own output map on input whose names it has checked.
+_NAMES_CHECKED = contextvars.ContextVar("scalenc_names_checked", default=False)
 
 
 @contextlib.contextmanager
@@ -90,12 +98,20 @@ def check_class_means(means: np.ndarray, dtype) -> None:
         )
 
 
+def _columns_of(X):
+    """What scikit-learn reads column names from: a Dask DataFrame's empty pandas meta
+    (same columns, nothing computed), anything else as it is."""
+    return X._meta if is_dask_frame(X) else X
+
+
 def prepare_fit(estimator, X, y, *, find_classes: bool = True):
-    """(X, y) as aligned Dask arrays for ``fit``; sets ``n_features_in_``.
+    """(X, y) as aligned Dask arrays for ``fit``; sets ``n_features_in_`` and, for a
+    DataFrame with string column names, ``feature_names_in_``.
 
     With ``find_classes`` (one pass over y), also sets ``classes_`` (at least two
     classes) and returns the class codes instead of y.
     """
+    check_feature_names(estimator, _columns_of(X), reset=True)
     X, y = check_xy(
         X,
         y,
@@ -113,12 +129,21 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
 
 
 def prepare_input(estimator, X) -> tuple[da.Array, bool]:
-    """X for an output map: a row-chunked Dask array with the fitted number of features,
-    and whether X came as a Dask array (then the output stays lazy)."""
-    is_dask = isinstance(X, da.Array)
-    Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None))
+    """X for an output map: a row-chunked Dask array with the fitted number of features
+    (and, if ``fit`` saw column names, the same names in the same order), and whether X
+    came as a Dask collection (then the output stays lazy)."""
+    if not _NAMES_CHECKED.get():
+        check_feature_names(estimator, _columns_of(X), reset=False)
+    is_dask = isinstance(X, da.Array) or is_dask_frame(X)
+    Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None), known_lengths=False)
     check_n_features(estimator, Xd)
     return Xd, is_dask
+
+
+def known_row_chunks(X: da.Array) -> da.Array:
+    """X with its row chunk sizes known (a Dask DataFrame's partitions counted on the
+    workers when they were left unknown for a lazy output map)."""
+    return X.compute_chunk_sizes() if any(np.isnan(c) for c in X.chunks[0]) else X
 
 
 def map_output(estimator, X, block_fn, n_out, dtype, **kwargs):
@@ -145,16 +170,21 @@ class StreamingClassifierMixin:
 
     def score(self, X, y, sample_weight=None):
         """Accuracy over the labeled rows of (X, y); unlabeled rows (−1/None/NaN) are left out."""
-        if sample_weight is not None or not isinstance(X, da.Array):
+        if sample_weight is not None or not (isinstance(X, da.Array) or is_dask_frame(X)):
             y_arr = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
             keep = ~unlabeled_mask(y_arr)
             pred = self.predict(X)
             pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
             weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
             return float(np.average(pred[keep] == y_arr[keep], weights=weights))
+        check_feature_names_of(self, X, reset=False)
         Xd, yd = check_xy(X, y, chunk_rows=getattr(self, "chunk_rows", None))
         codes = encode_labels(yd, self.classes_)
-        pred_codes = encode_labels(self.predict(Xd), self.classes_)
+        token = _NAMES_CHECKED.set(True)  # X's names were checked above; Xd has none
+        try:
+            pred_codes = encode_labels(self.predict(Xd), self.classes_)
+        finally:
+            _NAMES_CHECKED.reset(token)
         labeled = codes >= 0
         correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
         return float(correct) / float(total)
@@ -163,3 +193,9 @@ class StreamingClassifierMixin:
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+def check_feature_names_of(estimator, X, *, reset: bool) -> None:
+    """Set (``reset``) or check ``feature_names_in_`` from X's column names, for any
+    DataFrame, Dask's included (scikit-learn's rules and messages)."""
+    check_feature_names(estimator, _columns_of(X), reset=reset)

@@ -9,8 +9,9 @@ a ``TypeError``) with its message format::
 
     The 'x' parameter of Y must be <expectation>. Got <value> instead.
 
-scikit-learn keeps this machinery in a private module; it is imported here only, so a
-change there is mended in one place. :func:`invalid` raises the same error for checks
+scikit-learn keeps this machinery (and the ``feature_names_in_`` check,
+:func:`check_feature_names`) in private names; they are imported here only, so a change
+there is mended in one place. :func:`invalid` raises the same error for checks
 that constraints cannot express (a parameter's elements, a relation between parameters).
 """
 
@@ -19,8 +20,17 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
+from sklearn.utils.validation import _check_feature_names as check_feature_names
 
-__all__ = ["Integral", "Real", "Interval", "StrOptions", "InvalidParameterError", "invalid"]
+__all__ = [
+    "Integral",
+    "Real",
+    "Interval",
+    "StrOptions",
+    "InvalidParameterError",
+    "invalid",
+    "check_feature_names",
+]
 
 
 def invalid(estimator, name: str, expectation: str, value) -> InvalidParameterError:

@@ -21,6 +21,7 @@ from . import _ccdr_blocks as cb
 from . import _sampling, passes
 from ._base import (
     StreamingClassifierMixin,
+    known_row_chunks,
     map_output,
     prepare_fit,
     prepare_input,
@@ -270,6 +271,7 @@ class CCDR(TransformerMixin, BaseEstimator):
         dtype = Xd.dtype
         with_codes = y is not None
         if with_codes:
+            Xd = known_row_chunks(Xd)  # labels align by rows
             _, yd = check_xy(Xd, y)
             # codes ride along as a last column (exact in float32 below 2**24 classes), so
             # the block keeps X's dtype and ranks neighbours as transform(X) does

@@ -81,6 +81,7 @@ def as_dask_array(
     chunk_rows: int | None = None,
     name: str = "X",
     allow_missing_chunks: bool = False,
+    known_lengths: bool = True,
 ) -> da.Array:
     """``X`` as a 2-D float Dask array chunked along rows only.
 
@@ -91,6 +92,8 @@ def as_dask_array(
     """
     if isinstance(X, (str, os.PathLike)):
         X, _ = load(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
+    if is_dask_frame(X):
+        X = _frame_to_array(X, name, lengths=known_lengths)
     if not isinstance(X, da.Array):
         if _is_zarr_array(X):
             X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
@@ -103,7 +106,7 @@ def as_dask_array(
             f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
             f"e.g. {name}.reshape(-1, 1) for a single feature."
         )
-    if any(np.isnan(c) for c in X.chunks[0]):
+    if known_lengths and any(np.isnan(c) for c in X.chunks[0]):
         raise ValueError(
             f"{name} has unknown row chunk sizes {X.chunks[0]}; scalenc needs them to align "
             f"labels and outputs. Call {name}.compute_chunk_sizes() first, or build it with "
@@ -112,7 +115,8 @@ def as_dask_array(
     dtype = _float_dtype(X.dtype, name)
     if dtype != X.dtype:
         X = X.astype(dtype)
-    if chunk_rows is not None and X.chunks[0] != _even(X.shape[0], chunk_rows):
+    known = not any(np.isnan(c) for c in X.chunks[0])
+    if known and chunk_rows is not None and X.chunks[0] != _even(X.shape[0], chunk_rows):
         X = X.rechunk({0: chunk_rows})
     if len(X.chunks[1]) != 1:
         X = X.rechunk({1: -1})
@@ -122,6 +126,9 @@ def as_dask_array(
 def _check_in_memory(X, name: str) -> np.ndarray:
     """In-memory input through scikit-learn's ``check_array`` (its messages for sparse,
     complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
+    if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a pandas DataFrame
+        kinds = [getattr(dtype, "kind", "O") for dtype in X.dtypes]
+        _check_feature_columns(list(X.columns), kinds, "", f"the DataFrame {name}")
     if isinstance(X, np.memmap) or (
         isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
     ):
@@ -149,6 +156,26 @@ def _is_zarr_array(obj) -> bool:
 # --- labels --------------------------------------------------------------------------
 
 
+def is_dask_frame(obj) -> bool:
+    """A Dask DataFrame or Series (lazy, partitioned)."""
+    return type(obj).__module__.startswith("dask") and hasattr(obj, "to_dask_array")
+
+
+def _frame_to_array(frame, name: str, *, lengths: bool = True) -> da.Array:
+    """A Dask DataFrame as a Dask array, one partition a row block, nothing computed on the
+    client but (with ``lengths``) the partitions' row counts.
+
+    Fits need the counts (to align labels and number rows): one pass over the frame on
+    the workers, only the counts reach the client (a Parquet-backed frame may take them
+    from its metadata). Output maps do not: their blocks keep unknown lengths, so
+    ``predict`` on a Dask DataFrame stays lazy. Non-numeric columns are refused by name.
+    """
+    if hasattr(frame, "columns"):
+        kinds = [getattr(dtype, "kind", "O") for dtype in frame.dtypes]
+        _check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
+    return frame.to_dask_array(lengths=True if lengths else None)
+
+
 def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
     """A Zarr array as a lazy Dask array, refusing a store with missing chunks and naming a
     damaged chunk when it is read (:mod:`scalenc._integrity`).
@@ -168,6 +195,8 @@ def as_dask_labels(
     """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ)."""
     if _is_zarr_array(y):
         y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
+    if is_dask_frame(y):
+        y = y.to_dask_array(lengths=True)
     if not isinstance(y, da.Array):
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
@@ -210,10 +239,13 @@ def check_xy(
     chunk_rows: int | None = None,
     estimator=None,
     require_y: bool = False,
+    known_lengths: bool = True,
 ) -> tuple[da.Array, da.Array | None]:
     """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks.
 
-    With ``require_y``, a missing y is an error naming the estimator.
+    With ``require_y``, a missing y is an error naming the estimator. Without
+    ``known_lengths`` (output maps of X alone) a Dask DataFrame's partitions keep unknown
+    lengths instead of being counted.
     """
     if require_y and y is None:
         owner = type(estimator).__name__ if estimator is not None else "This estimator"
@@ -221,7 +253,7 @@ def check_xy(
             f"{owner} requires y to be passed, but the target y is None. Pass one label per "
             "row (-1 for unlabeled rows)."
         )
-    X = as_dask_array(X, chunk_rows=chunk_rows)
+    X = as_dask_array(X, chunk_rows=chunk_rows, known_lengths=known_lengths or y is not None)
     if X.shape[0] == 0:
         raise ValueError(
             f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is required."

@@ -17,8 +17,10 @@ from ._base import (
     StreamingClassifierMixin,
     check_class_means,
     check_classes,
+    check_feature_names_of,
     check_n_features,
     fit_stage,
+    known_row_chunks,
     prepare_input,
     refuse_nonfinite,
 )
@@ -216,6 +218,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self
         """
         kernels = self._check_params()
+        check_feature_names_of(self, X, reset=True)
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         self.n_features_in_ = X.shape[1]
         self.stage_times_ = {}
@@ -445,6 +448,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
                 )
             classes = sorted_classes(classes)
             check_classes(classes, type(self).__name__)
+        check_feature_names_of(self, X, reset=first)
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         if first:
             self.classes_ = classes
@@ -531,7 +535,7 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         if result_dtype is None:
             result_dtype = kwargs["out_dtype"] = Xd.dtype
         if self.method == "full":
-            Z = self._full_embedding(Xd, self.kernel_)
+            Z = self._full_embedding(known_row_chunks(Xd), self.kernel_)
             out = passes.map_rows(
                 _apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
             )
