@@ -14,7 +14,9 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -24,18 +26,20 @@ import distributed  # noqa: F401 - loads its dask.config defaults before any con
 import numpy as np
 
 from . import __version__
+from ._atomic import write_text
 from ._errors import (
     EXIT_BAD_INPUT,
     EXIT_CLUSTER,
     EXIT_COMPUTE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     BadInput,
     CLIError,
     ClusterUnreachable,
+    Terminated,
 )
 from ._parser import METHODS, build_parser, parse_set
-from ._tempnames import claim
 from .cluster import ClusterUnavailableError, connect
 from .data import load, write_dataset, write_output
 from .jobs import JobError, read_job, step_argv
@@ -460,7 +464,7 @@ def cmd_report(args, session) -> dict:
         embedding=embedding,
         embedding_labels=emb_labels,
     )
-    path = _write_text_atomic(args.out, page, args.overwrite)
+    path = write_text(args.out, page, overwrite=args.overwrite)
     log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
     return {
         "model": args.model,
@@ -470,23 +474,6 @@ def cmd_report(args, session) -> dict:
         "scores": evaluation,
         "outputs": {"report": path},
     }
-
-
-def _write_text_atomic(path: str, text: str, overwrite: bool) -> str:
-    target = Path(path)
-    if target.exists() and not overwrite:
-        raise BadInput(f"{path} exists; pass --overwrite to replace it.")
-    tmp = Path(claim(target))
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return str(target)
 
 
 #: Options that apply to the whole job: in [job] or on the `scalenc run` command line.
@@ -520,9 +507,10 @@ def cmd_run(args, session) -> dict:
             try:
                 results.append(_run_step(step, step_args, session))
             except BaseException as exc:
+                what = f"{step.name} of {args.job}"
                 error = {"step": step.index, "command": step.command, "status": "error"}
-                results.append({**error, "error": _error_dict(exc)})
-                raise _StepFailed(exc, results) from exc
+                results.append({**error, "error": _error_dict(exc, what, step_args)})
+                raise _StepFailed(exc, results, what, step_args) from exc
     return {"job": str(job.path), "workdir": str(job.workdir), "steps": results}
 
 
@@ -558,10 +546,14 @@ def _run_step(step, step_args, session) -> dict:
 
 
 class _StepFailed(Exception):
-    def __init__(self, exc, results):
+    """A failed step of a job: its exception, the results so far, what ran and its arguments."""
+
+    def __init__(self, exc, results, what, step_args):
         super().__init__(str(exc))
         self.exc = exc
         self.results = results
+        self.what = what
+        self.step_args = step_args
 
 
 #: Command name → function running it (``scalenc run`` dispatches its steps here too).
@@ -583,7 +575,8 @@ COMMANDS = {
 def execute(args, argv: list[str]) -> int:
     """Run the command of the parsed ``args``; write the JSON summary; return the exit code.
 
-    ``argv`` is recorded in the summary as given.
+    ``argv`` is recorded in the summary as given. SIGTERM is handled like Ctrl-C while the
+    command runs (exit code 143 instead of 130).
     """
     handler = _setup_logging(args)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -591,41 +584,65 @@ def execute(args, argv: list[str]) -> int:
     session = Session(args)
     summary = {"scalenc": __version__, "command": args.command, "argv": argv, "started": started}
     code = EXIT_OK
-    try:
-        if args.command == "run":
-            result = cmd_run(args, session)
-        else:
-            with session.connected():
-                result = COMMANDS[args.command](args, session)
-        summary.update(status="ok", **result)
-    except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
-        if isinstance(exc, _StepFailed):
-            summary["steps"] = exc.results
-            exc = exc.exc
-        if isinstance(exc, SystemExit):
-            raise
-        code = _exit_code(exc)
-        summary.update(status="error", error=_error_dict(exc))
-        log.error("error (exit %d): %s", code, exc)
-        if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
-            log.debug("%s", "".join(traceback.format_exception(exc)))
-    summary["exit_code"] = code
-    summary["scheduler"] = session.scheduler_info
-    summary["seconds"] = round(time.perf_counter() - t0, 4)
-    try:
-        _emit(summary, args.json)
-    except OSError as exc:
-        log.error("cannot write the JSON summary to %s: %s", args.json, exc)
-        code = code or EXIT_BAD_INPUT
-    finally:
-        log.removeHandler(handler)
+    with _sigterm_interrupts():
+        try:
+            if args.command == "run":
+                result = cmd_run(args, session)
+            else:
+                with session.connected():
+                    result = COMMANDS[args.command](args, session)
+            summary.update(status="ok", **result)
+        except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
+            what, failed_args = f"scalenc {args.command}", args
+            if isinstance(exc, _StepFailed):
+                summary["steps"] = exc.results
+                what, failed_args, exc = exc.what, exc.step_args, exc.exc
+            if isinstance(exc, SystemExit):
+                raise
+            code = _exit_code(exc)
+            summary.update(status="error", error=_error_dict(exc, what, failed_args))
+            log.error("error (exit %d): %s", code, summary["error"]["message"])
+            if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
+                log.debug("%s", "".join(traceback.format_exception(exc)))
+        summary["exit_code"] = code
+        summary["scheduler"] = session.scheduler_info
+        summary["seconds"] = round(time.perf_counter() - t0, 4)
+        try:
+            _emit(summary, args.json)
+        except OSError as exc:
+            log.error("cannot write the JSON summary to %s: %s", args.json, exc)
+            code = code or EXIT_BAD_INPUT
+        except KeyboardInterrupt as exc:
+            code = _exit_code(exc)
+            log.error("error (exit %d): interrupted while writing the JSON summary", code)
+        finally:
+            log.removeHandler(handler)
     return code
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """While the command runs, SIGTERM raises :class:`Terminated` in the main thread (as
+    Ctrl-C raises KeyboardInterrupt), so the same clean-up runs; the previous handler is
+    restored after. Off the main thread (no handler can be set there), nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
 
 
 def _emit(summary: dict, json_path: str | None) -> None:
     text = json.dumps(jsonable(summary, max_items=10**6), indent=2, allow_nan=False)
     if json_path:
-        _write_text_atomic(json_path, text + "\n", overwrite=True)
+        write_text(json_path, text + "\n", overwrite=True)
     else:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
@@ -653,6 +670,8 @@ def _exit_code(exc: BaseException) -> int:
         return exc.code
     if isinstance(exc, ClusterUnavailableError):  # scalenc.cluster: scheduler lost
         return EXIT_CLUSTER
+    if isinstance(exc, Terminated):
+        return EXIT_TERMINATED
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     if isinstance(exc, _BAD_INPUT_ERRORS):
@@ -660,5 +679,20 @@ def _exit_code(exc: BaseException) -> int:
     return EXIT_COMPUTE
 
 
-def _error_dict(exc: BaseException) -> dict:
-    return {"type": type(exc).__name__, "message": str(exc), "exit_code": _exit_code(exc)}
+def _error_dict(exc: BaseException, what: str, args) -> dict:
+    """The summary's ``error``: the exception's type, message and exit code. ``what`` (the
+    command or job step) and its ``args`` name what an interrupt stopped."""
+    message = _interrupted(exc, what, args) if isinstance(exc, KeyboardInterrupt) else str(exc)
+    return {"type": type(exc).__name__, "message": message, "exit_code": _exit_code(exc)}
+
+
+def _interrupted(exc: KeyboardInterrupt, what: str, args) -> str:
+    """What an interrupt stopped and what it left on disk: outputs are published whole or
+    not at all (:mod:`scalenc._atomic`), so an unfinished one leaves its path as it was."""
+    signame = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
+    paths = [str(p) for p in (getattr(args, "model_out", None), getattr(args, "out", None)) if p]
+    where = f" ({', '.join(paths)})" if paths else ""
+    return (
+        f"{what} was interrupted by {signame}; outputs it had not finished were discarded "
+        f"and their paths{where} left as they were."
+    )

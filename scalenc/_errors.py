@@ -12,16 +12,19 @@ __all__ = [
     "EXIT_CLUSTER",
     "EXIT_COMPUTE",
     "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "CLIError",
     "BadInput",
     "ClusterUnreachable",
+    "Terminated",
 ]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_CLUSTER = 3
 EXIT_COMPUTE = 4
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class CLIError(Exception):
@@ -36,3 +39,9 @@ class BadInput(CLIError):
 
 class ClusterUnreachable(CLIError):
     code = EXIT_CLUSTER
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what SLURM, Kubernetes and ``docker stop`` send), raised in the main thread
+    by the command's handler. A KeyboardInterrupt, so that every clean-up that runs for
+    Ctrl-C (the writers' removal of their temporaries) runs for it too."""

@@ -24,6 +24,7 @@ from ._errors import (
     EXIT_COMPUTE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     BadInput,
 )
 
@@ -49,9 +50,11 @@ exit codes:
   {EXIT_COMPUTE}    a failure during the computation (worker lost for good, out of memory,
        disk full, a bug); the traceback is logged with --verbose
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C / SIGINT)
+  {EXIT_TERMINATED}  terminated (SIGTERM: SLURM, Kubernetes, docker stop)
 
-A failed run never leaves an output that looks complete: outputs and models are
-written under a temporary name and renamed at the end.
+A failed or interrupted run never leaves an output that looks complete: outputs,
+models and reports are written under a temporary name and swapped in when complete,
+so an existing output holds its old or its new content at every instant.
 
 environment:
   SCALENC_SCHEDULER   default for --scheduler (e.g. tcp://host:8786 or local)

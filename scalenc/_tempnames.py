@@ -1,11 +1,15 @@
-"""Temporary names for atomic writes, and clean-up of those a killed run left behind.
+"""Names of the temporaries and backups of atomic writes, and repair of those a killed run
+left behind.
 
-Every output (a Zarr store, a Parquet dataset, a model directory, a report) is written to
-``<path>.tmp-<host>-<pid>-<random>`` and renamed to ``path`` when complete. A run that
-fails removes its temporary; one that is killed (SIGKILL, a lost node) cannot. The next
-write to the same path removes the temporaries whose writer was a process of this host
-that no longer exists. Temporaries of other hosts (a shared file system) and of live
-processes are left alone.
+The writer (:mod:`scalenc._atomic`) writes every output to
+``<path>.tmp-<host>-<pid>-<random>`` and, where it cannot swap two names in one step,
+moves the old result aside to ``<path>.old-<host>-<pid>-<random>`` for the instant of the
+swap. A run that fails removes its temporary; one that is killed (SIGKILL, a lost node)
+cannot. The next write to the same path repairs what writers of this host that no longer
+exist left: their temporaries are removed, and their backups are restored to ``path``
+when ``path`` is missing (killed between the two renames of the swap) or removed
+otherwise. Names of other hosts (a shared file system) and of live processes are left
+alone.
 """
 
 from __future__ import annotations
@@ -16,16 +20,28 @@ import socket
 import uuid
 from pathlib import Path
 
-__all__ = ["temporary_sibling", "remove_abandoned", "claim"]
+__all__ = ["temporary_sibling", "backup_sibling", "repair_abandoned", "claim"]
+
+TEMPORARY = "tmp"
+BACKUP = "old"
 
 
 def _host() -> str:
     return socket.gethostname().replace("-", "_") or "host"
 
 
+def _sibling(path, kind: str) -> str:
+    return f"{os.fspath(path)}.{kind}-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def temporary_sibling(path) -> str:
-    """``<path>.tmp-<host>-<pid>-<random>``: where to write before renaming to ``path``."""
-    return f"{os.fspath(path)}.tmp-{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    """``<path>.tmp-<host>-<pid>-<random>``: where to write before publishing ``path``."""
+    return _sibling(path, TEMPORARY)
+
+
+def backup_sibling(path) -> str:
+    """``<path>.old-<host>-<pid>-<random>``: where the old result waits during a swap."""
+    return _sibling(path, BACKUP)
 
 
 def _alive(pid: int) -> bool:
@@ -38,30 +54,54 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_abandoned(path) -> list[str]:
-    """Remove temporaries of ``path`` left by dead processes of this host; return them."""
-    target = Path(os.fspath(path))
-    if not target.parent.is_dir():
-        return []
-    removed = []
-    prefix = f"{target.name}.tmp-{_host()}-"
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _abandoned(target: Path, kind: str) -> list[Path]:
+    """Siblings ``<target>.<kind>-<host>-<pid>-…`` whose writer, a process of this host, is dead."""
+    prefix = f"{target.name}.{kind}-{_host()}-"
+    found = []
     for entry in target.parent.iterdir():
         if not entry.name.startswith(prefix):
             continue
         pid = entry.name[len(prefix) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            found.append(entry)
+    return found
+
+
+def repair_abandoned(path) -> list[str]:
+    """Repair what dead writers of this host left beside ``path``; return the names handled.
+
+    A backup is renamed back to ``path`` if ``path`` is missing, and removed otherwise;
+    a temporary is removed.
+    """
+    target = Path(os.fspath(path))
+    if not target.parent.is_dir():
+        return []
+    handled = []
+    for backup in _abandoned(target, BACKUP):
+        if not os.path.lexists(target):
+            try:
+                os.rename(backup, target)
+            except OSError:  # another writer published meanwhile: the backup is stale
+                _remove(backup)
         else:
-            entry.unlink(missing_ok=True)
-        removed.append(str(entry))
-    return removed
+            _remove(backup)
+        handled.append(str(backup))
+    for temporary in _abandoned(target, TEMPORARY):
+        _remove(temporary)
+        handled.append(str(temporary))
+    return handled
 
 
 def claim(path) -> str:
-    """Prepare an atomic write of ``path``: create its parent directory, remove what killed
+    """Prepare an atomic write of ``path``: create its parent directory, repair what killed
     runs left behind, and return a fresh temporary sibling to write into."""
     Path(os.fspath(path)).parent.mkdir(parents=True, exist_ok=True)
-    remove_abandoned(path)
+    repair_abandoned(path)
     return temporary_sibling(path)

@@ -25,6 +25,7 @@ from ._errors import (
     EXIT_COMPUTE,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     BadInput,
 )
 from ._parser import METHODS, build_parser, parse_value
@@ -38,6 +39,7 @@ __all__ = [
     "EXIT_CLUSTER",
     "EXIT_COMPUTE",
     "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "parse_value",
 ]
 

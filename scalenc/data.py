@@ -16,7 +16,6 @@ Outputs
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import time
@@ -30,8 +29,8 @@ from dask.base import tokenize
 from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
+from ._atomic import atomic_path
 from ._integrity import DamagedDataError, ReadGuard, check_chunks
-from ._tempnames import claim
 from .cluster import compute
 from .labels import encode
 
@@ -495,26 +494,15 @@ def _output_format(path: str, fmt: str | None) -> str:
     )
 
 
-@contextlib.contextmanager
 def _atomic_directory(path: str, overwrite: bool):
-    """Yield ``<path>.tmp-<host>-<pid>-<random>`` to write into; rename it to ``path`` only
-    on success.
+    """Yield ``<path>.tmp-<host>-<pid>-<random>`` to write into; publish it at ``path``
+    atomically on success (:func:`scalenc._atomic.atomic_path`).
 
-    A failure (or an interrupt) removes the temporary directory, so nothing that looks
-    complete is left; an existing ``path`` is replaced only with ``overwrite``. Temporaries
-    of ``path`` that killed runs left behind are removed first.
+    A failure (or an interrupt) removes the temporary directory with
+    :func:`_remove_settled`, so nothing that looks complete is left; an existing ``path`` is
+    replaced only with ``overwrite``, and holds its old or its new content at every instant.
     """
-    if os.path.exists(path) and not overwrite:
-        raise FileExistsError(f"{path} exists; pass overwrite=True (--overwrite) to replace it.")
-    tmp = claim(path)
-    try:
-        yield tmp
-        if os.path.exists(path):
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        os.replace(tmp, path)
-    except BaseException:
-        _remove_settled(tmp)
-        raise
+    return atomic_path(path, overwrite=overwrite, discard=_remove_settled)
 
 
 def _remove_settled(path: str, *, quiet_for: float = 0.3, timeout: float = 10.0) -> None:
@@ -577,11 +565,12 @@ def write_output(
 ) -> str:
     """Write a lazy array block by block to Zarr or Parquet, atomically.
 
-    The blocks go to ``<path>.tmp-<host>-<pid>-<random>`` and the directory is renamed to
-    ``path`` only after every block is written; a failure removes the temporary directory,
-    so a failed run leaves no output that looks complete. An existing ``path`` is replaced only with
-    ``overwrite=True``. String labels are stored as variable-length strings. Returns the
-    path written.
+    The blocks go to ``<path>.tmp-<host>-<pid>-<random>``, which is published at ``path``
+    only after every block is written (an existing ``path``, replaced only with
+    ``overwrite=True``, is swapped out in one step: :mod:`scalenc._atomic`); a failure
+    removes the temporary directory, so a failed run leaves no output that looks complete
+    and the old one as it was. String labels are stored as variable-length strings.
+    Returns the path written.
     """
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)

@@ -34,8 +34,6 @@ import math
 import os
 import platform
 import re
-import shutil
-import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,7 +44,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
-from ._tempnames import claim
+from ._atomic import atomic_path
 from .kernels import KERNELS
 
 __all__ = [
@@ -417,8 +415,9 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
 
     Notes
     -----
-    Everything is written to ``<directory>.tmp-<host>-<pid>-<random>`` and renamed to ``directory``
-    at the end (after an fsync), so an interrupted save leaves no complete-looking model.
+    Everything is written (and fsynced) to ``<directory>.tmp-<host>-<pid>-<random>`` and
+    published at ``directory`` at the end, an existing model being swapped out in one step
+    (:mod:`scalenc._atomic`): an interrupted save leaves the old model, never a partial one.
     The estimator's whole state is kept, including the running totals ``partial_fit``
     continues from.
     """
@@ -450,10 +449,8 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
         "files": {},
     }
     target = Path(os.fspath(directory)).absolute()
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} exists; pass overwrite=True (--overwrite) to replace it.")
-    tmp = Path(claim(target))
-    try:
+    with atomic_path(target, overwrite=overwrite) as tmp:
+        tmp = Path(tmp)
         (tmp / ARRAY_DIR).mkdir(parents=True)
         for rel, arr in writer.arrays:
             path = tmp / rel
@@ -474,23 +471,7 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
             fh.flush()
             os.fsync(fh.fileno())
         _fsync_dir(tmp / ARRAY_DIR)
-        _fsync_dir(tmp)
-        _replace_dir(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return str(target)
-
-
-def _replace_dir(tmp: Path, target: Path) -> None:
-    if not target.exists():
-        os.replace(tmp, target)
-    else:
-        old = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(target, old)
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
-    _fsync_dir(target.parent)
 
 
 def read_model_metadata(directory, *, verify: bool = True) -> dict:
