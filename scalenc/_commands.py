@@ -39,7 +39,7 @@ from ._errors import (
     ClusterUnreachable,
     Terminated,
 )
-from ._parser import METHODS, build_parser, parse_set
+from ._parser import METHODS, build_parser, parse_set, parse_value
 from .cluster import ClusterUnavailableError, connect
 from .data import load, write_dataset, write_output
 from .jobs import JobError, read_job, step_argv
@@ -182,13 +182,53 @@ def _check_free(path: str, overwrite: bool) -> None:
         raise BadInput(f"{path} exists; pass --overwrite to replace it.")
 
 
+def _feature_columns(text: str | None):
+    """``--feature-columns``: one glob pattern, or comma-separated names."""
+    if text is None or any(ch in text for ch in "*?["):
+        return text
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def storage_options(pairs: list[str]) -> dict:
+    """``--storage-option KEY=VALUE`` pairs as fsspec's ``storage_options`` (JSON values)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--storage-option takes KEY=VALUE; got {pair!r}.")
+        out[key.strip()] = parse_value(value)
+    return out
+
+
+def redact(argv: list[str]) -> list[str]:
+    """argv with the values of ``--storage-option`` (credentials) replaced by ``***``."""
+    out, hide = [], False
+    for arg in map(str, argv):
+        if hide or arg.startswith("--storage-option="):
+            prefix = "--storage-option=" if arg.startswith("--storage-option=") else ""
+            key = arg[len(prefix) :].partition("=")[0]
+            out.append(f"{prefix}{key}=***")
+        else:
+            out.append(arg)
+        hide = arg == "--storage-option"
+    return out
+
+
 def _open_data(args, *, labels: bool, require_labels: bool = False):
     _check_exists(args.data, "--data")
     label_arg = getattr(args, "labels", None) if labels else None
     label_column = getattr(args, "label_column", None) if labels else None
     if label_arg is not None and ("/" in label_arg or label_arg.endswith((".npy", ".zarr"))):
         _check_exists(label_arg, "--labels")
-    X, y = load(args.data, labels=label_arg, label_column=label_column, chunk_rows=args.chunk_rows)
+    X, y = load(
+        args.data,
+        labels=label_arg,
+        label_column=label_column,
+        feature_columns=_feature_columns(getattr(args, "feature_columns", None)),
+        chunk_rows=args.chunk_rows,
+        allow_missing_chunks=getattr(args, "allow_missing_chunks", False),
+        storage_options=storage_options(getattr(args, "storage_option", [])),
+    )
     if not labels:
         y = None
     if require_labels and y is None:
@@ -582,7 +622,12 @@ def execute(args, argv: list[str]) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     session = Session(args)
-    summary = {"scalenc": __version__, "command": args.command, "argv": argv, "started": started}
+    summary = {
+        "scalenc": __version__,
+        "command": args.command,
+        "argv": redact(argv),  # storage options may hold credentials
+        "started": started,
+    }
     code = EXIT_OK
     with _sigterm_interrupts():
         try:

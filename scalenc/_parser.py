@@ -256,6 +256,26 @@ def _data_options() -> _Parser:
         metavar="N",
         help="rows per block (default: about 64 MB)",
     )
+    g.add_argument(
+        "--feature-columns",
+        metavar="NAMES|GLOB",
+        help="Parquet/CSV feature columns: comma-separated names or one glob pattern such as "
+        "'px_*' (default: every column but the label and index columns)",
+    )
+    g.add_argument(
+        "--allow-missing-chunks",
+        action="store_true",
+        help="read Zarr chunks absent from the store as the fill value (stores written with "
+        "write_empty_chunks=False) instead of refusing the store",
+    )
+    g.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec storage option for URLs (repeatable; e.g. anon=false, "
+        "endpoint_url=...); values are never written to summaries or logs",
+    )
     return data
 
 

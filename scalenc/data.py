@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import warnings
 from pathlib import Path
 
 import dask
@@ -29,6 +28,7 @@ from dask.base import tokenize
 from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
+from . import _readers as readers
 from ._atomic import atomic_path
 from ._integrity import DamagedDataError, ReadGuard, check_chunks
 from .cluster import compute
@@ -127,7 +127,7 @@ def _check_in_memory(X, name: str) -> np.ndarray:
     complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a pandas DataFrame
         kinds = [getattr(dtype, "kind", "O") for dtype in X.dtypes]
-        _check_feature_columns(list(X.columns), kinds, "", f"the DataFrame {name}")
+        readers.check_feature_columns(list(X.columns), kinds, "", f"the DataFrame {name}")
     if isinstance(X, np.memmap) or (
         isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
     ):
@@ -171,7 +171,7 @@ def _frame_to_array(frame, name: str, *, lengths: bool = True) -> da.Array:
     """
     if hasattr(frame, "columns"):
         kinds = [getattr(dtype, "kind", "O") for dtype in frame.dtypes]
-        _check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
+        readers.check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
     return frame.to_dask_array(lengths=True if lengths else None)
 
 
@@ -279,42 +279,71 @@ def load(
     *,
     labels=None,
     label_column: str | None = None,
+    feature_columns=None,
     chunk_rows: int | None = None,
     allow_missing_chunks: bool = False,
+    storage_options: dict | None = None,
 ) -> tuple[da.Array, da.Array | None]:
     """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
 
-    ``path`` may be a Zarr array, a Zarr group holding arrays ``X`` and (optionally) ``y``,
-    a Parquet file or directory (features = every column but ``label_column``), ``.npy``
-    (memory-mapped), ``.npz`` (arrays ``X`` and ``y``) or ``.csv`` (with a header row).
-    ``labels`` may be a path to a second Zarr array / ``.npy`` file, or a component name
-    inside the Zarr group.
+    Parameters
+    ----------
+    path : str or path-like
+        A local path or an fsspec URL (``file://``, ``memory://``, ``s3://`` …): a Zarr
+        array, a Zarr group holding arrays ``X`` and (optionally) ``y``, a Parquet file or
+        dataset directory, ``.npy`` (memory-mapped locally, read in row blocks by the
+        workers from a URL), ``.npz`` (arrays ``X`` and ``y``) or ``.csv`` (with a header
+        row; ``.npz`` and CSV are read whole).
+    labels : str or array-like, optional
+        A second Zarr array / ``.npy`` file (path or URL), or a component name inside the
+        Zarr group.
+    label_column : str, optional
+        Parquet/CSV: the column holding the labels.
+    feature_columns : list of str or str, optional
+        Parquet/CSV: the feature columns, by name or one glob pattern (``"px_*"``); by
+        default every column but the label column. Index columns stored by pandas or Dask
+        (``__null_dask_index__``, ``__index_level_0__``) are never features.
+    chunk_rows : int, optional
+        Rows per block; Parquet keeps its row groups, Zarr its chunks, unless given.
+    allow_missing_chunks : bool, default False
+        Read Zarr chunks absent from the store as the fill value (with a warning) instead
+        of refusing the store; for stores written with ``write_empty_chunks=False``.
+    storage_options : dict, optional
+        Passed to fsspec for URLs (credentials, endpoint); never written anywhere.
 
+    Notes
+    -----
     A Zarr store is checked before anything is read: chunks missing from the store (Zarr
     would read them as the fill value) and unreadable metadata raise
     :class:`scalenc._integrity.DamagedDataError` naming the store, the array and the
-    chunks, unless ``allow_missing_chunks`` (for stores written with
-    ``write_empty_chunks=False``); a chunk that cannot be decoded raises it when read.
+    chunks; a chunk that cannot be decoded raises it when read.
+
+    Examples
+    --------
+    >>> X, y = load("train.zarr")  # doctest: +SKIP
+    >>> X, y = load("s3://bucket/table/", label_column="y",
+    ...             storage_options={"anon": False})  # doctest: +SKIP
     """
-    spath = os.fspath(path)
-    suffix = Path(spath.rstrip("/")).suffix.lower()
-    if suffix == ".parquet" or (Path(spath).is_dir() and any(Path(spath).glob("*.parquet"))):
-        X, y = _load_parquet(spath, label_column)
-    elif suffix == ".npy":
-        X, y = np.load(spath, mmap_mode="r"), None
-    elif suffix == ".npz":
-        with np.load(spath, allow_pickle=False) as npz:
-            if "X" not in npz:
-                raise ValueError(f"{spath} holds {list(npz.keys())}; scalenc expects an array 'X'.")
-            X, y = npz["X"], (npz["y"] if "y" in npz and labels is None else None)
-    elif suffix in (".csv", ".txt"):
-        X, y = _load_csv(spath, label_column)
+    url = os.fspath(path)
+    fs, fs_path = readers.filesystem(url, storage_options)
+    kind = readers.kind_of(fs, fs_path)
+    columns = {"label_column": label_column, "feature_columns": feature_columns, "source": url}
+    if kind != "zarr" and not fs.exists(fs_path):
+        raise FileNotFoundError(f"{url!r} does not exist. Check the path.")
+    if kind == "parquet":
+        X, y = readers.read_parquet(fs, fs_path, **columns)
+    elif kind == "npy":
+        X, y = readers.read_npy(fs, fs_path, rows_per_block=chunk_rows or 2**16), None
+    elif kind == "npz":
+        X, y = readers.read_npz(fs, fs_path, with_labels=labels is None)
+    elif kind == "csv":
+        X, y = readers.read_csv(fs, fs_path, **columns)
     else:
-        X, y = _load_zarr(spath, labels)
+        X, y = _load_zarr(url, labels, storage_options)
         labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
     X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
     if labels is not None:
-        y = _open_labels(labels)
+        y = _open_labels(labels, storage_options)
     if y is not None:
         y = as_dask_labels(y, X, allow_missing_chunks=allow_missing_chunks)
     return X, y
@@ -324,26 +353,19 @@ def _looks_like_path(value: str) -> bool:
     return "/" in value or "." in Path(value).name or "://" in value
 
 
-def _open_labels(labels):
+def _open_labels(labels, storage_options=None):
     if isinstance(labels, (str, os.PathLike)):
-        spath = os.fspath(labels)
-        if spath.endswith(".npy"):
-            return np.load(spath, mmap_mode="r")
-        import zarr
-
-        return zarr.open(spath, mode="r")
+        url = os.fspath(labels)
+        fs, fs_path = readers.filesystem(url, storage_options)
+        if url.endswith(".npy"):
+            return readers.read_npy(fs, fs_path, rows_per_block=2**20)
+        return readers.open_zarr(url, storage_options)
     return labels
 
 
-def _load_zarr(spath: str, labels):
-    import zarr
-
-    try:
-        node = zarr.open(spath, mode="r")
-    except Exception as exc:
-        raise FileNotFoundError(
-            f"Cannot open {spath!r} as Zarr, Parquet, .npy, .npz or CSV ({exc}). Check the path."
-        ) from exc
+def _load_zarr(url: str, labels, storage_options=None):
+    spath = url
+    node = readers.open_zarr(url, storage_options)
     if hasattr(node, "shape"):
         return node, None
     try:
@@ -367,112 +389,6 @@ def _load_zarr(spath: str, labels):
     elif labels is None and "y" in keys:
         y = node["y"]
     return node["X"], y
-
-
-def _load_csv(spath: str, label_column: str | None):
-    import pandas as pd
-
-    frame = pd.read_csv(spath)
-    return _split_frame(frame, label_column, spath)
-
-
-#: Column names that usually hold labels: read as features only with a warning.
-LABEL_LIKE = ("y", "label", "labels", "target", "class")
-
-
-def _check_feature_columns(names, kinds, label_column, source) -> None:
-    """Refuse non-numeric feature columns by name; warn when a column named like a label is
-    read as a feature because no ``label_column`` was given."""
-    bad = [name for name, kind in zip(names, kinds) if kind not in "biuf"]
-    if bad:
-        raise ValueError(
-            f"{source}: feature column(s) {bad[:10]} are not numeric. Select the numeric "
-            "columns, encode the others as numbers, or name the labels with label_column= "
-            "(--label-column)."
-        )
-    if label_column is None:
-        named = [name for name in names if str(name).lower() in LABEL_LIKE]
-        if named:
-            warnings.warn(
-                f"{source}: column {named[0]!r} is read as a feature because no label column "
-                f"was named; pass label_column={named[0]!r} (--label-column {named[0]}) if it "
-                "holds the labels.",
-                UserWarning,
-                stacklevel=4,
-            )
-
-
-def _split_frame(frame, label_column, source):
-    if label_column is not None and label_column not in frame.columns:
-        raise ValueError(
-            f"{source} has no column {label_column!r}; its columns are {list(frame.columns)[:20]}."
-        )
-    features = frame.drop(columns=[label_column]) if label_column is not None else frame
-    kinds = [dtype.kind for dtype in features.dtypes]
-    _check_feature_columns(list(features.columns), kinds, label_column, source)
-    y = frame[label_column].to_numpy() if label_column is not None else None
-    return features.to_numpy(), y
-
-
-def _read_row_group(path: str, index: int, columns: list[str]) -> np.ndarray:
-    import pyarrow.parquet as pq
-
-    table = pq.ParquetFile(path).read_row_group(index, columns=columns)
-    return np.column_stack([table.column(c).to_numpy(zero_copy_only=False) for c in columns])
-
-
-def _read_labels_row_group(path: str, index: int, column: str) -> np.ndarray:
-    import pyarrow.parquet as pq
-
-    table = pq.ParquetFile(path).read_row_group(index, columns=[column])
-    return table.column(column).to_numpy(zero_copy_only=False)
-
-
-def _load_parquet(spath: str, label_column: str | None):
-    """Parquet as Dask arrays: one block per row group, lengths from the file metadata."""
-    import pyarrow.parquet as pq
-
-    files = (
-        sorted(str(p) for p in Path(spath).glob("**/*.parquet"))
-        if Path(spath).is_dir()
-        else [spath]
-    )
-    if not files:
-        raise FileNotFoundError(f"No .parquet files under {spath!r}.")
-    schema = pq.ParquetFile(files[0]).schema_arrow
-    names = list(schema.names)
-    if label_column is not None and label_column not in names:
-        raise ValueError(f"{spath} has no column {label_column!r}; its columns are {names[:20]}.")
-    features = [c for c in names if c != label_column]
-    kinds = [np.dtype(schema.field(c).type.to_pandas_dtype()).kind for c in features]
-    _check_feature_columns(features, kinds, label_column, spath)
-    dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
-    x_blocks, y_blocks = [], []
-    for path in files:
-        meta = pq.ParquetFile(path).metadata
-        for group in range(meta.num_row_groups):
-            rows = meta.row_group(group).num_rows
-            if rows == 0:
-                continue
-            x_blocks.append(
-                da.from_delayed(
-                    dask.delayed(_read_row_group, pure=True)(path, group, features),
-                    shape=(rows, len(features)),
-                    dtype=dtype,
-                )
-            )
-            if label_column is not None:
-                y_dtype = schema.field(label_column).type.to_pandas_dtype()
-                y_blocks.append(
-                    da.from_delayed(
-                        dask.delayed(_read_labels_row_group, pure=True)(path, group, label_column),
-                        shape=(rows,),
-                        dtype=np.dtype(y_dtype) if y_dtype is not object else object,
-                    )
-                )
-    X = da.concatenate(x_blocks, axis=0)
-    y = da.concatenate(y_blocks, axis=0) if y_blocks else None
-    return X, y
 
 
 # --- outputs -------------------------------------------------------------------------

@@ -169,9 +169,11 @@ def step_argv(step: Step, parser: argparse.ArgumentParser, defaults: dict) -> li
                 f"{step.name}: unknown option {key!r}; `scalenc {step.command}` takes {valid}."
             )
         flag = max(action.option_strings, key=len)
-        if key == "set":
+        if key in ("set", "storage_option"):
             if not isinstance(value, dict):
-                raise JobError(f"{step.name}: `set` must be a table of parameters, got {value!r}.")
+                raise JobError(
+                    f"{step.name}: `{key}` must be a table (KEY = VALUE), got {value!r}."
+                )
             for name, val in value.items():
                 argv += [flag, f"{name}={json.dumps(val)}"]
         elif isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
