@@ -1,7 +1,6 @@
 """Users' data as it arrives (issue 11): Dask-written Parquet with its index, column
 selection, and every input format through fsspec URLs (``file://``, ``memory://``)."""
 
-import dask.array as da
 import dask.dataframe as dd
 import fsspec
 import numpy as np
