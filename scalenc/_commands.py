@@ -298,6 +298,7 @@ def cmd_fit(args, session) -> dict:
     params = parse_set(args.set)
     est = cls()
     est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
+    _check_exists(args.data, "--data")  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
     X, y = _open_data(args, labels=True, require_labels=True)
     log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
@@ -331,6 +332,7 @@ def cmd_predict(args, session) -> dict:
                 else "drop --proba."
             )
         )
+    _check_exists(args.data, "--data")  # inputs before output conflicts
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     out = getattr(est, method)(X)
@@ -358,6 +360,7 @@ def cmd_embed(args, session) -> dict:
     est = _load_model(args.model)
     if not hasattr(est, "transform"):
         raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
+    _check_exists(args.data, "--data")  # inputs before output conflicts
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     Z = est.transform(X)
@@ -477,6 +480,9 @@ def _xy_format(path: str) -> str:
 
 def cmd_report(args, session) -> dict:
     require_matplotlib()
+    _check_exists(args.model, "--model")  # inputs before output conflicts
+    if args.data:
+        _check_exists(args.data, "--data")
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model)
     meta = read_model_metadata(args.model, verify=False)
@@ -570,7 +576,45 @@ def _plan_steps(job_file, job) -> list:
             raise BadInput(f"{job_file}: {step.name}: unknown command; use one of {sorted(steps)}.")
         argv = step_argv(step, steps[step.command], job.defaults)
         planned.append((step, parser.parse_args([step.command, *argv])))
+    _check_plan(job_file, planned)
     return planned
+
+
+#: Step arguments that name inputs and outputs, for the plan's check.
+_INPUTS = (("data", "--data"), ("model", "--model"), ("labels", "--labels"))
+_OUTPUTS = (("model_out", "--model-out"), ("out", "--out"))
+
+
+def _check_plan(job_file, planned) -> None:
+    """Every step's local inputs exist or are written by an earlier step, and no output
+    exists without overwrite or is written twice: all checked before the first step runs."""
+    written: dict[str, str] = {}
+    for step, step_args in planned:
+        for attr, flag in _INPUTS:
+            path = getattr(step_args, attr, None)
+            if not path or "://" in str(path) or (attr == "labels" and "/" not in str(path)):
+                continue
+            if not os.path.exists(path) and os.path.abspath(path) not in written:
+                raise BadInput(
+                    f"{job_file}: {step.name}: {flag} {path!r} does not exist, and no earlier "
+                    "step writes it. Nothing was run."
+                )
+        for attr, flag in _OUTPUTS:
+            path = getattr(step_args, attr, None)
+            if not path or "://" in str(path):
+                continue
+            key = os.path.abspath(path)
+            if key in written:
+                raise BadInput(
+                    f"{job_file}: {step.name}: {flag} {path!r} is also written by "
+                    f"{written[key]}. Nothing was run."
+                )
+            if os.path.exists(path) and not getattr(step_args, "overwrite", False):
+                raise BadInput(
+                    f"{job_file}: {step.name}: {path} exists; set overwrite = true for that "
+                    "step to replace it. Nothing was run."
+                )
+            written[key] = step.name
 
 
 def _run_step(step, step_args, session) -> dict:

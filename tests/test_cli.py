@@ -767,3 +767,51 @@ def test_numbers_are_range_checked_before_anything_runs(tmp_path, argv, message)
     assert code == cli.EXIT_BAD_INPUT, err
     assert message in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_job_is_checked_as_a_whole_before_its_first_step(inputs, tmp_path, capsys):
+    """A later step's missing input, an existing output without overwrite and an output
+    written twice are all found before any step runs: nothing is written."""
+    npz = inputs["npz"][0]
+    job = tmp_path / "job.toml"
+    steps = {
+        "missing input": (
+            f'[[step]]\ncommand = "fit"\nmethod = "encoder"\ndata = "{npz}"\nmodel_out = "m"\n'
+            '[[step]]\ncommand = "predict"\nmodel = "m"\ndata = "nope.zarr"\nout = "p.zarr"\n',
+            "step 2 (predict): --data",
+            "does not exist, and no earlier step writes it. Nothing was run.",
+        ),
+        "written twice": (
+            f'[[step]]\ncommand = "fit"\nmethod = "encoder"\ndata = "{npz}"\nmodel_out = "m"\n'
+            f'[[step]]\ncommand = "fit"\nmethod = "lrc"\ndata = "{npz}"\nmodel_out = "m"\n',
+            "step 2 (fit): --model-out",
+            "is also written by step 1 (fit). Nothing was run.",
+        ),
+    }
+    for name, (text, where, message) in steps.items():
+        job.write_text('[job]\nworkdir = "w"\n' + text)
+        code, summary, _ = run(capsys, "run", job)
+        assert code == cli.EXIT_BAD_INPUT, name
+        assert where in summary["error"]["message"] and message in summary["error"]["message"]
+        assert not (tmp_path / "w" / "m").exists(), name
+    (tmp_path / "w" / "p.zarr").mkdir(parents=True)
+    job.write_text(
+        '[job]\nworkdir = "w"\n'
+        f'[[step]]\ncommand = "fit"\nmethod = "encoder"\ndata = "{npz}"\nmodel_out = "m"\n'
+        f'[[step]]\ncommand = "predict"\nmodel = "m"\ndata = "{npz}"\nout = "p.zarr"\n'
+    )
+    code, summary, _ = run(capsys, "run", job)
+    assert code == cli.EXIT_BAD_INPUT
+    assert "p.zarr exists; set overwrite = true for that step" in summary["error"]["message"]
+    assert not (tmp_path / "w" / "m").exists()
+
+
+def test_a_missing_input_is_reported_before_an_existing_output(tmp_path, capsys):
+    (tmp_path / "m").mkdir()
+    code, summary, _ = run(
+        capsys, "fit", "encoder", "--data", tmp_path / "nope.zarr", "--model-out", tmp_path / "m"
+    )
+    assert code == cli.EXIT_BAD_INPUT
+    assert (
+        "--data" in summary["error"]["message"] and "does not exist" in summary["error"]["message"]
+    )
