@@ -390,6 +390,13 @@ def cmd_evaluate(args, session) -> dict:
         scores["labeled_rows"],
         scores["seconds"],
     )
+    if scores["unknown_label_rows"]:
+        log.warning(
+            "evaluate: %d labeled row(s) have a class the model was not fitted on (its classes: "
+            "%s); they count as errors in the accuracy",
+            scores["unknown_label_rows"],
+            jsonable(np.asarray(est.classes_), max_items=20),
+        )
     return {
         "model": args.model,
         "estimator": type(est).__name__,

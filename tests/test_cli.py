@@ -815,3 +815,13 @@ def test_a_missing_input_is_reported_before_an_existing_output(tmp_path, capsys)
     assert (
         "--data" in summary["error"]["message"] and "does not exist" in summary["error"]["message"]
     )
+
+
+def test_evaluate_says_when_labels_hold_an_unseen_class(model_dir, blobs, tmp_path, capsys):
+    X, y = blobs
+    y = y.copy()
+    y[:7] = 9  # a class the model never saw
+    np.savez(tmp_path / "d.npz", X=X, y=y)
+    code, summary, err = run(capsys, "evaluate", "--model", model_dir, "--data", tmp_path / "d.npz")
+    assert code == 0 and summary["scores"]["unknown_label_rows"] == 7
+    assert "7 labeled row(s) have a class the model was not fitted on" in err
