@@ -90,12 +90,7 @@ def check_class_means(means: np.ndarray, dtype) -> None:
     peaks = np.abs(np.asarray(means)).max(axis=0) if np.size(means) else np.zeros(0)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise ValueError(
-            f"X column {column} has a class mean of {peaks[column]:.3g}, too large for {dtype} "
-            f"statistics (squares of values beyond {limit:.3g} overflow): the column holds "
-            "values that large. Scale or clip that feature (e.g. "
-            "sklearn.preprocessing.RobustScaler), drop the rows, or cast X to float64."
-        )
+        raise _blocks.too_large(column, f"has a class mean of {peaks[column]:.3g}", dtype)
 
 
 def _columns_of(X):

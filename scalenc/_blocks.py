@@ -410,12 +410,16 @@ def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
         peaks = np.nanmax(np.where(np.isfinite(X), np.abs(X), 0.0), axis=0)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise ValueError(
-            f"X column {column + column_offset} holds {peaks[column]:.3g}, too large for "
-            f"{X.dtype} statistics: squares of values beyond {limit:.3g} overflow. Scale or "
-            "clip that feature (e.g. sklearn.preprocessing.StandardScaler or RobustScaler), "
-            "drop the rows, or cast X to float64."
-        )
+        raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", X.dtype)
+
+
+def too_large(column: int, what: str, dtype) -> ValueError:
+    """The error for a column whose values are too large for ``dtype``'s statistics."""
+    return ValueError(
+        f"X column {column} {what}, too large for {np.dtype(dtype)} statistics: squares of "
+        f"values beyond {magnitude_limit(dtype):.3g} overflow. Scale or clip that feature "
+        "(e.g. sklearn.preprocessing.RobustScaler), drop the rows, or cast X to float64."
+    )
 
 
 def count_nonfinite(X: np.ndarray) -> int:

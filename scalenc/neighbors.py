@@ -258,17 +258,22 @@ def _complete(vals, pos, q_norms, r_norms, dtype, refine=None):
     return np.take_along_axis(pos, order, 1), np.take_along_axis(d2, order, 1)
 
 
-def _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype):
-    """Neighbour partial (global indices and labels) from selected scores ‖x‖² − 2 c·x."""
-    pos, d2 = _complete(vals, pos, cand_norms, rows_norms, dtype)
+def _partial(pos, d2, index, labels, nonfinite=0) -> dict:
+    """Neighbour partial from positions in the block's labeled rows: global indices and
+    labels (−1 where there is no neighbour)."""
     real = pos >= 0
     at = np.where(real, pos, 0)
     return {
         "dist2": d2,
         "index": np.where(real, index[at], -1),
         "label": np.where(real, labels[at], -1),
-        "nonfinite": 0,
+        "nonfinite": nonfinite,
     }
+
+
+def _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype):
+    """Neighbour partial (global indices and labels) from selected scores ‖x‖² − 2 c·x."""
+    return _partial(*_complete(vals, pos, cand_norms, rows_norms, dtype), index, labels)
 
 
 def _top_k(score, cand_norms, rows_norms, index, labels, k, dtype):
@@ -368,14 +373,7 @@ def kneighbors_block(
     self_pos = np.minimum(np.searchsorted(index, candidate_index), b - 1)
     exclude = np.where(index[self_pos] == candidate_index, self_pos, -1)  # never oneself
     pos, dist2 = nearest(candidates, rows, n_neighbors, exclude=exclude)
-    real = pos >= 0
-    at = np.where(real, pos, 0)
-    return {
-        "dist2": dist2,
-        "index": np.where(real, index[at], -1),
-        "label": np.where(real, labels[at], -1),
-        "nonfinite": nonfinite,
-    }
+    return _partial(pos, dist2, index, labels, nonfinite)
 
 
 def kneighbors_pair(
