@@ -60,3 +60,44 @@ def test_nrbfn_on_identical_rows_says_the_basis_has_no_width():
     X, y = np.ones((200, 4)), np.arange(200) % 2
     with pytest.raises(ValueError, match=r"training rows are identical.*sigma_ = 0|sigma_ = 0"):
         NRBFNClassifier().fit(X, y)
+
+
+DEGENERATE = {
+    "identical rows": (np.ones((200, 4)), np.arange(200) % 2),
+    "a constant column": (
+        np.column_stack([np.random.default_rng(0).normal(size=(200, 3)), np.ones(200)]),
+        np.arange(200) % 2,
+    ),
+    "one point per class": (np.repeat(np.eye(2, 3), 100, axis=0), np.repeat([0, 1], 100)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:The within-class scatter is zero:UserWarning")
+@pytest.mark.filterwarnings("ignore:The CCDR graph of the subsample has:UserWarning")
+@pytest.mark.parametrize("case", list(DEGENERATE))
+@pytest.mark.parametrize(
+    "make",
+    [
+        EncoderClassifier,
+        lambda: EncoderClassifier(kernels=("linear", "euclidean", "spearman")),
+        LRClassifier,
+        NRBFNClassifier,
+        lambda: CCDRClassifier(n_components=1),
+    ],
+    ids=["encoder", "encoder-3", "lrc", "nrbfn", "ccdr-classifier"],
+)
+def test_degenerate_data_gets_a_clear_error_or_a_defined_result(case, make):
+    """Identical rows carry no information (chance accuracy, or nRBFN's clear error), a
+    constant column is ignored, and one point per class is separated exactly."""
+    X, y = DEGENERATE[case]
+    estimator = make()
+    if case == "identical rows" and isinstance(estimator, NRBFNClassifier):
+        with pytest.raises(ValueError, match="training rows are identical"):
+            estimator.fit(X, y)
+        return
+    accuracy = estimator.fit(X, y).score(X, y)
+    expected = {"identical rows": 0.5, "one point per class": 1.0}.get(case)
+    if expected is None:
+        assert 0.5 <= accuracy <= 1.0
+    else:
+        assert accuracy == expected
