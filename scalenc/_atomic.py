@@ -34,9 +34,18 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
-from ._tempnames import backup_sibling, claim
+from ._tempnames import backup_sibling, claim, temporary_sibling
 
-__all__ = ["atomic_path", "publish", "write_text", "remove", "fsync_directory"]
+__all__ = [
+    "atomic_path",
+    "atomic_prefix",
+    "check_complete",
+    "IncompleteOutputError",
+    "publish",
+    "write_text",
+    "remove",
+    "fsync_directory",
+]
 
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
@@ -210,3 +219,64 @@ def fsync_directory(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+# --- object stores and other fsspec file systems without an atomic rename -------------------
+
+#: Written first and deleted last when a result is published on a file system without an
+#: atomic rename: while it exists, the prefix is not a result (:func:`check_complete`).
+INCOMPLETE = ".scalenc-incomplete"
+
+
+@contextlib.contextmanager
+def atomic_prefix(
+    fs, path: str, *, overwrite: bool = False, url: str | None = None
+) -> Iterator[str]:
+    """:func:`atomic_path` for an fsspec file system without atomic renames (``s3://``,
+    ``memory://``, …): yield a temporary prefix (as a URL) to write, and publish it at
+    ``path`` when the block ends without an error.
+
+    Publishing writes the marker :data:`INCOMPLETE` under ``path`` first, replaces the old
+    objects by copies of the new ones, and deletes the marker last. A reader
+    (:func:`check_complete`, which :func:`scalenc.load` calls) refuses a prefix holding the
+    marker, so an interrupted publish is never taken for a result; but unlike a local
+    disk, the old result is gone from the moment publishing starts. On any exception the
+    temporary prefix is removed.
+    """
+    path = path.rstrip("/")
+    if fs.exists(path) and not overwrite:
+        raise FileExistsError(_exists_message(url or fs.unstrip_protocol(path)))
+    tmp = temporary_sibling(path)
+    try:
+        yield fs.unstrip_protocol(tmp)
+        _publish_prefix(fs, tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(tmp, recursive=True)
+        raise
+
+
+def _publish_prefix(fs, tmp: str, path: str) -> None:
+    marker = f"{path}/{INCOMPLETE}"
+    fs.pipe(marker, b"scalenc is writing this result; it is not complete.\n")
+    old = [name for name in fs.find(path) if name != marker]
+    if old:
+        fs.rm(old)
+    for name in fs.find(tmp):
+        fs.copy(name, path + name[len(tmp) :])
+    fs.rm(marker)
+    fs.rm(tmp, recursive=True)
+
+
+def check_complete(fs, path: str) -> None:
+    """Refuse a prefix whose publishing did not finish (it holds :data:`INCOMPLETE`)."""
+    if fs.exists(f"{path.rstrip('/')}/{INCOMPLETE}"):
+        raise IncompleteOutputError(
+            f"{fs.unstrip_protocol(path)} is an incomplete result: its writer stopped while "
+            "publishing it (it holds the marker "
+            f"{INCOMPLETE}). Write it again; nothing in it can be trusted."
+        )
+
+
+class IncompleteOutputError(ValueError):
+    """An output prefix on an object store whose publishing was interrupted."""

@@ -16,6 +16,7 @@ Outputs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -29,7 +30,7 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
 from . import _readers as readers
-from ._atomic import atomic_path
+from ._atomic import atomic_path, atomic_prefix, check_complete
 from ._integrity import DamagedDataError, ReadGuard, check_chunks
 from .cluster import compute
 from .labels import encode
@@ -330,6 +331,7 @@ def load(
     columns = {"label_column": label_column, "feature_columns": feature_columns, "source": url}
     if kind != "zarr" and not fs.exists(fs_path):
         raise FileNotFoundError(f"{url!r} does not exist. Check the path.")
+    check_complete(fs, fs_path)  # an output whose publishing on an object store was cut
     if kind == "parquet":
         X, y = readers.read_parquet(fs, fs_path, **columns)
     elif kind == "npy":
@@ -448,27 +450,51 @@ def _as_strings(block):
     return np.asarray(block).astype(np.dtypes.StringDType())
 
 
-def _parquet_writes(arrays: list[da.Array], columns: list[str], directory: str) -> list:
-    """One delayed Parquet file per row block of the (row-aligned) arrays."""
+def _parquet_writes(arrays: list[da.Array], columns: list[str], directory: str, fs=None) -> list:
+    """One delayed Parquet file per row block of the (row-aligned) arrays; ``directory``
+    is a local path, or a path of the fsspec file system ``fs``."""
     pieces = [a.to_delayed().ravel() for a in arrays]
     return [
         dask.delayed(_write_parquet_block)(
-            blocks, os.path.join(directory, f"part-{i:06d}.parquet"), columns
+            blocks, f"{directory.rstrip('/')}/part-{i:06d}.parquet", columns, fs
         )
         for i, blocks in enumerate(zip(*pieces))
     ]
 
 
-def _write_parquet_block(blocks, path: str, columns: list[str]) -> int:
-    import pyarrow as pa
+def _write_parquet_block(blocks, path: str, columns: list[str], fs=None) -> int:
+    import pyarrow as pa  # deferred: pyarrow is imported only for Parquet output
     import pyarrow.parquet as pq
 
     arrays = []
     for block in blocks:
         block = np.asarray(block)
         arrays.extend([block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])])
-    pq.write_table(pa.table(dict(zip(columns, arrays))), path)
+    table = pa.table(dict(zip(columns, arrays)))
+    if fs is None:
+        pq.write_table(table, path)
+    else:
+        with fs.open(path, "wb") as fh:
+            pq.write_table(table, fh)
     return len(arrays[0])
+
+
+@contextlib.contextmanager
+def _output_target(url: str, overwrite: bool, storage_options: dict | None):
+    """Where to write an output: ``(location, fs)``, published atomically at the end.
+
+    A local path (or ``file://``) is written beside itself and swapped in
+    (:func:`scalenc._atomic.atomic_path`; ``fs`` is None); any other fsspec URL under a
+    temporary prefix published with a completion marker
+    (:func:`scalenc._atomic.atomic_prefix`). No local folder is created for a URL.
+    """
+    fs, fs_path = readers.filesystem(url, storage_options)
+    if "file" in np.atleast_1d(fs.protocol):
+        with _atomic_directory(fs_path, overwrite) as tmp:
+            yield tmp, None
+    else:
+        with atomic_prefix(fs, fs_path, overwrite=overwrite, url=url) as tmp_url:
+            yield tmp_url, fs
 
 
 def write_output(
@@ -478,8 +504,14 @@ def write_output(
     format: str | None = None,
     columns: list[str] | None = None,
     overwrite: bool = False,
+    storage_options: dict | None = None,
 ) -> str:
     """Write a lazy array block by block to Zarr or Parquet, atomically.
+
+    ``path`` is a local path or an fsspec URL (with ``storage_options``); on an object
+    store the result is written under a temporary prefix and published with a completion
+    marker (:func:`scalenc._atomic.atomic_prefix`: readers never take a half-published
+    prefix for a result, but the old one is gone once publishing starts).
 
     The blocks go to ``<path>.tmp-<host>-<pid>-<random>``, which is published at ``path``
     only after every block is written (an existing ``path``, replaced only with
@@ -494,12 +526,14 @@ def write_output(
     cols = columns or (["value"] if arr.ndim == 1 else [f"c{j}" for j in range(n_cols)])
     if fmt == "parquet" and len(cols) != n_cols:
         raise ValueError(f"{len(cols)} column names for {n_cols} output columns.")
-    with _atomic_directory(spath, overwrite) as tmp:
+    with _output_target(spath, overwrite, storage_options) as (tmp, fs):
         if fmt == "zarr":
-            compute(_zarr_ready(arr).to_zarr(tmp, compute=False))
+            options = {"storage_options": storage_options} if fs is not None else {}
+            compute(_zarr_ready(arr).to_zarr(tmp, compute=False, **options))
         else:
-            os.makedirs(tmp)
-            compute(*_parquet_writes([arr], cols, tmp))
+            if fs is None:
+                os.makedirs(tmp)
+            compute(*_parquet_writes([arr], cols, _fs_path(fs, tmp), fs))
     return spath
 
 
@@ -511,8 +545,11 @@ def write_dataset(
     format: str | None = None,
     attrs: dict | None = None,
     overwrite: bool = False,
+    storage_options: dict | None = None,
 ) -> str:
     """Write (X, y) atomically, block by block, in a form :func:`load` reads back.
+
+    ``path`` is a local path or an fsspec URL, as for :func:`write_output`.
 
     Zarr: a group with arrays ``X`` and ``y`` (and ``attrs`` on the group). Parquet: a
     dataset of one file per row block, feature columns ``x0, x1, …`` and a label column
@@ -524,15 +561,23 @@ def write_dataset(
     fmt = _output_format(spath, format)
     if y is not None:
         y = as_dask_labels(y, X)
-    with _atomic_directory(spath, overwrite) as tmp:
+    with _output_target(spath, overwrite, storage_options) as (tmp, fs):
         if fmt == "zarr":
-            writes = [X.to_zarr(tmp, component="X", compute=False)]
+            options = {"storage_options": storage_options} if fs is not None else {}
+            writes = [X.to_zarr(tmp, component="X", compute=False, **options)]
             if y is not None:
-                writes.append(_zarr_ready(y).to_zarr(tmp, component="y", compute=False))
+                writes.append(_zarr_ready(y).to_zarr(tmp, component="y", compute=False, **options))
             compute(*writes)
-            zarr.open_group(tmp, mode="r+").attrs.update(attrs or {})
+            zarr.open_group(tmp, mode="r+", **options).attrs.update(attrs or {})
         else:
-            os.makedirs(tmp)
+            if fs is None:
+                os.makedirs(tmp)
             cols = [f"x{j}" for j in range(X.shape[1])] + (["y"] if y is not None else [])
-            compute(*_parquet_writes([X] + ([y] if y is not None else []), cols, tmp))
+            arrays = [X] + ([y] if y is not None else [])
+            compute(*_parquet_writes(arrays, cols, _fs_path(fs, tmp), fs))
     return spath
+
+
+def _fs_path(fs, location: str) -> str:
+    """A location as a path of ``fs`` (a URL without its protocol), or as it is locally."""
+    return location if fs is None else fs._strip_protocol(location)

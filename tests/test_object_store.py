@@ -1,0 +1,155 @@
+"""Inputs and outputs on object stores and other fsspec file systems (issue 11): an
+in-memory file system, and a real S3-compatible server (moto's, on 127.0.0.1, the way s3fs
+tests itself) reached through s3fs, read by a loopback Dask cluster's workers."""
+
+import socket
+
+import dask.array as da
+import fsspec
+import numpy as np
+import pytest
+import zarr
+
+from scalenc import EncoderClassifier, load, write_output
+from scalenc._atomic import INCOMPLETE, IncompleteOutputError
+from scalenc.data import write_dataset
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 3, 3000)
+    return rng.normal(size=(3000, 6)) + y[:, None], y
+
+
+@pytest.fixture
+def memory():
+    fs = fsspec.filesystem("memory")
+    yield fs
+    for root in ("/scalenc-out",):
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+
+
+@pytest.mark.parametrize("name", ["pred.zarr", "pred.parquet"])
+def test_outputs_to_a_memory_url_are_published_whole(memory, data, tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    X, y = data
+    model = EncoderClassifier().fit(X, y)
+    url = f"memory://scalenc-out/{name}"
+    pred = model.predict(da.from_array(X, chunks=(700, -1)))
+    write_output(pred, url)
+    with pytest.raises(FileExistsError, match=f"{url} exists; pass overwrite=True"):
+        write_output(pred, url)
+    write_output(pred, url, overwrite=True)
+    if name.endswith(".zarr"):
+        got = zarr.open_array(url, mode="r")[:]
+    else:
+        got = np.concatenate(
+            [
+                np.asarray(__import__("pandas").read_parquet(memory.open(f, "rb"))["value"])
+                for f in sorted(memory.find("/scalenc-out/pred.parquet"))
+            ]
+        )
+    np.testing.assert_array_equal(got, model.predict(X))
+    assert memory.find("/scalenc-out") == sorted(memory.find("/scalenc-out"))
+    assert not [p for p in memory.find("/scalenc-out") if ".tmp-" in p or INCOMPLETE in p]
+    assert list(tmp_path.iterdir()) == []  # no stray local 'memory:' folder
+
+
+def test_an_interrupted_publish_is_never_read_as_a_result(memory, data):
+    X, y = data
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  "memory://scalenc-out/d.zarr")  # fmt: skip
+    Xd, yd = load("memory://scalenc-out/d.zarr")
+    np.testing.assert_array_equal(Xd.compute(), X)
+    memory.pipe(f"/scalenc-out/d.zarr/{INCOMPLETE}", b"")  # a publish that was cut
+    with pytest.raises(IncompleteOutputError, match="incomplete result: its writer stopped"):
+        load("memory://scalenc-out/d.zarr")
+
+
+# --- a real S3-compatible server ----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """moto's S3 server on 127.0.0.1 and a bucket; skipped with the reason if it cannot
+    start. Yields the storage options that reach it."""
+    server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    pytest.importorskip("s3fs", reason="s3fs is not installed")
+    port = _free_port()
+    try:
+        server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        server.start()
+    except Exception as exc:  # noqa: BLE001 - any start failure is a reason to skip
+        pytest.skip(f"moto's S3 server cannot start here: {exc}")
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{port}"},
+    }
+    fs = fsspec.filesystem("s3", **options)
+    fs.mkdir("scalenc-bucket")
+    yield options
+    server.stop()
+
+
+def test_fit_from_s3_and_write_predictions_and_a_dataset_back(s3, data):
+    X, y = data
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  "s3://scalenc-bucket/train.zarr", storage_options=s3)  # fmt: skip
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  "s3://scalenc-bucket/train.parquet", storage_options=s3)  # fmt: skip
+    reference = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y).predict(X)
+    for url, kwargs in [
+        ("s3://scalenc-bucket/train.zarr", {}),
+        ("s3://scalenc-bucket/train.parquet", {"label_column": "y"}),
+    ]:
+        Xd, yd = load(url, storage_options=s3, **kwargs)
+        model = EncoderClassifier(kernels=("linear", "euclidean")).fit(Xd, yd)
+        np.testing.assert_array_equal(model.predict(Xd).compute(), reference, err_msg=url)
+    write_output(model.predict(Xd), "s3://scalenc-bucket/pred.zarr", storage_options=s3)
+    got = zarr.open_array("s3://scalenc-bucket/pred.zarr", mode="r", storage_options=s3)[:]
+    np.testing.assert_array_equal(got, reference)
+    fs = fsspec.filesystem("s3", **s3)
+    assert not [p for p in fs.find("scalenc-bucket") if ".tmp-" in p or INCOMPLETE in p]
+
+
+def test_missing_credentials_or_bucket_are_clear_errors(s3):
+    with pytest.raises((FileNotFoundError, OSError)):
+        load("s3://no-such-bucket/x.zarr", storage_options=s3)
+
+
+@pytest.mark.cluster
+def test_a_loopback_cluster_reads_s3_on_its_workers(s3, data, client, monkeypatch):
+    """The workers read the S3 chunks themselves: the client process fetches no chunk of X
+    (only metadata), and the model equals the one fitted on the NumPy data."""
+    import s3fs
+
+    X, y = data
+    url = "s3://scalenc-bucket/cluster.zarr"
+    write_dataset(da.from_array(X, chunks=(500, -1)), da.from_array(y, chunks=500), url,
+                  storage_options=s3)  # fmt: skip
+    fetched = []
+    original = s3fs.S3FileSystem._cat_file
+
+    async def counting(self, path, *args, **kwargs):
+        fetched.append(path)
+        return await original(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_cat_file", counting)  # this process only
+    Xd, yd = load(url, storage_options=s3)
+    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(Xd, yd)
+    predictions = model.predict(Xd).compute()
+    chunk_reads = [path for path in fetched if "/X/c/" in path or "/y/c/" in path]
+    assert chunk_reads == [], chunk_reads[:5]
+    assert any(path.endswith("zarr.json") for path in fetched)  # the client read metadata
+    reference = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+    np.testing.assert_allclose(model.class_means_, reference.class_means_, rtol=1e-10)
+    np.testing.assert_array_equal(predictions, reference.predict(X))
