@@ -285,6 +285,7 @@ def _write(session, label, arr, args, columns):
             format=args.format,
             columns=columns,
             overwrite=args.overwrite,
+            storage_options=storage_options(getattr(args, "storage_option", [])),
         )
     log.info("%s: wrote %s (%s rows) in %.2fs", label, path, arr.shape[0], seconds)
     return path, seconds

@@ -153,3 +153,37 @@ def test_a_loopback_cluster_reads_s3_on_its_workers(s3, data, client, monkeypatc
     reference = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
     np.testing.assert_allclose(model.class_means_, reference.class_means_, rtol=1e-10)
     np.testing.assert_array_equal(predictions, reference.predict(X))
+
+
+def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    X, y = data
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  "s3://scalenc-bucket/cmd.zarr", storage_options=s3)  # fmt: skip
+    options = [
+        "--storage-option", f"key={s3['key']}",
+        "--storage-option", f"secret={s3['secret']}",
+        "--storage-option", f"client_kwargs={json.dumps(s3['client_kwargs'])}",
+    ]  # fmt: skip
+    exe = str(Path(sys.executable).with_name("scalenc"))
+    common = {"capture_output": True, "text": True, "timeout": 300}
+    fit = subprocess.run(
+        [exe, "fit", "encoder", "--data", "s3://scalenc-bucket/cmd.zarr", *options]
+        + ["--model-out", str(tmp_path / "m"), "--json", str(tmp_path / "fit.json")],
+        **common,
+    )
+    assert fit.returncode == 0, fit.stderr
+    predict = subprocess.run(
+        [exe, "predict", "--model", str(tmp_path / "m"), "--data", "s3://scalenc-bucket/cmd.zarr"]
+        + [*options, "--out", "s3://scalenc-bucket/cmd-pred.zarr"],
+        **common,
+    )
+    assert predict.returncode == 0, predict.stderr
+    got = zarr.open_array("s3://scalenc-bucket/cmd-pred.zarr", mode="r", storage_options=s3)[:]
+    np.testing.assert_array_equal(got, EncoderClassifier().fit(X, y).predict(X))
+    summary = (tmp_path / "fit.json").read_text()
+    assert s3["secret"] not in summary.replace("secret=***", "")
