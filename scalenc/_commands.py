@@ -263,9 +263,9 @@ def _data_summary(args, X, y) -> dict:
     return out
 
 
-def _load_model(path: str):
+def _load_model(path: str, args=None):
     _check_exists(path, "--model")
-    est = load_model(path)
+    est = load_model(path, storage_options=storage_options(getattr(args, "storage_option", [])))
     log.info("model %s: %s (checksums verified)", path, type(est).__name__)
     return est
 
@@ -307,7 +307,13 @@ def cmd_fit(args, session) -> dict:
         _, fit_s = _timed(est.fit, X, y)
     passes = getattr(est, "n_passes_", None)
     log.info("fit: done in %.2fs%s", fit_s, f", {passes} pass(es) over the data" if passes else "")
-    path, save_s = _timed(save_model, est, args.model_out, overwrite=args.overwrite)
+    path, save_s = _timed(
+        save_model,
+        est,
+        args.model_out,
+        overwrite=args.overwrite,
+        storage_options=storage_options(getattr(args, "storage_option", [])),
+    )
     log.info("fit: model saved to %s", path)
     return {
         "method": args.method,
@@ -322,7 +328,7 @@ def cmd_fit(args, session) -> dict:
 
 
 def cmd_predict(args, session) -> dict:
-    est = _load_model(args.model)
+    est = _load_model(args.model, args)
     method = "predict_proba" if args.proba else "predict"
     if not hasattr(est, method):
         raise BadInput(
@@ -358,7 +364,7 @@ def cmd_predict(args, session) -> dict:
 
 
 def cmd_embed(args, session) -> dict:
-    est = _load_model(args.model)
+    est = _load_model(args.model, args)
     if not hasattr(est, "transform"):
         raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
     _check_exists(args.data, "--data")  # inputs before output conflicts
@@ -379,7 +385,7 @@ def cmd_embed(args, session) -> dict:
 
 
 def cmd_evaluate(args, session) -> dict:
-    est = _load_model(args.model)
+    est = _load_model(args.model, args)
     if not hasattr(est, "predict"):
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
     X, y = _open_data(args, labels=True, require_labels=True)
@@ -411,7 +417,7 @@ def cmd_evaluate(args, session) -> dict:
 def cmd_info(args, session) -> dict:
     _check_exists(args.model, "--model")
     meta = read_model_metadata(args.model, verify=True)
-    est = _load_model(args.model)
+    est = _load_model(args.model, args)
     files = meta["files"]
     return {
         "model": args.model,
@@ -492,7 +498,7 @@ def cmd_report(args, session) -> dict:
     if args.data:
         _check_exists(args.data, "--data")
     _check_free(args.out, args.overwrite)
-    est = _load_model(args.model)
+    est = _load_model(args.model, args)
     meta = read_model_metadata(args.model, verify=False)
     evaluation = embedding = emb_labels = None
     timings = {}

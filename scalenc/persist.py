@@ -26,6 +26,7 @@ and renamed at the end, so an interrupted save never leaves a model that looks c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -34,17 +35,19 @@ import math
 import os
 import platform
 import re
+import tempfile
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+import fsspec
 import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
-from ._atomic import atomic_path
+from ._atomic import atomic_path, atomic_prefix, check_complete
 from .kernels import KERNELS
 
 __all__ = [
@@ -389,7 +392,17 @@ def _summary(est) -> dict:
     return out
 
 
-def save_model(estimator, directory, *, overwrite: bool = False) -> str:
+def _remote(location, storage_options):
+    """(fs, path) when ``location`` is a URL of a file system other than the local one,
+    else None."""
+    text = os.fspath(location)
+    if "://" not in text:
+        return None
+    fs, path = fsspec.core.url_to_fs(text, **(storage_options or {}))
+    return None if "file" in np.atleast_1d(fs.protocol) else (fs, path)
+
+
+def save_model(estimator, directory, *, overwrite: bool = False, storage_options=None) -> str:
     """Save a fitted scalenc estimator to ``directory`` (JSON + ``.npy``, no pickle).
 
     Parameters
@@ -418,6 +431,9 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
     Everything is written (and fsynced) to ``<directory>.tmp-<host>-<pid>-<random>`` and
     published at ``directory`` at the end, an existing model being swapped out in one step
     (:mod:`scalenc._atomic`): an interrupted save leaves the old model, never a partial one.
+    A URL (``s3://…``, with ``storage_options``) is written locally first, then uploaded
+    under a temporary prefix and published with a completion marker
+    (:func:`scalenc._atomic.atomic_prefix`).
     The estimator's whole state is kept, including the running totals ``partial_fit``
     continues from.
     """
@@ -448,7 +464,23 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
         "model": tree,
         "files": {},
     }
+    remote = _remote(directory, storage_options)
+    if remote is not None:
+        fs, path = remote
+        with tempfile.TemporaryDirectory(prefix="scalenc-model-") as staging:
+            local = Path(staging) / "model"
+            _write_model(writer, doc, local, overwrite=False)
+            with atomic_prefix(fs, path, overwrite=overwrite, url=os.fspath(directory)) as tmp:
+                tmp_path = fs._strip_protocol(tmp)
+                for file in sorted(p for p in local.rglob("*") if p.is_file()):
+                    fs.put_file(str(file), f"{tmp_path}/{file.relative_to(local).as_posix()}")
+        return os.fspath(directory)
     target = Path(os.fspath(directory)).absolute()
+    _write_model(writer, doc, target, overwrite=overwrite)
+    return str(target)
+
+
+def _write_model(writer, doc: dict, target: Path, *, overwrite: bool) -> None:
     with atomic_path(target, overwrite=overwrite) as tmp:
         tmp = Path(tmp)
         (tmp / ARRAY_DIR).mkdir(parents=True)
@@ -471,7 +503,6 @@ def save_model(estimator, directory, *, overwrite: bool = False) -> str:
             fh.flush()
             os.fsync(fh.fileno())
         _fsync_dir(tmp / ARRAY_DIR)
-    return str(target)
 
 
 def read_model_metadata(directory, *, verify: bool = True) -> dict:
@@ -582,7 +613,28 @@ def _read_arrays(root: Path, doc: dict) -> dict[str, np.ndarray]:
     return arrays
 
 
-def load_model(directory):
+@contextlib.contextmanager
+def _local_copy(directory, storage_options):
+    """The model directory as a local path: a URL's files are downloaded to a temporary
+    directory first (models are small), after checking its publish completed."""
+    remote = _remote(directory, storage_options)
+    if remote is None:
+        yield Path(os.fspath(directory))
+        return
+    fs, path = remote
+    if not fs.isdir(path):
+        raise ModelFileError(f"{os.fspath(directory)} is not a model directory (no such prefix).")
+    check_complete(fs, path)
+    with tempfile.TemporaryDirectory(prefix="scalenc-model-") as staging:
+        local = Path(staging) / "model"
+        for name in fs.find(path):
+            target = local / name[len(path.rstrip("/")) + 1 :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(name, str(target))
+        yield local
+
+
+def load_model(directory, *, storage_options=None):
     """Load an estimator saved by :func:`save_model`, running no code from the files.
 
     The JSON metadata and every array file are checked against their recorded SHA-256
@@ -596,9 +648,9 @@ def load_model(directory):
         The directory is not a model, is incomplete, truncated, altered, from an
         unsupported schema version, or names a type that is not allowed.
     """
-    root = Path(os.fspath(directory))
-    doc = read_model_metadata(root, verify=True)
-    arrays = _read_arrays(root, doc)
+    with _local_copy(directory, storage_options) as root:
+        doc = read_model_metadata(root, verify=True)
+        arrays = _read_arrays(root, doc)
     tree = doc.get("model")
     if not isinstance(tree, dict) or tree.get("__estimator__") != doc.get("estimator"):
         raise ModelFileError(f"{root / META_FILE} does not describe an estimator.")

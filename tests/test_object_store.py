@@ -156,6 +156,7 @@ def test_a_loopback_cluster_reads_s3_on_its_workers(s3, data, client, monkeypatc
 
 
 def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path):
+    """The batch steps with every data and model path on the object store."""
     import json
     import subprocess
     import sys
@@ -173,12 +174,13 @@ def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path
     common = {"capture_output": True, "text": True, "timeout": 300}
     fit = subprocess.run(
         [exe, "fit", "encoder", "--data", "s3://scalenc-bucket/cmd.zarr", *options]
-        + ["--model-out", str(tmp_path / "m"), "--json", str(tmp_path / "fit.json")],
+        + ["--model-out", "s3://scalenc-bucket/cmd-model", "--json", str(tmp_path / "fit.json")],
         **common,
     )
     assert fit.returncode == 0, fit.stderr
     predict = subprocess.run(
-        [exe, "predict", "--model", str(tmp_path / "m"), "--data", "s3://scalenc-bucket/cmd.zarr"]
+        [exe, "predict", "--model", "s3://scalenc-bucket/cmd-model"]
+        + ["--data", "s3://scalenc-bucket/cmd.zarr"]
         + [*options, "--out", "s3://scalenc-bucket/cmd-pred.zarr"],
         **common,
     )
@@ -187,3 +189,22 @@ def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path
     np.testing.assert_array_equal(got, EncoderClassifier().fit(X, y).predict(X))
     summary = (tmp_path / "fit.json").read_text()
     assert s3["secret"] not in summary.replace("secret=***", "")
+
+
+def test_models_saved_to_and_loaded_from_s3(s3, data):
+    from scalenc import load_model, save_model
+
+    X, y = data
+    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+    url = "s3://scalenc-bucket/models/encoder"
+    save_model(model, url, storage_options=s3)
+    with pytest.raises(FileExistsError, match=f"{url} exists"):
+        save_model(model, url, storage_options=s3)
+    save_model(EncoderClassifier().fit(X, y), url, overwrite=True, storage_options=s3)
+    loaded = load_model(url, storage_options=s3)
+    np.testing.assert_array_equal(loaded.predict(X), EncoderClassifier().fit(X, y).predict(X))
+    fs = fsspec.filesystem("s3", **s3)
+    assert not [p for p in fs.find("scalenc-bucket/models") if ".tmp-" in p or INCOMPLETE in p]
+    fs.pipe(f"scalenc-bucket/models/encoder/{INCOMPLETE}", b"")
+    with pytest.raises(IncompleteOutputError):
+        load_model(url, storage_options=s3)
