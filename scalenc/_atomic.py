@@ -34,6 +34,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
+import fsspec
+import numpy as np
+
 from ._tempnames import backup_sibling, claim, temporary_sibling
 
 __all__ = [
@@ -94,8 +97,21 @@ def atomic_path(
         raise
 
 
-def write_text(path, text: str, *, overwrite: bool = False) -> str:
-    """Write ``text`` (UTF-8) to ``path`` atomically, fsynced; return the path."""
+def write_text(path, text: str, *, overwrite: bool = False, storage_options=None) -> str:
+    """Write ``text`` (UTF-8) to ``path`` atomically, fsynced; return the path.
+
+    A URL of a file system without atomic renames (``s3://``) is written as one object
+    (one PUT: a reader sees the old object or the new one, never a part).
+    """
+    text_path = os.fspath(path)
+    if "://" in text_path:
+        fs, fs_path = fsspec.core.url_to_fs(text_path, **(storage_options or {}))
+        if "file" not in np.atleast_1d(fs.protocol):
+            if fs.exists(fs_path) and not overwrite:
+                raise FileExistsError(_exists_message(text_path))
+            fs.pipe_file(fs_path, text.encode("utf-8"))
+            return text_path
+        path = fs_path
     with atomic_path(path, overwrite=overwrite) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)

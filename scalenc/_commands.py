@@ -416,7 +416,8 @@ def cmd_evaluate(args, session) -> dict:
 
 def cmd_info(args, session) -> dict:
     _check_exists(args.model, "--model")
-    meta = read_model_metadata(args.model, verify=True)
+    options = storage_options(args.storage_option)
+    meta = read_model_metadata(args.model, verify=True, storage_options=options)
     est = _load_model(args.model, args)
     files = meta["files"]
     return {
@@ -467,7 +468,14 @@ def cmd_make_data(args, session) -> dict:
     }
     with session.progress("make-data"):
         path, seconds = _timed(
-            write_dataset, X, y, args.out, format=fmt, attrs=attrs, overwrite=args.overwrite
+            write_dataset,
+            X,
+            y,
+            args.out,
+            format=fmt,
+            attrs=attrs,
+            overwrite=args.overwrite,
+            storage_options=storage_options(args.storage_option),
         )
     log.info("make-data: wrote %s in %.2fs", path, seconds)
     return {
@@ -499,7 +507,8 @@ def cmd_report(args, session) -> dict:
         _check_exists(args.data, "--data")
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model, args)
-    meta = read_model_metadata(args.model, verify=False)
+    options = storage_options(args.storage_option)
+    meta = read_model_metadata(args.model, verify=False, storage_options=options)
     evaluation = embedding = emb_labels = None
     timings = {}
     passes = 0
@@ -524,7 +533,12 @@ def cmd_report(args, session) -> dict:
         embedding=embedding,
         embedding_labels=emb_labels,
     )
-    path = write_text(args.out, page, overwrite=args.overwrite)
+    path = write_text(
+        args.out,
+        page,
+        overwrite=args.overwrite,
+        storage_options=storage_options(args.storage_option),
+    )
     log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
     return {
         "model": args.model,
@@ -711,7 +725,7 @@ def execute(args, argv: list[str]) -> int:
         summary["scheduler"] = session.scheduler_info
         summary["seconds"] = round(time.perf_counter() - t0, 4)
         try:
-            _emit(summary, args.json)
+            _emit(summary, args.json, storage_options(getattr(args, "storage_option", [])))
         except OSError as exc:
             log.error("cannot write the JSON summary to %s: %s", args.json, exc)
             code = code or EXIT_BAD_INPUT
@@ -742,10 +756,10 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def _emit(summary: dict, json_path: str | None) -> None:
+def _emit(summary: dict, json_path: str | None, options: dict | None = None) -> None:
     text = json.dumps(jsonable(summary, max_items=10**6), indent=2, allow_nan=False)
     if json_path:
-        write_text(json_path, text + "\n", overwrite=True)
+        write_text(json_path, text + "\n", overwrite=True, storage_options=options)
     else:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()

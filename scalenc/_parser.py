@@ -192,6 +192,14 @@ def _common_options() -> _Parser:
 
 def _add_logging_options(g) -> None:
     g.add_argument("--json", metavar="FILE", help="write the JSON summary here instead of stdout")
+    g.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec storage option for URLs (repeatable; e.g. anon=false, "
+        "endpoint_url=...); values are never written to summaries or logs",
+    )
     g.add_argument("-q", "--quiet", action="store_true", help="log errors only, no progress")
     g.add_argument("-v", "--verbose", action="store_true", help="log details and tracebacks")
     g.add_argument(
@@ -267,14 +275,6 @@ def _data_options() -> _Parser:
         action="store_true",
         help="read Zarr chunks absent from the store as the fill value (stores written with "
         "write_empty_chunks=False) instead of refusing the store",
-    )
-    g.add_argument(
-        "--storage-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an fsspec storage option for URLs (repeatable; e.g. anon=false, "
-        "endpoint_url=...); values are never written to summaries or logs",
     )
     return data
 

@@ -505,13 +505,18 @@ def _write_model(writer, doc: dict, target: Path, *, overwrite: bool) -> None:
         _fsync_dir(tmp / ARRAY_DIR)
 
 
-def read_model_metadata(directory, *, verify: bool = True) -> dict:
-    """The parsed ``model.json`` of a model directory, checked (and migrated) as by load.
+def read_model_metadata(directory, *, verify: bool = True, storage_options=None) -> dict:
+    """The parsed ``model.json`` of a model directory (a path or URL), checked (and
+    migrated) as by load.
 
     With ``verify`` (default) every array file is checked against its recorded size and
     SHA-256. Raises :class:`ModelFileError` with the reason when anything is wrong.
     """
-    root = Path(os.fspath(directory))
+    with _local_copy(directory, storage_options) as root:
+        return _read_metadata(root, verify=verify)
+
+
+def _read_metadata(root: Path, *, verify: bool) -> dict:
     meta_path = root / META_FILE
     if not root.is_dir():
         raise ModelFileError(
@@ -649,7 +654,7 @@ def load_model(directory, *, storage_options=None):
         unsupported schema version, or names a type that is not allowed.
     """
     with _local_copy(directory, storage_options) as root:
-        doc = read_model_metadata(root, verify=True)
+        doc = _read_metadata(root, verify=True)
         arrays = _read_arrays(root, doc)
     tree = doc.get("model")
     if not isinstance(tree, dict) or tree.get("__estimator__") != doc.get("estimator"):

@@ -208,3 +208,40 @@ def test_models_saved_to_and_loaded_from_s3(s3, data):
     fs.pipe(f"scalenc-bucket/models/encoder/{INCOMPLETE}", b"")
     with pytest.raises(IncompleteOutputError):
         load_model(url, storage_options=s3)
+
+
+def test_the_readme_batch_example_runs_unchanged_on_s3(s3, tmp_path):
+    """README's batch commands, word for word, with ``W`` an S3 prefix of the test server;
+    credentials and endpoint come from the environment, as on a real cluster."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## Batch runs from the command line", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    lines = [line for line in block.replace("\\\n", " ").splitlines() if line.startswith("scalenc")]
+    assert len(lines) == 6
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "W": "s3://scalenc-bucket/batch",
+        "AWS_ACCESS_KEY_ID": s3["key"],
+        "AWS_SECRET_ACCESS_KEY": s3["secret"],
+        "AWS_ENDPOINT_URL": s3["client_kwargs"]["endpoint_url"],
+        "MPLBACKEND": "Agg",
+    }
+    for line in lines:
+        proc = subprocess.run(
+            ["bash", "-c", line], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+        )
+        assert proc.returncode == 0, (line, proc.stderr[-2000:])
+    fs = fsspec.filesystem("s3", **s3)
+    written = {p.rsplit("/", 1)[-1] for p in fs.ls("scalenc-bucket/batch")}
+    assert {"train.zarr", "test.zarr", "model", "fit.json", "predictions.parquet"} <= written
+    assert {"evaluate.json", "report.html"} <= written
+    evaluation = __import__("json").loads(fs.cat("scalenc-bucket/batch/evaluate.json"))
+    assert evaluation["status"] == "ok" and evaluation["scores"]["accuracy"] > 0.5
+    assert list(tmp_path.iterdir()) == []  # nothing written locally
