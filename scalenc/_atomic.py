@@ -57,7 +57,8 @@ _RENAME_EXCHANGE = 2
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV}
 
 #: Test hook (tests/test_faults.py): called with ``path`` at the swap's most exposed
-#: instant, just before the exchange or between the fallback's two renames. Never set
+#: instant: just before the exchange, between the fallback's two renames, or after an
+#: object store's completion marker is written (:func:`atomic_prefix`). Never set
 #: outside tests.
 _swap_hook: Callable[[str], None] | None = None
 
@@ -275,6 +276,8 @@ def atomic_prefix(
 def _publish_prefix(fs, tmp: str, path: str) -> None:
     marker = f"{path}/{INCOMPLETE}"
     fs.pipe(marker, b"scalenc is writing this result; it is not complete.\n")
+    if _swap_hook is not None:  # tests: the publish's most exposed instant
+        _swap_hook(path)
     old = [name for name in fs.find(path) if name != marker]
     if old:
         fs.rm(old)

@@ -110,13 +110,21 @@ class ReadGuard:
         self.ndim = len(array.shape)
         self.chunks = array.chunks
 
+    def _chunk_of(self, row: int) -> str:
+        """`` (chunk 'c/3/0')`` for the chunk holding ``row``, when the array can say."""
+        try:
+            index = (row // self.chunks[0],) + (0,) * (self.ndim - 1)
+            return f" (chunk {_key(self.array, index)!r})"
+        except Exception:  # noqa: BLE001 - a Zarr version without chunk-key encoding
+            return ""
+
     def __getitem__(self, key):
         try:
             return self.array[key]
         except Exception as exc:
             rows = key[0] if isinstance(key, tuple) else key
             where = (
-                f"rows {rows.start}–{rows.stop - 1}"
+                f"rows {rows.start}–{rows.stop - 1}{self._chunk_of(rows.start)}"
                 if isinstance(rows, slice) and rows.start is not None and rows.stop is not None
                 else f"selection {key!r}"
             )

@@ -329,8 +329,7 @@ def load(
     fs, fs_path = readers.filesystem(url, storage_options)
     kind = readers.kind_of(fs, fs_path)
     columns = {"label_column": label_column, "feature_columns": feature_columns, "source": url}
-    if kind != "zarr" and not fs.exists(fs_path):
-        raise FileNotFoundError(f"{url!r} does not exist. Check the path.")
+    _check_readable(fs, fs_path, url)
     check_complete(fs, fs_path)  # an output whose publishing on an object store was cut
     if kind == "parquet":
         X, y = readers.read_parquet(fs, fs_path, **columns)
@@ -349,6 +348,29 @@ def load(
     if y is not None:
         y = as_dask_labels(y, X, allow_missing_chunks=allow_missing_chunks)
     return X, y
+
+
+def _check_readable(fs, path: str, url: str) -> None:
+    """Refuse a path that does not exist, naming the nearest part that does (a bucket name
+    wrong?), or one the credentials may not read."""
+    try:
+        if fs.exists(path):
+            return
+        parent = path.rstrip("/")
+        while "/" in parent.strip("/") and not fs.exists(parent := parent.rsplit("/", 1)[0]):
+            pass
+        found = fs.exists(parent) and parent.strip("/") != path.strip("/")
+    except PermissionError as exc:
+        raise PermissionError(
+            f"Cannot read {url!r}: {exc}. Check the credentials (storage_options=, "
+            "--storage-option KEY=VALUE, or the AWS_* environment variables)."
+        ) from exc
+    where = (
+        f"the nearest part that exists is {fs.unstrip_protocol(parent)!r}"
+        if found
+        else "no part of it exists (check the bucket or root name and the credentials)"
+    )
+    raise FileNotFoundError(f"{url!r} does not exist; {where}. Check the path.")
 
 
 def _looks_like_path(value: str) -> bool:

@@ -22,7 +22,9 @@ A job file holds the same options as the commands, one table per step::
     set = { kernels = ["linear", "euclidean"] }
 
 Keys are the long option names of the command, with ``-`` or ``_`` (``model_out`` or
-``model-out``); ``true`` turns a flag on; ``set`` is a table of estimator parameters.
+``model-out``); ``true`` turns a flag on; ``set`` is a table of estimator parameters and
+``storage_option`` (in a step, or in [job] for every step) a table of fsspec storage
+options for URLs, never written to the run's summary.
 ``workdir`` is relative to the job file's directory (default: that directory), and
 relative paths of ``data``, ``labels``, ``model``, ``model_out`` and ``out`` are relative
 to ``workdir`` — so a job file runs the same from any current directory.
@@ -56,6 +58,8 @@ JOB_KEYS = {
     "defaults",
 }
 PATH_OPTIONS = {"data", "model", "model_out", "out"}
+#: Step options that may stand in [job] itself, as defaults for every step.
+DEFAULT_SHORTHANDS = {"overwrite", "chunk_rows", "storage_option"}
 
 
 class JobError(ValueError):
@@ -102,11 +106,11 @@ def read_job(path) -> Job:
             f"Job file {path}: unknown top-level key(s) {unknown}; use [job] and [[step]]."
         )
     settings = {_norm(k): v for k, v in raw.get("job", {}).items()}
-    bad = sorted(set(settings) - JOB_KEYS - {"overwrite", "chunk_rows"})
+    bad = sorted(set(settings) - JOB_KEYS - DEFAULT_SHORTHANDS)
     if bad:
         raise JobError(f"Job file {path}: unknown [job] key(s) {bad}; valid: {sorted(JOB_KEYS)}.")
     defaults = {_norm(k): v for k, v in settings.pop("defaults", {}).items()}
-    for key in ("overwrite", "chunk_rows"):  # shorthands for [job.defaults]
+    for key in DEFAULT_SHORTHANDS:  # shorthands for [job.defaults]
         if key in settings:
             defaults.setdefault(key, settings.pop(key))
     base = path.parent.absolute()

@@ -121,9 +121,43 @@ def test_fit_from_s3_and_write_predictions_and_a_dataset_back(s3, data):
     assert not [p for p in fs.find("scalenc-bucket") if ".tmp-" in p or INCOMPLETE in p]
 
 
-def test_missing_credentials_or_bucket_are_clear_errors(s3):
-    with pytest.raises((FileNotFoundError, OSError)):
+def test_a_missing_bucket_or_object_is_a_clear_error(s3):
+    with pytest.raises(FileNotFoundError, match="no part of it exists .*check the bucket"):
         load("s3://no-such-bucket/x.zarr", storage_options=s3)
+    with pytest.raises(
+        FileNotFoundError, match="nearest part that exists is 's3://scalenc-bucket'"
+    ):
+        load("s3://scalenc-bucket/nope/x.parquet", storage_options=s3)
+
+
+def test_storage_options_in_a_job_file(s3, data, tmp_path):
+    """A job's [job] table holds the storage options for every step."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    X, y = data
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
+                  "s3://scalenc-bucket/job.zarr", storage_options=s3)  # fmt: skip
+    table = ", ".join(f"{k} = {json.dumps(v)}" for k, v in s3.items() if k != "client_kwargs")
+    endpoint = s3["client_kwargs"]["endpoint_url"]
+    (tmp_path / "job.toml").write_text(
+        f'[job]\nstorage_option = {{ {table}, client_kwargs = {{ endpoint_url = "{endpoint}" }} }}\n'
+        '[[step]]\ncommand = "fit"\nmethod = "lrc"\ndata = "s3://scalenc-bucket/job.zarr"\n'
+        'model_out = "s3://scalenc-bucket/job-model"\n'
+    )
+    exe = str(Path(sys.executable).with_name("scalenc"))
+    proc = subprocess.run(
+        [exe, "run", str(tmp_path / "job.toml"), "--json", str(tmp_path / "run.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert s3["secret"] + '"' not in (tmp_path / "run.json").read_text()
+    fs = fsspec.filesystem("s3", **s3)
+    assert fs.exists("scalenc-bucket/job-model/model.json")
 
 
 @pytest.mark.cluster
@@ -245,3 +279,43 @@ def test_the_readme_batch_example_runs_unchanged_on_s3(s3, tmp_path):
     evaluation = __import__("json").loads(fs.cat("scalenc-bucket/batch/evaluate.json"))
     assert evaluation["status"] == "ok" and evaluation["scores"]["accuracy"] > 0.5
     assert list(tmp_path.iterdir()) == []  # nothing written locally
+
+
+def test_a_write_killed_while_publishing_on_s3_never_loads_as_complete(s3, data, tmp_path):
+    """A real process SIGKILLed in the middle of publishing an output on S3 (after the
+    marker, while the old objects are being replaced): the prefix is refused by load."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    X, y = data
+    url = "s3://scalenc-bucket/killed.zarr"
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000), url,
+                  storage_options=s3)  # fmt: skip
+    code = f"""
+import json, sys, time
+import dask.array as da, numpy as np
+import scalenc._atomic as atomic
+from scalenc.data import write_dataset
+def pause(path):
+    print("publishing", flush=True)
+    time.sleep(60)
+atomic._swap_hook = pause
+X = da.ones((3000, 6), chunks=(1000, -1))
+write_dataset(X, da.zeros(3000, chunks=1000, dtype=int), {url!r},
+              storage_options=json.loads({json.dumps(json.dumps(s3))}), overwrite=True)
+"""
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline().strip() == "publishing", child.stderr.read()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=30)  # reaps the child and closes its pipes
+    with pytest.raises(IncompleteOutputError, match="killed.zarr is an incomplete result"):
+        load(url, storage_options=s3)
+    write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000), url,
+                  storage_options=s3, overwrite=True)  # fmt: skip
+    np.testing.assert_array_equal(load(url, storage_options=s3)[0].compute(), X)
