@@ -350,6 +350,11 @@ def load(
     return X, y
 
 
+def _display(fs, path: str) -> str:
+    """A path as the user would write it: plain for the local file system, else a URL."""
+    return path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
+
+
 def _check_readable(fs, path: str, url: str) -> None:
     """Refuse a path that does not exist, naming the nearest part that does (a bucket name
     wrong?), or one the credentials may not read."""
@@ -366,7 +371,7 @@ def _check_readable(fs, path: str, url: str) -> None:
             "--storage-option KEY=VALUE, or the AWS_* environment variables)."
         ) from exc
     where = (
-        f"the nearest part that exists is {fs.unstrip_protocol(parent)!r}"
+        f"the nearest part that exists is {_display(fs, parent)!r}"
         if found
         else "no part of it exists (check the bucket or root name and the credentials)"
     )

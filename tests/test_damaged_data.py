@@ -79,7 +79,8 @@ def test_an_undecodable_chunk_names_the_store_and_rows(good_store, tmp_path, how
     Xd, yd = load(_damaged(good_store[0], tmp_path, how=how))
     with pytest.raises(
         DamagedDataError,
-        match=rf"Cannot read rows 1500–1999 of '.*{how}\.zarr' array 'X': RuntimeError.*damaged",
+        match=rf"Cannot read rows 1500–1999 \(chunk 'c/3/0'\) of '.*{how}\.zarr' array 'X': "
+        r"RuntimeError.*damaged",
     ):
         EncoderClassifier().fit(Xd, yd)
 

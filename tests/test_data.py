@@ -181,7 +181,10 @@ def test_output_format_must_be_known(tmp_path, xy):
 
 
 def test_missing_path_is_explained(tmp_path):
-    with pytest.raises(FileNotFoundError, match="Cannot open .* as Zarr, Parquet"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=rf"nope\.zarr' does not exist; the nearest part that exists is '{tmp_path}'",
+    ):
         load(tmp_path / "nope.zarr")
 
 
