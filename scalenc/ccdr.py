@@ -13,7 +13,12 @@ from __future__ import annotations
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -51,7 +56,7 @@ CCDR_CONSTRAINTS: dict = {
 }
 
 
-class CCDR(TransformerMixin, BaseEstimator):
+class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Classification constrained dimensionality reduction, solved on subsamples.
 
     On a stratified subsample S of s rows (labeled and unlabeled; −1/None/NaN marks an
@@ -130,6 +135,11 @@ class CCDR(TransformerMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = dict(CCDR_CONSTRAINTS)
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform`` (for ``get_feature_names_out``: ccdr0, ccdr1, …)."""
+        return self.eigenvalues_.size
 
     def __init__(
         self,
@@ -301,7 +311,13 @@ class CCDR(TransformerMixin, BaseEstimator):
 # --- the classifier ------------------------------------------------------------------------
 
 
-class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
+class CCDRClassifier(
+    StreamingClassifierMixin,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
     """CCDR followed by a classifier on the m-dim embedding (the paper's Section V).
 
     Parameters
@@ -339,6 +355,11 @@ class CCDRClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin
     linear head is (m+1)×L, LDA's O(m² + Lm), k-NN's B·s×m; per task one row block.
     ``predict``, ``predict_proba`` and ``transform`` are one lazy block map over X.
     """
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform`` (for ``get_feature_names_out``)."""
+        return self.eigenvalues_.size
 
     _parameter_constraints: dict = {
         **CCDR_CONSTRAINTS,

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -60,7 +65,13 @@ def _predict_block(X, *, kernel, U, model, classes):
     return classes[index]
 
 
-class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMixin, BaseEstimator):
+class EncoderClassifier(
+    StreamingClassifierMixin,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
     """Fast multi-kernel encoder classifier (Shen), fitted in one to three passes over X.
 
     The class means ``U = Wᵀ X`` (K×p) are computed in one pass; every kernel's embedding
@@ -175,6 +186,11 @@ class EncoderClassifier(StreamingClassifierMixin, ClassifierMixin, TransformerMi
         self.split_every = split_every
 
     # --- parameters ---------------------------------------------------------------
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform``, one per class (``get_feature_names_out``)."""
+        return self.classes_.size
 
     _parameter_constraints: dict = {
         "kernels": "no_validation",  # names, Kernel objects or callables: see _check_params

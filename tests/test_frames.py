@@ -124,3 +124,20 @@ def test_row_aligned_outputs_of_a_dask_dataframe(frames):
         full.predict(dd.from_pandas(df.iloc[:400], npartitions=3)).compute(),
         full.predict(df.iloc[:400]),
     )
+
+
+@pytest.mark.parametrize(
+    "make, names",
+    [
+        (lambda: CCDR(n_components=2, subsample_size=500, random_state=0), ["ccdr0", "ccdr1"]),
+        (EncoderClassifier, ["encoderclassifier0", "encoderclassifier1", "encoderclassifier2"]),
+    ],
+    ids=["ccdr", "encoder"],
+)
+def test_get_feature_names_out_and_pandas_output(frames, make, names):
+    df, y, _, _ = frames
+    model = make().fit(df, y)
+    assert list(model.get_feature_names_out()) == names
+    out = model.set_output(transform="pandas").transform(df)
+    assert isinstance(out, pd.DataFrame) and list(out.columns) == names
+    assert out.shape == (len(df), len(names))
