@@ -38,6 +38,7 @@ import fsspec
 import numpy as np
 
 from ._tempnames import backup_sibling, claim, temporary_sibling
+from .exceptions import IncompleteOutputError
 
 __all__ = [
     "atomic_path",
@@ -295,7 +296,3 @@ def check_complete(fs, path: str) -> None:
             "publishing it (it holds the marker "
             f"{INCOMPLETE}). Write it again; nothing in it can be trusted."
         )
-
-
-class IncompleteOutputError(ValueError):
-    """An output prefix on an object store whose publishing was interrupted."""

@@ -20,7 +20,7 @@ from . import _blocks, passes
 from ._validation import check_feature_names
 from .cluster import compute
 from .data import check_xy, encode_labels, is_dask_frame
-from .labels import unlabeled_mask
+from .labels import UNLABELED, unlabeled_mask
 
 __all__ = [
     "StreamingClassifierMixin",
@@ -34,7 +34,23 @@ __all__ = [
     "check_feature_names_of",
     "map_output",
     "known_row_chunks",
+    "unlabeled_marker",
 ]
+
+
+def unlabeled_marker(estimator):
+    """The estimator's unlabeled marker (``-1`` for estimators or models without one)."""
+    return getattr(estimator, "unlabeled", UNLABELED)
+
+
+def _marker_text(marker) -> str:
+    if marker is None:
+        return "no label marks unlabeled rows (unlabeled=None)"
+    return (
+        f"rows labeled {marker!r}, None or NaN are unlabeled (unlabeled={marker!r}, as in "
+        f"sklearn.semi_supervised); pass unlabeled=None if every row is labeled and "
+        f"{marker!r} is a class"
+    )
 
 
 #: Set while an estimator calls its own output map on input whose names it has checked.
@@ -51,17 +67,18 @@ def fit_stage(estimator, stage: str):
         estimator.stage_times_[stage] = time.perf_counter() - start
 
 
-def check_classes(classes: np.ndarray, owner: str) -> None:
-    """Refuse a class list with fewer than two classes, naming the estimator."""
+def check_classes(classes: np.ndarray, owner: str, marker=UNLABELED) -> None:
+    """Refuse a class list with fewer than two classes, naming the estimator and saying
+    which labels were read as unlabeled."""
     if classes.size == 0:
         raise ValueError(
-            f"All rows of y are unlabeled (-1/None/NaN); {owner} needs labeled rows of at "
-            "least 2 classes."
+            f"All rows of y are unlabeled; {owner} needs labeled rows of at least 2 classes "
+            f"({_marker_text(marker)})."
         )
     if classes.size == 1:
         raise ValueError(
             f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {owner} needs "
-            "at least 2 classes. Add rows of another class."
+            f"at least 2 classes. Add rows of another class ({_marker_text(marker)})."
         )
 
 
@@ -117,10 +134,11 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
     estimator.n_features_in_ = X.shape[1]
     if not find_classes:
         return X, y
-    classes = passes.find_classes(y, split_every=estimator.split_every)
-    check_classes(classes, type(estimator).__name__)
+    marker = unlabeled_marker(estimator)
+    classes = passes.find_classes(y, marker=marker, split_every=estimator.split_every)
+    check_classes(classes, type(estimator).__name__, marker)
     estimator.classes_ = classes
-    return X, encode_labels(y, classes)
+    return X, encode_labels(y, classes, marker)
 
 
 def prepare_input(estimator, X) -> tuple[da.Array, bool]:
@@ -164,20 +182,21 @@ class StreamingClassifierMixin:
     """
 
     def score(self, X, y, sample_weight=None):
-        """Accuracy over the labeled rows of (X, y); unlabeled rows (−1/None/NaN) are left out."""
+        """Accuracy over the labeled rows of (X, y); unlabeled rows (see ``unlabeled``) are
+        left out."""
         if sample_weight is not None or not (isinstance(X, da.Array) or is_dask_frame(X)):
             y_arr = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
-            keep = ~unlabeled_mask(y_arr)
+            keep = ~unlabeled_mask(y_arr, unlabeled_marker(self))
             pred = self.predict(X)
             pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
             weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
             return float(np.average(pred[keep] == y_arr[keep], weights=weights))
         check_feature_names_of(self, X, reset=False)
         Xd, yd = check_xy(X, y, chunk_rows=getattr(self, "chunk_rows", None))
-        codes = encode_labels(yd, self.classes_)
+        codes = encode_labels(yd, self.classes_, unlabeled_marker(self))
         token = _NAMES_CHECKED.set(True)  # X's names were checked above; Xd has none
         try:
-            pred_codes = encode_labels(self.predict(Xd), self.classes_)
+            pred_codes = encode_labels(self.predict(Xd), self.classes_, None)
         finally:
             _NAMES_CHECKED.reset(token)
         labeled = codes >= 0

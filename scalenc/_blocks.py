@@ -449,18 +449,21 @@ def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[fl
     return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
 
 
-def confusion_counts(pred: np.ndarray, y: np.ndarray, classes: np.ndarray):
+def confusion_counts(
+    pred: np.ndarray, y: np.ndarray, classes: np.ndarray, *, marker=labels.UNLABELED
+):
     """Confusion counts of one block of predictions and true labels.
 
     Returns the K×K matrix (rows: true class, columns: predicted), ``[rows whose label is
     not a class, unlabeled rows]`` and the predictions per class of the rows whose label is
-    not a class. Unlabeled rows (−1/None/NaN) are left out of the matrix.
+    not a class. Unlabeled rows (the ``marker``, −1 by default, and None/NaN) are left out
+    of the matrix.
     """
     y = np.asarray(y)
-    unlabeled = labels.unlabeled_mask(y)
+    unlabeled = labels.unlabeled_mask(y, marker)
     K = classes.size
-    p = labels.encode(np.asarray(pred)[~unlabeled], classes, unknown=-2)
-    t = labels.encode(y[~unlabeled], classes, unknown=-2)
+    p = labels.encode(np.asarray(pred)[~unlabeled], classes, unknown=-2, marker=None)
+    t = labels.encode(y[~unlabeled], classes, unknown=-2, marker=None)
     known = t >= 0
     matrix = np.bincount(t[known] * K + p[known], minlength=K * K).reshape(K, K)
     other = np.bincount(p[~known], minlength=K)

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _blocks
+from .exceptions import GraphWarning
 from .linalg import graph_eigenvectors, lda_from_moments, lda_log_proba, procrustes
 from .neighbors import nearest
 
@@ -193,7 +194,7 @@ def solve_ccdr(
             "components (classes or clusters with no k-NN edge between them). The first "
             f"{info['n_graph_components'] - 1} coordinates separate the components; raise "
             "n_neighbors or epsilon to connect them.",
-            UserWarning,
+            GraphWarning,
             stacklevel=3,
         )
     if info["n_isolated"]:
@@ -201,7 +202,7 @@ def solve_ccdr(
             f"{info['n_isolated']} unlabeled subsample row(s) have no edge of non-zero weight "
             "(isolated points, heat-kernel weights underflow); they are embedded at 0. Raise "
             "epsilon to connect them.",
-            UserWarning,
+            GraphWarning,
             stacklevel=3,
         )
     if info["gap_tied"]:
@@ -209,7 +210,7 @@ def solve_ccdr(
             f"λ_{n_components + 1} = λ_{n_components + 2}: the last embedding coordinate is one "
             "choice within a repeated eigenspace (the paper assumes λ_{m+1} < λ_{m+2}). "
             "Change n_components by one for a unique embedding.",
-            UserWarning,
+            GraphWarning,
             stacklevel=3,
         )
     if np.any(np.abs(1.0 - lam) < 1e-10):

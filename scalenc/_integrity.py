@@ -16,18 +16,12 @@ import warnings
 
 import numpy as np
 
+from .exceptions import DamagedDataError, MissingChunksWarning
+
 __all__ = ["DamagedDataError", "MissingChunksWarning", "check_chunks", "ReadGuard", "describe"]
 
 #: How many missing chunk keys an error lists.
 LISTED = 5
-
-
-class DamagedDataError(ValueError):
-    """The input store is damaged: chunks missing or undecodable, metadata unreadable."""
-
-
-class MissingChunksWarning(UserWarning):
-    """A Zarr array has chunks absent from its store, read as the fill value by request."""
 
 
 def describe(array) -> str:

@@ -25,6 +25,7 @@ import fsspec
 import numpy as np
 
 from ._integrity import DamagedDataError
+from .exceptions import DataWarning
 
 __all__ = [
     "LABEL_LIKE",
@@ -93,7 +94,7 @@ def check_feature_columns(names, kinds, label_column, source) -> None:
                 f"{source}: column {named[0]!r} is read as a feature because no label column "
                 f"was named; pass label_column={named[0]!r} (--label-column {named[0]}) if it "
                 "holds the labels.",
-                UserWarning,
+                DataWarning,
                 stacklevel=5,
             )
 

@@ -51,6 +51,7 @@ CCDR_CONSTRAINTS: dict = {
     "subsample_size": [Interval(Integral, 2, None, closed="left")],
     "n_subsamples": [Interval(Integral, 1, None, closed="left")],
     "random_state": ["random_state"],
+    "unlabeled": [Real, str, None],
     "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
     "split_every": [Interval(Integral, 2, None, closed="left")],
 }
@@ -59,8 +60,9 @@ CCDR_CONSTRAINTS: dict = {
 class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Classification constrained dimensionality reduction, solved on subsamples.
 
-    On a stratified subsample S of s rows (labeled and unlabeled; −1/None/NaN marks an
-    unlabeled row), CCDR builds the symmetric k-NN graph with heat-kernel weights
+    On a stratified subsample S of s rows (labeled and unlabeled: ``unlabeled``, −1 by
+    default, None and NaN mark an unlabeled row), CCDR builds the symmetric k-NN graph with
+    heat-kernel weights
     ``w_ij = exp(−‖x_i − x_j‖²/ε)``, the (L+s)×(L+s) matrix ``G = [[0, C], [Cᵀ, βW]]``
     and solves ``L u = λ D u`` (``D = diag(G1)``, ``L = D − G``; eq. 15) for the m smallest
     non-trivial eigenvectors: their first L entries are the class centres z_k, the rest the
@@ -87,6 +89,11 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n ≤ ``subsample_size`` every subsample would be all rows, so one exact solve is made.
     random_state : int, RandomState or None, default=None
         Draws the subsamples from global row indices (the same draw for any chunking).
+    unlabeled : int, float, str or None, default=-1
+        The label that marks an unlabeled row, as in :mod:`sklearn.semi_supervised`: such
+        rows (and rows labeled None or NaN) never enter a class statistic; they are graph
+        nodes of the semi-supervised embedding. ``None`` for fully supervised data: then
+        ``-1`` is an ordinary class and None/NaN labels are refused.
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks).
     split_every : int, default=8
@@ -132,6 +139,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     distortion; all subsamples have s rows, so their scales agree and no scaling is fitted.
     The aligned maps x ↦ f_b(x, c) R_b estimate the same function, and their average has
     a smaller variance over the draw of the subsamples.
+
     """
 
     _parameter_constraints: dict = dict(CCDR_CONSTRAINTS)
@@ -151,6 +159,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         subsample_size=5000,
         n_subsamples=1,
         random_state=None,
+        unlabeled=-1,
         chunk_rows=None,
         split_every=8,
     ):
@@ -161,6 +170,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.subsample_size = subsample_size
         self.n_subsamples = n_subsamples
         self.random_state = random_state
+        self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -172,7 +182,8 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like, Dask array or Zarr array of shape (n, p)
-        y : array-like or Dask array of shape (n,); −1 (None/NaN) marks unlabeled rows.
+        y : array-like or Dask array of shape (n,); ``unlabeled`` (−1 by default), None and
+            NaN mark unlabeled rows.
 
         Returns
         -------
@@ -285,7 +296,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             _, yd = check_xy(Xd, y)
             # codes ride along as a last column (exact in float32 below 2**24 classes), so
             # the block keeps X's dtype and ranks neighbours as transform(X) does
-            codes = encode_labels(yd, self.classes_).astype(dtype)
+            codes = encode_labels(yd, self.classes_, self.unlabeled).astype(dtype)
             Xd = da.concatenate([Xd, codes[:, None]], axis=1).rechunk({1: -1})
         out = passes.map_rows(
             cb.transform_block,
@@ -323,7 +334,7 @@ class CCDRClassifier(
     Parameters
     ----------
     n_components, beta, n_neighbors, epsilon, subsample_size, n_subsamples, random_state,
-    chunk_rows, split_every
+    unlabeled, chunk_rows, split_every
         As for :class:`CCDR`.
     classifier : {"linear", "knn", "lda"}, default="linear"
         ``"linear"``: the paper's least-squares classifier — for each class k,
@@ -354,6 +365,7 @@ class CCDRClassifier(
     CCDR embedding y_i of the labeled data); ``predict`` embeds with c = 0. Memory: the
     linear head is (m+1)×L, LDA's O(m² + Lm), k-NN's B·s×m; per task one row block.
     ``predict``, ``predict_proba`` and ``transform`` are one lazy block map over X.
+
     """
 
     @property
@@ -379,6 +391,7 @@ class CCDRClassifier(
         random_state=None,
         classifier="linear",
         classifier_neighbors=5,
+        unlabeled=-1,
         chunk_rows=None,
         split_every=8,
     ):
@@ -391,6 +404,7 @@ class CCDRClassifier(
         self.random_state = random_state
         self.classifier = classifier
         self.classifier_neighbors = classifier_neighbors
+        self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -403,6 +417,7 @@ class CCDRClassifier(
             "subsample_size",
             "n_subsamples",
             "random_state",
+            "unlabeled",
             "chunk_rows",
             "split_every",
         )
@@ -448,7 +463,7 @@ class CCDRClassifier(
             block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
             stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
         else:
-            codes = encode_labels(y, self.classes_)
+            codes = encode_labels(y, self.classes_, self.unlabeled)
             (stats,) = compute(
                 passes.embedding_stats_pass(
                     X,

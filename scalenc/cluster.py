@@ -27,6 +27,8 @@ from pathlib import Path
 
 import dask
 
+from .exceptions import ClusterUnavailableError
+
 __all__ = [
     "ClusterUnavailableError",
     "ENV_SCHEDULER",
@@ -59,13 +61,6 @@ _SECURITY_ALIASES = {
     "key": "tls_client_key",
     "key_file": "tls_client_key",
 }
-
-
-class ClusterUnavailableError(ConnectionError):
-    """The Dask scheduler cannot be reached, refuses us, or was lost mid-computation.
-
-    The ``scalenc`` command maps it to exit code 3 ("cluster unreachable").
-    """
 
 
 # --- running computations ------------------------------------------------------------

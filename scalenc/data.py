@@ -33,7 +33,7 @@ from . import _readers as readers
 from ._atomic import atomic_path, atomic_prefix, check_complete
 from ._integrity import DamagedDataError, ReadGuard, check_chunks
 from .cluster import compute
-from .labels import encode
+from .labels import UNLABELED, encode
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -267,9 +267,12 @@ def check_xy(
     return X, as_dask_labels(y, X)
 
 
-def encode_labels(y: da.Array, classes: np.ndarray) -> da.Array:
-    """Lazy class codes 0..K-1 of y (−1 for unlabeled rows), block by block."""
-    return y.map_blocks(encode, classes=classes, dtype=np.int64, meta=np.empty(0, np.int64))
+def encode_labels(y: da.Array, classes: np.ndarray, marker=UNLABELED) -> da.Array:
+    """Lazy class codes 0..K-1 of y (−1 for unlabeled rows: the ``marker`` and None/NaN,
+    see :func:`scalenc.labels.unlabeled_mask`), block by block."""
+    return y.map_blocks(
+        encode, classes=classes, marker=marker, dtype=np.int64, meta=np.empty(0, np.int64)
+    )
 
 
 # --- files ---------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ._base import (
     known_row_chunks,
     prepare_input,
     refuse_nonfinite,
+    unlabeled_marker,
 )
 from ._validation import Integral, Interval, Real, StrOptions, invalid
 from .cluster import compute
@@ -118,6 +119,11 @@ class EncoderClassifier(
         values of about 7e-6 beside 2.2 — and a 1e-4 threshold discards exactly them (73 %
         error instead of 11 % at n = 500). 1e-7 sits just above float64's numerical floor
         for these statistics (≈3e-8) and, like the paper's MATLAB LDA, keeps them.
+    unlabeled : int, float, str or None, default=-1
+        The label that marks an unlabeled row, as in :mod:`sklearn.semi_supervised`: such
+        rows (and rows labeled None or NaN) never enter a class statistic. ``None``
+        for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
+        refused.
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks). Dask input keeps its
         chunks unless this is set.
@@ -173,6 +179,7 @@ class EncoderClassifier(
         max_scatter_features=1024,
         cache_embedding=True,
         tol=1e-7,
+        unlabeled=-1,
         chunk_rows=None,
         split_every=8,
     ):
@@ -182,6 +189,7 @@ class EncoderClassifier(
         self.max_scatter_features = max_scatter_features
         self.cache_embedding = cache_embedding
         self.tol = tol
+        self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -199,6 +207,7 @@ class EncoderClassifier(
         "max_scatter_features": [Interval(Integral, 0, None, closed="left")],
         "cache_embedding": ["boolean"],
         "tol": [Interval(Real, 0.0, None, closed="left")],
+        "unlabeled": [Real, str, None],
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }
@@ -222,7 +231,7 @@ class EncoderClassifier(
     # --- fitting ------------------------------------------------------------------
 
     def fit(self, X, y):
-        """Fit from (X, y); rows labeled −1 (or None/NaN) are unlabeled and ignored.
+        """Fit from (X, y); unlabeled rows (see ``unlabeled``) are ignored.
 
         Parameters
         ----------
@@ -251,14 +260,15 @@ class EncoderClassifier(
                     y,
                     scatter=one_pass,
                     sqnorm=full or any(k.needs_sqnorm for k in kernels),
+                    marker=self.unlabeled,
                     split_every=self.split_every,
                 )
             )
         self.classes_ = first["classes"]
         check_class_values(self.classes_)
-        check_classes(self.classes_, type(self).__name__)
+        check_classes(self.classes_, type(self).__name__, self.unlabeled)
         moments = self._check_moments(first["moments"], X.dtype)
-        codes = encode_labels(y, self.classes_)
+        codes = encode_labels(y, self.classes_, unlabeled_marker(self))
         if full:
             return self._fit_full(X, codes, kernels, moments)
         self._set_class_stats(moments, kernels, one_pass)
@@ -463,7 +473,7 @@ class EncoderClassifier(
                     "class that will ever appear (e.g. classes=np.unique(y_all))."
                 )
             classes = sorted_classes(classes)
-            check_classes(classes, type(self).__name__)
+            check_classes(classes, type(self).__name__, unlabeled_marker(self))
         check_feature_names_of(self, X, reset=first)
         X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
         if first:
@@ -480,7 +490,7 @@ class EncoderClassifier(
                     f"classes={list(classes)} differs from the classes of the first "
                     f"partial_fit call {list(self.classes_)}."
                 )
-        codes = encode_labels(y, self.classes_)
+        codes = encode_labels(y, self.classes_, unlabeled_marker(self))
         batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
         total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
         self._x_moments_total = total

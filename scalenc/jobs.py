@@ -44,6 +44,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from .exceptions import JobError
+
 __all__ = ["Job", "Step", "JobError", "read_job", "step_argv", "JOB_KEYS"]
 
 #: Keys of the [job] table: settings shared by all steps.
@@ -60,10 +62,6 @@ JOB_KEYS = {
 PATH_OPTIONS = {"data", "model", "model_out", "out"}
 #: Step options that may stand in [job] itself, as defaults for every step.
 DEFAULT_SHORTHANDS = {"overwrite", "chunk_rows", "storage_option"}
-
-
-class JobError(ValueError):
-    """A job file that cannot be run as written."""
 
 
 @dataclass

@@ -26,6 +26,7 @@ import scipy.sparse.csgraph
 import scipy.sparse.linalg
 
 from ._blocks import log_softmax
+from .exceptions import ConvergenceWarning, NumericalWarning
 
 __all__ = [
     "LDAModel",
@@ -103,7 +104,7 @@ def lda_from_moments(
         warnings.warn(
             "The within-class scatter is zero: every class is a single point in this space. "
             "LDA falls back to the nearest class mean (Euclidean metric).",
-            UserWarning,
+            NumericalWarning,
             stacklevel=2,
         )
         scalings = np.eye(means.shape[1])
@@ -274,7 +275,7 @@ def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
                 f"scipy.sparse.linalg.eigsh failed on a graph component of {n} nodes ({exc}); "
                 "falling back to the dense scipy.linalg.eigh, which costs O(n³) time and "
                 "O(n²) memory. Lower subsample_size if this is too slow.",
-                RuntimeWarning,
+                ConvergenceWarning,
                 stacklevel=3,
             )
         else:

@@ -34,6 +34,7 @@ from . import passes
 from ._base import StreamingClassifierMixin, fit_stage, map_output, prepare_fit, refuse_nonfinite
 from ._validation import Integral, Interval, Real, invalid
 from .cluster import compute
+from .exceptions import BasisCappedWarning, NumericalWarning
 from .linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 
 __all__ = ["NRBFNClassifier", "LRClassifier", "DEFAULT_ALPHA_GRID"]
@@ -102,7 +103,7 @@ def _warn_singular(owner, alpha, detail):
         f"{owner}: the regularised system A Aᵀ + λ‖A‖²_F I is singular or ill-conditioned "
         f"with alpha={alpha!r} ({detail}); the minimum-norm least-squares solution is used. "
         "Increase alpha (e.g. alpha=1e-13 or larger) for a well-posed solve.",
-        UserWarning,
+        NumericalWarning,
         stacklevel=3,
     )
 
@@ -153,6 +154,11 @@ class NRBFNClassifier(_RegressionClassifier):
     random_state : int, RandomState or None, default=None
         Seeds the candidate sample and the folds (an int is used as the seed itself).
         None or a RandomState draws a seed from that generator at each fit.
+    unlabeled : int, float, str or None, default=-1
+        The label that marks an unlabeled row, as in :mod:`sklearn.semi_supervised`: such
+        rows (and rows labeled None or NaN) never enter a class statistic. ``None``
+        for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
+        refused.
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks).
     split_every : int, default=8
@@ -223,6 +229,7 @@ class NRBFNClassifier(_RegressionClassifier):
         max_basis=None,
         n_candidates=None,
         random_state=None,
+        unlabeled=-1,
         chunk_rows=None,
         split_every=8,
     ):
@@ -234,6 +241,7 @@ class NRBFNClassifier(_RegressionClassifier):
         self.max_basis = max_basis
         self.n_candidates = n_candidates
         self.random_state = random_state
+        self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -248,6 +256,7 @@ class NRBFNClassifier(_RegressionClassifier):
         "max_basis": [Interval(Integral, 1, None, closed="left"), None],
         "n_candidates": [Interval(Integral, 2, None, closed="left"), None],
         "random_state": ["random_state"],
+        "unlabeled": [Real, str, None],
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }
@@ -412,7 +421,7 @@ class NRBFNClassifier(_RegressionClassifier):
                 f"confidence_threshold={self.confidence_threshold}, more than "
                 f"max_basis={self.max_basis}; keeping the {self.max_basis} least confident "
                 "(one per class reserved). Raise max_basis or lower confidence_threshold.",
-                UserWarning,
+                BasisCappedWarning,
                 stacklevel=3,
             )
         self.basis_indices_ = cand_index[positions]
@@ -505,6 +514,11 @@ class LRClassifier(_RegressionClassifier):
         λ, relative to ‖Ã‖²_F (λ' = λ‖Ã‖²_F).
     beta : float > 0, default=1.0
         β of the augmentation (the paper uses β = 1 in practice).
+    unlabeled : int, float, str or None, default=-1
+        The label that marks an unlabeled row, as in :mod:`sklearn.semi_supervised`: such
+        rows (and rows labeled None or NaN) never enter a class statistic. ``None``
+        for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
+        refused.
     chunk_rows : int or None, default=None
     split_every : int, default=8
 
@@ -532,15 +546,17 @@ class LRClassifier(_RegressionClassifier):
     Memory per task: one block plus O(p² + K p). The solve is (p+1)×(p+1).
     """
 
-    def __init__(self, alpha=1e-4, *, beta=1.0, chunk_rows=None, split_every=8):
+    def __init__(self, alpha=1e-4, *, beta=1.0, unlabeled=-1, chunk_rows=None, split_every=8):
         self.alpha = alpha
         self.beta = beta
+        self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
     _parameter_constraints: dict = {
         "alpha": [Interval(Real, 0.0, None, closed="left")],
         "beta": [Interval(Real, 0.0, None, closed="neither")],
+        "unlabeled": [Real, str, None],
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }

@@ -113,10 +113,10 @@ def class_moments_pass(
     )
 
 
-def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm):
+def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm, marker=labels.UNLABELED):
     """Class moments of one block keyed by the block's own label values."""
-    classes = labels.labeled_unique(y)
-    codes = labels.encode(y, classes)
+    classes = labels.labeled_unique(y, marker)
+    codes = labels.encode(y, classes, marker=marker)
     moments = _moments_block(
         X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
     )
@@ -151,11 +151,13 @@ def labeled_moments_pass(
     *,
     scatter: bool = False,
     sqnorm: bool = False,
+    marker=labels.UNLABELED,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """The class list and :func:`class_moments_pass`'s statistics in one pass over (X, y).
 
-    Each block keys its moments by its own label values (−1, None and NaN are unlabeled);
+    Each block keys its moments by its own label values (the unlabeled ``marker``, −1 by
+    default, and None/NaN are unlabeled: :func:`scalenc.labels.unlabeled_mask`);
     the tree merge aligns them on the union of the classes. Returns ``{"classes": sorted
     distinct labels, "moments": {...}}`` with the moments in the order of ``classes`` —
     what :func:`find_classes` followed by :func:`class_moments_pass` give,
@@ -168,36 +170,51 @@ def labeled_moments_pass(
         combine=_merge_labeled,
         scatter=scatter,
         sqnorm=sqnorm,
+        marker=marker,
         split_every=split_every,
     )
 
 
-def _classes_block(y, *, row_start):
-    return labels.labeled_unique(y)
+def _classes_block(y, *, row_start, marker=labels.UNLABELED):
+    return labels.labeled_unique(y, marker)
 
 
-def classes_pass(y: da.Array, *, split_every: int = SPLIT_EVERY) -> Delayed:
-    """The sorted distinct labeled values of y: one pass over y (not X), merged in a tree."""
-    return reduce_rows(_classes_block, y, combine=labels.union, split_every=split_every)
+def classes_pass(
+    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
+    out): one pass over y (not X), merged in a tree."""
+    return reduce_rows(
+        _classes_block, y, combine=labels.union, marker=marker, split_every=split_every
+    )
 
 
-def find_classes(y: da.Array, *, split_every: int = SPLIT_EVERY) -> np.ndarray:
+def find_classes(
+    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
+) -> np.ndarray:
     """:func:`classes_pass` computed, and checked to be class labels (not continuous)."""
-    (classes,) = compute(classes_pass(y, split_every=split_every))
+    (classes,) = compute(classes_pass(y, marker=marker, split_every=split_every))
     labels.check_class_values(classes)
     return classes
 
 
-def _confusion_block(pred, y, *, row_start, classes):
-    return _blocks.confusion_counts(pred, y, classes)
+def _confusion_block(pred, y, *, row_start, classes, marker=labels.UNLABELED):
+    return _blocks.confusion_counts(pred, y, classes, marker=marker)
 
 
 def confusion_pass(
-    pred: da.Array, y: da.Array, classes: np.ndarray, *, split_every: int = SPLIT_EVERY
+    pred: da.Array,
+    y: da.Array,
+    classes: np.ndarray,
+    *,
+    marker=labels.UNLABELED,
+    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Confusion counts of lazy predictions against y (:func:`scalenc._blocks.confusion_counts`),
     summed in a tree: one pass over whatever ``pred`` reads (X, for a model's predictions)."""
-    return reduce_rows(_confusion_block, pred, y, classes=classes, split_every=split_every)
+    return reduce_rows(
+        _confusion_block, pred, y, classes=classes, marker=marker, split_every=split_every
+    )
 
 
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):

@@ -48,6 +48,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import __version__
 from ._atomic import atomic_path, atomic_prefix, check_complete
+from .exceptions import ModelFileError
 from .kernels import KERNELS
 
 __all__ = [
@@ -89,10 +90,6 @@ ALLOWED_TYPES: dict[str, str] = {
 
 # Upgrades of older schema versions: _MIGRATIONS[v] turns a version-v document into v+1.
 _MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
-
-
-class ModelFileError(ValueError):
-    """A model directory that cannot be written or read: the message says why."""
 
 
 # --- encoding ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import passes
 from .cluster import compute
-from .labels import unlabeled_mask
+from .labels import UNLABELED, unlabeled_mask
 
 __all__ = [
     "MissingPlotDependency",
@@ -129,7 +129,10 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     classes = np.asarray(estimator.classes_)
     pred = estimator.predict(X)
     t0 = time.perf_counter()
-    (result,) = compute(passes.confusion_pass(pred, y, classes, split_every=split_every))
+    marker = getattr(estimator, "unlabeled", UNLABELED)
+    (result,) = compute(
+        passes.confusion_pass(pred, y, classes, marker=marker, split_every=split_every)
+    )
     seconds = time.perf_counter() - t0
     matrix, counts, other = result
     return confusion_summary(
@@ -344,7 +347,7 @@ def _plot_scatter(est, embedding, labels, Figure, canvas):
     classes = list(getattr(ccdr, "classes_", []))
     if labels is not None:
         labels = np.asarray(labels, dtype=object)
-        mask = unlabeled_mask(labels)
+        mask = unlabeled_mask(labels, getattr(ccdr, "unlabeled", UNLABELED))
         if mask.any():
             ax.scatter(Z[mask, 0], Z[mask, 1], s=6, c="lightgrey", label="unlabeled")
         for c in classes:

@@ -1,0 +1,114 @@
+"""The errors and warnings scalenc raises, in one place, so they can be caught or filtered.
+
+Every error is a :class:`ScalencError` and also a subclass of the built-in error a caller
+would catch anyway (``ValueError`` for bad input, ``ConnectionError`` for a lost cluster).
+Every warning is a :class:`ScalencWarning` (a ``UserWarning``), in three families:
+
+* :class:`DataWarning` — something about the input data the user should look at
+  (:class:`MissingChunksWarning`, a label-like column read as a feature);
+* :class:`ApproximationWarning` — the result differs from the paper's exact algorithm
+  (:class:`BasisCappedWarning`);
+* :class:`NumericalWarning` — a degenerate or ill-conditioned problem was solved by a
+  documented fallback (:class:`GraphWarning` for CCDR's neighbourhood graph,
+  :class:`ConvergenceWarning`).
+
+Examples
+--------
+Turn every scalenc data warning into an error, leave the others as they are:
+
+>>> import warnings
+>>> from scalenc.exceptions import DataWarning
+>>> warnings.simplefilter("error", DataWarning)
+>>> warnings.resetwarnings()
+
+Silence the fallbacks of degenerate problems in a batch job:
+
+>>> from scalenc.exceptions import NumericalWarning
+>>> warnings.filterwarnings("ignore", category=NumericalWarning)
+>>> warnings.resetwarnings()
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ScalencError",
+    "DamagedDataError",
+    "IncompleteOutputError",
+    "ModelFileError",
+    "JobError",
+    "ClusterUnavailableError",
+    "ScalencWarning",
+    "DataWarning",
+    "MissingChunksWarning",
+    "ApproximationWarning",
+    "BasisCappedWarning",
+    "NumericalWarning",
+    "GraphWarning",
+    "ConvergenceWarning",
+]
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+class ScalencError(Exception):
+    """Base class of the errors scalenc raises itself (parameter errors are scikit-learn's
+    ``InvalidParameterError``, a ``ValueError``)."""
+
+
+class DamagedDataError(ScalencError, ValueError):
+    """The input store is damaged: chunks missing or undecodable, metadata unreadable."""
+
+
+class IncompleteOutputError(ScalencError, ValueError):
+    """An output prefix on an object store whose publishing was interrupted."""
+
+
+class ModelFileError(ScalencError, ValueError):
+    """A model directory that cannot be written or read: the message says why."""
+
+
+class JobError(ScalencError, ValueError):
+    """A job file that cannot be run as written."""
+
+
+class ClusterUnavailableError(ScalencError, ConnectionError):
+    """The Dask scheduler cannot be reached, refuses us, or was lost mid-computation.
+
+    The ``scalenc`` command maps it to exit code 3 ("cluster unreachable").
+    """
+
+
+# --- warnings ---------------------------------------------------------------------------
+
+
+class ScalencWarning(UserWarning):
+    """Base class of every warning scalenc issues."""
+
+
+class DataWarning(ScalencWarning):
+    """The input data has something the user should look at; the computation went on."""
+
+
+class MissingChunksWarning(DataWarning):
+    """A Zarr array has chunks absent from its store, read as the fill value by request."""
+
+
+class ApproximationWarning(ScalencWarning):
+    """The fit differs from the paper's exact algorithm (a cap, a sample), as configured."""
+
+
+class BasisCappedWarning(ApproximationWarning):
+    """nRBFN's soft-KNN basis was capped or sampled below what the paper's rule asks for."""
+
+
+class NumericalWarning(ScalencWarning, RuntimeWarning):
+    """A degenerate or ill-conditioned problem was solved by a documented fallback."""
+
+
+class GraphWarning(NumericalWarning):
+    """CCDR's neighbourhood graph is disconnected, has isolated rows or a tied spectrum."""
+
+
+class ConvergenceWarning(NumericalWarning):
+    """An iterative solver did not converge and a fallback was used."""
