@@ -33,6 +33,7 @@ from pathlib import Path
 import dask.array as da
 import numpy as np
 
+import scalenc
 from scalenc import CCDR, CCDRClassifier
 from scalenc.cluster import compute
 from scalenc.data import data_dir, load
@@ -79,6 +80,7 @@ def part_a(args) -> dict:
     make_store(store, args.rows, args.features, args.chunk_rows)
     X, y = load(store)
     gb = X.nbytes / 1e9
+    print(f"scalenc from {Path(scalenc.__file__).parent}", flush=True)
     out = {
         "rows": args.rows,
         "features": args.features,

@@ -63,10 +63,12 @@ __all__ = [
 def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = False):
     """The k nearest rows of S for each row of X: (indices (b, k), squared distances (b, k)).
 
-    Sorted by distance, ties by index; :func:`scalenc.neighbors.nearest`, ranked in X's
-    precision (float32 data: twice the GEMM speed; it only orders candidates) with the k
-    selected distances recomputed exactly in float64. With ``exclude_self`` (X is S), row
-    i never lists itself. Memory O(tile × |S|).
+    Sorted by distance, ties by index: the neighbours and their order are those of the
+    float64 distances (:func:`scalenc.neighbors.nearest` with ``refine``), ranked in X's
+    precision (float32 data: twice the GEMM speed) and recomputed in float64 only where
+    that ranking is in doubt (near-ties, distance ≈ 0); elsewhere the distances carry the
+    ranking's rounding (about 1e-7 relative for float32 data). With ``exclude_self`` (X
+    is S), row i never lists itself. Memory O(tile × |S|).
     """
     s = S.shape[0]
     k = min(k, s - 1 if exclude_self else s)
@@ -247,14 +249,14 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
     ``f(x_j, c_j) = y_j`` (the consistency property after eq. 20).
     """
     nbrs, d2 = knn_search(X, sol.X, sol.n_neighbors)  # ranks in X's precision
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X)
     b = X.shape[0]
     m = sol.eigenvalues.size
     codes = np.full(b, -1, dtype=np.int64) if codes is None else np.asarray(codes, dtype=np.int64)
-    # exact copies of subsample rows
+    # exact copies of subsample rows (their float64 distance is 0; no float64 copy of X)
     same = np.zeros(b, dtype=bool)
     match = np.zeros(b, dtype=np.int64)
-    near = d2 <= 1e-12 * (1.0 + np.einsum("ij,ij->i", X, X))[:, None]
+    near = d2 <= 1e-12 * (1.0 + np.einsum("ij,ij->i", X, X, dtype=np.float64))[:, None]
     for col in range(nbrs.shape[1]):
         cand = near[:, col] & ~same
         if cand.any():
@@ -286,6 +288,8 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
 
 def nystrom_ensemble(solutions, X: np.ndarray, codes: np.ndarray | None = None) -> np.ndarray:
     """Average over subsamples of f_b(x, c) R_b (each aligned to the reference frame)."""
+    if len(solutions) == 1:  # the reference frame: its rotation is the identity
+        return nystrom(solutions[0], X, codes)
     total = None
     for sol in solutions:
         F = nystrom(sol, X, codes) @ sol.rotation

@@ -20,6 +20,14 @@ tiling. Most of a score row cannot hold a neighbour: the k-th smallest of a samp
 row (or, down the columns of a block pair, the running k-th of the tiles already seen)
 bounds it, and only entries at or below the bound — found by one vectorised comparison —
 are selected among (:func:`_smallest_k`), which keeps the search exact.
+
+Against a short reference set (CCDR's subsample S, s rows; :func:`nearest` with
+``refine``) the result is the float64 one whatever precision ranks it: the scores of a
+query tile are one product [Q, 1]·[−2S, ‖s‖²]ᵀ, transposed so that the minima of g groups
+of S's rows are contiguous reductions; the k-th smallest group minimum bounds the k-th
+smallest score, and only the groups under it are read again. A query whose k+1 smallest
+scores are apart by more than twice the ranking's rounding bound keeps its order; the
+rare others (near-ties, duplicates, distance ≈ 0) are recomputed in float64.
 """
 
 from __future__ import annotations
@@ -47,6 +55,12 @@ PAIR_TILE_ELEMENTS = 8 * 2**20
 #: Columns of a score row whose k-th smallest value bounds the row's k-th smallest overall
 #: (:func:`_smallest_k`); only entries at or below the bound go to selection.
 THRESHOLD_SAMPLE = 2048
+#: Ranking scores of one query tile against a short reference set (:func:`nearest` with
+#: ``refine``): 512K elements, 2 MB float32, so that the product and the selection passes
+#: over it stay in cache.
+EXACT_TILE_ELEMENTS = 2**19
+#: Column groups whose minima bound a query's k-th smallest score (at least 2k).
+GROUPS = 64
 
 
 def row_sq_norms(A: np.ndarray) -> np.ndarray:
@@ -229,29 +243,21 @@ def _smallest_k_columns(score, k, *, base, prev):
     return _select(values, cols, rows + base, c, k, prev)
 
 
-def _complete(vals, pos, q_norms, r_norms, dtype, refine=None):
+def _complete(vals, pos, q_norms, r_norms, dtype):
     """Squared distances of selected entries: (positions, distances), sorted by
     (distance, position), padded and excluded entries as (−1, inf).
 
     ``vals`` are the selected ranking scores ‖r‖² − 2 q·r (inf = excluded) at positions
     ``pos`` (−1 = none) of R. The distance is ‖q‖² + score in float64, values below the
-    expansion's rounding error set to 0; with ``refine = (Q, R)`` it is recomputed
-    exactly in float64 from the rows instead (the score ranked in float32).
+    expansion's rounding error set to 0.
     """
     real = pos >= 0
     at = np.where(real, pos, 0)
     d2 = vals.astype(np.float64)
     excluded = np.isinf(d2) | ~real
-    if refine is None:
-        d2 += q_norms[:, None]
-        np.maximum(d2, 0.0, out=d2)
-        d2[d2 < 8.0 * np.finfo(dtype).eps * (q_norms[:, None] + r_norms[at])] = 0.0
-    else:
-        Q, R = (np.asarray(A, dtype=np.float64) for A in refine)
-        for j in range(at.shape[1]):  # one (c, p) gather at a time: cache-friendly
-            cross = np.einsum("ij,ij->i", Q, R[at[:, j]])
-            d2[:, j] = q_norms + r_norms[at[:, j]] - 2.0 * cross
-        np.maximum(d2, 0.0, out=d2)
+    d2 += q_norms[:, None]
+    np.maximum(d2, 0.0, out=d2)
+    d2[d2 < 8.0 * np.finfo(dtype).eps * (q_norms[:, None] + r_norms[at])] = 0.0
     d2[excluded] = np.inf
     pos = np.where(excluded, -1, pos)
     order = np.lexsort((np.where(excluded, np.iinfo(np.int64).max, pos), d2), axis=-1)
@@ -282,6 +288,157 @@ def _top_k(score, cand_norms, rows_norms, index, labels, k, dtype):
     return _neighbors_of(vals, pos, cand_norms, rows_norms, index, labels, dtype)
 
 
+# --- exact search against a short reference set (CCDR's subsample) --------------------------
+
+
+class _Reference:
+    """What every query tile needs of the reference rows R (s×p), computed once.
+
+    ``scores_t`` = [−2R, ‖r‖²] (s × (p+1), ranking dtype): one product with a query tile
+    [Q, 1] gives the ranking scores ‖r‖² − 2 q·r, transposed (s × tile).
+    """
+
+    def __init__(self, R: np.ndarray, dtype):
+        self.R = np.asarray(R, dtype=np.float64)
+        self.norms = row_sq_norms(self.R)
+        self.dtype = np.dtype(dtype)
+        self.size, self.p = self.R.shape
+        with np.errstate(over="ignore"):
+            self.scores_t = np.hstack([-2.0 * self.R, self.norms[:, None]]).astype(self.dtype)
+        self.max_norm2 = float(self.norms.max()) if self.size else 0.0
+
+
+def _group_count(s: int, k: int) -> int:
+    """Column groups whose minima bound the k-th smallest score (all s when s is small)."""
+    g = max(GROUPS, 2 * k)
+    return g if s >= 2 * g else s
+
+
+def _rounding_bound(q_norms, ref: _Reference) -> np.ndarray:
+    """δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r.
+
+    The score ‖r‖² − 2 q·r is a (p+1)-term product in the ranking precision (unit
+    roundoff u, inputs rounded once), the expansion ‖q‖² + ‖r‖² − 2 q·r a float64 sum of
+    p terms: both err by at most about (p+3)·u·(‖q‖² + ‖r‖² + 2‖q‖‖r‖) (the classic
+    bound of a length-p dot product, any summation order). Doubled for safety.
+    """
+    u = np.finfo(ref.dtype).eps / 2 + np.finfo(np.float64).eps / 2
+    scale = q_norms + ref.max_norm2 + 2.0 * np.sqrt(q_norms * ref.max_norm2)
+    return 2.0 * (ref.p + 3) * u * scale
+
+
+def _exact_d2(Q64, q_norms, ref: _Reference, cols):
+    """‖q‖² + ‖r‖² − 2 q·r in float64 (clipped at 0) for the reference rows ``cols`` of
+    each query (c×w, −1 = none → inf); one (c, p) gather at a time, cache-friendly."""
+    d2 = np.full(cols.shape, np.inf)
+    for j in range(cols.shape[1]):
+        real = np.flatnonzero(cols[:, j] >= 0)
+        at = cols[real, j]
+        cross = np.einsum("ij,ij->i", Q64[real], ref.R[at])
+        d2[real, j] = q_norms[real] + ref.norms[at] - 2.0 * cross
+    return np.maximum(d2, 0.0, out=d2)
+
+
+def _survivors_t(padded, s, k, thr_of, g):
+    """Entries of the transposed score tile that can be among a query's k nearest.
+
+    ``padded`` is (s + g) × c: the s × c scores, then g rows of +inf. The minima of g
+    groups of reference rows (row j in group j mod g) are taken down the tile in
+    contiguous runs; the k-th smallest of a query's group minima bounds its k-th smallest
+    score. ``thr_of(tau)`` turns that bound into the threshold (float32-safe, finite);
+    only the groups whose minimum is at or below it are read again, member by member
+    (the +inf rows complete the last, shorter members). Returns (query, reference row,
+    score) of the survivors, ordered by query.
+    """
+    c = padded.shape[1]
+    w = s // g
+    mins = np.minimum.reduce(padded[: w * g].reshape(w, g, c), axis=0)
+    rest = s - w * g
+    if rest:
+        np.minimum(mins[:rest], padded[w * g : s], out=mins[:rest])
+    tau = np.partition(mins, k - 1, axis=0)[k - 1]
+    thr = thr_of(tau)
+    query, group = np.nonzero(mins.T <= thr[:, None])  # ordered by query
+    n_members = w + (1 if rest else 0)
+    flat = (group * c + query)[:, None] + (g * c) * np.arange(n_members)
+    vals = np.take(padded.reshape(-1), flat)
+    pair, member = np.nonzero(vals <= thr[query][:, None])
+    return query[pair], group[pair] + g * member, vals[pair, member]
+
+
+def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
+    """The exact k nearest reference rows of a tile of queries: (positions, d2), each c×k,
+    sorted by (float64 distance, position)."""
+    c = Q.shape[0]
+    s = ref.size
+    Q64 = np.asarray(Q, dtype=np.float64)
+    q_norms = np.einsum("ij,ij->i", Q64, Q64)
+    delta = _rounding_bound(q_norms, ref)
+    limit = np.finfo(ref.dtype).max / 8
+    if ref.dtype != np.float64 and not (q_norms.max() + ref.max_norm2) * 4 < limit:
+        return _nearest_exact(Q, ref.R, k, exclude)  # beyond the ranking range: float64
+    ones = np.ones((c, 1), dtype=ref.dtype)
+    Qa = np.hstack([np.asarray(Q, dtype=ref.dtype), ones])
+    g = _group_count(s, k)
+    padded = buffer[: (s + g) * c].reshape(s + g, c)
+    score_t = np.matmul(ref.scores_t, Qa.T, out=padded[:s])
+    padded[s:] = np.inf
+    if exclude is not None:
+        local = np.flatnonzero(exclude >= 0)
+        score_t[exclude[local], local] = np.inf
+    floor = -q_norms  # scores of distance 0: every row there ties at d2 = 0 (clipped)
+
+    def thr_of(tau):
+        thr = (np.maximum(tau, floor) + 2.0 * delta).astype(ref.dtype)
+        thr = np.nextafter(thr, np.inf)  # rounded up: never below the float64 bound
+        return np.minimum(thr, np.finfo(ref.dtype).max)  # +inf (excluded) never survives
+
+    query, rows, vals = _survivors_t(padded, s, k, thr_of, g)
+    counts = np.bincount(query, minlength=c)
+    width = max(int(counts.max()), k + 1)
+    slot = np.arange(query.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    P = np.full((c, width), np.inf)
+    J = np.full((c, width), s, dtype=np.int64)
+    P[query, slot], J[query, slot] = vals, rows
+    order = np.lexsort((J, P), axis=-1)
+    P, J = np.take_along_axis(P, order, 1), np.take_along_axis(J, order, 1)
+    # certain: the k+1 smallest scores are apart by more than 2δ (then the float64 order
+    # is theirs) and the nearest is not within 2δ of distance 0
+    gaps = np.diff(P[:, : k + 1], axis=1)
+    with np.errstate(invalid="ignore"):
+        certain = (gaps > 2.0 * delta[:, None]).all(axis=1) & (q_norms + P[:, 0] > 2.0 * delta)
+    J = np.where(J < s, J, -1)
+    pos, d2 = J[:, :k].copy(), np.maximum(q_norms[:, None] + P[:, :k], 0.0)
+    doubt = np.flatnonzero(~certain)
+    if doubt.size:  # recompute in float64 every survivor of the rows in doubt
+        exact = _exact_d2(Q64[doubt], q_norms[doubt], ref, J[doubt])
+        keys = np.where(J[doubt] >= 0, J[doubt], s)
+        redo = np.lexsort((keys, exact), axis=-1)[:, :k]
+        pos[doubt] = np.take_along_axis(J[doubt], redo, 1)
+        d2[doubt] = np.take_along_axis(exact, redo, 1)
+    d2[pos < 0] = np.inf
+    return pos, d2
+
+
+def _nearest_exact(Q, R, k, exclude=None, dtype=None):
+    """Exact k nearest rows of R (or a prepared :class:`_Reference`) for each row of Q."""
+    ref = R if isinstance(R, _Reference) else _Reference(R, dtype or np.float64)
+    c, s = Q.shape[0], ref.size
+    k_in = min(k, s)
+    pos_out = np.full((c, k), -1, dtype=np.int64)
+    d2_out = np.full((c, k), np.inf)
+    if c == 0 or s == 0:
+        return pos_out, d2_out
+    tile = min(c, max(1, EXACT_TILE_ELEMENTS // s))
+    buffer = np.empty(tile * (s + _group_count(s, k_in)), dtype=ref.dtype)  # reused
+    for start in range(0, c, tile):
+        stop = min(c, start + tile)
+        excl = None if exclude is None else exclude[start:stop]
+        pos, d2 = _nearest_exact_tile(Q[start:stop], k_in, ref, buffer, excl)
+        pos_out[start:stop, :k_in], d2_out[start:stop, :k_in] = pos, d2
+    return pos_out, d2_out
+
+
 def nearest(
     Q: np.ndarray,
     R: np.ndarray,
@@ -299,9 +456,15 @@ def nearest(
     (default: the inputs' common precision, float32 for float32 data: BLAS speed), and
     the k smallest scores are selected among the entries under a sampled bound
     (:func:`_smallest_k`), ties by position. Their distances are ‖q‖² + score in float64
-    (float32 rounding for float32 data) or, with ``refine``, recomputed exactly in
-    float64. Queries go in tiles of at most :data:`TILE_ELEMENTS` scores: memory
-    O(TILE_ELEMENTS + len(Q)·k).
+    (float32 rounding for float32 data). Queries go in tiles of at most
+    :data:`TILE_ELEMENTS` scores: memory O(TILE_ELEMENTS + len(Q)·k).
+
+    With ``refine``, the neighbours and their order are those of the float64 distances
+    ‖q‖² + ‖r‖² − 2 q·r (ties by position) whatever ``dtype`` ranks them
+    (:func:`_nearest_exact_tile`): a query whose k+1 smallest scores are apart by more
+    than twice the ranking's rounding bound keeps the ranking's order and its distances
+    ‖q‖² + score; the others (near-ties, distance ≈ 0) are recomputed in float64 among
+    every candidate within the bound. Memory O(:data:`EXACT_TILE_ELEMENTS` + len(Q)·k).
     """
     c, b = Q.shape[0], R.shape[0]
     pos_out = np.full((c, k), -1, dtype=np.int64)
@@ -309,6 +472,8 @@ def nearest(
     if b == 0 or c == 0:
         return pos_out, d2_out
     dtype = np.result_type(Q.dtype, R.dtype, np.float32) if dtype is None else np.dtype(dtype)
+    if refine:
+        return _nearest_exact(Q, R, k, exclude, dtype)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
     with np.errstate(over="ignore"):  # rows beyond the ranking precision rank last (inf)
         minus_two_R = (-2.0 * np.asarray(R)).astype(dtype)
@@ -326,7 +491,7 @@ def nearest(
             score[local, exclude[start:stop][local]] = np.inf
         vals, pos = _smallest_k(score, k)
         pos_out[start:stop], d2_out[start:stop] = _complete(
-            vals, pos, q_norms[start:stop], r_norms, dtype, (Q[start:stop], R) if refine else None
+            vals, pos, q_norms[start:stop], r_norms, dtype
         )
     return pos_out, d2_out
 

@@ -170,3 +170,97 @@ def test_stratified_sample_pass_draws_the_in_memory_sample_from_dask_labels(chun
         expected = stratified_sample(codes, size, 3, seed=4)
         np.testing.assert_array_equal(drawn["index"][order], expected)
         np.testing.assert_array_equal(drawn["code"][order], codes[expected])
+
+
+# --- the exact search against a short reference set (CCDR's Nyström extension) ---------------
+
+
+def exact_knn(Q, R, k, exclude=None):
+    """Brute force in float64: the k smallest (‖q − r‖², position), padded (−1, inf)."""
+    d2 = ((np.asarray(Q, np.float64)[:, None] - np.asarray(R, np.float64)[None]) ** 2).sum(-1)
+    if exclude is not None:
+        d2[np.arange(len(Q)), exclude] = np.inf
+    pos = np.broadcast_to(np.arange(R.shape[0]), d2.shape)
+    order = np.lexsort((pos, d2), axis=-1)[:, :k]
+    d2, pos = np.take_along_axis(d2, order, 1), np.take_along_axis(pos, order, 1)
+    pad = max(0, k - d2.shape[1])
+    d2 = np.pad(d2, ((0, 0), (0, pad)), constant_values=np.inf)
+    pos = np.pad(pos, ((0, 0), (0, pad)), constant_values=-1)
+    pos[np.isinf(d2)] = -1
+    return pos, d2
+
+
+def near_tie_pairs(n_pairs, p, seed):
+    """Reference rows in pairs whose distances to any query differ by ~1e-9 relative: far
+    below float32 resolution, so the float32 ranking splits a pair at random."""
+    rng = np.random.default_rng(seed)
+    A = rng.random((n_pairs, p)).astype(np.float32)
+    B = A.copy()
+    B[:, 0] = np.nextafter(A[:, 0], np.float32(2.0))  # one float32 ulp apart
+    return np.vstack([A, B])[np.argsort(np.r_[np.arange(n_pairs), np.arange(n_pairs)])]
+
+
+@pytest.mark.parametrize("s_pairs", [20, 600])  # s = 40: one group per row; s = 1200: groups
+@pytest.mark.parametrize("k", [1, 3, 9])
+def test_exact_search_resolves_float32_near_ties_in_float64(s_pairs, k):
+    from scalenc.neighbors import nearest
+
+    R = near_tie_pairs(s_pairs, 30, seed=k)
+    Q = np.random.default_rng(50 + k).random((400, 30)).astype(np.float32)
+    pos, d2 = nearest(Q, R, k, dtype=np.float32, refine=True)
+    want_pos, want_d2 = exact_knn(Q, R, k)
+    np.testing.assert_array_equal(pos, want_pos)
+    np.testing.assert_allclose(d2, want_d2, rtol=1e-6)
+    # the test has teeth: ranked in float32 alone, some pairs come out in the wrong order
+    plain, _ = nearest(Q, R, k + 1, dtype=np.float32)
+    assert not np.array_equal(plain, exact_knn(Q, R, k + 1)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("s", [5, 150, 1037])  # 1037: groups with a shorter remainder
+def test_exact_search_duplicates_ties_by_position_and_zero_distance(dtype, s):
+    """Integer data: exact ties everywhere (duplicate rows), broken by position; a query
+    equal to a reference row is at distance exactly 0; fewer than k rows are padded."""
+    from scalenc.neighbors import nearest
+
+    rng = np.random.default_rng(s)
+    R = rng.integers(0, 3, (s, 4)).astype(dtype)
+    Q = np.vstack([R[: min(s, 20)], rng.integers(0, 3, (30, 4))]).astype(dtype)
+    for k in (1, 4, 12, s + 3):
+        pos, d2 = nearest(Q, R, k, dtype=dtype, refine=True)
+        want_pos, want_d2 = exact_knn(Q, R, k)
+        np.testing.assert_array_equal(pos, want_pos)
+        np.testing.assert_array_equal(d2, want_d2)
+        assert (d2[: min(s, 20), 0] == 0.0).all()
+
+
+@pytest.mark.parametrize("s", [60, 700])
+def test_exact_search_excludes_self_and_matches_float64(s):
+    from scalenc._ccdr_blocks import knn_search
+
+    X, _ = make_blobs(s, 6, 3, seed=s)
+    for dtype in (np.float32, np.float64):
+        S = X.astype(dtype)
+        nbrs, d2 = knn_search(S, S.astype(np.float64), 5, exclude_self=True)
+        want_pos, want_d2 = exact_knn(S, S, 5, exclude=np.arange(s))
+        np.testing.assert_array_equal(nbrs, want_pos)
+        scale = (X**2).sum(axis=1).max()  # float32 rounding is relative to ‖q‖² + ‖r‖²
+        atol = 1e-6 * scale if dtype == np.float32 else 1e-12 * scale
+        np.testing.assert_allclose(d2, want_d2, rtol=0, atol=atol)
+        assert (nbrs != np.arange(s)[:, None]).all()
+    # fewer rows than k: the whole reference, in order
+    nbrs, d2 = knn_search(X[:3], X[:3], 8, exclude_self=True)
+    assert nbrs.shape == (3, 2)
+    np.testing.assert_array_equal(nbrs, exact_knn(X[:3], X[:3], 2, exclude=np.arange(3))[0])
+
+
+def test_exact_search_beyond_float32_range_ranks_in_float64():
+    from scalenc.neighbors import nearest
+
+    rng = np.random.default_rng(9)
+    R = rng.random((50, 3)) * 1e20
+    Q = R[:10] + 1e15
+    pos, d2 = nearest(Q.astype(np.float32), R, 2, dtype=np.float32, refine=True)
+    want_pos, _ = exact_knn(Q.astype(np.float32), R, 2)
+    np.testing.assert_array_equal(pos, want_pos)
+    assert np.isfinite(d2).all()
