@@ -242,6 +242,136 @@ def print_table(r: dict) -> None:
         print(f"{g['rows']:>12,}{g['fit_s']:>9}{g['us_per_row']:>9}{g['peak_memory_mb']:>9}")
 
 
+# --- the grid of shapes (issue 15): p × K, every store the same byte size ----------------
+
+GRID_P = (16, 50, 256, 1024)
+GRID_K = (2, 10, 100)
+THREE = ("linear", "euclidean", "spearman")
+
+
+def _grid_block(block_id, *, rows, p, K, chunk_rows, centres):
+    start = block_id * chunk_rows
+    stop = min(start + chunk_rows, rows)
+    rng = np.random.default_rng([7, block_id])
+    y = rng.integers(0, K, stop - start)
+    X = rng.standard_normal((stop - start, p), dtype=np.float32)
+    X += centres[y]
+    return X, y
+
+
+def make_grid_store(path: Path, rows: int, p: int, K: int, chunk_rows: int) -> None:
+    """``rows`` × p float32 (class centres N(0, 1), unit noise) and K labels, to Zarr."""
+    if (path / "X" / "zarr.json").exists() and (path / "y" / "zarr.json").exists():
+        if da.from_zarr(str(path), component="X").shape == (rows, p):
+            return
+    centres = np.random.default_rng([7, p, K]).standard_normal((K, p)).astype(np.float32)
+    starts = range(0, rows, chunk_rows)
+    parts = [
+        dask.delayed(_grid_block, nout=2)(
+            i, rows=rows, p=p, K=K, chunk_rows=chunk_rows, centres=centres
+        )
+        for i in range(len(starts))
+    ]
+    sizes = [min(chunk_rows, rows - s) for s in starts]
+    X = da.concatenate([da.from_delayed(x, (m, p), np.float32) for (x, _), m in zip(parts, sizes)])
+    y = da.concatenate([da.from_delayed(t, (m,), np.int64) for (_, t), m in zip(parts, sizes)])
+    t0 = time.perf_counter()
+    da.to_zarr(X, str(path), component="X", overwrite=True)
+    da.to_zarr(y, str(path), component="y", overwrite=True)
+    print(f"  wrote {path} ({rows:,} × {p}, K = {K}) in {time.perf_counter() - t0:.1f} s")
+
+
+def run_grid(args) -> list[dict]:
+    """Every (p, K) of the grid: bare read, linear fit, three-kernel fit, alternated."""
+    nbytes = (0.25e9 if args.quick else 1.0e9) if args.grid_gb is None else args.grid_gb * 1e9
+    chunk_bytes = 16e6 if args.quick else 40e6
+    shapes = [(p, K) for p in args.grid_p for K in args.grid_k]
+    out = []
+    for p, K in shapes:
+        rows = int(nbytes // (4 * p))
+        chunk_rows = max(1000, int(chunk_bytes // (4 * p)))
+        store = Path(args.grid_dir) / f"p{p}-K{K}-n{rows}.zarr"
+        make_grid_store(store, rows, p, K, chunk_rows)
+        X, y = load(store)
+        times = {"read": [], "linear": [], "three": []}
+        stages = {"linear": [], "three": []}
+        info = {}
+
+        def bare_read(X=X):
+            return X.sum(axis=0).compute()
+
+        for _ in range(args.repeats):
+            for name in ("read", "linear", "three"):
+                t0 = time.perf_counter()
+                if name == "read":
+                    bare_read()
+                else:
+                    kernels = ("linear",) if name == "linear" else THREE
+                    model = EncoderClassifier(kernels=kernels).fit(X, y)
+                    info[name] = {
+                        "plan": getattr(model, "fit_plan_", {}).get("name", "before"),
+                        "passes": model.n_passes_,
+                        "choice": model.kernel_.name,
+                    }
+                elapsed = time.perf_counter() - t0
+                times[name].append(elapsed)
+                if name != "read":
+                    stages[name].append(
+                        {k: v / times["read"][-1] for k, v in model.stage_times_.items()}
+                    )
+        read = min(times["read"])
+        row = {
+            "p": p,
+            "K": K,
+            "rows": rows,
+            "store_gb": round(X.nbytes / 1e9, 2),
+            "read_s": round(read, 2),
+            "linear_over_read": round(min(times["linear"]) / read, 2),
+            "three_over_read": round(min(times["three"]) / read, 2),
+            "rounds_over_read": {
+                k: [round(t / r, 2) for t, r in zip(times[k], times["read"])]
+                for k in ("linear", "three")
+            },
+            "three_stages": {
+                k: round(min(s[k] for s in stages["three"] if k in s), 2)
+                for k in ("class_means", "embedding", "cross_entropy")
+                if any(k in s for s in stages["three"])
+            },
+            "info": info,
+        }
+        out.append(row)
+        print(
+            f"p={p:>5} K={K:>4} rows={rows:>11,} read {read:6.2f}s  linear "
+            f"{row['linear_over_read']:>5}× ({info['linear']['plan']}, "
+            f"{info['linear']['passes']} passes)  three {row['three_over_read']:>5}× "
+            f"({info['three']['plan']}, {info['three']['passes']} passes)  stages "
+            + ", ".join(f"{k} {v}" for k, v in row["three_stages"].items())
+            + f"  rounds {row['rounds_over_read']}",
+            flush=True,
+        )
+    return out
+
+
+def print_grid(rows: list[dict], scheduler: str) -> None:
+    limit = 1.2, (3.3 if scheduler == "local" else 3.0)
+    print(f"\nscheduler: {scheduler}; targets: linear ≤ {limit[0]}×, three ≤ {limit[1]}× a read")
+    print(
+        "| p | K | rows | read s | linear / read | three / read | three: means, embedding, "
+        "cross-entropy / read | plans (linear; three) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        st = r["three_stages"]
+        split = ", ".join(
+            str(st.get(k, "–")) for k in ("class_means", "embedding", "cross_entropy")
+        )
+        plans = f"{r['info']['linear']['plan']}; {r['info']['three']['plan']}"
+        print(
+            f"| {r['p']} | {r['K']} | {r['rows']:,} | {r['read_s']} | {r['linear_over_read']} | "
+            f"{r['three_over_read']} | {split} | {plans} |"
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -259,7 +389,16 @@ def main():
     parser.add_argument("--memory-limit", default="1GiB")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--grid", action="store_true", help="the p × K grid of issue 15 instead of one store"
+    )
+    parser.add_argument("--quick", action="store_true", help="grid stores of 0.25 GB, not 1 GB")
+    parser.add_argument("--grid-gb", type=float, help="size of every grid store in GB")
+    parser.add_argument("--grid-p", type=int, nargs="+", default=list(GRID_P))
+    parser.add_argument("--grid-k", type=int, nargs="+", default=list(GRID_K))
+    parser.add_argument("--grid-dir", default="/tmp/scalenc-grid")
     args = parser.parse_args()
+    runner = run_grid if args.grid else run
     if args.scheduler == "local":
         from distributed import Client, LocalCluster
 
@@ -274,12 +413,16 @@ def main():
             ) as cluster,
             Client(cluster),
         ):
-            results = run(args)
-            results["memory_limit_per_worker"] = args.memory_limit
+            results = runner(args)
+            if isinstance(results, dict):
+                results["memory_limit_per_worker"] = args.memory_limit
     else:
         with dask.config.set(scheduler="threads"):
-            results = run(args)
-    print_table(results)
+            results = runner(args)
+    if args.grid:
+        print_grid(results, args.scheduler)
+    else:
+        print_table(results)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

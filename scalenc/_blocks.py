@@ -157,6 +157,11 @@ def class_moments(
 
 
 SCATTER_TILE = 4096
+#: Above K = this · d, a float32 block's class sums are not taken from the augmented
+#: scatter product (:func:`_float32_moments`): K² float32 products per row against 2Kd
+#: float64 ones, a float64 product costing about twice a float32 one on this machine's
+#: BLAS (177 against 360 GFLOP/s, benchmarks/README.md): K² < 4Kd.
+AUGMENT_MAX_CLASSES_PER_FEATURE = 4
 SUMS_TILE = 512
 
 
@@ -211,15 +216,18 @@ def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
     6e-8 ≈ 4e-6 relative to the spread per tile), at half the memory traffic and twice
     the BLAS rate of float64, and with no separate pass for the class sums.
 
-    With ``sqnorm`` (not in that product) the class sums and squared norms come from
-    float64 tiles instead (:func:`_class_sums`), and the product is of the centred rows only.
+    With ``sqnorm`` (not in that product), or with many classes for few features
+    (K > ``AUGMENT_MAX_CLASSES_PER_FEATURE`` · d: the K indicator columns would add K²
+    float32 products per row where a float64 indicator product costs 2Kd), the class
+    sums (and squared norms) come from float64 tiles instead (:func:`_class_sums`), and
+    the product is of the centred rows only.
     """
     K, n_cols = n.size, X.shape[1]
     rows = X if all_labeled else X[labeled]
     row_codes = codes if all_labeled else codes[labeled]
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
-        if sqnorm:
-            sums, sq, all_finite = _class_sums(X, codes, K, True, check_finite)
+        if sqnorm or K > AUGMENT_MAX_CLASSES_PER_FEATURE * n_cols:
+            sums, sq, all_finite = _class_sums(X, codes, K, sqnorm, check_finite)
             total = n.sum()
             centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
             scatter = _centred_gram(rows, row_codes, centre, 0)
@@ -346,25 +354,35 @@ def _all_finite(stats: dict) -> bool:
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
     """Each kernel's class moments (K×K) from a stacked embedding block [Z_1 | … | Z_M].
 
-    The moments of all M·K columns at once, split into the kernels' diagonal blocks.
+    The class sums of all M·K columns come from one product with the class indicator;
+    the scatter only for each kernel's own K columns (its diagonal block): M·K² products
+    per row instead of (M·K)². Everything in float64, about the block's mean (as
+    :func:`class_moments`'s float64 path), so the merge loses nothing to cancellation.
     """
-    both = class_moments(Z, codes, n_classes, scatter=True)
+    Z = np.asarray(Z, dtype=np.float64)
+    codes = np.asarray(codes)
     K = n_classes
-    return tuple(
-        {
-            "n": both["n"],
-            "mean": both["mean"][:, m * K : (m + 1) * K],
-            "scatter": both["scatter"][m * K : (m + 1) * K, m * K : (m + 1) * K],
-        }
-        for m in range(n_kernels)
-    )
+    labeled = codes >= 0
+    n = np.bincount(codes[labeled], minlength=K).astype(np.float64)
+    rows, row_codes = (Z, codes) if labeled.all() else (Z[labeled], codes[labeled])
+    sums = np.asarray(onehot(row_codes, K) @ rows)
+    total = n.sum()
+    centre = sums.sum(axis=0) / total if total else np.zeros(Z.shape[1])
+    sums -= np.outer(n, centre)  # class sums about the block mean
+    centred = np.subtract(rows, centre, out=scratch("stacked.centred", rows.shape, np.float64))
+    out = []
+    for m in range(n_kernels):
+        cols = slice(m * K, (m + 1) * K)
+        part = np.ascontiguousarray(centred[:, cols])
+        out.append(_moments_about(n, centre[cols], sums[:, cols], part.T @ part))
+    return tuple(out)
 
 
 def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     """Σ log T_m(i, y_i) over a block's labeled rows, for every kernel m at once.
 
     ``coef`` (M·K × M·K, block diagonal) and ``intercept`` (M·K) give every kernel's K
-    class scores from the stacked embedding in one product
+    class scores from the stacked embedding, one product per diagonal block
     (:func:`scalenc.linalg.stacked_class_scores`); T_m is their softmax over each
     kernel's K classes. The scores are laid out class by row ((M, K, b), rows
     contiguous), so that the max and the sum over a kernel's K classes are element-wise
@@ -377,7 +395,12 @@ def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     Z = np.asarray(Z, dtype=np.float64)
     if not labeled.all():
         Z, codes = Z[labeled], codes[labeled]
-    scores = np.matmul(coef.T, Z.T).reshape(M, K, -1)  # (M, K, b)
+    # each kernel's own K×K block of the block-diagonal coef: M·K² products per row,
+    # not (M·K)²
+    scores = scratch("stacked.scores", (M, K, Z.shape[0]), np.float64)  # (M, K, b)
+    for m in range(M):
+        cols = slice(m * K, (m + 1) * K)
+        np.matmul(coef[cols, cols].T, Z[:, cols].T, out=scores[m])
     scores += intercept.reshape(M, K, 1)
     log_proba = log_softmax(scores, axis=1, overwrite=True)
     picked = log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
@@ -436,7 +459,10 @@ def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -
     """
     shifted = scores if overwrite else np.array(scores, dtype=np.float64, copy=True)
     shifted -= shifted.max(axis=axis, keepdims=True)
-    shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    # exp into a per-thread buffer: a fresh temporary the size of the scores is
+    # page-faulted in on every call (see :func:`scratch`)
+    expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
+    shifted -= np.log(expd.sum(axis=axis, keepdims=True))
     return shifted
 
 

@@ -30,6 +30,7 @@ from ._base import (
     refuse_nonfinite,
     unlabeled_marker,
 )
+from ._encoder_plan import cache_seconds_per_byte, choose_cache_plan, kernel_seconds_per_row
 from ._validation import Integral, Interval, Real, StrOptions, invalid
 from .cluster import compute
 from .data import check_xy, encode_labels
@@ -105,12 +106,17 @@ class EncoderClassifier(
         The linear kernel alone is fitted in ONE pass when p ≤ this: the p×p pooled
         within-class scatter S_w of X gives Z's class means U Uᵀ and scatter U S_w Uᵀ.
         Above it (p×p too large to hold per task), two passes are made instead.
-    cache_embedding : bool, default=True
-        With several kernels, keep the stacked embedding Z (n × M·K, a small fraction of
-        X's size) from pass 2 for pass 3, so the kernels are evaluated once: written block
-        by block to temporary ``.npy`` files (in Dask's ``temporary-directory``) for local
-        schedulers, persisted (and spilled) on the workers of a distributed cluster. False
-        evaluates the kernels again and stores nothing.
+    cache_embedding : bool or "auto", default="auto"
+        With several kernels, True keeps the stacked embedding Z (n × M·K) from pass 2 for
+        pass 3, so the kernels are evaluated once: written block by block to temporary
+        ``.npy`` files (in Dask's ``temporary-directory``) for local schedulers, persisted
+        (and spilled) on the workers of a distributed cluster. False evaluates the kernels
+        again in pass 3 (a third read of X) and stores nothing. ``"auto"`` chooses after
+        pass 1 by measured costs: writing and reading back M·K·8 bytes per row, against
+        pass 1's own time plus the kernels timed on a sample block
+        (:mod:`scalenc._encoder_plan`); Z is cached when it is smaller than X or the
+        kernels are expensive, computed again when it is many times larger than X (small
+        p, many classes). The choice and its numbers are in ``fit_plan_``.
     tol : float, default=1e-7
         Rank threshold of the LDA on the standardised singular values of the embedding's
         within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
@@ -159,15 +165,52 @@ class EncoderClassifier(
         Wall-clock seconds of the last ``fit``'s passes: ``class_means`` (pass 1),
         ``embedding`` (pass 2: the kernels and Z's class moments) and ``cross_entropy``
         (the pass that chooses the kernel), those that were made.
+    fit_plan_ : dict
+        How the last ``fit`` ran: ``name`` — ``"one_pass"`` (linear kernel from pass 1's
+        scatter), ``"two_pass"`` (one kernel), ``"cache"`` or ``"recompute"`` (several
+        kernels, Z cached or computed again for the cross-entropy), ``"full"`` (Section
+        2) — and ``passes_over_X``; with ``cache_embedding="auto"`` also the measured
+        numbers that chose: ``read_s`` (pass 1's seconds), ``kernel_s_per_row``,
+        ``cache_s_per_row`` and the two plans' estimated seconds ``cache_s`` and
+        ``recompute_s``.
 
     Notes
     -----
     Passes over X: 1 (linear kernel alone, p ≤ ``max_scatter_features``), 2 (one kernel),
-    2 plus one over the cached Z (several kernels; 3 over X with ``cache_embedding=False``).
+    2 plus one over the cached Z (several kernels, plan ``"cache"``), 3 (several kernels,
+    plan ``"recompute"``: ``cache_embedding=False``, or ``"auto"`` when Z would cost more
+    to store and read back than X to read again). ``fit_plan_["passes_over_X"]`` equals
+    ``n_passes_``.
     Memory per task: one row block plus O(Kp) (O(p²) in the one-pass mode); on the client
     O(Kp + MK²). Nothing n-sized is brought to the client.
     ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
     block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> from scalenc import EncoderClassifier
+    >>> X, y = load_wine(return_X_y=True)
+    >>> model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    >>> model.kernel_.name, model.n_passes_
+    ('linear', 2)
+    >>> model.cross_entropy_.round(1)
+    array([ 38.5, 120.6,  81.2])
+    >>> model.predict(X[:3])
+    array([0, 0, 0])
+    >>> model.transform(X[:2]).shape  # the encoder embedding Z, one column per class
+    (2, 3)
+
+    The linear kernel alone is fitted in one pass over X:
+
+    >>> EncoderClassifier().fit(X, y).n_passes_
+    1
+
+    Dask in gives lazy Dask out, computed block by block:
+
+    >>> import dask.array as da
+    >>> model.predict(da.from_array(X, chunks=50))
+    dask.array<..., shape=(178,), dtype=int64, chunksize=(50,), chunktype=numpy.ndarray>
     """
 
     def __init__(
@@ -177,7 +220,7 @@ class EncoderClassifier(
         min_improvement=0.3,
         method="fast",
         max_scatter_features=1024,
-        cache_embedding=True,
+        cache_embedding="auto",
         tol=1e-7,
         unlabeled=-1,
         chunk_rows=None,
@@ -205,7 +248,7 @@ class EncoderClassifier(
         "min_improvement": [Interval(Real, 0.0, 1.0, closed="left")],
         "method": [StrOptions({"fast", "full"})],
         "max_scatter_features": [Interval(Integral, 0, None, closed="left")],
-        "cache_embedding": ["boolean"],
+        "cache_embedding": ["boolean", StrOptions({"auto"})],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "unlabeled": [Real, str, None],
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
@@ -328,7 +371,8 @@ class EncoderClassifier(
         self._require_all_classes()
         U = self.class_means_
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
-        if len(self.kernels_) > 1 and self.cache_embedding:
+        self.fit_plan_ = self._plan(X)
+        if self.fit_plan_["name"] == "cache":
             self._fit_kernels_cached(X, codes, U)
         else:
             if self._z_moments is None:
@@ -356,6 +400,29 @@ class EncoderClassifier(
                 self.cross_entropy_ = -np.array([float(v) for v in loglik])
                 self.n_passes_ += 1
         self._select_kernel()
+
+    def _plan(self, X) -> dict:
+        """The fit's plan after pass 1 (see ``fit_plan_``), chosen by measured costs."""
+        if self._z_moments is not None:
+            return {"name": "one_pass", "passes_over_X": 1}
+        if len(self.kernels_) == 1:
+            return {"name": "two_pass", "passes_over_X": 2}
+        if self.cache_embedding != "auto":
+            name = "cache" if self.cache_embedding else "recompute"
+            return {"name": name, "passes_over_X": 2 if self.cache_embedding else 3}
+        width = len(self.kernels_) * self.classes_.size
+        rates = {
+            "read_s": self.stage_times_["class_means"],
+            "kernel_s_per_row": kernel_seconds_per_row(self.kernels_, self.class_means_, X.dtype),
+            "cache_s_per_row": width * 8 * cache_seconds_per_byte(),
+        }
+        plan = choose_cache_plan(
+            n_rows=X.shape[0],
+            read_seconds=rates["read_s"],
+            kernel_seconds=rates["kernel_s_per_row"],
+            cache_seconds=rates["cache_s_per_row"],
+        )
+        return {**plan, "passes_over_X": 2 if plan["name"] == "cache" else 3, **rates}
 
     def _fit_kernels_cached(self, X, codes, U):
         """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""
@@ -408,6 +475,7 @@ class EncoderClassifier(
         """The full method after the first pass (class moments in ``moments``)."""
         self._set_class_stats(moments, kernels, one_pass=False)
         self._require_all_classes()
+        self.fit_plan_ = {"name": "full", "passes_over_X": 3 if len(self.kernels_) > 1 else 2}
         self._X_fit = X
         self._codes_fit = codes
         embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]

@@ -421,3 +421,86 @@ def test_stage_times_name_the_passes_made():
     times = EncoderClassifier(kernels=KERNELS).fit(X, y).stage_times_
     assert list(times) == ["class_means", "embedding", "cross_entropy"]
     assert all(t > 0 for t in times.values())
+
+
+# --- the fit plan (issue 15): cache or recompute the embedding, chosen by measured costs ---
+
+
+def _numpy_cross_entropy(X, y, kernel):
+    """c_m in plain NumPy/scikit-learn: −Σ log T(i, y_i) of the LDA on labeled Z."""
+    _, Z, lda = oracle(X, y, kernel)
+    lab = y >= 0
+    proba = lda.predict_proba(Z[lab])
+    index = np.searchsorted(lda.classes_, y[lab])
+    return -np.log(proba[np.arange(lab.sum()), index]).sum()
+
+
+@pytest.mark.parametrize("plan", [True, False, "auto"])
+@pytest.mark.parametrize("chunks", [None, (1, 150, 7, 99, 143)])
+def test_every_plan_matches_the_numpy_oracle(plan, chunks):
+    X, y = make_blobs(400, 7, 4, seed=50, unlabeled=0.2)
+    if chunks is None:
+        Xin, yin = X, y
+    else:
+        Xin, yin = da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=50)
+    model = EncoderClassifier(kernels=KERNELS, cache_embedding=plan).fit(Xin, yin)
+    expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
+    np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
+    assert model.kernel_index_ == choose_kernel(np.array(expected), model.min_improvement)
+    _, Z, lda = oracle(X, y, model.kernel_)
+    np.testing.assert_array_equal(np.asarray(model.predict(Xin)), lda.predict(Z))
+    assert model.fit_plan_["passes_over_X"] == model.n_passes_
+    assert model.fit_plan_["name"] == {True: "cache", False: "recompute"}.get(
+        plan, model.fit_plan_["name"]
+    )
+
+
+@pytest.mark.parametrize("cache_cost, name, passes", [(1e3, "recompute", 3), (0.0, "cache", 2)])
+def test_auto_plan_follows_the_measured_costs(monkeypatch, cache_cost, name, passes):
+    """With writing Z made dear (or free), "auto" computes it again (or caches it); both
+    give the plain-NumPy model and say so in fit_plan_ and n_passes_."""
+    monkeypatch.setattr("scalenc.encoder.cache_seconds_per_byte", lambda: cache_cost)
+    X, y = make_blobs(300, 5, 3, seed=51)
+    model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    plan = model.fit_plan_
+    assert (plan["name"], plan["passes_over_X"], model.n_passes_) == (name, passes, passes)
+    assert plan["kernel_s_per_row"] > 0 and plan["read_s"] > 0
+    assert plan["cache_s_per_row"] == pytest.approx(3 * 3 * 8 * cache_cost)
+    expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
+    np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
+
+
+def test_choose_cache_plan_compares_the_two_costs():
+    from scalenc._encoder_plan import choose_cache_plan
+
+    wide = choose_cache_plan(
+        n_rows=10**6, read_seconds=1.0, kernel_seconds=1e-6, cache_seconds=3e-6
+    )
+    assert (wide["name"], wide["cache_s"], wide["recompute_s"]) == ("recompute", 3.0, 2.0)
+    narrow = choose_cache_plan(
+        n_rows=10**6, read_seconds=1.0, kernel_seconds=1e-6, cache_seconds=1e-7
+    )
+    assert narrow["name"] == "cache"
+
+
+def test_plans_on_a_cluster(client, monkeypatch):
+    X, y = make_blobs(400, 6, 3, seed=52, unlabeled=0.1)
+    Xd, yd = da.from_array(X, chunks=(90, 6)), da.from_array(y, chunks=90)
+    expected = None
+    for cost in (1e3, 0.0):
+        monkeypatch.setattr("scalenc.encoder.cache_seconds_per_byte", lambda c=cost: c)
+        model = EncoderClassifier(kernels=KERNELS).fit(Xd, yd)
+        if expected is None:
+            expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
+        np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
+        assert model.fit_plan_["name"] == ("recompute" if cost else "cache")
+
+
+def test_fit_plan_is_saved_and_loaded(tmp_path):
+    from scalenc import load_model, save_model
+
+    X, y = make_blobs(200, 5, 3, seed=53)
+    model = EncoderClassifier(kernels=("linear", "spearman")).fit(X, y)
+    loaded = load_model(save_model(model, tmp_path / "model"))
+    assert loaded.fit_plan_ == model.fit_plan_
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))

@@ -1,0 +1,143 @@
+"""The encoder's fit plan for several kernels: cache the embedding Z, or compute it again.
+
+Pure NumPy, no dask. After pass 1 (the class means) the multi-kernel fit needs Z twice:
+for its class moments (pass 2) and for the cross-entropy (pass 3). Z is either written
+in pass 2 and read back in pass 3 (plan ``"cache"``: 2 passes over X and one over Z), or
+evaluated again from X in pass 3 (plan ``"recompute"``: 3 passes over X, nothing
+stored). Which is cheaper depends on the shape: Z has M·K columns against X's p, so for
+small p and many classes the cache is many times larger than X (p = 16, K = 100, three
+kernels: 37×), while for large p it is a small fraction of it.
+
+The choice is made from measured costs, per row of X:
+
+* ``read``: pass 1's own wall time over n (a read of X plus the class sums, on this data
+  and this scheduler — what a third pass over X at least costs);
+* ``kernels``: the kernels evaluated on a sample block (rows drawn around U, in X's
+  dtype), timed on this machine at fit time, over the cores;
+* ``cache``: M·K·8 bytes written and read back once, at the rate measured once per
+  process by :func:`cache_seconds_per_byte` (``.npy`` writes to and memory-mapped reads
+  from Dask's temporary directory, one thread per core).
+
+All three are wall-clock seconds with every core busy. They are rough (this machine's
+other load moves them by tens of percent), so the choice matters where the two plans
+differ by a factor — Z several times larger than X, or much smaller — and there it is
+robust.
+
+``recompute`` costs ``read + kernels``; ``cache`` costs ``cache``. The numbers that chose
+are kept in the estimator's ``fit_plan_``.
+
+Only the linear kernel admits a shortcut that avoids Z altogether: Z = X Uᵀ is linear in
+x, so Z's class means are U Uᵀ rows and its pooled scatter U S_w Uᵀ, from pass 1's p×p
+scatter (the one-pass linear fit). Euclidean (−‖x − u‖), Spearman (ranks) and Gaussian
+(exp of a squared distance) are not linear in x, and their class moments need the rows
+themselves.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .kernels import embed
+
+__all__ = ["cache_seconds_per_byte", "kernel_seconds_per_row", "choose_cache_plan"]
+
+#: Rows of the sample block on which the kernels are timed.
+SAMPLE_ROWS = 2048
+
+
+def _best_of(func, repeats: int = 3) -> float:
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def cache_seconds_per_byte() -> float:
+    """Seconds per byte to write a block of Z as ``.npy`` and read it back memory-mapped.
+
+    Wall-clock seconds per byte with every core doing the same: measured once per
+    process with one thread per core, each writing a 32 MB float64 block (a new file each
+    time) to Dask's temporary directory, where :class:`scalenc._engine.RowCache` writes,
+    and reading it back; best of three. The page faults of new pages serialise across
+    threads, so one thread alone (3–4 ns/B here) would flatter the cache, and so would a
+    small block that stays in the CPU caches.
+    """
+    import dask
+
+    block = np.random.default_rng(0).standard_normal((32768, 128))
+    root = dask.config.get("temporary-directory", None)
+    with tempfile.TemporaryDirectory(prefix="scalenc-rate-", dir=root) as folder:
+        names = itertools.count()
+
+        def write_and_read():
+            path = os.path.join(folder, f"block-{next(names)}.npy")
+            np.save(path, block, allow_pickle=False)
+            np.load(path, mmap_mode="r", allow_pickle=False).sum()
+
+        threads = n_threads()
+        with ThreadPoolExecutor(threads) as pool:
+
+            def all_at_once():
+                list(pool.map(lambda _: write_and_read(), range(threads)))
+
+            seconds = _best_of(all_at_once)
+    return seconds / (threads * block.nbytes)
+
+
+def n_threads() -> int:
+    """The cores a pass runs on (the local pool's size; a cluster's workers are taken to
+    be as many, as on one machine)."""
+    return max(os.cpu_count() or 1, 1)
+
+
+def kernel_seconds_per_row(kernels, U: np.ndarray, dtype) -> float:
+    """Seconds per row to evaluate ``kernels`` against U, timed on a sample block.
+
+    The sample's rows are class means plus unit noise (so ranks and distances are those
+    of real rows, not of copies of U), in X's dtype, best of three; divided by
+    :func:`n_threads` (the pass evaluates blocks on every core), so that it is wall time
+    per row as the other costs are.
+    """
+    rng = np.random.default_rng(0)
+    rows = U[rng.integers(0, U.shape[0], SAMPLE_ROWS)]
+    sample = (rows + rng.standard_normal(rows.shape)).astype(dtype)
+    return _best_of(lambda: embed(kernels, sample, U)) / (SAMPLE_ROWS * n_threads())
+
+
+def choose_cache_plan(
+    *, n_rows: int, read_seconds: float, kernel_seconds: float, cache_seconds: float
+) -> dict:
+    """The cheaper of ``"cache"`` and ``"recompute"`` for the cross-entropy pass.
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows of X.
+    read_seconds : float
+        Wall time of pass 1 (one read of X with the class sums).
+    kernel_seconds : float
+        Seconds per row of the kernels (:func:`kernel_seconds_per_row`).
+    cache_seconds : float
+        Seconds per row to write and read back the cached Z.
+
+    Returns
+    -------
+    dict with ``name`` and the estimated seconds of either plan's extra pass.
+    """
+    recompute = read_seconds + n_rows * kernel_seconds
+    cache = n_rows * cache_seconds
+    return {
+        "name": "cache" if cache <= recompute else "recompute",
+        "cache_s": cache,
+        "recompute_s": recompute,
+    }
