@@ -34,6 +34,7 @@ __all__ = [
     "gram_block",
     "sum_gram_partials",
     "cv_error_block",
+    "cv_error_refit_block",
     "nrbfn_scores",
     "lrc_scores",
     "scores_to_proba",
@@ -224,16 +225,30 @@ def sigma_block(X, codes, *, row_start, basis):
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
 
 
-def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
+def _folds_of_block(index, codes, folds, n_folds, seed):
+    """The fold of each labeled row of a block: its entry of the aligned ``folds`` block
+    when the splits were given, else :func:`fold_of` its global row index."""
+    if folds is not None:
+        return np.asarray(folds)[np.asarray(codes) >= 0].astype(np.int64)
+    if n_folds > 1:
+        return fold_of(index, n_folds, seed)
+    return np.zeros(index.size, np.int64)
+
+
+def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed):
     """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
-    per labeled row). Memory: one W̃ tile (:data:`GRAM_TILE_ELEMENTS`), one strip
-    product (:data:`GRAM_STRIP` × r) and n_folds (r² + K r) float64.
+    per labeled row). A row's fold is :func:`fold_of` its global index, or its entry of
+    the aligned ``folds`` block when the splits were given (the held-out sets then
+    partition the labeled rows: the solves take M − M_f as fold f's training Gram).
+    Memory: one W̃
+    tile (:data:`GRAM_TILE_ELEMENTS`), one strip product (:data:`GRAM_STRIP` × r) and
+    n_folds (r² + K r) float64.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     r = basis.shape[0]
-    folds = fold_of(index, n_folds, seed) if n_folds > 1 else np.zeros(index.size, np.int64)
+    folds = _folds_of_block(index, codes, folds, n_folds, seed)
     M = np.zeros((n_folds, r, r))
     B = np.zeros((n_folds, n_classes, r))
     n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
@@ -255,7 +270,7 @@ def gram_block(X, codes, *, row_start, basis, sigma, n_classes, n_folds, seed):
             Wf = Wt[mine] if not mine.all() else Wt
             _syrk_lower_into(M[f], Wf)
             B[f] += _blocks.onehot(label_tile[mine], n_classes) @ Wf
-    count = np.bincount(folds, minlength=n_folds).astype(np.float64)
+    count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
     return {"M": M, "B": B, "count": count}
 
 
@@ -273,23 +288,45 @@ def sum_gram_partials(*partials):
     return total
 
 
-def cv_error_block(X, codes, *, row_start, basis, sigma, weights, seed):
+def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, seed):
     """Misclassified labeled rows per λ, each row scored by its own fold's model.
 
-    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f.
+    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f. Folds as
+    in :func:`gram_block`.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     n_folds, n_alphas = weights.shape[:2]
     errors = np.zeros(n_alphas)
     if rows.shape[0] == 0:
         return errors
-    folds = fold_of(index, n_folds, seed)
+    folds = _folds_of_block(index, codes, folds, n_folds, seed)
     Wt = normalized_kernel(rows, basis, sigma)
     for f in np.unique(folds):
         mine = folds == f
         scores = (weights[f].reshape(-1, weights.shape[-1]) @ Wt[mine].T).reshape(
             n_alphas, -1, int(mine.sum())
         )  # (n_alphas, K, rows)
+        errors += (scores.argmax(axis=1) != labels[mine]).sum(axis=1)
+    return errors
+
+
+def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, seed):
+    """Misclassified held-out rows per λ when each fold has a network of its own.
+
+    ``models[f]`` is ``(basis, sigma, weights)`` of the network fitted without fold f
+    (Algorithm 2 re-run on the fold's training rows), ``weights`` of shape
+    (n_alphas, K, r_f). Folds as in :func:`gram_block`.
+    """
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    errors = np.zeros(models[0][2].shape[0])
+    if rows.shape[0] == 0:
+        return errors
+    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    for f in np.unique(folds):
+        basis, sigma, weights = models[f]
+        mine = folds == f
+        Wt = normalized_kernel(rows[mine], basis, sigma)
+        scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
         errors += (scores.argmax(axis=1) != labels[mine]).sum(axis=1)
     return errors
 

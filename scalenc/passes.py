@@ -19,7 +19,8 @@ Encoder (Shen)
     :func:`moments_pass` and :func:`log_likelihood_pass` over it.
 nRBFN (Hu, Pan & Wu)
     :func:`stratified_sample_pass`, :func:`kneighbors_pass`, :func:`kneighbors_all_rows`,
-    :func:`gather_rows`, :func:`sigma_pass`, :func:`gram_pass`, :func:`cv_error_pass`.
+    :func:`gather_rows`, :func:`sigma_pass`, :func:`gram_pass`, :func:`cv_error_pass`,
+    :func:`cv_error_refit_pass`.
 CCDR (Raich, Costa, Damelin & Hero)
     :func:`stratum_counts_pass`, :func:`select_rows_pass`, :func:`gather_rows_pass`,
     :func:`embedding_stats_pass`.
@@ -73,6 +74,7 @@ __all__ = [
     "sigma_pass",
     "gram_pass",
     "cv_error_pass",
+    "cv_error_refit_pass",
     # CCDR
     "stratum_counts_pass",
     "select_rows_pass",
@@ -524,14 +526,19 @@ def gram_pass(
     *,
     n_folds: int = 1,
     seed: int = 0,
+    folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
-    (:func:`scalenc._nrbfn_blocks.gram_block`), summed in place at each tree node."""
+    (:func:`scalenc._nrbfn_blocks.gram_block`), summed in place at each tree node.
+
+    A row's fold is a hash of its global index, or its entry of ``folds`` (row-aligned
+    with X, fold numbers 0..n_folds−1) when the splits were given."""
     return reduce_rows(
         _nrbfn_blocks.gram_block,
         X,
         codes,
+        folds,
         basis=basis,
         sigma=sigma,
         n_classes=n_classes,
@@ -550,17 +557,44 @@ def cv_error_pass(
     weights: np.ndarray,
     seed: int,
     *,
+    folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Misclassified labeled rows per λ, each row scored by its own fold's model
-    (:func:`scalenc._nrbfn_blocks.cv_error_block`)."""
+    (:func:`scalenc._nrbfn_blocks.cv_error_block`; folds as in :func:`gram_pass`)."""
     return reduce_rows(
         _nrbfn_blocks.cv_error_block,
         X,
         codes,
+        folds,
         basis=basis,
         sigma=sigma,
         weights=weights,
+        seed=seed,
+        split_every=split_every,
+    )
+
+
+def cv_error_refit_pass(
+    X: da.Array,
+    codes: da.Array,
+    models: tuple,
+    n_folds: int,
+    seed: int,
+    *,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Misclassified held-out rows per λ, each fold scored by its own network
+    (``models[f]`` = basis, σ and weights fitted without fold f;
+    :func:`scalenc._nrbfn_blocks.cv_error_refit_block`). One pass."""
+    return reduce_rows(
+        _nrbfn_blocks.cv_error_refit_block,
+        X,
+        codes,
+        folds,
+        models=models,
+        n_folds=n_folds,
         seed=seed,
         split_every=split_every,
     )

@@ -470,16 +470,22 @@ def test_other_bad_parameters(data):
 
 
 def test_n_neighbors_not_below_training_rows(data):
+    from scalenc.exceptions import DataWarning
+
     X, y, _, _ = data
-    y_part = y.copy()
-    y_part[20:] = -1  # 20 labeled rows
-    with pytest.raises(
-        ValueError,
-        match=r"n_neighbors=20 must be smaller than the number of "
-        r"labeled training rows \(20\).*n_neighbors <= 19",
+    y_part = np.where(np.arange(y.size) < 20, y, -1)  # 20 labeled rows
+    with pytest.warns(
+        DataWarning,
+        match=r"n_neighbors=20 is not smaller than the number of labeled training rows "
+        r"\(20\).*n_neighbors=19 is used",
     ):
-        NRBFNClassifier(n_neighbors=20).fit(X, np.where(y_part >= 0, y, -1))
-    NRBFNClassifier(n_neighbors=19).fit(X[:20], y[:20])
+        m = NRBFNClassifier(n_neighbors=20).fit(X, y_part)
+    assert m.n_neighbors_ == 19
+    exact = NRBFNClassifier(n_neighbors=19).fit(X[:20], y[:20])
+    np.testing.assert_allclose(m.confidence_, exact.confidence_, rtol=1e-12)
+    auto = NRBFNClassifier().fit(X[:20], y[:20])  # the default reduces k without a warning
+    assert auto.n_neighbors_ == 19
+    assert NRBFNClassifier().fit(X, y).n_neighbors_ == 20  # the paper's k
 
 
 def test_singular_system_names_alpha(data):
@@ -538,3 +544,197 @@ def test_usps_reproduces_the_paper():
     assert 1 - m.score(X[test], d["y"][test]) <= 0.050
     assert m.fitting_error_ == pytest.approx(1.056, abs=0.001)
     assert m.spectral_risk_ == pytest.approx(4.1e8, rel=0.05)
+
+
+# --- memory-aware defaults ------------------------------------------------------------
+
+
+def _quiet_fit(est, X, y, **kwargs):
+    import warnings
+
+    from scalenc.exceptions import BasisCappedWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BasisCappedWarning)
+        return est.fit(X, y, **kwargs)
+
+
+def test_defaults_run_the_exact_algorithm_when_it_fits(data, reference):
+    X, y, _, _ = data
+    m = NRBFNClassifier(n_neighbors=7, alpha=1e-9).fit(X, y)  # no warning (errors here)
+    assert m.fit_mode_ == "exact"
+    assert m.memory_plan_["soft_knn"]["mode"] == "exact"
+    assert m.memory_plan_["basis"]["r"] == reference.basis_indices_.size
+    np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
+    np.testing.assert_allclose(m.weights_, reference.weights_, rtol=1e-12, atol=0)
+    plan = m.memory_plan_
+    assert plan["gram"]["client"] + plan["gram"]["worker"] <= plan["budget"]["client"]
+
+
+def test_auto_cap_keeps_the_least_confident_rows(data, reference, monkeypatch):
+    from scalenc import _nrbfn_plan
+    from scalenc.exceptions import BasisCappedWarning
+
+    X, y, _, _ = data
+    r = reference.basis_indices_.size
+    monkeypatch.setattr(_nrbfn_plan, "MAX_AUTO_BASIS", r // 2)
+    with pytest.warns(BasisCappedWarning, match=rf"more than max_basis='auto' = {r // 2} \(the"):
+        m = NRBFNClassifier(**PARAMS).fit(X, y)
+    assert m.basis_indices_.size == r // 2 and m.fit_mode_ == "capped"
+    assert m.memory_plan_["basis"] == {"wanted": r, "r": r // 2}
+    # the cap keeps the least confident rows, exactly as an explicit max_basis does
+    explicit = _quiet_fit(NRBFNClassifier(**PARAMS, max_basis=r // 2), X, y)
+    np.testing.assert_array_equal(m.basis_indices_, explicit.basis_indices_)
+    np.testing.assert_allclose(m.weights_, explicit.weights_, rtol=1e-12)
+
+
+def test_memory_budget_sets_the_cap():
+    from scalenc import _nrbfn_plan as P
+
+    X = np.random.default_rng(0).normal(size=(3000, 4))
+    y = (X[:, 0] + np.random.default_rng(1).normal(size=3000) > 0).astype(int)  # overlapping
+    problem = P.Problem(3000, 3000, 4, 8, 2, 20, [300] * 10, 1, 8, False)
+    limit = max(P.basis_bytes(problem, 300).values())
+    knn = P.knn_exact_bytes(problem)["client"]
+    assert knn < limit  # the exact search fits; the basis of ~1500 rows does not
+    with dask.config.set(scheduler="sync"):
+        with pytest.warns(BasisCappedWarning_(), match=r"max_basis='auto' = 300 \(the rows"):
+            m = NRBFNClassifier(memory_limit=limit, chunk_rows=300).fit(X, y)
+        assert m.basis_indices_.size == 300 and m.memory_plan_["largest_basis_that_fits"] == 300
+        with pytest.raises(MemoryError, match=r"asks for a basis of r=\d+ rows.*at most r=300"):
+            NRBFNClassifier(memory_limit=limit, max_basis=None, chunk_rows=300).fit(X, y)
+        with pytest.raises(
+            MemoryError, match=r"max_basis=1000 needs about .*Pass max_basis <= 300"
+        ):
+            NRBFNClassifier(memory_limit=limit, max_basis=1000, chunk_rows=300).fit(X, y)
+
+
+def BasisCappedWarning_():
+    from scalenc.exceptions import BasisCappedWarning
+
+    return BasisCappedWarning
+
+
+def test_too_small_memory_limit_is_refused_before_any_pass(data, monkeypatch):
+    X, y, _, _ = data
+    import scalenc.passes as passes_module
+
+    def no_pass(*args, **kwargs):  # pragma: no cover - must not run
+        raise AssertionError("a pass over X ran")
+
+    monkeypatch.setattr(passes_module, "kneighbors_all_rows", no_pass)
+    monkeypatch.setattr(passes_module, "kneighbors_pass", no_pass)
+    with pytest.raises(
+        MemoryError, match=r"cannot fit in the memory budget of 1 kB .*memory_limit"
+    ):
+        NRBFNClassifier(memory_limit="1kB").fit(X, y)
+    with pytest.raises(ValueError, match=r"The 'memory_limit' parameter of NRBFNClassifier must"):
+        NRBFNClassifier(memory_limit="lots").fit(X, y)
+    with pytest.raises(MemoryError, match=r"n_candidates=None \(the exact all-rows soft-KNN\)"):
+        NRBFNClassifier(n_candidates=None, memory_limit=200_000).fit(X, y)
+
+
+def test_auto_samples_candidates_when_the_exact_search_is_too_costly(data, monkeypatch):
+    from scalenc import _nrbfn_plan
+    from scalenc.exceptions import BasisCappedWarning
+
+    X, y, X_test, y_test = data
+    monkeypatch.setattr(_nrbfn_plan, "EXACT_KNN_FLOPS", 160 * 5 * 100.0)  # c n p <= this
+    monkeypatch.setattr(_nrbfn_plan, "MIN_CANDIDATES", 40)  # c <= EXACT_KNN_FLOPS / (2 n p) = 50
+    with pytest.warns(BasisCappedWarning, match=r"sample of 50 soft-KNN candidates, not all"):
+        m = NRBFNClassifier(**PARAMS, random_state=3, chunk_rows=45).fit(X, y)
+    assert m.fit_mode_ in ("sampled", "sampled+capped")
+    assert m.candidate_indices_.size == 50
+    same = NRBFNClassifier(**PARAMS, n_candidates=50, random_state=3).fit(X, y)  # no warning
+    np.testing.assert_array_equal(same.basis_indices_, m.basis_indices_)
+    np.testing.assert_allclose(same.weights_, m.weights_, rtol=1e-9, atol=1e-12)
+    assert m.score(X_test, y_test) > 0.8
+
+
+def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
+    from scalenc import _nrbfn_plan as P
+
+    base = P.Problem(10**6, 10**6, 50, 8, 3, 20, [10**5] * 10, 2, 8, False)
+    one = P.gram_bytes(base, 5000)["client"]
+    assert P.gram_bytes(base, 5000, n_folds=5)["client"] > 3 * one
+    narrow = P.Problem(10**6, 10**6, 50, 8, 3, 20, [10**5] * 10, 2, 2, False)
+    assert P.gram_bytes(narrow, 5000)["client"] < one
+    budget = {"worker": 4 * 10**9, "client": 4 * 10**9}
+    r = P.largest_basis(base, budget)
+    assert max(P.basis_bytes(base, r).values()) <= 4e9 < max(P.basis_bytes(base, r + 1).values())
+    assert not P.exact_knn_affordable(base, budget)[0]  # n² p = 5e13 flops
+    c = P.auto_candidates(base, budget, r)
+    assert 2 * r <= c and 2.0 * c * 10**6 * 50 <= P.EXACT_KNN_FLOPS
+    assert P.parse_memory_limit("4GB") == 4 * 10**9 and P.parse_memory_limit(123) == 123
+
+
+# --- cross-validation splitters and the paper's per-fold refit ------------------------
+
+
+def _brute_force_cv(X, y, basis, sigma, grid, splits):
+    errors = np.zeros(len(grid))
+    for train, held in splits:
+        for a, lam in enumerate(grid):
+            W = weights_for(X[train], y[train], basis, sigma, lam)
+            _, labels = test_oracle(X[held], basis, sigma, W)
+            errors[a] += np.count_nonzero(labels != y[held])
+    return errors / X.shape[0]
+
+
+@pytest.mark.parametrize("kind", ["kfold", "stratified", "iterable", "groups"])
+def test_cv_splitters_equal_the_brute_force_search(data, kind):
+    from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
+
+    X, y, _, _ = data
+    grid = [1e-1, 1e-3, 1e-9]
+    groups = np.arange(X.shape[0]) % 7
+    cv = {
+        "kfold": KFold(4, shuffle=True, random_state=0),
+        "stratified": StratifiedKFold(3),
+        "iterable": list(KFold(3).split(X)),
+        "groups": GroupKFold(3),
+    }[kind]
+    kwargs = {"groups": groups} if kind == "groups" else {}
+    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=cv).fit(
+        da.from_array(X, chunks=(45, -1)), y, **kwargs
+    )
+    splits = list(cv.split(X, y, kwargs.get("groups"))) if kind != "iterable" else cv
+    expected = _brute_force_cv(X, y, m.basis_, m.sigma_, grid, splits)
+    np.testing.assert_allclose(m.cv_error_, expected)
+    assert m.alpha_ == grid[int(np.argmin(expected))]
+
+
+def test_cv_splits_that_do_not_partition_are_refused(data):
+    from sklearn.model_selection import ShuffleSplit
+
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match=r"held-out rows of the splits disjoint.*Split 1 is not"):
+        NRBFNClassifier(n_neighbors=7, alpha="cv", cv=ShuffleSplit(3, random_state=0)).fit(X, y)
+    with pytest.raises(ValueError, match=r"groups were given but cv is an int"):
+        NRBFNClassifier(n_neighbors=7, alpha="cv").fit(X, y, groups=np.zeros(len(y)))
+
+
+def test_cv_refit_basis_runs_algorithm_2_on_each_fold(data):
+    X, y, _, _ = data
+    grid = [1e-1, 1e-3, 1e-9]
+    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=3, cv_refit_basis=True, random_state=4)
+    m.fit(X, y)
+    folds = fold_of(np.arange(X.shape[0]), 3, 4)
+    errors = np.zeros(len(grid))
+    for f in range(3):
+        train, held = folds != f, folds == f
+        for a, lam in enumerate(grid):
+            _, G, sigma, W = train_oracle(X[train], y[train], lam, 7, 0.9)
+            _, labels = test_oracle(X[held], G, sigma, W)
+            errors[a] += np.count_nonzero(labels != y[held])
+    np.testing.assert_allclose(m.cv_error_, errors / X.shape[0])
+    assert m.alpha_ == grid[int(np.argmin(errors))]
+    _, _, _, W_full = train_oracle(X, y, m.alpha_, 7, 0.9)
+    np.testing.assert_allclose(m.weights_, W_full, rtol=1e-6, atol=1e-6 * np.abs(W_full).max())
+    assert m.n_passes_ == 3 * 4 + 1 + 4  # per fold: k-NN, basis, σ, Gram; scoring; final fit
+
+
+@parametrize_with_checks([NRBFNClassifier()], expected_failed_checks=lambda est: EXPECTED_FAILURES)
+def test_sklearn_compatible_with_defaults(estimator, check):
+    with dask.config.set(scheduler="sync"):
+        check(estimator)
