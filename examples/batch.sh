@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A complete batch run with the scalenc command: simulate -> fit -> predict -> evaluate -> report.
-# The same steps as examples/job.toml. Each command prints a JSON summary on stdout (here saved
-# with --json) and a one-line-per-event log on stderr, and exits non-zero on failure:
-# 2 bad input, 3 cluster unreachable, 4 failure during the computation.
+# The same steps as examples/job.toml. Each command prints a short summary on stdout (the full
+# JSON with --format json; here the JSON is also saved with --json FILE) and a one-line-per-event
+# log on stderr, and exits non-zero on failure: 2 bad input, 3 cluster unreachable, 4 failure
+# during the computation. `scalenc fit METHOD --help` lists the parameters --set takes.
 #
 #   bash examples/batch.sh [WORKDIR]          # default WORKDIR: ./scalenc-batch
 #   SCALENC_SCHEDULER=local bash examples/batch.sh   # the same on a LocalCluster of processes

@@ -1,6 +1,7 @@
 """The ``scalenc`` commands behind :mod:`scalenc.cli`: the session (logging, scheduler,
 progress), one function per command, and :func:`execute`, which runs a parsed command
-line and turns its result or failure into the JSON summary and an exit code.
+line and turns its result or failure into the summary (text or JSON, written by
+:mod:`scalenc._summary`) and an exit code.
 
 :mod:`scalenc.cli` imports this module only once the arguments have parsed, so it imports
 at its top everything the commands need (dask, distributed, the IO modules); which
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import logging
 import os
 import signal
@@ -40,6 +40,7 @@ from ._errors import (
     Terminated,
 )
 from ._parser import METHODS, build_parser, parse_set, parse_value
+from ._summary import plural, to_json, to_text
 from .cluster import ClusterUnavailableError, connect
 from .data import load, write_dataset, write_output
 from .jobs import JobError, read_job, step_argv
@@ -73,7 +74,9 @@ class Session:
         self.scheduler_info = {"kind": "threads"}
         self.quiet = args.quiet
 
-    def progress(self, label: str):
+    def progress(self, label: str, data=None, passes: int | None = None):
+        """Progress of the computations of one step; those reading ``data`` are its
+        ``passes`` (when known) over the data."""
         mode = "none" if self.quiet else self.args.progress
         return Progress(
             label,
@@ -81,6 +84,8 @@ class Session:
             stream=sys.stderr,
             interval=self.args.progress_interval,
             client=self.client,
+            data=data,
+            passes=passes,
         )
 
     @contextlib.contextmanager
@@ -214,12 +219,20 @@ def redact(argv: list[str]) -> list[str]:
     return out
 
 
-def _open_data(args, *, labels: bool, require_labels: bool = False):
-    _check_exists(args.data, "--data")
-    label_arg = getattr(args, "labels", None) if labels else None
-    label_column = getattr(args, "label_column", None) if labels else None
+def _check_inputs(args) -> None:
+    """The local input paths of a command exist: checked before its outputs are."""
+    for attr, flag in (("model", "--model"), ("data", "--data")):
+        if getattr(args, attr, None):
+            _check_exists(getattr(args, attr), flag)
+    label_arg = getattr(args, "labels", None)
     if label_arg is not None and ("/" in label_arg or label_arg.endswith((".npy", ".zarr"))):
         _check_exists(label_arg, "--labels")
+
+
+def _open_data(args, *, labels: bool, require_labels: bool = False):
+    _check_inputs(args)
+    label_arg = getattr(args, "labels", None) if labels else None
+    label_column = getattr(args, "label_column", None) if labels else None
     X, y = load(
         args.data,
         labels=label_arg,
@@ -237,12 +250,12 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
             "(Parquet/CSV), or store them as array 'y' in the Zarr group / .npz file."
         )
     log.info(
-        "data %s: %d rows x %d features, %s, %d row blocks of up to %d rows%s",
+        "data %s: %d rows x %s, %s, %s of up to %d rows%s",
         args.data,
         X.shape[0],
-        X.shape[1],
+        plural(X.shape[1], "feature"),
         X.dtype,
-        X.numblocks[0],
+        plural(X.numblocks[0], "row block"),
         max(X.chunks[0]),
         "" if y is None else ", with labels",
     )
@@ -276,13 +289,13 @@ def _timed(fn, *args, **kwargs):
     return result, round(time.perf_counter() - t0, 4)
 
 
-def _write(session, label, arr, args, columns):
-    with session.progress(label):
+def _write(session, label, arr, args, columns, data=None):
+    with session.progress(label, data, passes=1):
         path, seconds = _timed(
             write_output,
             arr,
             args.out,
-            format=args.format,
+            format=args.out_format,
             columns=columns,
             overwrite=args.overwrite,
             storage_options=storage_options(getattr(args, "storage_option", [])),
@@ -299,14 +312,15 @@ def cmd_fit(args, session) -> dict:
     params = parse_set(args.set)
     est = cls()
     est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
-    _check_exists(args.data, "--data")  # inputs before output conflicts
+    _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
     X, y = _open_data(args, labels=True, require_labels=True)
     log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
-    with session.progress("fit"):
+    with session.progress("fit", X):
         _, fit_s = _timed(est.fit, X, y)
     passes = getattr(est, "n_passes_", None)
-    log.info("fit: done in %.2fs%s", fit_s, f", {passes} pass(es) over the data" if passes else "")
+    over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""
+    log.info("fit: done in %.2fs%s", fit_s, over)
     path, save_s = _timed(
         save_model,
         est,
@@ -339,14 +353,14 @@ def cmd_predict(args, session) -> dict:
                 else "drop --proba."
             )
         )
-    _check_exists(args.data, "--data")  # inputs before output conflicts
+    _check_inputs(args)  # inputs before output conflicts
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     out = getattr(est, method)(X)
     columns = (
         [f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba else ["prediction"]
     )
-    path, seconds = _write(session, "predict", out, args, columns)
+    path, seconds = _write(session, "predict", out, args, columns, X)
     return {
         "model": args.model,
         "estimator": type(est).__name__,
@@ -367,12 +381,12 @@ def cmd_embed(args, session) -> dict:
     est = _load_model(args.model, args)
     if not hasattr(est, "transform"):
         raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
-    _check_exists(args.data, "--data")  # inputs before output conflicts
+    _check_inputs(args)  # inputs before output conflicts
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     Z = est.transform(X)
     columns = [f"z{j}" for j in range(Z.shape[1])]
-    path, seconds = _write(session, "embed", Z, args, columns)
+    path, seconds = _write(session, "embed", Z, args, columns, X)
     return {
         "model": args.model,
         "estimator": type(est).__name__,
@@ -389,7 +403,7 @@ def cmd_evaluate(args, session) -> dict:
     if not hasattr(est, "predict"):
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
     X, y = _open_data(args, labels=True, require_labels=True)
-    with session.progress("evaluate"):
+    with session.progress("evaluate", X, passes=1):
         scores = evaluate(est, X, y)
     log.info(
         "evaluate: accuracy %.4f on %d labeled rows (%.2fs)",
@@ -450,12 +464,12 @@ def cmd_make_data(args, session) -> dict:
         dtype=np.dtype(args.dtype),
     )
     log.info(
-        "make-data %s: %d rows x %d features, %d classes, %d blocks -> %s",
+        "make-data %s: %d rows x %s, %d classes, %s -> %s",
         args.setting,
         args.n,
-        args.p,
+        plural(args.p, "feature"),
         args.k,
-        X.numblocks[0],
+        plural(X.numblocks[0], "row block"),
         args.out,
     )
     attrs = {
@@ -466,7 +480,7 @@ def cmd_make_data(args, session) -> dict:
         "seed": args.seed,
         "generator": "scalenc.simulate.simulate",
     }
-    with session.progress("make-data"):
+    with session.progress("make-data", passes=1):  # the writes are its one pass
         path, seconds = _timed(
             write_dataset,
             X,
@@ -502,9 +516,7 @@ def _xy_format(path: str) -> str:
 
 def cmd_report(args, session) -> dict:
     require_matplotlib()
-    _check_exists(args.model, "--model")  # inputs before output conflicts
-    if args.data:
-        _check_exists(args.data, "--data")
+    _check_inputs(args)  # inputs before output conflicts
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model, args)
     options = storage_options(args.storage_option)
@@ -515,12 +527,12 @@ def cmd_report(args, session) -> dict:
     if args.data:
         X, y = _open_data(args, labels=True)
         if y is not None and hasattr(est, "predict"):
-            with session.progress("report/evaluate"):
+            with session.progress("report/evaluate", X, passes=1):
                 evaluation = evaluate(est, X, y)
             timings["evaluate_seconds"] = evaluation["seconds"]
             passes += 1
         if hasattr(est, "transform") and hasattr(getattr(est, "ccdr_", est), "eigenvalues_"):
-            with session.progress("report/sample"):
+            with session.progress("report/sample", X, passes=1):
                 (xs, ys), timings["sample_seconds"] = _timed(sample_rows, X, y, n=args.sample)
                 embedding = est.transform(xs)
                 emb_labels = ys
@@ -557,6 +569,7 @@ _JOB_WIDE = {
     "n_workers",
     "connect_timeout",
     "json",
+    "format",
     "quiet",
     "verbose",
 }
@@ -685,7 +698,10 @@ COMMANDS = {
 
 
 def execute(args, argv: list[str]) -> int:
-    """Run the command of the parsed ``args``; write the JSON summary; return the exit code.
+    """Run the command of the parsed ``args``; write its summary; return the exit code.
+
+    The summary goes to stdout as text (``--format text``, the default; nothing with
+    ``--quiet``) or JSON (``--format json``), and as JSON to ``--json FILE`` when given.
 
     ``argv`` is recorded in the summary as given. SIGTERM is handled like Ctrl-C while the
     command runs (exit code 143 instead of 130).
@@ -725,7 +741,7 @@ def execute(args, argv: list[str]) -> int:
         summary["scheduler"] = session.scheduler_info
         summary["seconds"] = round(time.perf_counter() - t0, 4)
         try:
-            _emit(summary, args.json, storage_options(getattr(args, "storage_option", [])))
+            _emit(summary, args, storage_options(getattr(args, "storage_option", [])))
         except OSError as exc:
             log.error("cannot write the JSON summary to %s: %s", args.json, exc)
             code = code or EXIT_BAD_INPUT
@@ -756,13 +772,25 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
-def _emit(summary: dict, json_path: str | None, options: dict | None = None) -> None:
-    text = json.dumps(jsonable(summary, max_items=10**6), indent=2, allow_nan=False)
+def _emit(summary: dict, args, options: dict | None = None) -> None:
+    """The summary as JSON to ``args.json`` (a file or URL) if set, then to stdout as
+    ``args.format`` says. A JSON file that cannot be written raises after stdout is done."""
+    ready = jsonable(summary, max_items=10**6)
+    json_path, failure = getattr(args, "json", None), None
     if json_path:
-        write_text(json_path, text + "\n", overwrite=True, storage_options=options)
+        try:
+            write_text(json_path, to_json(ready) + "\n", overwrite=True, storage_options=options)
+        except OSError as exc:
+            json_path, failure = None, exc
+    if getattr(args, "format", "text") == "json":
+        text = to_json(ready) + "\n"
     else:
-        sys.stdout.write(text + "\n")
+        text = "" if args.quiet else to_text(ready, json_path)
+    if text:
+        sys.stdout.write(text)
         sys.stdout.flush()
+    if failure is not None:
+        raise failure
 
 
 #: Exceptions that mean the input is wrong (exit code 2), not the computation.

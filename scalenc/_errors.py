@@ -15,6 +15,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "CLIError",
     "BadInput",
+    "UsageError",
     "ClusterUnreachable",
     "Terminated",
 ]
@@ -35,6 +36,19 @@ class CLIError(Exception):
 
 class BadInput(CLIError):
     code = EXIT_BAD_INPUT
+
+
+class UsageError(BadInput):
+    """A command line argparse refuses. ``str()`` is argparse's ``PROG: error: MESSAGE``;
+    :meth:`report` adds the usage line before it, as argparse prints it."""
+
+    def __init__(self, prog: str, message: str, usage: str):
+        super().__init__(f"{prog}: error: {message}")
+        self.usage = usage
+
+    def report(self) -> str:
+        """The text argparse would print on stderr: the usage, then the error line."""
+        return f"{self.usage}{self}\n"
 
 
 class ClusterUnreachable(CLIError):

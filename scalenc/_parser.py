@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import sys
 
 from . import __version__
 from ._errors import (
@@ -26,6 +27,7 @@ from ._errors import (
     EXIT_OK,
     EXIT_TERMINATED,
     BadInput,
+    UsageError,
 )
 
 __all__ = ["build_parser", "parse_value", "parse_set", "METHODS", "EPILOG"]
@@ -100,14 +102,39 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so job steps and tests get the message.
 
     ``commands`` maps each command name to its sub-parser (set by :func:`build_parser`).
+    ``help_action``: a subclass of argparse's help action that answers ``-h/--help``
+    instead (it keeps the help option's place, first in the usage).
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, help_action=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.commands: dict[str, argparse.ArgumentParser] = {}
+        if help_action is not None:
+            for action in self._actions:
+                if type(action) is argparse._HelpAction:
+                    action.__class__ = help_action  # a subclass: only __call__ differs
 
     def error(self, message):
-        raise BadInput(f"{self.prog}: {message}\n{self.format_usage().strip()}")
+        raise UsageError(self.prog, message, self.format_usage())
+
+
+class _FitHelp(argparse._HelpAction):
+    """``-h/--help`` of ``scalenc fit``. After a METHOD (``scalenc fit encoder --help``), the
+    help also lists the estimator's parameters with their defaults and docs, read from the
+    estimator (:mod:`scalenc._estimator_help`, which imports it: only then)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        method = getattr(namespace, "method", None)
+        epilog = parser.epilog
+        if method in METHODS:
+            from ._estimator_help import parameters_help
+
+            parser.epilog = f"{parameters_help(METHODS[method], method)}\n{epilog}"
+        try:
+            parser._print_message(parser.format_help(), sys.stdout)
+        finally:
+            parser.epilog = epilog
+        parser.exit()
 
 
 def _int_at_least(low: int):
@@ -167,7 +194,9 @@ def build_parser() -> _Parser:
     return parser
 
 
-def _command(sub, name: str, parents: list, help: str, description: str | None = None):
+def _command(
+    sub, name: str, parents: list, help: str, description: str | None = None, help_action=None
+):
     """The sub-parser of one command, with the exit codes as its epilog."""
     return sub.add_parser(
         name,
@@ -176,6 +205,7 @@ def _command(sub, name: str, parents: list, help: str, description: str | None =
         epilog=EPILOG,
         help=help,
         description=description,
+        help_action=help_action,
     )
 
 
@@ -191,7 +221,16 @@ def _common_options() -> _Parser:
 
 
 def _add_logging_options(g) -> None:
-    g.add_argument("--json", metavar="FILE", help="write the JSON summary here instead of stdout")
+    g.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="what goes to stdout: a short summary (text, the default) or the full JSON "
+        "summary (json)",
+    )
+    g.add_argument(
+        "--json", metavar="FILE", help="also write the full JSON summary to FILE (or a URL)"
+    )
     g.add_argument(
         "--storage-option",
         action="append",
@@ -200,7 +239,13 @@ def _add_logging_options(g) -> None:
         help="an fsspec storage option for URLs (repeatable; e.g. anon=false, "
         "endpoint_url=...); values are never written to summaries or logs",
     )
-    g.add_argument("-q", "--quiet", action="store_true", help="log errors only, no progress")
+    g.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="errors only: no log, no progress, no text summary (--format json and --json "
+        "are still written)",
+    )
     g.add_argument("-v", "--verbose", action="store_true", help="log details and tracebacks")
     g.add_argument(
         "--progress",
@@ -300,10 +345,13 @@ def _output_options() -> _Parser:
     out = _Parser(add_help=False)
     g = out.add_argument_group("output")
     g.add_argument(
-        "--out", required=True, metavar="PATH", help="output: *.zarr or *.parquet (or set --format)"
+        "--out",
+        required=True,
+        metavar="PATH",
+        help="output: *.zarr or *.parquet (or set --out-format)",
     )
     g.add_argument(
-        "--format", choices=["zarr", "parquet"], help="output format (default: from --out)"
+        "--out-format", choices=["zarr", "parquet"], help="output format (default: from --out)"
     )
     g.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return out
@@ -318,7 +366,9 @@ def _add_fit(sub, name):
         name,
         [_common_options(), _data_options(), _label_options()],
         help="fit an estimator and save the model directory",
-        description="Fit METHOD on --data and save the model to --model-out.",
+        description="Fit METHOD on --data and save the model to --model-out. "
+        "`scalenc fit METHOD --help` lists METHOD's parameters for --set.",
+        help_action=_FitHelp,
     )
     p.add_argument(
         "method", choices=sorted(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
@@ -331,7 +381,7 @@ def _add_fit(sub, name):
         metavar="PARAM=VALUE",
         help="an estimator parameter, e.g. --set kernels=linear,euclidean --set "
         "min_improvement=0.2 (values are JSON or comma lists; the estimator "
-        "validates them)",
+        "validates them; `scalenc fit METHOD --help` lists them with their defaults)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
     return p

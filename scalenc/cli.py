@@ -2,9 +2,11 @@
 
 Every option is an estimator parameter (``--set NAME=VALUE``) or an argument of an IO
 function (:func:`scalenc.data.load`, :func:`scalenc.data.write_output`,
-:func:`scalenc.persist.save_model`). A human log goes to stderr, one line per event;
-a JSON summary of what ran goes to stdout (or ``--json FILE``); the exit code says what
-kind of failure happened, so batch systems can act on it.
+:func:`scalenc.persist.save_model`). A human log goes to stderr, one line per event; a
+short summary of what ran goes to stdout (the full JSON summary with ``--format json``,
+and to ``--json FILE``); the exit code says what kind of failure happened, so batch
+systems can act on it. Argument errors are printed as argparse prints them (the usage,
+then ``scalenc COMMAND: error: ...``) with exit code 2.
 
 The command's modules import downward only::
 
@@ -27,6 +29,7 @@ from ._errors import (
     EXIT_OK,
     EXIT_TERMINATED,
     BadInput,
+    UsageError,
 )
 from ._parser import METHODS, build_parser, parse_value
 
@@ -49,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        sys.stderr.write(exc.report())
+        return EXIT_BAD_INPUT
     except BadInput as exc:
         sys.stderr.write(f"{exc}\n")
         return EXIT_BAD_INPUT

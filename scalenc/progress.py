@@ -10,11 +10,19 @@ written to disk). Every Dask computation started inside it is reported:
   callbacks above do not see distributed work); the dashboard address is where the
   detailed view lives, and the command line prints it when it connects.
 
-Estimators make several computations (one per pass); each is numbered in the output.
+Estimators make several computations. Those that read the command's data (``data=``: its
+graph holds a key of the data's layers) are numbered as passes, as the log and the summary
+count them (``pass 2``, or ``pass 1/1`` when the number of passes is known); the others
+(labels, a cached embedding) are shown as ``other``. A stage name announced by
+:func:`stage` is added (``pass 2 (gram)``). Once tasks have finished, an ETA for the
+current computation is shown (elapsed time × tasks left / tasks done). On a distributed
+cluster the scheduler is polled (every 0.5–5 s), so a computation shorter than the poll is
+not shown and the pass numbers count the passes the poll saw.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -22,9 +30,44 @@ from typing import TextIO
 
 from dask.callbacks import Callback
 
-__all__ = ["Progress", "choose_mode"]
+__all__ = ["Progress", "choose_mode", "stage", "data_layers"]
 
 MODES = ("auto", "bar", "lines", "none")
+
+#: Names of the stages entered with :func:`stage`, innermost last.
+_STAGES: list[str] = []
+
+
+@contextlib.contextmanager
+def stage(name: str):
+    """Name the computations started inside the block (``pass 2 (gram)``) in the progress
+    output. A plain list, not a context variable, so the thread polling a distributed
+    scheduler sees it too."""
+    _STAGES.append(name)
+    try:
+        yield
+    finally:
+        _STAGES.remove(name)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _key_name(key) -> str:
+    return key[0] if isinstance(key, tuple) else key
+
+
+def data_layers(data) -> frozenset:
+    """The graph layer names of a Dask collection (its keys' names when it has no layers):
+    a computation whose graph holds one of them reads the collection."""
+    if data is None:
+        return frozenset()
+    graph = data.__dask_graph__()
+    layers = getattr(graph, "layers", None)
+    if layers is not None:
+        return frozenset(layers)
+    return frozenset(_key_name(k) for k in graph)
 
 
 def choose_mode(mode: str, stream: TextIO, client=None) -> str:
@@ -45,24 +88,45 @@ def _fmt_seconds(seconds: float) -> str:
 
 
 class _Display:
-    """Draws (done, total) as a bar or as periodic lines."""
+    """Draws (done, total) of each computation as a bar or as periodic lines.
+
+    ``passes`` is the number of passes over the data the step makes, when known (1 for
+    predict, evaluate, ...): the passes are then shown as ``pass 1/1``.
+    """
 
     width = 30
+    #: An ETA is shown once this many seconds have passed and a task has finished.
+    eta_after = 1.0
 
-    def __init__(self, label: str, mode: str, stream: TextIO, interval: float):
+    def __init__(
+        self, label: str, mode: str, stream: TextIO, interval: float, passes: int | None = None
+    ):
         self.label = label
         self.mode = mode
         self.stream = stream
         self.interval = interval
-        self.count = 0
+        self.expected = passes
+        self.passes = 0
+        self.what = ""
         self._last = 0.0
         self._start = 0.0
+        self._drawn = 0
         self._printed = False
 
-    def start(self, total: int | None) -> None:
-        self.count += 1
+    def start(self, total: int | None, reads_data: bool | None = None) -> None:
+        """A computation starts; ``reads_data`` says whether it is a pass over the data
+        (None: not known, counted as one)."""
+        if reads_data is False:
+            self.what = "other"
+        else:
+            self.passes += 1
+            of = f"/{self.expected}" if self.expected and self.passes <= self.expected else ""
+            self.what = f"pass {self.passes}{of}"
+        if _STAGES:
+            self.what += f" ({_STAGES[-1]})"
         self._start = self._last = time.monotonic()
         self._printed = False
+        self._drawn = 0
         if self.mode == "lines" and self.interval <= 0:
             self._line(0, total, "started")
 
@@ -84,31 +148,44 @@ class _Display:
         now = time.monotonic()
         status = "failed" if errored else "done"
         if self.mode == "bar":
-            self._bar(done, total, now)
-            self.stream.write(f" {status}\n")
+            self._bar(done, total, now, status)
+            self.stream.write("\n")
             self.stream.flush()
         elif self.mode == "lines" and (self._printed or self.interval <= 0 or errored):
             self._line(done, total, f"{status} in {_fmt_seconds(now - self._start)}")
 
-    def _bar(self, done, total, now):
+    def eta(self, done: int, total: int | None, now: float) -> str:
+        """``"ETA 12.0s"`` once it can be estimated (a task done, ``eta_after`` s passed)."""
+        elapsed = now - self._start
+        if not total or done <= 0 or done >= total or elapsed < self.eta_after:
+            return ""
+        return f"ETA {_fmt_seconds(elapsed * (total - done) / done)}"
+
+    def _bar(self, done, total, now, status=""):
         frac = min(1.0, done / total) if total else 0.0
         filled = int(round(frac * self.width))
         bar = "#" * filled + "-" * (self.width - filled)
-        counts = f"{done}/{total}" if total else f"{done}"
-        self.stream.write(
-            f"\r{self.label} #{self.count} [{bar}] {frac:4.0%} {counts} tasks "
-            f"{_fmt_seconds(now - self._start)}"
+        counts = f"{done}/{_plural(total, 'task')}" if total else _plural(done, "task")
+        tail = status or self.eta(done, total, now)
+        text = (
+            f"{self.label}: {self.what} [{bar}] {frac:4.0%} {counts} "
+            f"{_fmt_seconds(now - self._start)}{' ' + tail if tail else ''}"
         )
+        self.stream.write("\r" + text.ljust(self._drawn))
+        self._drawn = len(text)
         self.stream.flush()
 
     def _line(self, done, total, status):
+        now = time.monotonic()
         pct = f" {min(1.0, done / total):.0%}" if total else ""
-        counts = f"{done}/{total} tasks" if total else f"{done} tasks"
-        tail = f" {status}" if status else f" {_fmt_seconds(time.monotonic() - self._start)}"
+        counts = f"{done}/{_plural(total, 'task')}" if total else _plural(done, "task")
+        if status:
+            tail = f" {status}"
+        else:
+            eta = self.eta(done, total, now)
+            tail = f" {_fmt_seconds(now - self._start)}{', ' + eta if eta else ''}"
         stamp = time.strftime("%H:%M:%S")
-        self.stream.write(
-            f"{stamp} scalenc {self.label}: computation {self.count}{pct} ({counts}){tail}\n"
-        )
+        self.stream.write(f"{stamp} scalenc {self.label}: {self.what}{pct} ({counts}){tail}\n")
         self.stream.flush()
         self._printed = True
 
@@ -116,9 +193,10 @@ class _Display:
 class _LocalCallback(Callback):
     """Counts finished tasks of the local schedulers (threads, processes, sync)."""
 
-    def __init__(self, display: _Display):
+    def __init__(self, display: _Display, layers: frozenset = frozenset()):
         super().__init__()
         self.display = display
+        self.layers = layers
         self.total = 0
         self.done = 0
 
@@ -131,7 +209,8 @@ class _LocalCallback(Callback):
             + len(state["cache"])
         )
         self.done = len(state["cache"])
-        self.display.start(self.total)
+        reads = any(_key_name(k) in self.layers for k in dsk) if self.layers else None
+        self.display.start(self.total, reads)
 
     def _posttask(self, key, result, dsk, state, worker_id):
         self.done += 1
@@ -141,24 +220,30 @@ class _LocalCallback(Callback):
         self.display.finish(self.done, self.total, errored)
 
 
-def _scheduler_counts(dask_scheduler=None) -> tuple[int, int]:
-    """(tasks still to run, tasks in memory) on a distributed scheduler."""
+def _scheduler_counts(dask_scheduler=None, layers=()) -> tuple[int, int, bool]:
+    """(tasks still to run, tasks in memory, whether a task of ``layers`` is among them)
+    on a distributed scheduler."""
     pending = 0
     memory = 0
-    for ts in dask_scheduler.tasks.values():
+    reads = False
+    for key, ts in dask_scheduler.tasks.items():
         if ts.state in ("waiting", "processing", "queued", "no-worker"):
             pending += 1
         elif ts.state == "memory":
             memory += 1
-    return pending, memory
+        else:
+            continue
+        reads = reads or _key_name(key) in layers
+    return pending, memory, reads
 
 
 class _DistributedPoller:
     """Polls a distributed scheduler for pending tasks while a step runs."""
 
-    def __init__(self, client, display: _Display, poll: float):
+    def __init__(self, client, display: _Display, poll: float, layers: frozenset = frozenset()):
         self.client = client
         self.display = display
+        self.layers = tuple(layers)
         self.poll = poll
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="scalenc-progress", daemon=True)
@@ -178,12 +263,14 @@ class _DistributedPoller:
     def _run(self):
         while not self._stop.wait(self.poll):
             try:
-                pending, _ = self.client.run_on_scheduler(_scheduler_counts)
+                pending, _, reads = self.client.run_on_scheduler(
+                    _scheduler_counts, layers=self.layers
+                )
             except Exception:  # scheduler without scalenc installed, or shutting down
                 return
             if pending and not self.busy:
                 self.busy, self.peak = True, pending
-                self.display.start(pending)
+                self.display.start(pending, reads if self.layers else None)
             if self.busy:
                 self.peak = max(self.peak, pending)
                 self.display.update(self.peak - pending, self.peak)
@@ -207,6 +294,11 @@ class Progress:
         and per finished task batch).
     client : distributed.Client or None
         When given, the scheduler is polled instead of the local callbacks.
+    data : Dask collection or None
+        The data the step reads: computations that read it are numbered as passes, the
+        others shown as ``other``. None: every computation is numbered.
+    passes : int or None
+        How many passes the step makes, when known in advance (shown as ``pass 1/1``).
     """
 
     def __init__(
@@ -217,11 +309,14 @@ class Progress:
         stream: TextIO | None = None,
         interval: float = 10.0,
         client=None,
+        data=None,
+        passes: int | None = None,
     ):
         self.stream = stream if stream is not None else sys.stderr
         self.mode = choose_mode(mode, self.stream, client)
-        self.display = _Display(label, self.mode, self.stream, interval)
+        self.display = _Display(label, self.mode, self.stream, interval, passes)
         self.client = client
+        self.layers = data_layers(data)
         self._ctx = None
 
     def __enter__(self):
@@ -229,9 +324,9 @@ class Progress:
             return self
         if self.client is not None:
             poll = 0.5 if self.mode == "bar" else max(0.5, min(self.display.interval, 5.0))
-            self._ctx = _DistributedPoller(self.client, self.display, poll)
+            self._ctx = _DistributedPoller(self.client, self.display, poll, self.layers)
         else:
-            self._ctx = _LocalCallback(self.display)
+            self._ctx = _LocalCallback(self.display, self.layers)
         self._ctx.__enter__()
         return self
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -26,16 +27,24 @@ EXE = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "scalenc.cli"
 
 
 def run(capsys, *argv):
-    """Run `scalenc argv` in-process; return (exit code, JSON summary, stderr)."""
-    code = cli.main([str(a) for a in argv])
+    """Run `scalenc argv --format json` in-process; return (exit code, JSON summary, stderr)."""
+    code = cli.main([str(a) for a in argv] + ["--format", "json"])
     out, err = capsys.readouterr()
     summary = json.loads(out) if out.strip() else None
     return code, summary, err
 
 
+def run_text(capsys, *argv):
+    """Run `scalenc argv` in-process as a user would; return (exit code, stdout, stderr)."""
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def run_exe(*argv, timeout=120, env=None):
+    """Run the real executable with `--format json`; return (code, JSON summary, stderr)."""
     proc = subprocess.run(
-        [*EXE, *map(str, argv)],
+        [*EXE, *map(str, argv), "--format", "json"],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -353,7 +362,7 @@ def test_existing_output_needs_overwrite(model_dir, inputs, tmp_path, capsys):
 
 
 def test_json_file_quiet_and_verbose(model_dir, inputs, tmp_path, capsys):
-    code, summary, err = run(
+    code, summary, err = run_text(
         capsys,
         "evaluate",
         "--model",
@@ -364,7 +373,7 @@ def test_json_file_quiet_and_verbose(model_dir, inputs, tmp_path, capsys):
         tmp_path / "s.json",
         "--quiet",
     )
-    assert code == 0 and summary is None and err == ""
+    assert code == 0 and summary == "" and err == ""  # --quiet: nothing but the file
     written = json.loads((tmp_path / "s.json").read_text())
     assert written["status"] == "ok" and written["scores"]["accuracy"] > 0.9
     assert written["scheduler"] == {"kind": "threads"}
@@ -390,7 +399,7 @@ def test_progress_lines_and_bar(model_dir, inputs, tmp_path, capsys):
         0,
     )
     assert code == 0
-    assert "scalenc predict: computation 1 0% (0/" in err and "done in" in err
+    assert "scalenc predict: pass 1/1 0% (0/" in err and "done in" in err
     code, _, err = run(
         capsys,
         "predict",
@@ -404,7 +413,7 @@ def test_progress_lines_and_bar(model_dir, inputs, tmp_path, capsys):
         "bar",
     )
     assert code == 0
-    assert "\rpredict #1 [" in err and "100%" in err and " done\n" in err
+    assert "\rpredict: pass 1/1 [" in err and "100%" in err and " done\n" in err
 
 
 def test_set_values_are_parsed():
@@ -523,7 +532,7 @@ def test_failure_during_computation_exit_4(model_dir, inputs):
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, "evaluate", "--model", str(model_dir)]
-        + ["--data", str(inputs["zarr"][0])],
+        + ["--data", str(inputs["zarr"][0]), "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -592,15 +601,16 @@ def test_help_documents_exit_codes():
 def test_help_and_argument_errors_do_not_load_dask():
     """`scalenc --help` and usage errors are answered by the parser alone: a fast start-up."""
     script = (
-        "import sys; from scalenc.cli import main; codes = [main(['--help']), main(['fit'])]; "
+        "import sys; from scalenc.cli import main; "
+        "codes = [main(['--help']), main(['fit']), main(['fit', '--help'])]; "
         "heavy = {'dask', 'distributed', 'numpy', 'matplotlib', 'zarr', 'pyarrow'}; "
         "print(codes, sorted(heavy & {m.split('.')[0] for m in sys.modules}))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
-    assert proc.stdout.splitlines()[-1] == "[0, 2] []", proc.stderr
-    assert "scalenc fit: the following arguments are required: --data, METHOD" in proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[0, 2, 0] []", proc.stderr
+    assert "scalenc fit: error: the following arguments are required: --data" in proc.stderr
 
 
 # --- a run killed mid-write ----------------------------------------------------------------
@@ -825,3 +835,295 @@ def test_evaluate_says_when_labels_hold_an_unseen_class(model_dir, blobs, tmp_pa
     code, summary, err = run(capsys, "evaluate", "--model", model_dir, "--data", tmp_path / "d.npz")
     assert code == 0 and summary["scores"]["unknown_label_rows"] == 7
     assert "7 labeled row(s) have a class the model was not fitted on" in err
+
+
+# --- what a user sees: text summary, JSON numbers, --help, progress, errors ----------------
+
+
+def test_every_command_prints_a_short_text_summary(inputs, tmp_path, capsys):
+    """Without --format json, stdout holds a few lines: what ran, its key results, the
+    passes and times, and the output paths; --json FILE adds the file's path."""
+    npz = inputs["npz"][0]
+    m, pred, emb, html = (tmp_path / n for n in ("m", "p.zarr", "e.parquet", "r.html"))
+    commands = {
+        "make-data": (
+            ["make-data", "normal_noise", "--n", 300, "--p", 6, "--k", 3, "--chunk-rows", 300]
+            + ["--out", tmp_path / "s.zarr"],
+            ["make-data normal_noise: 300 rows × 6 features, 3 classes, seed 0, float32, "
+             "1 row block", "written in", f"data: {tmp_path / 's.zarr'}"],
+        ),
+        "fit": (
+            ["fit", "encoder", "--data", npz, "--model-out", m]
+            + ["--set", "kernels=linear,euclidean", "--json", tmp_path / "fit.json"],
+            [f"fit encoder (EncoderClassifier) on {npz} (600 rows × 5 features, 1 row block)",
+             "kernel chosen: linear (cross-entropy: linear ", "2 passes over the data in ",
+             f"model: {m}", f"JSON summary: {tmp_path / 'fit.json'}"],
+        ),
+        "predict": (
+            ["predict", "--model", m, "--data", npz, "--out", pred],
+            [f"predict {npz} (600 rows × 5 features, 1 row block) with {m} "
+             "(EncoderClassifier): labels", "1 pass over the data in ", f"predictions: {pred}"],
+        ),
+        "embed": (
+            ["embed", "--model", m, "--data", npz, "--out", emb],
+            [": embedding", f"embedding: {emb}"],
+        ),
+        "evaluate": (
+            ["evaluate", "--model", m, "--data", npz],
+            ["evaluate ", "accuracy 0.9", " on 600 labeled rows (balanced 0.9"],
+        ),
+        "info": (
+            ["info", "--model", m],
+            [f"info {m}: scalenc.encoder.EncoderClassifier", "classes (3): 0, 1, 2",
+             "kernel chosen: linear", "checksums verified"],
+        ),
+        "report": (
+            ["report", "--model", m, "--data", npz, "--out", html],
+            [f"report on {m} (EncoderClassifier)", "accuracy 0.9", f"report: {html}"],
+        ),
+    }  # fmt: skip
+    for name, (argv, expected) in commands.items():
+        code, out, err = run_text(capsys, *argv)
+        assert code == 0, (name, err)
+        lines = out.splitlines()
+        assert 3 <= len(lines) <= 7, out
+        assert lines[-1].startswith(("done in ", "JSON summary: ")), out
+        for text in expected:
+            assert text in out, (name, text, out)
+        assert "{" not in out, out  # no JSON
+    fit = json.loads((tmp_path / "fit.json").read_text())
+    assert fit["status"] == "ok" and fit["passes"] == 2
+
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'[job]\nworkdir = "w"\n[[step]]\ncommand = "fit"\nmethod = "lrc"\ndata = "{npz}"\n'
+        f'model_out = "m"\n[[step]]\ncommand = "evaluate"\nmodel = "m"\ndata = "{npz}"\n'
+    )
+    code, out, err = run_text(capsys, "run", job)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"run {job}: 2 steps in {tmp_path / 'w'}"
+    assert lines[1].startswith("  step 1 (fit) ") and "fit lrc (LRClassifier)" in lines[1]
+    assert lines[2] == f"      → {tmp_path / 'w' / 'm'}"
+    assert lines[3].startswith("  step 2 (evaluate) ") and lines[-1].startswith("done in ")
+
+
+def test_failed_command_text_goes_to_stderr_only(inputs, tmp_path, capsys):
+    """A failed command prints nothing on stdout; a failed job lists its steps."""
+    code, out, err = run_text(capsys, "info", "--model", tmp_path / "missing")
+    assert code == cli.EXIT_BAD_INPUT and out == ""
+    assert "error (exit 2): --model" in err and "does not exist" in err
+    npz = inputs["npz"][0]
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f'[job]\nworkdir = "w"\n[[step]]\ncommand = "fit"\nmethod = "lrc"\ndata = "{npz}"\n'
+        f'model_out = "m"\n[[step]]\ncommand = "predict"\nmodel = "m"\ndata = "{npz}"\n'
+        'out = "p.csv"\n'
+    )
+    code, out, err = run_text(capsys, "run", job)
+    lines = out.splitlines()
+    assert code == cli.EXIT_BAD_INPUT and lines[1].startswith("  step 1 (fit) "), out
+    assert lines[3].startswith("  step 2 (predict) failed (exit 2): Cannot tell the output")
+    assert lines[-1].startswith("failed in ")
+
+
+def test_format_json_prints_the_whole_summary_with_rounded_numbers(model_dir, inputs, capsys):
+    code = cli.main(["evaluate", "--model", str(model_dir), "--data", inputs["npz"][0]]
+                    + ["--format", "json", "-q"])  # fmt: skip
+    out = capsys.readouterr().out
+    summary = json.loads(out)
+    assert code == 0 and summary["status"] == "ok" and summary["scores"]["accuracy"] > 0.9
+    floats = re.findall(r"(?<![\w.])-?\d+\.\d+(?:e[-+]?\d+)?", out)
+    assert floats and all(len(re.sub(r"e.*|[-.]", "", f).strip("0")) <= 12 for f in floats)
+
+
+def test_rounding_rule():
+    from scalenc._summary import rounded
+
+    assert rounded(0.9999999999999999) == 1.0 and rounded(1 / 3) == 0.333333333333
+    assert rounded(float(np.float32(0.3))) == 0.3  # float32 results: float32's digits
+    assert rounded(float(np.float32(1 / 3))) == 0.33333334
+    assert rounded(2.5) == 2.5 and rounded(0.1) == 0.1 and rounded(1e300) == 1e300
+    assert rounded({"a": [1e-320, 7, True, None, "x"]}) == {"a": [1e-320, 7, True, None, "x"]}
+
+
+@pytest.mark.parametrize("method", sorted(cli.METHODS))
+def test_fit_method_help_lists_the_estimators_parameters(method, capsys):
+    """`scalenc fit METHOD --help`: every parameter of the estimator with its default (as
+    --set would take it), its type and its docstring's first sentence."""
+    import inspect
+
+    from scalenc._commands import estimator_class
+
+    assert cli.main(["fit", method, "--help"]) == 0
+    out = capsys.readouterr().out
+    cls = estimator_class(method)
+    assert f"estimator parameters of {method} ({cls.__name__}), set with --set" in out
+    for param in inspect.signature(cls).parameters.values():
+        default = json.dumps(list(param.default) if isinstance(param.default, tuple)
+                             else param.default)  # fmt: skip
+        assert f"\n  {param.name}={default}" in out, param.name
+    assert out.index("estimator parameters") < out.index("exit codes:")
+    if method == "encoder":
+        assert '\n  kernels=["linear"]  sequence of str, Kernel or callable\n' in out
+        assert "\n  min_improvement=0.3  float in [0, 1)\n      A kernel replaces the first" in out
+    if method == "ccdr-classifier":  # "As for :class:`CCDR`" is looked up in CCDR's docs
+        assert "\n  n_components=14  int\n      m, the embedding dimension.\n" in out
+    assert cli.main(["fit", "--help"]) == 0
+    assert "estimator parameters" not in capsys.readouterr().out
+
+
+def test_parameter_docs_parser():
+    from scalenc._estimator_help import parameter_docs
+
+    class Example:
+        """Summary.
+
+        Parameters
+        ----------
+        alpha : float ≥ 0, default=1e-4
+            λ, relative to ``‖A‖²``. See :func:`numpy.linalg.eigh`, e.g. ``eigh(a)``. More.
+        b, c,
+        d
+            Three at once.
+
+        Attributes
+        ----------
+        x_ : int
+        """
+
+    docs = parameter_docs(Example)
+    assert docs["alpha"] == (
+        "float ≥ 0",
+        "λ, relative to ‖A‖². See numpy.linalg.eigh, e.g. eigh(a). More.",
+    )
+    assert docs["b"] == docs["c"] == docs["d"] == ("", "Three at once.") and "x_" not in docs
+
+
+def test_progress_counts_passes_over_the_data_and_shows_an_eta(tmp_path):
+    import io
+
+    from scalenc.data import load, write_dataset
+    from scalenc.progress import Progress, _Display, stage
+
+    X, y = make_blobs(n=400, p=3, K=2, seed=0)
+    write_dataset(da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100),
+                  tmp_path / "d.zarr")  # fmt: skip
+    Xd, yd = load(tmp_path / "d.zarr")
+    out = io.StringIO()
+    with Progress("fit", mode="lines", stream=out, interval=0, data=Xd):
+        Xd.sum().compute()
+        yd.max().compute()  # labels only: not a pass over the data
+        with stage("gram"):
+            (Xd * 2).sum().compute()
+    text = out.getvalue()
+    assert "scalenc fit: pass 1 0% (0/" in text and "scalenc fit: other 0% (0/" in text
+    assert "scalenc fit: pass 2 (gram) 100% (" in text and "pass 3" not in text
+
+    display = _Display("predict", "bar", io.StringIO(), 10.0, passes=1)
+    display.start(1, True)
+    display._start -= 5  # 5 s in: an ETA from the tasks done so far
+    display._bar(0, 1, time.monotonic())
+    assert "predict: pass 1/1 [" in display.stream.getvalue()
+    assert "0/1 task " in display.stream.getvalue() and "ETA" not in display.stream.getvalue()
+    display = _Display("fit", "lines", io.StringIO(), 10.0)
+    display.start(40, True)
+    display._start -= 5.0
+    display.update(10, 40, force=True)
+    assert "fit: pass 1 25% (10/40 tasks) 5.0s, ETA 15.0s\n" in display.stream.getvalue()
+
+
+def test_fit_progress_numbers_the_passes_the_summary_counts(inputs, tmp_path, capsys):
+    code, summary, err = run(
+        capsys, "fit", "encoder", "--data", *inputs["zarr"], "--model-out", tmp_path / "m",
+        "--set", "kernels=linear,euclidean", "--progress", "lines", "--progress-interval", 0,
+    )  # fmt: skip
+    assert code == 0 and summary["passes"] == 2, err
+    started = re.findall(r"scalenc fit: (pass \d+|other) 0% \(0/\d+ tasks\) started", err)
+    assert started == ["pass 1", "pass 2", "other"]  # the cached pass re-reads no data
+    assert "fit: done in" in err and ", 2 passes over the data" in err
+
+
+def test_argument_errors_use_argparses_layout(capsys):
+    """Usage first, then `PROG: error: MESSAGE`, exit 2: what argparse itself prints."""
+    import argparse
+
+    from scalenc._parser import build_parser
+
+    assert cli.main(["fit", "encoder"]) == 2
+    err = capsys.readouterr().err
+    usage = build_parser().commands["fit"].format_usage()
+    assert err == usage + "scalenc fit: error: the following arguments are required: --data, " \
+        "--model-out\n"  # fmt: skip
+    assert usage.startswith("usage: scalenc fit [-h]")
+    assert cli.main(["fitt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: scalenc [-h] [--version] COMMAND ...\nscalenc: error: ")
+    assert "argument COMMAND: invalid choice: 'fitt'" in err
+    stock = argparse.ArgumentParser(prog="scalenc fit")
+    stock.add_argument("--data", required=True)
+    with pytest.raises(SystemExit) as exit_info:
+        stock.parse_args([])
+    stock_err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and stock_err.splitlines()[1].startswith("scalenc fit: error:")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["fit", "encoder", "--data", "{missing}", "--model-out", "{existing}"],
+        ["fit", "encoder", "--data", "{npz}", "--labels", "{missing}/y.npy",
+         "--model-out", "{existing}"],
+        ["predict", "--model", "{model}", "--data", "{missing}", "--out", "{existing}"],
+        ["predict", "--model", "{missing}", "--data", "{npz}", "--out", "{existing}"],
+        ["embed", "--model", "{model}", "--data", "{missing}", "--out", "{existing}"],
+        ["report", "--model", "{model}", "--data", "{missing}", "--out", "{existing}"],
+        ["report", "--model", "{missing}", "--out", "{existing}"],
+    ],
+    ids=["fit-data", "fit-labels", "predict-data", "predict-model", "embed-data",
+         "report-data", "report-model"],
+)  # fmt: skip
+def test_a_missing_input_is_reported_before_an_existing_output_by_every_command(
+    command, model_dir, inputs, tmp_path, capsys
+):
+    (tmp_path / "out").mkdir()
+    paths = {"missing": tmp_path / "nope", "existing": tmp_path / "out", "model": model_dir,
+             "npz": inputs["npz"][0]}  # fmt: skip
+    argv = [a.format(**paths) for a in command]
+    flag = argv[argv.index(next(a for a in argv if a.startswith(str(tmp_path / "nope")))) - 1]
+    code, summary, _ = run(capsys, *argv)
+    assert code == cli.EXIT_BAD_INPUT
+    assert summary["error"]["message"].startswith(f"{flag} '{tmp_path / 'nope'}")
+    assert "does not exist" in summary["error"]["message"]
+
+
+def test_quickstart_removes_its_files_unless_kept(tmp_path, monkeypatch, capsys):
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("quickstart", REPO / "examples" / "quickstart.py")
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.delenv("SCALENC_QUICKSTART_KEEP", raising=False)
+    quickstart.main([])
+    out = capsys.readouterr().out
+    assert "kernel chosen: " in out and "test accuracy 1.0000" in out
+    assert "files removed (keep them with --keep DIR)" in out
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+    monkeypatch.setenv("SCALENC_QUICKSTART_KEEP", str(tmp_path / "kept"))
+    quickstart.main([])
+    out = capsys.readouterr().out
+    kept = tmp_path / "kept"
+    assert sorted(p.name for p in kept.iterdir()) == [
+        "X.zarr",
+        "pred.zarr",
+        "summary.json",
+        "y.zarr",
+    ]
+    summary = json.loads((kept / "summary.json").read_text())
+    assert f"JSON summary: {kept / 'summary.json'}" in out
+    assert summary["predictions"] == str(kept / "pred.zarr") and summary["test_accuracy"] == 1.0
+    assert list((tmp_path / "tmp").iterdir()) == []

@@ -203,6 +203,8 @@ def test_report_command_writes_html(data, tmp_path, capsys):
             str(tmp_path / "d.npz"),
             "--out",
             str(tmp_path / "r.html"),
+            "--format",
+            "json",
         ]
     )
     summary = json.loads(capsys.readouterr().out)
@@ -216,7 +218,10 @@ def test_report_without_matplotlib_says_how_to_install(data, tmp_path, capsys, m
     X, y = data
     save_model(EncoderClassifier().fit(X, y), tmp_path / "m")
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails as if absent
-    code = cli.main(["report", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "r.html")])
+    code = cli.main(
+        ["report", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "r.html")]
+        + ["--format", "json"]
+    )
     out, err = capsys.readouterr()
     assert code == cli.EXIT_BAD_INPUT
     assert 'pip install "scalenc[plot]"' in err
