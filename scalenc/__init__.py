@@ -4,6 +4,27 @@ Estimators
     :class:`EncoderClassifier` (Shen's multi-kernel encoder classifier),
     :class:`NRBFNClassifier` and :class:`LRClassifier` (Hu, Pan & Wu),
     :class:`CCDR` and :class:`CCDRClassifier` (Raich, Costa, Damelin & Hero).
+Data in and out
+    :func:`load`, :func:`check_xy`, :func:`write_output`, :func:`write_dataset`.
+Models
+    :func:`save_model`, :func:`load_model`, :func:`read_model_metadata`.
+Clusters
+    :func:`connect`.
+
+The simulations are in :mod:`scalenc.simulate`, the errors and warnings in
+:mod:`scalenc.exceptions`. The documentation (``docs/``) is built with
+``python -m sphinx -b html docs docs/_build/html``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import scalenc
+>>> rng = np.random.default_rng(0)
+>>> X = np.vstack([rng.normal(0, 1, (50, 3)), rng.normal(3, 1, (50, 3))])
+>>> y = np.repeat([0, 1], 50)
+>>> model = scalenc.EncoderClassifier().fit(X, y)
+>>> model.score(X, y) > 0.9
+True
 """
 
 from __future__ import annotations
@@ -21,8 +42,11 @@ _LAZY = {
     "connect": "scalenc.cluster",
     "save_model": "scalenc.persist",
     "load_model": "scalenc.persist",
+    "read_model_metadata": "scalenc.persist",
     "load": "scalenc.data",
     "write_output": "scalenc.data",
+    "write_dataset": "scalenc.data",
+    "check_xy": "scalenc.data",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

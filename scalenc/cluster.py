@@ -301,8 +301,26 @@ def connect(
 
     Examples
     --------
+    Threads in this process (the default; None is yielded):
+
+    >>> import numpy as np
+    >>> import scalenc
+    >>> X = np.random.default_rng(0).normal(size=(40, 2)) + np.repeat([[0], [5]], 20, axis=0)
+    >>> y = np.repeat([0, 1], 20)
+    >>> with scalenc.connect("threads") as client:
+    ...     model = scalenc.EncoderClassifier().fit(X, y)
+    >>> client is None, float(model.score(X, y))
+    (True, 1.0)
+
+    A running cluster, or a LocalCluster of worker processes on 127.0.0.1 (a script that
+    starts one must guard it with ``if __name__ == "__main__":``):
+
     >>> with scalenc.connect("tcp://127.0.0.1:8786"):          # doctest: +SKIP
-    ...     model = EncoderClassifier().fit(X, y)
+    ...     model = scalenc.EncoderClassifier().fit(X, y)
+    >>> if __name__ == "__main__":                             # doctest: +SKIP
+    ...     with scalenc.connect("local", n_workers=2, memory_limit="2GB") as client:
+    ...         print(client.dashboard_link)
+    ...         model = scalenc.NRBFNClassifier().fit(X, y)
     """
     address, scheduler_file = _scheduler_from_env(address, scheduler_file)
     if scheduler_file is not None and address is not None:

@@ -243,9 +243,58 @@ def check_xy(
 ) -> tuple[da.Array, da.Array | None]:
     """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks.
 
-    With ``require_y``, a missing y is an error naming the estimator. Without
-    ``known_lengths`` (output maps of X alone) a Dask DataFrame's partitions keep unknown
-    lengths instead of being counted.
+    Every estimator calls this first; it is public so that a pipeline can check its input
+    (and see the blocks scalenc will stream) before a long fit. Nothing is computed but the
+    row counts of a Dask DataFrame's partitions.
+
+    Parameters
+    ----------
+    X : array-like, Dask array, Dask or pandas DataFrame, Zarr array, or path
+        The features, 2-D (rows × features). NumPy input is wrapped without copying;
+        integers become float64, float32 stays float32. A path or URL is opened with
+        :func:`load`.
+    y : array-like, Dask array or Series, optional
+        One label per row (``-1``, ``None`` or NaN for unlabeled rows); rechunked to X's
+        row blocks when they differ.
+    chunk_rows : int, optional
+        Rows per block. NumPy input defaults to blocks of about 64 MB; Dask input keeps
+        its row chunks unless this is given. Column chunks are always merged.
+    estimator : estimator, optional
+        Named in the error raised when ``require_y`` is set and y is None.
+    require_y : bool, default=False
+        Raise if ``y`` is None.
+    known_lengths : bool, default=True
+        Count the rows of a Dask DataFrame's partitions. False (output maps of X alone)
+        keeps them unknown, so that ``predict`` on a DataFrame stays lazy.
+
+    Returns
+    -------
+    X : dask.array.Array
+        2-D, float32 or float64, chunked along rows only.
+    y : dask.array.Array or None
+        1-D with exactly X's row chunks, or None when ``y`` is None.
+
+    Raises
+    ------
+    ValueError
+        X is not 2-D, has no rows or no columns, holds non-numeric values, has unknown
+        chunk sizes, or y has another number of rows than X; the message says how to fix it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc import check_xy
+    >>> X = np.arange(20, dtype=np.float32).reshape(10, 2)
+    >>> y = np.array([0, 1] * 5)
+    >>> Xd, yd = check_xy(X, y, chunk_rows=4)
+    >>> Xd.chunks, Xd.dtype
+    (((4, 4, 2), (2,)), dtype('float32'))
+    >>> yd.chunks
+    ((4, 4, 2),)
+    >>> check_xy(X, y[:9])
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 10 rows but y has 9 labels; pass one label per row ...
     """
     if require_y and y is None:
         owner = type(estimator).__name__ if estimator is not None else "This estimator"
@@ -322,9 +371,37 @@ def load(
     :class:`scalenc._integrity.DamagedDataError` naming the store, the array and the
     chunks; a chunk that cannot be decoded raises it when read.
 
+    Returns
+    -------
+    X : dask.array.Array
+        The features, 2-D, chunked along rows only (float32 stays float32).
+    y : dask.array.Array or None
+        The labels with X's row chunks, or None when the dataset has none.
+
     Examples
     --------
-    >>> X, y = load("train.zarr")  # doctest: +SKIP
+    Write a small dataset to Zarr and to Parquet, and open both lazily:
+
+    >>> import os, shutil, tempfile
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc import load, write_dataset
+    >>> folder = tempfile.mkdtemp()
+    >>> X = np.arange(12, dtype=np.float32).reshape(6, 2)
+    >>> y = np.array([0, 0, 1, 1, 2, -1])
+    >>> Xd = da.from_array(X, chunks=3)  # two row blocks
+    >>> path = write_dataset(Xd, y, os.path.join(folder, "train.zarr"))
+    >>> X2, y2 = load(path)
+    >>> X2.shape, str(X2.dtype), y2.compute().tolist()
+    ((6, 2), 'float32', [0, 0, 1, 1, 2, -1])
+    >>> _ = write_dataset(Xd, y, os.path.join(folder, "train.parquet"))
+    >>> X3, y3 = load(os.path.join(folder, "train.parquet"), label_column="y")
+    >>> bool((X3.compute() == X).all())
+    True
+    >>> shutil.rmtree(folder)
+
+    URLs take their credentials in ``storage_options``:
+
     >>> X, y = load("s3://bucket/table/", label_column="y",
     ...             storage_options={"anon": False})  # doctest: +SKIP
     """
@@ -548,7 +625,62 @@ def write_output(
     ``overwrite=True``, is swapped out in one step: :mod:`scalenc._atomic`); a failure
     removes the temporary directory, so a failed run leaves no output that looks complete
     and the old one as it was. String labels are stored as variable-length strings.
-    Returns the path written.
+
+    Parameters
+    ----------
+    arr : dask.array.Array
+        1-D (labels, scores) or 2-D (probabilities, embeddings), written one row block at
+        a time by whoever runs the tasks (threads here, or a cluster's workers).
+    path : str or path-like
+        Where to write: a local path or an fsspec URL ending in ``.zarr`` or ``.parquet``
+        (or any name with ``format``).
+    format : {"zarr", "parquet"}, optional
+        The output format; by default from the suffix of ``path``.
+    columns : list of str, optional
+        Parquet column names: ``["value"]`` for 1-D output, ``c0, c1, …`` for 2-D.
+    overwrite : bool, default=False
+        Replace an existing ``path`` (only once the new output is complete).
+    storage_options : dict, optional
+        Passed to fsspec for URLs (credentials, endpoint); never written anywhere.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is False.
+    ValueError
+        The format cannot be told from ``path``, or ``columns`` has the wrong length.
+
+    See Also
+    --------
+    write_dataset : write features and labels together.
+
+    Examples
+    --------
+    >>> import os, shutil, tempfile
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> import zarr
+    >>> from scalenc import write_output
+    >>> folder = tempfile.mkdtemp()
+    >>> pred = da.from_array(np.array([0, 1, 1, 2, 0]), chunks=2)
+    >>> path = write_output(pred, os.path.join(folder, "pred.zarr"))
+    >>> zarr.open_array(path, mode="r")[:].tolist()
+    [0, 1, 1, 2, 0]
+    >>> proba = da.full((5, 3), 1 / 3, chunks=(2, 3))
+    >>> path = write_output(proba, os.path.join(folder, "proba.parquet"),
+    ...                     columns=["p0", "p1", "p2"])
+    >>> sorted(os.listdir(path))
+    ['part-000000.parquet', 'part-000001.parquet', 'part-000002.parquet']
+    >>> write_output(pred, os.path.join(folder, "pred.zarr"))
+    Traceback (most recent call last):
+    ...
+    FileExistsError: ...
+    >>> shutil.rmtree(folder)
     """
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)
@@ -584,6 +716,51 @@ def write_dataset(
     Zarr: a group with arrays ``X`` and ``y`` (and ``attrs`` on the group). Parquet: a
     dataset of one file per row block, feature columns ``x0, x1, …`` and a label column
     ``y``. Labels are rechunked to X's row blocks.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        The features (rows × features), written one row block at a time.
+    y : dask.array.Array, array-like or None
+        One label per row, or None for a dataset without labels.
+    path : str or path-like
+        A local path or an fsspec URL ending in ``.zarr`` or ``.parquet`` (or any name
+        with ``format``).
+    format : {"zarr", "parquet"}, optional
+        The output format; by default from the suffix of ``path``.
+    attrs : dict, optional
+        Zarr only: JSON attributes stored on the group (e.g. how the data was made).
+    overwrite : bool, default=False
+        Replace an existing ``path`` (only once the new dataset is complete).
+    storage_options : dict, optional
+        Passed to fsspec for URLs (credentials, endpoint); never written anywhere.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    See Also
+    --------
+    load : open the dataset again, lazily.
+    write_output : write one array (predictions, probabilities, embeddings).
+
+    Examples
+    --------
+    >>> import os, shutil, tempfile
+    >>> import zarr
+    >>> from scalenc import load, write_dataset
+    >>> from scalenc.simulate import simulate
+    >>> folder = tempfile.mkdtemp()
+    >>> X, y = simulate("normal", n=1000, n_features=10, n_classes=3, chunk_rows=250)
+    >>> path = write_dataset(X, y, os.path.join(folder, "normal.zarr"),
+    ...                      attrs={"setting": "normal"})
+    >>> dict(zarr.open_group(path, mode="r").attrs)
+    {'setting': 'normal'}
+    >>> X2, y2 = load(path)
+    >>> X2.shape, X2.chunks[0]
+    ((1000, 10), (250, 250, 250, 250))
+    >>> shutil.rmtree(folder)
     """
     import zarr
 

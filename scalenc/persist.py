@@ -433,6 +433,23 @@ def save_model(estimator, directory, *, overwrite: bool = False, storage_options
     (:func:`scalenc._atomic.atomic_prefix`).
     The estimator's whole state is kept, including the running totals ``partial_fit``
     continues from.
+
+    Examples
+    --------
+    >>> import os, shutil, tempfile
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_iris
+    >>> from scalenc import LRClassifier, load_model, save_model
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = LRClassifier().fit(X, y)
+    >>> folder = tempfile.mkdtemp()
+    >>> path = save_model(model, os.path.join(folder, "model"))
+    >>> sorted(os.listdir(path))
+    ['arrays', 'model.json']
+    >>> same = load_model(path)
+    >>> bool((same.predict(X) == model.predict(X)).all())
+    True
+    >>> shutil.rmtree(folder)
     """
     name = _qualname(type(estimator))
     if ALLOWED_TYPES.get(name) != "estimator":
@@ -508,6 +525,35 @@ def read_model_metadata(directory, *, verify: bool = True, storage_options=None)
 
     With ``verify`` (default) every array file is checked against its recorded size and
     SHA-256. Raises :class:`ModelFileError` with the reason when anything is wrong.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A model directory written by :func:`save_model`, or its URL.
+    verify : bool, default=True
+        Check every array file against its recorded size and SHA-256.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    dict
+        The document: ``estimator``, ``schema_version``, ``created``, ``versions`` (of
+        Python and the libraries that wrote it), ``classes``, ``summary``, the model tree
+        and the ``files`` with their checksums. No estimator is built.
+
+    Examples
+    --------
+    >>> import os, shutil, tempfile
+    >>> from sklearn.datasets import load_iris
+    >>> from scalenc import LRClassifier, read_model_metadata, save_model
+    >>> X, y = load_iris(return_X_y=True)
+    >>> folder = tempfile.mkdtemp()
+    >>> path = save_model(LRClassifier().fit(X, y), os.path.join(folder, "model"))
+    >>> meta = read_model_metadata(path)
+    >>> meta["estimator"], meta["classes"], meta["summary"]["n_features_in_"]
+    ('scalenc.nrbfn.LRClassifier', [0, 1, 2], 4)
+    >>> shutil.rmtree(folder)
     """
     with _local_copy(directory, storage_options) as root:
         return _read_metadata(root, verify=verify)
@@ -644,11 +690,48 @@ def load_model(directory, *, storage_options=None):
     :data:`ALLOWED_TYPES` are rebuilt. A model written by an older schema version is
     upgraded when possible.
 
+    Parameters
+    ----------
+    directory : str or path-like
+        A model directory written by :func:`save_model`, or its URL (``s3://…``): a URL's
+        files are downloaded to a temporary directory first (models are small).
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    estimator
+        The fitted estimator, as it was saved.
+
     Raises
     ------
     ModelFileError
         The directory is not a model, is incomplete, truncated, altered, from an
         unsupported schema version, or names a type that is not allowed.
+
+    Examples
+    --------
+    >>> import json, os, shutil, tempfile
+    >>> from sklearn.datasets import load_iris
+    >>> from scalenc import EncoderClassifier, load_model, save_model
+    >>> X, y = load_iris(return_X_y=True)
+    >>> folder = tempfile.mkdtemp()
+    >>> path = save_model(EncoderClassifier().fit(X, y), os.path.join(folder, "model"))
+    >>> load_model(path).kernel_.name
+    'linear'
+
+    An altered file is refused:
+
+    >>> with open(os.path.join(path, "model.json")) as fh:
+    ...     doc = json.load(fh)
+    >>> doc["model"]["params"]["min_improvement"] = 0.0
+    >>> with open(os.path.join(path, "model.json"), "w") as fh:
+    ...     json.dump(doc, fh)
+    >>> load_model(path)
+    Traceback (most recent call last):
+    ...
+    scalenc.exceptions.ModelFileError: ...
+    >>> shutil.rmtree(folder)
     """
     with _local_copy(directory, storage_options) as root:
         doc = _read_metadata(root, verify=True)

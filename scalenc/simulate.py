@@ -16,6 +16,15 @@ setting                     X given Y = y (y = 0..K-1 here; the paper's 1..K)
 ==========================  ======================================================
 
 Y is uniform on the K classes. The Bayes error of every setting is 0.
+
+Examples
+--------
+>>> from scalenc.simulate import SETTINGS, simulate
+>>> SETTINGS[:3]
+('uniform', 'uniform_noise', 'uniform_transformed')
+>>> X, y = simulate("uniform", n=10, n_features=4, n_classes=2, random_state=1)
+>>> X.shape, sorted(set(y.compute().tolist())) == [0, 1]
+((10, 4), True)
 """
 
 from __future__ import annotations
@@ -69,7 +78,24 @@ def simulate_rows(
     Q: np.ndarray | None = None,
     dtype=np.float64,
 ):
-    """Rows ``start:stop`` of a simulation as NumPy arrays ``(X, y)``."""
+    """Rows ``start:stop`` of a simulation as NumPy arrays ``(X, y)``.
+
+    The same rows as ``simulate(setting, n, n_features, n_classes,
+    random_state=seed)[start:stop]`` for any n ≥ stop, without building the others (but
+    those of the same :data:`TILE`-row tiles). ``Q`` is the transform of the
+    ``*_transformed`` settings (:func:`transform_matrix`), computed when not given.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.simulate import simulate, simulate_rows
+    >>> X, y = simulate_rows("uniform", 100, 110, n_features=6, n_classes=3, seed=0)
+    >>> X.shape, y.shape, X.dtype
+    ((10, 6), (10,), dtype('float64'))
+    >>> Xd, yd = simulate("uniform", 200, 6, 3, random_state=0, dtype=np.float64)
+    >>> bool(np.array_equal(Xd[100:110].compute(), X))
+    True
+    """
     first, last = start // TILE, (stop - 1) // TILE
     parts = [_tile(setting, t, n_features, n_classes, seed) for t in range(first, last + 1)]
     X = np.concatenate([p[0] for p in parts])[start - first * TILE : stop - first * TILE]
@@ -95,13 +121,51 @@ def simulate(
 ) -> tuple[da.Array, da.Array]:
     """A simulation as lazy Dask arrays ``(X, y)``, generated block by block.
 
+    Nothing is generated until the arrays are computed or written; each block is made by
+    the task that needs it, so a simulation larger than memory streams straight into a fit
+    or to a Zarr store (``scalenc make-data``).
+
     Parameters
     ----------
-    setting : one of :data:`SETTINGS`
-    n, n_features, n_classes : the paper uses p = 5000 and K = 5.
-    random_state : int
-    chunk_rows : rows per block (default: about 64 MB blocks).
-    dtype : float32 (default) or float64.
+    setting : str
+        One of :data:`SETTINGS` (see the module's table).
+    n : int
+        Rows.
+    n_features : int, default=5000
+        p, at least ``n_classes`` (the paper uses p = 5000).
+    n_classes : int, default=5
+        K ≥ 2 (the paper uses K = 5).
+    random_state : int, default=0
+        The seed. The same ``(setting, n, n_features, n_classes, random_state)`` gives the
+        same rows for any ``chunk_rows`` and any scheduler.
+    chunk_rows : int, optional
+        Rows per block (default: about 64 MB blocks).
+    dtype : {float32, float64}, default=float32
+
+    Returns
+    -------
+    X : dask.array.Array of shape (n, n_features)
+    y : dask.array.Array of shape (n,)
+        Class labels 0..K-1 (int64), uniform on the K classes.
+
+    See Also
+    --------
+    simulate_rows : the same rows, as NumPy arrays, for a range of rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc import EncoderClassifier
+    >>> from scalenc.simulate import simulate
+    >>> X, y = simulate("normal_noise", n=2000, n_features=20, n_classes=4, chunk_rows=500)
+    >>> X
+    dask.array<concatenate, shape=(2000, 20), dtype=float32, chunksize=(500, 20), ...>
+    >>> X2, _ = simulate("normal_noise", n=2000, n_features=20, n_classes=4, chunk_rows=300)
+    >>> bool(np.array_equal(X.compute(), X2.compute()))  # the same data for any chunking
+    True
+    >>> model = EncoderClassifier().fit(X[:1500], y[:1500])
+    >>> float(model.score(X[1500:], y[1500:]))
+    1.0
     """
     if setting not in SETTINGS:
         raise ValueError(f"Unknown simulation {setting!r}; choose one of {list(SETTINGS)}.")
