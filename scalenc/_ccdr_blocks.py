@@ -40,6 +40,8 @@ from .neighbors import nearest
 __all__ = [
     "CCDRSolution",
     "knn_search",
+    "intrinsic_dimension",
+    "auto_components",
     "heat_kernel_graph",
     "ccdr_matrix",
     "solve_ccdr",
@@ -100,6 +102,51 @@ def heat_kernel_graph(S: np.ndarray, k: int, epsilon: float | None):
     W.data -= 1.0
     W.eliminate_zeros()
     return W, float(epsilon)
+
+
+# --- the embedding dimension ----------------------------------------------------------------
+
+#: k of the Levina–Bickel estimate behind ``n_components="auto"``.
+INTRINSIC_NEIGHBORS = 5
+
+
+def intrinsic_dimension(X: np.ndarray, k: int = INTRINSIC_NEIGHBORS) -> float:
+    """Levina–Bickel maximum-likelihood estimate of the intrinsic dimension of the rows of X.
+
+    With T_j(x) the distance from x to its j-th nearest other row, each row gives
+    ``1/m̂(x) = (1/(k−1)) Σ_{j<k} log(T_k(x)/T_j(x))`` and the estimate is the inverse of
+    their mean (MacKay & Ghahramani's average of the inverses, less biased than the mean
+    of m̂(x)). Rows with a duplicate (T_1 = 0) are skipped. NaN when fewer than three
+    distinct rows are left; inf when every row's k neighbours are equidistant.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    k = min(k, X.shape[0] - 1)
+    if k < 2:
+        return float("nan")
+    _, d2 = knn_search(X, X, k, exclude_self=True)
+    T = np.sqrt(d2[d2[:, 0] > 0])
+    if T.shape[0] < 2:
+        return float("nan")
+    inverse = np.log(T[:, -1:] / T[:, :-1]).sum(axis=1) / (k - 1)
+    mean = float(inverse.mean())
+    return 1.0 / mean if mean > 0 else float("inf")
+
+
+def auto_components(X: np.ndarray, codes: np.ndarray, n_classes: int) -> tuple[int, np.ndarray]:
+    """``n_components="auto"``: m = max(L − 1, ⌈max_k d̂_k⌉ + 1) and the per-class d̂_k.
+
+    L − 1 so that the L class centres can take general position (a linear head needs
+    L − 1 directions to separate L classes); ⌈d̂⌉ + 1 because the paper chooses m one
+    above the largest intrinsic dimension of the classes (Section V: 14 on satimage).
+    d̂_k (:func:`intrinsic_dimension` of class k's subsample rows) is capped at p.
+    The caller caps m at what the graph allows.
+    """
+    X = np.asarray(X)
+    p = X.shape[1]
+    dims = np.array([intrinsic_dimension(X[codes == c]) for c in range(n_classes)])
+    known = dims[~np.isnan(dims)]
+    largest = int(np.ceil(min(float(known.max()), p))) if known.size else 1
+    return max(n_classes - 1, largest + 1, 1), dims
 
 
 # --- the eigenproblem ---------------------------------------------------------------------
@@ -166,12 +213,17 @@ def solve_ccdr(
     indices: np.ndarray,
     n_classes: int,
     *,
-    n_components: int,
+    n_components: int | str,
     beta: float,
     n_neighbors: int,
     epsilon: float | None,
 ) -> CCDRSolution:
-    """Build W and G on the subsample S and solve eq. (15) for the m-dim embedding."""
+    """Build W and G on the subsample S and solve eq. (15) for the m-dim embedding.
+
+    ``n_components="auto"`` takes m from :func:`auto_components`, capped at the non-trivial
+    eigenvectors the graph has and stopped before an eigenvalue 1 (where eq. 20 divides by
+    zero); ``info["intrinsic_dimension"]`` then holds the per-class estimates.
+    """
     codes = np.asarray(codes)
     if not (codes >= 0).any():
         raise ValueError(
@@ -189,7 +241,18 @@ def solve_ccdr(
     X = np.asarray(X, dtype=np.float64)
     W, eps = heat_kernel_graph(X, n_neighbors, epsilon)
     G = ccdr_matrix(W, codes, n_classes, beta)
+    dims = None
+    if n_components == "auto":
+        n_components, dims = auto_components(X, codes, n_classes)
+        connected = int(np.count_nonzero(np.asarray(G.sum(axis=1)).ravel() > 0))
+        n_components = max(1, min(n_components, connected - 1))
     lam, U, info = graph_eigenvectors(G, n_components, n_classes)
+    if dims is not None:
+        info["intrinsic_dimension"] = dims
+        at_one = np.flatnonzero(np.abs(1.0 - lam) < 1e-10)
+        if at_one.size and at_one[0] > 0:
+            n_components = int(at_one[0])
+            lam, U = lam[:n_components], U[:, :n_components]
     if info["n_graph_components"] > 1:
         warnings.warn(
             f"The CCDR graph of the subsample has {info['n_graph_components']} connected "

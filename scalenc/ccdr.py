@@ -44,7 +44,7 @@ __all__ = ["CCDR", "CCDRClassifier"]
 
 #: The constraints of CCDR's parameters, shared by CCDRClassifier.
 CCDR_CONSTRAINTS: dict = {
-    "n_components": [Interval(Integral, 1, None, closed="left")],
+    "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     "beta": [Interval(Real, 0.0, None, closed="neither")],
     "n_neighbors": [Interval(Integral, 1, None, closed="left")],
     "epsilon": [Interval(Real, 0.0, None, closed="neither"), None],
@@ -71,8 +71,14 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int, default=14
-        m, the embedding dimension.
+    n_components : int or "auto", default="auto"
+        m, the embedding dimension. ``"auto"``: m = max(L − 1, ⌈d̂⌉ + 1), where d̂ is the
+        largest per-class intrinsic dimension of the reference subsample (Levina–Bickel
+        maximum likelihood, 5 neighbours, capped at p) — the paper's choice of m one above
+        the classes' intrinsic dimension (Section V: 14 on satimage; the rule gives 13
+        there), and at least L − 1 so that L class centres, and a linear head, have room
+        to separate. Capped at the number of non-trivial eigenvectors the subsample's
+        graph has, so small data never fails. The value used is ``n_components_``.
     beta : float > 0, default=0.5
         β, weight of the graph (geometry) term against the class-centre term (eq. 13).
     n_neighbors : int, default=4
@@ -102,6 +108,12 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : ndarray of shape (L,)
+    n_components_ : int
+        m, the embedding dimension used (``n_components`` or the ``"auto"`` rule's).
+    intrinsic_dimension_ : ndarray of shape (L,) or None
+        With ``n_components="auto"``: each class's intrinsic-dimension estimate on the
+        reference subsample (NaN for a class with fewer than three distinct rows there);
+        None when ``n_components`` is an int.
     centers_ : ndarray of shape (L, m)
         Class centres z_k of the first (reference) subsample.
     eigenvalues_ : ndarray of shape (m,)
@@ -168,7 +180,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_components=14,
+        n_components="auto",
         *,
         beta=0.5,
         n_neighbors=4,
@@ -255,6 +267,8 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         solutions = []
         for idx, codes in draws:  # client-side; one BLAS thread (see scalenc.cluster)
             pos = np.searchsorted(rows["index"], idx)
+            # "auto" is decided on the reference subsample; the others use its m (aligned)
+            m = solutions[0].eigenvalues.size if solutions else self.n_components
             with blas_single_thread():
                 solutions.append(
                     cb.solve_ccdr(
@@ -262,7 +276,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                         codes,
                         idx,
                         self.classes_.size,
-                        n_components=self.n_components,
+                        n_components=m,
                         beta=self.beta,
                         n_neighbors=self.n_neighbors,
                         epsilon=self.epsilon,
@@ -273,6 +287,8 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _set_reference(self):
         ref = self.solutions_[0]
+        self.n_components_ = int(ref.eigenvalues.size)
+        self.intrinsic_dimension_ = ref.info.get("intrinsic_dimension")
         self.centers_ = ref.centers
         self.eigenvalues_ = ref.eigenvalues
         self.embedding_ = ref.embedding
@@ -318,7 +334,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         out = passes.map_rows(
             cb.transform_block,
             Xd,
-            self.n_components,
+            self.n_components_,
             dtype,
             solutions=self._solutions_task(),
             with_codes=with_codes,
@@ -367,7 +383,8 @@ class CCDRClassifier(
     ----------
     ccdr_ : CCDR
         The fitted transformer.
-    classes_, centers_, eigenvalues_, embedding_, subsample_indices_, n_features_in_
+    classes_, n_components_, intrinsic_dimension_, centers_, eigenvalues_, embedding_,
+    subsample_indices_, n_features_in_
         As for :class:`CCDR`.
     n_passes_ : int
         Passes over X by ``fit``: CCDR's one, plus one for ``"linear"`` and ``"lda"``
@@ -411,7 +428,7 @@ class CCDRClassifier(
 
     def __init__(
         self,
-        n_components=14,
+        n_components="auto",
         *,
         beta=0.5,
         n_neighbors=4,
@@ -467,6 +484,8 @@ class CCDRClassifier(
         self.ccdr_ = ccdr
         for name in (
             "classes_",
+            "n_components_",
+            "intrinsic_dimension_",
             "centers_",
             "eigenvalues_",
             "embedding_",

@@ -968,7 +968,7 @@ def test_fit_method_help_lists_the_estimators_parameters(method, capsys):
         assert '\n  kernels=["linear"]  sequence of str, Kernel or callable\n' in out
         assert "\n  min_improvement=0.3  float in [0, 1)\n      A kernel replaces the first" in out
     if method == "ccdr-classifier":  # "As for :class:`CCDR`" is looked up in CCDR's docs
-        assert "\n  n_components=14  int\n      m, the embedding dimension.\n" in out
+        assert '\n  n_components="auto"  int or "auto"\n      m, the embedding dimension.' in out
     assert cli.main(["fit", "--help"]) == 0
     assert "estimator parameters" not in capsys.readouterr().out
 

@@ -1,29 +1,43 @@
 """scikit-learn's estimator checks, with each expected failure named and explained."""
 
+import dask
 import pytest
 from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
+from scalenc._base import expected_failed_checks
 
-# Every expected failure with the reason it does not apply.
-ENCODER_EXPECTED_FAILURES: dict[str, str] = {
-    "check_classifiers_classes": (
-        "The check labels a binary problem with the classes -1 and 1. scalenc follows "
-        "sklearn.semi_supervised: -1 marks an unlabeled row, so that problem has one class. "
-        "(scikit-learn exempts its own semi-supervised estimators from this check by name.)"
-    ),
-}
+# Every estimator with its defaults, and each classifier with unlabeled=None (where -1 is a
+# class, so check_classifiers_classes passes too). The expected failures and their reasons
+# live in one place: scalenc._base.expected_failed_checks.
+DEFAULTS = [EncoderClassifier(), NRBFNClassifier(), LRClassifier(), CCDR(), CCDRClassifier()]
+FULLY_SUPERVISED = [
+    EncoderClassifier(unlabeled=None),
+    EncoderClassifier(kernels=("linear", "euclidean", "spearman"), unlabeled=None),
+    NRBFNClassifier(unlabeled=None),
+    LRClassifier(unlabeled=None),
+    CCDRClassifier(unlabeled=None),
+]
 
 
 # Spearman correlation of 2-feature rows is ±1, so tiny check datasets can have zero
 # within-class scatter; the LDA then warns loudly before falling back to nearest mean.
-@pytest.mark.filterwarnings("ignore:The within-class scatter is zero:UserWarning")
-@parametrize_with_checks(
-    [EncoderClassifier(), EncoderClassifier(kernels=("linear", "euclidean", "spearman"))],
-    expected_failed_checks=lambda est: ENCODER_EXPECTED_FAILURES,
-)
+# Tiny check datasets can also split the CCDR graph into components (a GraphWarning).
+@pytest.mark.filterwarnings("ignore:The within-class scatter is zero")
+@pytest.mark.filterwarnings("ignore:The CCDR graph of the subsample has")
+@parametrize_with_checks(DEFAULTS + FULLY_SUPERVISED, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
-    check(estimator)
+    with dask.config.set(scheduler="sync"):
+        check(estimator)
+
+
+def test_expected_failures_are_only_the_unlabeled_marker():
+    """The one named failure applies to classifiers with unlabeled=-1, and only to them."""
+    for est in DEFAULTS:
+        expected = set(expected_failed_checks(est))
+        assert expected == (set() if isinstance(est, CCDR) else {"check_classifiers_classes"})
+    assert all(expected_failed_checks(est) == {} for est in FULLY_SUPERVISED)
+    assert expected_failed_checks(EncoderClassifier(unlabeled="?")) == {}
 
 
 def test_pipeline_and_grid_search():

@@ -15,6 +15,7 @@ from conftest import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from scalenc import LRClassifier, NRBFNClassifier
+from scalenc._base import expected_failed_checks
 from scalenc._nrbfn_blocks import fold_of
 
 # --- the oracle: Algorithms 1–3 on the full matrices (rows = samples) -------------------
@@ -503,17 +504,11 @@ def test_singular_system_names_alpha(data):
 
 # --- scikit-learn contract ---------------------------------------------------------------
 
-EXPECTED_FAILURES = {
-    "check_classifiers_classes": (
-        "The check labels a binary problem with the classes -1 and 1. scalenc follows "
-        "sklearn.semi_supervised: -1 marks an unlabeled row, so that problem has one class."
-    ),
-}
 
-
+# Defaults (and LRClassifier) are checked in tests/test_estimator_checks.py; here a small k.
 @parametrize_with_checks(
-    [NRBFNClassifier(n_neighbors=3, random_state=0), LRClassifier()],
-    expected_failed_checks=lambda est: EXPECTED_FAILURES,
+    [NRBFNClassifier(n_neighbors=3, random_state=0)],
+    expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_compatible(estimator, check):
     with dask.config.set(scheduler="sync"):
@@ -732,9 +727,3 @@ def test_cv_refit_basis_runs_algorithm_2_on_each_fold(data):
     _, _, _, W_full = train_oracle(X, y, m.alpha_, 7, 0.9)
     np.testing.assert_allclose(m.weights_, W_full, rtol=1e-6, atol=1e-6 * np.abs(W_full).max())
     assert m.n_passes_ == 3 * 4 + 1 + 4  # per fold: k-NN, basis, σ, Gram; scoring; final fit
-
-
-@parametrize_with_checks([NRBFNClassifier()], expected_failed_checks=lambda est: EXPECTED_FAILURES)
-def test_sklearn_compatible_with_defaults(estimator, check):
-    with dask.config.set(scheduler="sync"):
-        check(estimator)
