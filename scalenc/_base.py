@@ -208,7 +208,32 @@ class StreamingClassifierMixin:
 
     def score(self, X, y, sample_weight=None):
         """Accuracy over the labeled rows of (X, y); unlabeled rows (see ``unlabeled``) are
-        left out."""
+        left out.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import LRClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = LRClassifier().fit(X, y)
+        >>> model.score(X, y) == float(np.mean(model.predict(X) == y))
+        True
+
+        Rows labeled ``-1`` (see ``unlabeled``) are left out:
+
+        >>> y_half = y.copy()
+        >>> y_half[::2] = -1
+        >>> model.score(X, y_half) == float(np.mean(model.predict(X[1::2]) == y[1::2]))
+        True
+
+        Dask input is scored in one pass, block by block:
+
+        >>> import dask.array as da
+        >>> Xd, yd = da.from_array(X, chunks=50), da.from_array(y, chunks=50)
+        >>> model.score(Xd, yd) == model.score(X, y)
+        True
+        """
         if sample_weight is not None or not (isinstance(X, da.Array) or is_dask_frame(X)):
             y_arr = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
             keep = ~unlabeled_mask(y_arr, unlabeled_marker(self))

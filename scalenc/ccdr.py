@@ -217,6 +217,23 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDR
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> ccdr = CCDR(n_neighbors=10, random_state=0).fit(X, y)
+
+        ``n_components="auto"`` chose m from the classes' intrinsic dimension (at least
+        L − 1 = 2):
+
+        >>> ccdr.n_components_ == ccdr.eigenvalues_.size >= 2
+        True
+        >>> ccdr.intrinsic_dimension_.shape
+        (3,)
         """
         self._validate_params()
         X, codes = prepare_fit(self, X, y)
@@ -320,6 +337,31 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         ndarray or Dask array of shape (n, m), X's float dtype.
+
+        Examples
+        --------
+        >>> import dask.array as da
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDR
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> ccdr = CCDR(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> ccdr.transform(X).shape
+        (178, 2)
+
+        With labels, training rows are embedded with their class; at a subsample row that
+        is the eigenvector entry itself (here S is all rows):
+
+        >>> np.allclose(ccdr.transform(X, y)[ccdr.subsample_indices_], ccdr.embedding_)
+        True
+
+        Dask in, lazy Dask out:
+
+        >>> Z = ccdr.transform(da.from_array(X, chunks=50))
+        >>> type(Z).__name__, np.allclose(Z.compute(), ccdr.transform(X))
+        ('Array', True)
         """
         Xd, is_dask = self._prepare(X)
         dtype = Xd.dtype
@@ -473,9 +515,28 @@ class CCDRClassifier(
     def fit(self, X, y):
         """Fit CCDR on (X, y), then the classifier on the embedded labeled rows.
 
+        Parameters
+        ----------
+        X : array-like, Dask array or Zarr array of shape (n, p)
+        y : array-like or Dask array of shape (n,); ``unlabeled`` (−1 by default), None and
+            NaN mark unlabeled rows.
+
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_neighbors=10, subsample_size=100, random_state=0)
+        >>> clf.fit(X, y).n_passes_  # the subsample gather, then the head's statistics
+        2
+        >>> clf.head_.__class__.__name__, clf.score(X, y) > 0.9
+        ('LinearHead', True)
         """
         self._validate_params()
         ccdr = CCDR(**self._ccdr_params())
@@ -536,23 +597,81 @@ class CCDRClassifier(
         )
 
     def transform(self, X, y=None):
-        """The CCDR embedding (see :meth:`CCDR.transform`)."""
+        """The CCDR embedding (see :meth:`CCDR.transform`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> np.array_equal(clf.transform(X), clf.ccdr_.transform(X))
+        True
+        >>> clf.get_feature_names_out().tolist()
+        ['ccdrclassifier0', 'ccdrclassifier1']
+        """
         check_is_fitted(self, "head_")
         return self.ccdr_.transform(X, y)
 
     def predict_proba(self, X):
-        """Class probabilities, shape (n, L); rows sum to one."""
+        """Class probabilities, shape (n, L); rows sum to one.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> P = clf.predict_proba(X)
+        >>> P.shape, np.allclose(P.sum(axis=1), 1.0)
+        ((178, 3), True)
+        >>> np.array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(X))
+        True
+        """
         check_is_fitted(self, "head_")
         return self._map(X, cb.proba_block, self.classes_.size, np.float64)
 
     def predict_log_proba(self, X):
-        """Log of :meth:`predict_proba`."""
+        """Log of :meth:`predict_proba`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> np.allclose(np.exp(clf.predict_log_proba(X[:5])), clf.predict_proba(X[:5]))
+        True
+        """
         proba = self.predict_proba(X)
         with np.errstate(divide="ignore"):
             return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
 
     def decision_function(self, X):
-        """Classifier scores on the embedding, shape (n, L); (n,) for two classes (s₁ − s₀)."""
+        """Classifier scores on the embedding, shape (n, L); (n,) for two classes (s₁ − s₀).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> S = clf.decision_function(X)
+        >>> S.shape, np.array_equal(clf.classes_[S.argmax(axis=1)], clf.predict(X))
+        ((178, 3), True)
+        """
         check_is_fitted(self, "head_")
         binary = self.classes_.size == 2
         return self._map(
@@ -560,6 +679,26 @@ class CCDRClassifier(
         )
 
     def predict(self, X):
-        """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X)."""
+        """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> clf.predict(X[:3]).tolist(), y[:3].tolist()
+        ([0, 0, 0], [0, 0, 0])
+
+        A Dask array in gives a lazy Dask array out:
+
+        >>> import dask.array as da
+        >>> pred = clf.predict(da.from_array(X, chunks=60))
+        >>> np.array_equal(pred.compute(), clf.predict(X))
+        True
+        """
         check_is_fitted(self, "head_")
         return self._map(X, cb.predict_block, None, self.classes_.dtype, classes=self.classes_)

@@ -67,7 +67,19 @@ _SECURITY_ALIASES = {
 
 
 def active_client():
-    """The default ``distributed.Client`` if one is active, else None."""
+    """The default ``distributed.Client`` if one is active, else None.
+
+    Examples
+    --------
+    >>> import scalenc
+    >>> from scalenc.cluster import active_client
+    >>> with scalenc.connect("threads"):
+    ...     print(active_client())
+    None
+    >>> with scalenc.connect("local", n_workers=1) as client:  # doctest: +SKIP
+    ...     print(active_client() is client)
+    True
+    """
     try:
         from distributed import default_client
     except ImportError:  # pragma: no cover - distributed is a dependency
@@ -80,7 +92,23 @@ def active_client():
 
 def uses_distributed() -> bool:
     """True when computations go to a distributed scheduler (a default Client is active
-    and dask.config does not name a local scheduler)."""
+    and dask.config does not name a local scheduler).
+
+    Examples
+    --------
+    >>> import dask
+    >>> import scalenc
+    >>> from scalenc.cluster import uses_distributed
+    >>> with scalenc.connect("threads"):
+    ...     print(uses_distributed())
+    False
+    >>> with scalenc.connect("local", n_workers=1):  # doctest: +SKIP
+    ...     print(uses_distributed())
+    ...     with dask.config.set(scheduler="sync"):  # a local scheduler named explicitly
+    ...         print(uses_distributed())
+    True
+    False
+    """
     scheduler = dask.config.get("scheduler", None)
     if scheduler not in (None, "dask.distributed", "distributed"):
         return False
@@ -99,7 +127,16 @@ def _threaded_in_process() -> bool:
 
 @contextlib.contextmanager
 def blas_single_thread():
-    """Limit BLAS/OpenMP pools to one thread for the duration (in this process)."""
+    """Limit BLAS/OpenMP pools to one thread for the duration (in this process).
+
+    Examples
+    --------
+    >>> from threadpoolctl import threadpool_info
+    >>> from scalenc.cluster import blas_single_thread
+    >>> with blas_single_thread():
+    ...     print(all(pool["num_threads"] == 1 for pool in threadpool_info()))
+    True
+    """
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
@@ -112,6 +149,14 @@ def compute(*collections, **kwargs):
     On a distributed cluster, a worker lost mid-computation is survived (the scheduler
     recomputes its tasks elsewhere); a lost scheduler raises
     :class:`ClusterUnavailableError` instead of Dask's bare ``CancelledError``.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from scalenc.cluster import compute
+    >>> total, squares = compute(da.ones(10, chunks=5).sum(), da.arange(4, chunks=2) ** 2)
+    >>> float(total), squares
+    (10.0, array([0, 1, 4, 9]))
     """
     if _threaded_in_process():
         with blas_single_thread():
@@ -164,6 +209,25 @@ def make_security(security):
         ``client.pem`` and ``client-key.pem`` (and, used by ``connect("local")``,
         ``scheduler.pem``, ``worker.pem`` and their keys). Encryption is required unless
         the mapping says ``require_encryption=False``.
+
+    Examples
+    --------
+    >>> from scalenc.cluster import make_security
+    >>> make_security(None) is None
+    True
+    >>> security = make_security({"require_encryption": False})
+    >>> type(security).__name__, security.require_encryption
+    ('Security', False)
+    >>> make_security("certificates/")  # a directory that does not exist
+    Traceback (most recent call last):
+    ...
+    ValueError: security='certificates/' is not a directory. Pass a directory holding ca.pem, ...
+
+    The directory ``deploy/tls/make-certs.sh ~/scalenc-certs`` writes:
+
+    >>> security = make_security("~/scalenc-certs")  # doctest: +SKIP
+    >>> security.require_encryption  # doctest: +SKIP
+    True
     """
     if security is None:
         return None

@@ -51,7 +51,17 @@ DEFAULT_CHUNK_BYTES = 64 * 2**20
 
 
 def data_dir() -> Path:
-    """Where the papers' datasets live: ``$SCALENC_DATA_DIR`` or ``../shared/data``."""
+    """Where the papers' datasets live: ``$SCALENC_DATA_DIR`` or ``../shared/data``.
+
+    Examples
+    --------
+    >>> import os
+    >>> from unittest import mock
+    >>> from scalenc.data import data_dir
+    >>> with mock.patch.dict(os.environ, {"SCALENC_DATA_DIR": "/data/papers"}):
+    ...     print(data_dir())
+    /data/papers
+    """
     return Path(os.environ.get("SCALENC_DATA_DIR", Path.cwd().parent / "shared" / "data"))
 
 
@@ -89,6 +99,21 @@ def as_dask_array(
     about 64 MB per block). Dask input keeps its row chunks unless ``chunk_rows`` is given;
     column chunks are merged. float32 and float64 are kept; integers become float64. A Zarr
     array is checked for missing chunks first (:func:`from_zarr`).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.data import as_dask_array
+    >>> X = as_dask_array(np.arange(20).reshape(10, 2), chunk_rows=4)
+    >>> X.chunks, X.dtype
+    (((4, 4, 2), (2,)), dtype('float64'))
+    >>> as_dask_array(da.ones((10, 4), chunks=(5, 2))).chunks  # rows kept, columns merged
+    ((5, 5), (4,))
+    >>> as_dask_array(da.arange(5))
+    Traceback (most recent call last):
+    ...
+    ValueError: X must be 2-D (rows, features); got shape (5,). Reshape it, ...
     """
     if isinstance(X, (str, os.PathLike)):
         X, _ = load(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
@@ -157,7 +182,17 @@ def _is_zarr_array(obj) -> bool:
 
 
 def is_dask_frame(obj) -> bool:
-    """A Dask DataFrame or Series (lazy, partitioned)."""
+    """A Dask DataFrame or Series (lazy, partitioned).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import dask.dataframe as dd
+    >>> from scalenc.data import is_dask_frame
+    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    >>> is_dask_frame(dd.from_pandas(frame, npartitions=1)), is_dask_frame(frame)
+    (True, False)
+    """
     return type(obj).__module__.startswith("dask") and hasattr(obj, "to_dask_array")
 
 
@@ -182,6 +217,32 @@ def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
 
     The chunk check lists the store's keys (no data is read); with
     ``allow_missing_chunks`` absent chunks are read as the fill value, with a warning.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import zarr
+    >>> from scalenc.data import from_zarr
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> z = zarr.open_array(
+    ...     os.path.join(folder.name, "x.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
+    ... )
+    >>> z[:] = 1.0
+    >>> X = from_zarr(z)
+    >>> X.chunks, float(X.sum().compute())
+    (((4, 4, 2), (2,)), 20.0)
+
+    A store whose chunk of rows 8–9 was never written is refused, not read as zeros:
+
+    >>> z = zarr.open_array(
+    ...     os.path.join(folder.name, "y.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
+    ... )
+    >>> z[:8] = 1.0
+    >>> from_zarr(z)
+    Traceback (most recent call last):
+    ...
+    scalenc.exceptions.DamagedDataError: ... is missing 1 of its 3 chunks: ... (rows 8–9). ...
+    >>> folder.cleanup()
     """
     check_chunks(array, allow_missing=allow_missing_chunks)
     guard = ReadGuard(array)
@@ -192,7 +253,23 @@ def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
 def as_dask_labels(
     y, X: da.Array, *, name: str = "y", allow_missing_chunks: bool = False
 ) -> da.Array:
-    """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ)."""
+    """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.data import as_dask_labels
+    >>> X = da.zeros((6, 2), chunks=(4, 2))
+    >>> as_dask_labels(["a", "b", "a", "b", "a", "b"], X).chunks
+    ((4, 2),)
+    >>> as_dask_labels(da.arange(6, chunks=3), X).chunks  # rechunked to X's rows
+    ((4, 2),)
+    >>> as_dask_labels(np.zeros(5), X)
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 6 rows but y has 5 labels; pass one label per row (use -1 ...).
+    """
     if _is_zarr_array(y):
         y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
     if is_dask_frame(y):
@@ -318,7 +395,17 @@ def check_xy(
 
 def encode_labels(y: da.Array, classes: np.ndarray, marker=UNLABELED) -> da.Array:
     """Lazy class codes 0..K-1 of y (−1 for unlabeled rows: the ``marker`` and None/NaN,
-    see :func:`scalenc.labels.unlabeled_mask`), block by block."""
+    see :func:`scalenc.labels.unlabeled_mask`), block by block.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.data import encode_labels
+    >>> y = da.from_array(np.array([5, -1, 2, 5]), chunks=2)
+    >>> encode_labels(y, classes=np.array([2, 5])).compute()
+    array([ 1, -1,  0,  1])
+    """
     return y.map_blocks(
         encode, classes=classes, marker=marker, dtype=np.int64, meta=np.empty(0, np.int64)
     )

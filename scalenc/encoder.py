@@ -284,6 +284,24 @@ class EncoderClassifier(
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+        >>> model.classes_, model.kernel_.name
+        (array([0, 1, 2]), 'linear')
+        >>> model.class_means_.shape  # U, one row per class
+        (3, 4)
+
+        Rows labeled ``-1`` are left out of every class statistic:
+
+        >>> y_half = y.copy()
+        >>> y_half[::2] = -1
+        >>> EncoderClassifier().fit(X, y_half).class_counts_
+        array([25, 25, 25])
         """
         kernels = self._check_params()
         check_feature_names_of(self, X, reset=True)
@@ -529,6 +547,24 @@ class EncoderClassifier(
         Passes over the batch: 1 (linear, one-pass mode), 2, or 3 (several kernels).
         Until every class has had a labeled row, U is incomplete and Z cannot be formed;
         batches seen until then update U but (for non-linear kernels) not the LDA.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> batches = np.array_split(np.random.default_rng(0).permutation(len(y)), 3)
+        >>> model = EncoderClassifier()
+        >>> for rows in batches:
+        ...     model = model.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
+        >>> model.class_counts_
+        array([50, 50, 50])
+
+        With the linear kernel alone, the batches give ``fit``'s model on all rows:
+
+        >>> bool(np.allclose(model.coef_, EncoderClassifier().fit(X, y).coef_))
+        True
         """
         first = not hasattr(self, "_x_moments_total")
         if first:
@@ -649,12 +685,46 @@ class EncoderClassifier(
         return result
 
     def transform(self, X):
-        """The embedding Z = δ(X, U) of the chosen kernel, shape (n, K) (one lazy block map)."""
+        """The embedding Z = δ(X, U) of the chosen kernel, shape (n, K) (one lazy block map).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> Z = model.transform(X[:5])
+        >>> Z.shape
+        (5, 3)
+
+        The linear kernel's embedding is X Uᵀ, U the class means:
+
+        >>> import numpy as np
+        >>> bool(np.allclose(Z, X[:5] @ model.class_means_.T))
+        True
+        """
         self._check_fitted()
         return self._map(X, _embed_block, self.classes_.size, None)
 
     def decision_function(self, X):
-        """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA."""
+        """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> scores = model.decision_function(X[[0, 50, 100]])
+        >>> scores.shape, scores.argmax(axis=1)
+        ((3, 3), array([0, 1, 2]))
+
+        Two classes give one score per row, positive for ``classes_[1]``:
+
+        >>> binary = EncoderClassifier().fit(X[:100], y[:100])
+        >>> binary.decision_function(X[[0, 99]]) > 0
+        array([False,  True])
+        """
         self._check_fitted()
         n_out = 1 if self.classes_.size == 2 else self.classes_.size
         out = self._map(
@@ -663,7 +733,20 @@ class EncoderClassifier(
         return out[:, 0] if n_out == 1 else out
 
     def predict_proba(self, X):
-        """LDA posteriors T of Z, shape (n, K); rows sum to one."""
+        """LDA posteriors T of Z, shape (n, K); rows sum to one.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> proba = model.predict_proba(X[[0, 50, 100]])
+        >>> proba.shape, proba.sum(axis=1).round(6)
+        ((3, 3), array([1., 1., 1.]))
+        >>> proba.argmax(axis=1)
+        array([0, 1, 2])
+        """
         self._check_fitted()
         return self._map(
             X,
@@ -675,12 +758,43 @@ class EncoderClassifier(
         )
 
     def predict_log_proba(self, X):
-        """Log of :meth:`predict_proba`."""
+        """Log of :meth:`predict_proba`.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> import numpy as np
+        >>> log_proba = model.predict_log_proba(X[:3])
+        >>> bool(np.allclose(np.exp(log_proba), model.predict_proba(X[:3])))
+        True
+        """
         proba = self.predict_proba(X)
         return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
 
     def predict(self, X):
-        """Class labels (one lazy block map over X)."""
+        """Class labels (one lazy block map over X).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> model.predict(X[[0, 50, 100]])
+        array([0, 1, 2])
+
+        A Dask array gives a lazy Dask array, computed block by block:
+
+        >>> import dask.array as da
+        >>> labels = model.predict(da.from_array(X, chunks=50))
+        >>> labels.chunks
+        ((50, 50, 50),)
+        >>> bool((labels.compute() == model.predict(X)).all())
+        True
+        """
         self._check_fitted()
         return self._map(
             X,
@@ -708,6 +822,14 @@ def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:
     The first kernel is the benchmark; another replaces it only if its cross-entropy is
     at most ``(1 − min_improvement)`` times the benchmark's, and then the smallest such
     cross-entropy wins. With one kernel (or NaN cross-entropies) the first is chosen.
+
+    Examples
+    --------
+    >>> from scalenc.encoder import choose_kernel
+    >>> choose_kernel([10.0, 7.5, 8.0], min_improvement=0.3)  # 25 % better: not enough
+    0
+    >>> choose_kernel([10.0, 7.0, 6.0], min_improvement=0.3)  # both qualify: smallest wins
+    2
     """
     ce = np.asarray(cross_entropy, dtype=float)
     if ce.size <= 1 or np.isnan(ce).all():

@@ -53,7 +53,25 @@ __all__ = [
 
 class ScalencError(Exception):
     """Base class of the errors scalenc raises itself (parameter errors are scikit-learn's
-    ``InvalidParameterError``, a ``ValueError``)."""
+    ``InvalidParameterError``, a ``ValueError``).
+
+    Examples
+    --------
+    Catch every scalenc error in one place; the message says what to do:
+
+    >>> from scalenc import load_model
+    >>> from scalenc.exceptions import ModelFileError, ScalencError
+    >>> try:
+    ...     load_model("no-such-model")
+    ... except ScalencError as error:
+    ...     print(type(error).__name__)
+    ModelFileError
+
+    Each is also the built-in error a caller would catch anyway:
+
+    >>> issubclass(ModelFileError, ValueError)
+    True
+    """
 
 
 class DamagedDataError(ScalencError, ValueError):
@@ -83,7 +101,24 @@ class ClusterUnavailableError(ScalencError, ConnectionError):
 
 
 class ScalencWarning(UserWarning):
-    """Base class of every warning scalenc issues."""
+    """Base class of every warning scalenc issues.
+
+    Examples
+    --------
+    Record scalenc's warnings of a fit and look at them afterwards:
+
+    >>> import warnings
+    >>> import numpy as np
+    >>> from scalenc import LRClassifier
+    >>> from scalenc.exceptions import NumericalWarning, ScalencWarning
+    >>> X = np.repeat([[0.0, 1.0], [1.0, 0.0]], 5, axis=0)  # two features, one direction
+    >>> y = np.repeat([0, 1], 5)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always", ScalencWarning)
+    ...     model = LRClassifier(alpha=0.0).fit(X, y)
+    >>> [issubclass(w.category, NumericalWarning) for w in caught]
+    [True]
+    """
 
 
 class DataWarning(ScalencWarning):

@@ -48,7 +48,19 @@ __all__ = [
 
 
 def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
-    """‖x_i − u_j‖² for the rows of X (b×p) and U (K×p), in float64, clipped at 0."""
+    """‖x_i − u_j‖² for the rows of X (b×p) and U (K×p), in float64, clipped at 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> U = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> from scalenc.kernels import squared_distances
+    >>> squared_distances(X, U)
+    array([[ 0.,  2.],
+           [ 5.,  1.],
+           [10.,  4.]])
+    """
     return Tile(X, Means(U)).sq_distances
 
 
@@ -58,17 +70,32 @@ EMBED_TILE_ELEMENTS = 2**15
 
 
 class Means:
-    """The class means U (K×p) and what kernels derive from them, computed once per block."""
+    """The class means U (K×p) and what kernels derive from them, computed once per block.
+
+    Each derived array is computed on first use and kept.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.kernels import Means
+    >>> means = Means(np.array([[0.0, 0.0], [1.0, 1.0]], dtype=np.float32))
+    >>> means.u64.dtype, means.sq_norms
+    (dtype('float64'), array([0., 2.]))
+    >>> Means(np.array([[1.0, 3.0, 2.0]])).centred_ranks.round(3)
+    array([[-0.707,  0.707,  0.   ]])
+    """
 
     def __init__(self, U: np.ndarray):
         self.U = np.asarray(U)
 
     @functools.cached_property
     def u64(self) -> np.ndarray:
+        """U in float64."""
         return np.asarray(self.U, dtype=np.float64)
 
     @functools.cached_property
     def sq_norms(self) -> np.ndarray:
+        """‖u_k‖² per class, float64."""
         return np.einsum("ij,ij->i", self.u64, self.u64)
 
     @functools.cached_property
@@ -82,6 +109,22 @@ class Tile:
 
     Each product is computed on first use and kept for the other kernels of the tile; the
     float64 copy of X lives in a per-thread scratch buffer (valid until the next tile).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> U = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> from scalenc.kernels import Means, Tile
+    >>> tile = Tile(X, Means(U))
+    >>> tile.inner  # X Uᵀ
+    array([[0., 0.],
+           [0., 3.],
+           [0., 4.]])
+    >>> tile.sq_distances
+    array([[ 0.,  2.],
+           [ 5.,  1.],
+           [10.,  4.]])
     """
 
     def __init__(self, X: np.ndarray, means: Means):
@@ -90,10 +133,21 @@ class Tile:
 
     @property
     def U(self) -> np.ndarray:
+        """The class means U (K×p), as given to :class:`Means`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scalenc.kernels import Means, Tile
+        >>> Tile(np.ones((3, 2)), Means(np.eye(2))).U
+        array([[1., 0.],
+               [0., 1.]])
+        """
         return self.means.U
 
     @functools.cached_property
     def x64(self) -> np.ndarray:
+        """The tile's rows in float64 (X itself when it is float64 already)."""
         if self.X.dtype == np.float64:
             return self.X
         out = _blocks.scratch("tile.x64", self.X.shape, np.float64)
@@ -117,6 +171,18 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
 
     Computed a row tile at a time; within a tile the kernels share the float64 copy, X·Uᵀ
     and the squared distances, and across tiles what they derive from U.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> U = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> from scalenc.kernels import Euclidean, Linear, embed
+    >>> Z = embed([Linear(), Euclidean()], X, U)  # K columns per kernel
+    >>> Z.shape
+    (3, 4)
+    >>> bool(np.allclose(Z[:, 2:], Euclidean()(X, U)))
+    True
     """
     X = np.asarray(X)
     means = Means(U)
@@ -135,7 +201,20 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
 
 
 def average_ranks(A: np.ndarray) -> np.ndarray:
-    """Row-wise ranks 1..p, ties given their average rank (as ``scipy.stats.rankdata``)."""
+    """Row-wise ranks 1..p, ties given their average rank (as ``scipy.stats.rankdata``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.stats import rankdata
+    >>> from scalenc.kernels import average_ranks
+    >>> A = np.array([[3.0, 1.0, 3.0, 2.0], [0.5, 0.25, 0.75, 1.0]])
+    >>> average_ranks(A)
+    array([[3.5, 1. , 3.5, 2. ],
+           [2. , 1. , 3. , 4. ]])
+    >>> bool((average_ranks(A) == rankdata(A, axis=1)).all())
+    True
+    """
     return _ranks_and_tied_rows(A)[0]
 
 
@@ -256,6 +335,33 @@ class Kernel:
 
     Subclasses implement :meth:`tile` (one row tile, using the tile's shared products) or
     override ``__call__``.
+
+    Examples
+    --------
+    A kernel of one's own, −‖x − u‖², from the tile's shared squared distances:
+
+    >>> import numpy as np
+    >>> from scalenc import EncoderClassifier
+    >>> from scalenc.kernels import Kernel
+    >>> class NegativeSquared(Kernel):
+    ...     name = "negative_squared"
+    ...     def tile(self, tile):
+    ...         return -tile.sq_distances
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> NegativeSquared()(X, np.array([[1.0, 1.0]]))
+    array([[-2.],
+           [-1.],
+           [-4.]])
+
+    It goes to :class:`~scalenc.EncoderClassifier` like a name (for a cluster, define it in
+    an importable module, so that it pickles):
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.normal(0, 1, (30, 2)), rng.normal(4, 1, (30, 2))])
+    >>> y = np.repeat([0, 1], 30)
+    >>> model = EncoderClassifier(kernels=NegativeSquared()).fit(X, y)
+    >>> model.kernel_.name, float(model.score(X, y)) > 0.9
+    ('negative_squared', True)
     """
 
     name = "kernel"
@@ -268,13 +374,37 @@ class Kernel:
         return embed((self,), X, U)
 
     def tile(self, tile: Tile) -> np.ndarray:
-        """δ(X, U) for one :class:`Tile`."""
+        """δ(X, U) for one :class:`Tile`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scalenc.kernels import Linear, Means, Tile
+        >>> tile = Tile(np.array([[1.0, 2.0], [3.0, 1.0]]), Means(np.eye(2)))
+        >>> Linear().tile(tile)  # ⟨x, u⟩ = X Uᵀ
+        array([[1., 2.],
+               [3., 1.]])
+        """
         if type(self).__call__ is Kernel.__call__:  # pragma: no cover - abstract
             raise NotImplementedError(f"{type(self).__name__} must implement tile or __call__")
         return self(tile.X, tile.U)
 
     def resolve(self, stats: dict) -> Kernel:
-        """Return a copy with data-dependent defaults filled from pass-1 statistics."""
+        """Return a copy with data-dependent defaults filled from pass-1 statistics.
+
+        ``stats`` holds the per-class counts ``n`` (K,), means ``mean`` (K×p) and, when
+        :attr:`needs_sqnorm`, sums of squared row norms ``sqnorm`` (K,). Kernels without
+        such defaults return themselves.
+
+        Examples
+        --------
+        >>> from scalenc.kernels import Gaussian, Linear
+        >>> kernel = Linear()
+        >>> kernel.resolve({}) is kernel
+        True
+        >>> Gaussian(sigma=2.0).resolve({})
+        gaussian(sigma=2)
+        """
         return self
 
     def __repr__(self) -> str:
@@ -283,6 +413,20 @@ class Kernel:
 
 @dataclass(frozen=True, repr=False)
 class Linear(Kernel):
+    """⟨x, u⟩, Shen's inner-product kernel: the embedding is X Uᵀ.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> U = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> from scalenc.kernels import Linear
+    >>> Linear()(X, U)
+    array([[0., 0.],
+           [0., 3.],
+           [0., 4.]])
+    """
+
     name = "linear"
 
     def tile(self, tile):
@@ -291,6 +435,21 @@ class Linear(Kernel):
 
 @dataclass(frozen=True, repr=False)
 class Euclidean(Kernel):
+    """−‖x − u‖, the distance-induced kernel (LDA is affine-invariant, so −d serves for
+    Shen's "max − d" transform).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> U = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> from scalenc.kernels import Euclidean
+    >>> Euclidean()(X, U).round(3)
+    array([[-0.   , -1.414],
+           [-2.236, -1.   ],
+           [-3.162, -2.   ]])
+    """
+
     name = "euclidean"
 
     def tile(self, tile):
@@ -309,6 +468,16 @@ class Spearman(Kernel):
 
     The block's rows are ranked in their own dtype (float32 from disk ranks exactly and
     faster than a float64 copy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.kernels import Spearman
+    >>> X = np.array([[1.0, 2.0, 3.0], [30.0, 20.0, 10.0], [1.0, 3.0, 2.0]])
+    >>> Spearman()(X, np.array([[1.0, 2.0, 3.0]]))
+    array([[ 1. ],
+           [-1. ],
+           [ 0.5]])
     """
 
     name = "spearman"
@@ -335,6 +504,17 @@ class Gaussian(Kernel):
 
     ``sigma=None`` takes σ² = the mean of ‖x_i − u_k‖² over the labeled training rows i
     and all classes k (computed from the first pass's statistics, no extra pass).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 1.0]])
+    >>> U = np.array([[0.0, 0.0], [1.0, 1.0]])
+    >>> from scalenc.kernels import Gaussian
+    >>> Gaussian(sigma=1.0)(X, U).round(3)
+    array([[1.   , 0.368],
+           [0.082, 0.607],
+           [0.007, 0.135]])
     """
 
     sigma: float | None = None
@@ -342,6 +522,14 @@ class Gaussian(Kernel):
 
     @property
     def needs_sqnorm(self) -> bool:  # type: ignore[override]
+        """Whether σ is left to :meth:`resolve` (``sigma=None``).
+
+        Examples
+        --------
+        >>> from scalenc.kernels import Gaussian
+        >>> Gaussian().needs_sqnorm, Gaussian(sigma=1.0).needs_sqnorm
+        (True, False)
+        """
         return self.sigma is None
 
     def tile(self, tile):
@@ -350,6 +538,24 @@ class Gaussian(Kernel):
         return np.exp(tile.sq_distances / (-2.0 * self.sigma**2))
 
     def resolve(self, stats):
+        """σ from pass 1's per-class counts, means and sums of squared norms (no pass).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scalenc.kernels import Gaussian
+        >>> X = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 4.0], [2.0, 4.0]])
+        >>> y = np.array([0, 0, 1, 1])
+        >>> stats = {
+        ...     "n": np.bincount(y).astype(float),
+        ...     "mean": np.array([X[y == k].mean(axis=0) for k in (0, 1)]),
+        ...     "sqnorm": np.array([(X[y == k] ** 2).sum() for k in (0, 1)]),
+        ... }
+        >>> Gaussian().resolve(stats)  # σ² = mean of ‖x_i − u_k‖² over rows and classes
+        gaussian(sigma=3)
+        >>> float(np.sqrt(((X[:, None, :] - stats["mean"]) ** 2).sum(axis=2).mean()))
+        3.0
+        """
         if self.sigma is not None:
             return self
         n, mean, sqnorm = stats["n"], stats["mean"], stats["sqnorm"]
@@ -364,13 +570,46 @@ class Gaussian(Kernel):
 
 @dataclass(frozen=True, repr=False)
 class CallableKernel(Kernel):
-    """A user function ``f(X_block, U) -> (b, K)``; it must be picklable for clusters."""
+    """A user function ``f(X_block, U) -> (b, K)``; it must be picklable for clusters.
+
+    The function sees each block whole, once (not a row tile at a time).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.kernels import CallableKernel
+    >>> def cosine(X, U):
+    ...     return (X @ U.T) / np.outer(np.linalg.norm(X, axis=1), np.linalg.norm(U, axis=1))
+    >>> kernel = CallableKernel(cosine)
+    >>> kernel(np.array([[1.0, 0.0], [1.0, 1.0]]), np.array([[2.0, 0.0]])).round(3)
+    array([[1.   ],
+           [0.707]])
+
+    Its output shape is checked:
+
+    >>> def row_sums(X, U):
+    ...     return X.sum(axis=1)
+    >>> CallableKernel(row_sums)(np.ones((2, 2)), np.ones((3, 2)))
+    Traceback (most recent call last):
+    ...
+    ValueError: The kernel callable 'row_sums' must return ... (2, 3); it returned (2,).
+    """
 
     func: Callable[[np.ndarray, np.ndarray], np.ndarray]
     tiled = False
 
     @property
     def name(self):  # type: ignore[override]
+        """The function's ``__name__``.
+
+        Examples
+        --------
+        >>> from scalenc.kernels import CallableKernel
+        >>> def my_kernel(X, U):
+        ...     return X @ U.T
+        >>> CallableKernel(my_kernel).name
+        'my_kernel'
+        """
         return getattr(self.func, "__name__", "callable")
 
     def __call__(self, X, U):
@@ -392,7 +631,22 @@ KERNELS: dict[str, type[Kernel]] = {
 
 
 def get_kernel(spec) -> Kernel:
-    """A :class:`Kernel` from a name, a :class:`Kernel` instance or a callable."""
+    """A :class:`Kernel` from a name, a :class:`Kernel` instance or a callable.
+
+    Examples
+    --------
+    >>> from scalenc.kernels import Gaussian, get_kernel
+    >>> get_kernel("spearman"), get_kernel(Gaussian(sigma=2.0))
+    (spearman, gaussian(sigma=2))
+    >>> def inner(X, U):
+    ...     return X @ U.T
+    >>> get_kernel(inner)
+    inner
+    >>> get_kernel("cosine")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown kernel 'cosine'. Valid names are ['euclidean', 'gaussian', ...
+    """
     if isinstance(spec, Kernel):
         return spec
     if isinstance(spec, str):

@@ -82,6 +82,26 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
 
         For two classes, shape (n,) with F̂₂ − F̂₁ (scikit-learn's binary convention:
         positive means ``classes_[1]``). One lazy block map over X; dtype follows X.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import NRBFNClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = NRBFNClassifier().fit(X, y)  # the same for LRClassifier
+        >>> scores = model.decision_function(X[[0, 50, 100]])
+        >>> scores.shape, scores.argmax(axis=1)
+        ((3, 3), array([0, 1, 2]))
+        >>> NRBFNClassifier().fit(X[:100], y[:100]).decision_function(X[[0, 99]]) > 0
+        array([False,  True])
+
+        LRClassifier's scores are the linear model ``X coef_ᵀ + intercept_``:
+
+        >>> import numpy as np
+        >>> from scalenc import LRClassifier
+        >>> lrc = LRClassifier().fit(X, y)
+        >>> bool(np.allclose(lrc.decision_function(X), X @ lrc.coef_.T + lrc.intercept_))
+        True
         """
         check_is_fitted(self, "classes_")
         binary = self.classes_.size == 2
@@ -100,18 +120,61 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
 
         Rows sum to one and the argmax is the prediction. These are not calibrated
         posteriors: F̂ is a least-squares fit to the class indicators.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import NRBFNClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = NRBFNClassifier().fit(X, y)  # the same for LRClassifier
+        >>> proba = model.predict_proba(X[[0, 50, 100]])
+        >>> proba.sum(axis=1).round(6), proba.argmax(axis=1)
+        (array([1., 1., 1.]), array([0, 1, 2]))
+        >>> bool((proba >= 0).all())
+        True
         """
         check_is_fitted(self, "classes_")
         return self._map(X, nb.proba_block, self.classes_.size, None, out_dtype=None)
 
     def predict_log_proba(self, X):
-        """Log of :meth:`predict_proba` (−inf where the probability is 0)."""
+        """Log of :meth:`predict_proba` (−inf where the probability is 0).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import NRBFNClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = NRBFNClassifier().fit(X, y)  # the same for LRClassifier
+        >>> import numpy as np
+        >>> log_proba = model.predict_log_proba(X[:3])
+        >>> bool(np.allclose(np.exp(log_proba), model.predict_proba(X[:3])))
+        True
+        """
         proba = self.predict_proba(X)
         with np.errstate(divide="ignore"):
             return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
 
     def predict(self, X):
-        """Class labels, argmax_k F̂_k (Algorithm 3 step 6; eq. 2 for LRC). One lazy block map."""
+        """Class labels, argmax_k F̂_k (Algorithm 3 step 6; eq. 2 for LRC). One lazy block map.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import NRBFNClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = NRBFNClassifier().fit(X, y)  # the same for LRClassifier
+        >>> model.predict(X[[0, 50, 100]])
+        array([0, 1, 2])
+
+        A Dask array gives a lazy Dask array, computed block by block:
+
+        >>> import dask.array as da
+        >>> labels = model.predict(da.from_array(X, chunks=50))
+        >>> labels.chunks
+        ((50, 50, 50),)
+        >>> bool((labels.compute() == model.predict(X)).all())
+        True
+        """
         check_is_fitted(self, "classes_")
         return self._map(X, nb.predict_block, None, self.classes_.dtype, classes=self.classes_)
 
@@ -408,6 +471,24 @@ class NRBFNClassifier(_RegressionClassifier):
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import NRBFNClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = NRBFNClassifier().fit(X, y)
+        >>> model.classes_, model.basis_.shape, model.n_passes_
+        (array([0, 1, 2]), (38, 4), 4)
+
+        λ chosen by a group splitter, the rows' groups passed to ``fit``:
+
+        >>> import numpy as np
+        >>> from sklearn.model_selection import GroupKFold
+        >>> groups = np.arange(len(y)) % 5
+        >>> model = NRBFNClassifier(alpha="cv", cv=GroupKFold(3)).fit(X, y, groups=groups)
+        >>> model.alpha_, model.cv_error_.shape  # the error of each λ of the grid
+        (1e-05, (3,))
         """
         grid = self._check_params()
         X, codes = self._prepare_fit(X, y)
@@ -1028,6 +1109,18 @@ class LRClassifier(_RegressionClassifier):
         Returns
         -------
         self
+
+        Examples
+        --------
+        >>> import dask.array as da
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import LRClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = LRClassifier().fit(da.from_array(X, chunks=50), y)
+        >>> model.n_passes_, model.weights_.shape  # D*: a column for √β, one per feature
+        (1, (3, 5))
+        >>> float(model.score(X, y)) > 0.8
+        True
         """
         self._validate_params()
         X, codes = self._prepare_fit(X, y)

@@ -40,11 +40,45 @@ INSTALL_HINT = 'pip install "scalenc[plot]"'
 
 
 class MissingPlotDependency(ImportError):
-    """matplotlib, needed for plots, is not installed."""
+    """matplotlib, needed for plots, is not installed.
+
+    An ``ImportError``, so that code which already catches a missing optional dependency
+    catches it too.
+
+    Examples
+    --------
+    >>> from scalenc.report import MissingPlotDependency, require_matplotlib
+    >>> try:
+    ...     Figure, FigureCanvas = require_matplotlib()
+    ... except MissingPlotDependency as error:  # the message says what to install
+    ...     print(error)
+    >>> issubclass(MissingPlotDependency, ImportError)
+    True
+    """
 
 
 def require_matplotlib():
-    """Import matplotlib's object-oriented API, or say how to install it."""
+    """Import matplotlib's object-oriented API, or say how to install it.
+
+    Returns
+    -------
+    Figure, FigureCanvasAgg
+        ``matplotlib.figure.Figure`` and the Agg canvas (no display, no global state).
+
+    Raises
+    ------
+    MissingPlotDependency
+        matplotlib is not installed; the message gives ``pip install "scalenc[plot]"``.
+
+    Examples
+    --------
+    >>> from scalenc.report import require_matplotlib
+    >>> Figure, FigureCanvas = require_matplotlib()
+    >>> fig = Figure(figsize=(2, 1))
+    >>> canvas = FigureCanvas(fig)
+    >>> fig.subplots().plot([0, 1], [1, 0])[0].get_xdata().tolist()
+    [0, 1]
+    """
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -59,7 +93,20 @@ def require_matplotlib():
 
 
 def jsonable(value, *, max_items: int = 50):
-    """A JSON value for small results: NaN → None, arrays ≤ ``max_items`` → lists."""
+    """A JSON value for small results: NaN → None, arrays ≤ ``max_items`` → lists.
+
+    Larger arrays become their shape and dtype, longer lists their length, and other
+    objects their ``repr`` (up to 80 characters).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.report import jsonable
+    >>> jsonable({"alpha": np.float32(0.5), "classes": np.arange(3), "risk": float("nan")})
+    {'alpha': 0.5, 'classes': [0, 1, 2], 'risk': None}
+    >>> jsonable(np.zeros((100, 2)))
+    {'shape': [100, 2], 'dtype': 'float64'}
+    """
     if isinstance(value, np.ndarray):
         if value.size > max_items:
             return {"shape": list(value.shape), "dtype": str(value.dtype)}
@@ -81,7 +128,19 @@ def jsonable(value, *, max_items: int = 50):
 
 
 def describe_model(est) -> dict:
-    """The small public fitted attributes of an estimator, JSON-ready (arrays summarised)."""
+    """The small public fitted attributes of an estimator, JSON-ready (arrays summarised).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from scalenc import LRClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = LRClassifier().fit(X, y)
+    >>> from scalenc.report import describe_model
+    >>> facts = describe_model(model)
+    >>> facts["estimator"], facts["classes_"], facts["n_passes_"]
+    ('LRClassifier', [0, 1, 2], 1)
+    """
     out = {"estimator": type(est).__name__}
     for key, value in sorted(vars(est).items()):
         if not key.endswith("_") or key.startswith("_"):
@@ -125,6 +184,20 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     -----
     One pass over X: the predictions are a block map, each block is reduced to K×K
     counts, and the counts are summed in a tree of fan-in ``split_every``.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from sklearn.datasets import load_iris
+    >>> from scalenc import LRClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = LRClassifier().fit(X, y)
+    >>> from scalenc.report import evaluate
+    >>> result = evaluate(model, da.from_array(X, chunks=50), da.from_array(y, chunks=50))
+    >>> result["accuracy"] == model.score(X, y), result["passes"]
+    (True, 1)
+    >>> result["confusion_matrix"][0]  # true class 0, by predicted class
+    [50, 0, 0]
     """
     classes = np.asarray(estimator.classes_)
     pred = estimator.predict(X)
@@ -149,7 +222,20 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
 def confusion_summary(
     matrix, classes, *, unknown=0, unlabeled=0, unknown_predicted=None, seconds=None, rows=None
 ) -> dict:
-    """Scores from a K×K confusion matrix (rows true, columns predicted)."""
+    """Scores from a K×K confusion matrix (rows true, columns predicted).
+
+    The keys are :func:`evaluate`'s; ``unknown`` counts labeled rows whose label is not a
+    class (errors), ``unknown_predicted`` (K,) the predictions of those rows.
+
+    Examples
+    --------
+    >>> from scalenc.report import confusion_summary
+    >>> summary = confusion_summary([[5, 1], [0, 4]], ["cat", "dog"])
+    >>> summary["accuracy"], summary["per_class"]["dog"]["precision"]
+    (0.9, 0.8)
+    >>> round(summary["balanced_accuracy"], 4)
+    0.9167
+    """
     matrix = np.asarray(matrix, dtype=np.int64)
     support = matrix.sum(axis=1)
     predicted = matrix.sum(axis=0) + (0 if unknown_predicted is None else unknown_predicted)
@@ -200,7 +286,21 @@ def confusion_summary(
 
 def sample_rows(X, y=None, *, n: int = 2000, random_state: int = 0):
     """A uniform sample of at most ``n`` rows of (X, y) as NumPy arrays (reads the blocks
-    the sampled rows fall in)."""
+    the sampled rows fall in).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.report import sample_rows
+    >>> X = da.from_array(np.arange(200.0).reshape(100, 2), chunks=(25, 2))
+    >>> y = da.from_array(np.arange(100) % 3, chunks=25)
+    >>> xs, ys = sample_rows(X, y, n=5, random_state=0)
+    >>> xs.shape, ys.shape
+    ((5, 2), (5,))
+    >>> bool((ys == (xs[:, 0] // 2) % 3).all())  # rows and labels stay paired
+    True
+    """
     total = X.shape[0]
     rng = np.random.default_rng(random_state)
     idx = np.sort(rng.choice(total, size=min(n, total), replace=False))
@@ -458,6 +558,26 @@ def build_report(
     ------
     MissingPlotDependency
         matplotlib is not installed (``pip install "scalenc[plot]"``).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import dask.array as da
+    >>> from sklearn.datasets import load_iris
+    >>> from scalenc import LRClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = LRClassifier().fit(X, y)
+    >>> from scalenc.report import build_report, evaluate
+    >>> scores = evaluate(model, da.from_array(X), da.from_array(y))
+    >>> page = build_report(model, evaluation=scores, title="Iris")
+    >>> page.startswith("<!DOCTYPE html>"), "<h2>Evaluation on data</h2>" in page
+    (True, True)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "report.html")
+    ...     with open(path, "w", encoding="utf-8") as fh:
+    ...         _ = fh.write(page)
+    ...     os.path.getsize(path) > 10_000  # the confusion matrix plot is embedded
+    True
     """
     Figure, canvas = require_matplotlib()
     name = type(estimator).__name__

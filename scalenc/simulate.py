@@ -64,7 +64,23 @@ def _tile(setting: str, tile: int, n_features: int, n_classes: int, seed: int):
 
 
 def transform_matrix(n_features: int, seed: int) -> np.ndarray:
-    """The random Q (p×p, entries U(0, 1)) of the transformed settings."""
+    """The random Q (p×p, entries U(0, 1)) of the transformed settings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.simulate import simulate_rows, transform_matrix
+    >>> Q = transform_matrix(3, seed=0)
+    >>> Q.shape, bool(((Q >= 0) & (Q < 1)).all())
+    ((3, 3), True)
+
+    A ``*_transformed`` setting is its ``*_noise`` setting times Q:
+
+    >>> X_noise, _ = simulate_rows("uniform_noise", 0, 5, n_features=3, n_classes=2, seed=0)
+    >>> X, _ = simulate_rows("uniform_transformed", 0, 5, n_features=3, n_classes=2, seed=0)
+    >>> bool(np.allclose(X, X_noise @ Q))
+    True
+    """
     return np.random.default_rng([seed, 2**31]).uniform(0.0, 1.0, size=(n_features, n_features))
 
 
