@@ -74,16 +74,19 @@ def soft_knn_confidence(
     """Algorithm 1, steps 5–7: the soft-KNN confidence T of each candidate.
 
     W_ij = exp(−Q_ij² / (2σ²)) over the k neighbours of candidate j, normalised to sum to
-    one (W̃ = W diag(1ᵀW)⁻¹); T_j = Σ of W̃ over the neighbours that share j's label.
-    The smallest Q_ij² of each candidate is subtracted inside the exponential, which the
-    normalisation cancels exactly, so T is defined even when every W_ij underflows.
+    one (W̃ = W diag(1ᵀW)⁻¹); T_j = Σ of W̃ over the neighbours that share j's label,
+    computed as (same-label weight) / (total weight) with both sums taken alike, so T is
+    exactly 1 when every neighbour shares the label: step 9's "lowest confidence" among
+    such rows is then an exact tie, which goes to the first row (as MATLAB's ``min``),
+    whatever the input's precision. The smallest Q_ij² of each candidate is subtracted
+    inside the exponential, which the normalisation cancels exactly, so T is defined even
+    when every W_ij underflows.
     """
     scale = 2.0 * sigma**2 if sigma > 0 else 1.0
     logits = -(dist2 - dist2.min(axis=1, keepdims=True)) / scale
     W = np.exp(logits)
-    W /= W.sum(axis=1, keepdims=True)
     same = neighbor_labels == np.asarray(labels)[:, None]
-    return (W * same).sum(axis=1)
+    return np.where(same, W, 0.0).sum(axis=1) / W.sum(axis=1)
 
 
 def _by_confidence(confidence: np.ndarray) -> np.ndarray:

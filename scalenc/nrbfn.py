@@ -374,7 +374,7 @@ class NRBFNClassifier(_RegressionClassifier):
 
     >>> model = NRBFNClassifier(alpha="cv", random_state=0).fit(X, y)
     >>> model.alpha_, model.n_passes_
-    (1e-05, 5)
+    (1e-09, 5)
     """
 
     def __init__(
