@@ -26,6 +26,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
+from dask.system import CPU_COUNT
 from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
@@ -81,8 +82,20 @@ def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
     )
 
 
-def _auto_rows(n_features: int, itemsize: int) -> int:
-    return max(1, DEFAULT_CHUNK_BYTES // max(1, n_features * itemsize))
+#: Fewest rows of a default NumPy block split for the cores (see :func:`_auto_rows`).
+MIN_PARALLEL_ROWS = 8192
+
+
+def _auto_rows(n_features: int, itemsize: int, n_rows: int | None = None) -> int:
+    """Default rows per block: about :data:`DEFAULT_CHUNK_BYTES`, and with ``n_rows``
+    given, small enough for two blocks per core where that leaves at least
+    :data:`MIN_PARALLEL_ROWS` rows a block (a 50 000 × 42 float64 array is one 17 MB block
+    by bytes alone, so every pass over it would run on one core)."""
+    by_bytes = max(1, DEFAULT_CHUNK_BYTES // max(1, n_features * itemsize))
+    if n_rows is None:
+        return by_bytes
+    per_core = -(-n_rows // (2 * CPU_COUNT))
+    return min(by_bytes, max(MIN_PARALLEL_ROWS, per_core))
 
 
 def as_dask_array(
@@ -96,7 +109,8 @@ def as_dask_array(
     """``X`` as a 2-D float Dask array chunked along rows only.
 
     NumPy input is wrapped without copying, in row blocks of ``chunk_rows`` (default:
-    about 64 MB per block). Dask input keeps its row chunks unless ``chunk_rows`` is given;
+    about 64 MB per block, and at least two blocks per core where blocks keep 8192 rows).
+    Dask input keeps its row chunks unless ``chunk_rows`` is given;
     column chunks are merged. float32 and float64 are kept; integers become float64. A Zarr
     array is checked for missing chunks first (:func:`from_zarr`).
 
@@ -124,7 +138,7 @@ def as_dask_array(
             X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
         else:
             X = _check_in_memory(X, name)
-            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize)
+            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
             X = da.from_array(X, chunks=(rows, -1))
     if X.ndim != 2:
         raise ValueError(
@@ -334,8 +348,8 @@ def check_xy(
         One label per row (``-1``, ``None`` or NaN for unlabeled rows); rechunked to X's
         row blocks when they differ.
     chunk_rows : int, optional
-        Rows per block. NumPy input defaults to blocks of about 64 MB; Dask input keeps
-        its row chunks unless this is given. Column chunks are always merged.
+        Rows per block. NumPy input defaults to blocks of about 64 MB, at least two per
+        core; Dask input keeps its row chunks unless this is given. Column chunks are always merged.
     estimator : estimator, optional
         Named in the error raised when ``require_y`` is set and y is None.
     require_y : bool, default=False

@@ -36,6 +36,22 @@ def test_numpy_is_chunked_by_rows_without_copy(xy):
     assert as_dask_array(X.astype(int)).dtype == np.float64
 
 
+def test_default_numpy_blocks_give_every_core_two_blocks(monkeypatch):
+    """About 64 MB a block, but never one block for the whole array when it has rows
+    enough for two per core (8192 rows a block at least): every pass uses every core."""
+    import scalenc.data as data
+
+    monkeypatch.setattr(data, "CPU_COUNT", 2)
+    X = np.zeros((50_000, 42))  # 17 MB: one block by bytes alone
+    assert as_dask_array(X).chunks[0] == (12_500,) * 4
+    assert as_dask_array(X[:150]).chunks[0] == (150,)  # small data stays one block
+    assert as_dask_array(X[:20_000]).chunks[0] == (8192, 8192, 3616)
+    wide = np.lib.stride_tricks.as_strided(np.zeros(1), (100_000, 4096), (0, 0))
+    assert max(as_dask_array(wide).chunks[0]) == 64 * 2**20 // (4096 * 8)  # bytes bound
+    monkeypatch.setattr(data, "CPU_COUNT", 8)
+    assert len(as_dask_array(X).chunks[0]) == 7  # 50 000 / 8192: the row floor
+
+
 def test_column_chunks_are_merged_and_row_chunks_kept(xy):
     X, _ = xy
     Xd = as_dask_array(da.from_array(X, chunks=(50, 2)))
