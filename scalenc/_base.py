@@ -36,12 +36,48 @@ __all__ = [
     "known_row_chunks",
     "unlabeled_marker",
     "expected_failed_checks",
+    "memory_budget",
 ]
 
 
 def unlabeled_marker(estimator):
     """The estimator's unlabeled marker (``-1`` for estimators or models without one)."""
     return getattr(estimator, "unlabeled", UNLABELED)
+
+
+def memory_budget(estimator) -> tuple[dict, str]:
+    """Bytes a fit may use per worker process and on the client, and where that comes from.
+
+    The estimator's ``memory_limit`` (an int or a string such as ``"4GB"``) for both;
+    otherwise, with a distributed client active, the smallest ``memory_limit`` of its
+    workers for the block tasks; otherwise (and for the client)
+    :data:`~scalenc._nrbfn_plan.MEMORY_FRACTION` of the memory the machine has available.
+    """
+    from . import _nrbfn_plan as plan
+    from ._validation import invalid
+    from .cluster import active_client, uses_distributed
+
+    value = getattr(estimator, "memory_limit", None)
+    try:
+        limit = plan.parse_memory_limit(value)
+    except ValueError:
+        expectation = "an int of bytes, a string such as '4GB', or None"
+        raise invalid(estimator, "memory_limit", expectation, value) from None
+    if limit is not None:
+        return {"worker": limit, "client": limit}, f"memory_limit={value!r}"
+    import psutil
+
+    share = int(plan.MEMORY_FRACTION * psutil.virtual_memory().available)
+    machine = f"{plan.MEMORY_FRACTION:.0%} of this machine's available memory"
+    if uses_distributed():
+        workers = active_client().scheduler_info().get("workers", {}).values()
+        limits = [w.get("memory_limit") or 0 for w in workers]
+        if limits and min(limits) > 0:
+            return (
+                {"worker": int(min(limits)), "client": share},
+                f"the Dask workers' memory_limit (workers); {machine} (client)",
+            )
+    return {"worker": share, "client": share}, machine
 
 
 #: scikit-learn estimator checks a scalenc estimator fails by design, with the reason; the

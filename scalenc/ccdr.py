@@ -28,10 +28,12 @@ from ._base import (
     StreamingClassifierMixin,
     known_row_chunks,
     map_output,
+    memory_budget,
     prepare_fit,
     prepare_input,
     refuse_nonfinite,
 )
+from ._nrbfn_plan import format_bytes
 from ._validation import Integral, Interval, Real, StrOptions
 from .cluster import blas_single_thread, compute
 from .data import check_xy, encode_labels
@@ -51,6 +53,7 @@ CCDR_CONSTRAINTS: dict = {
     "subsample_size": [Interval(Integral, 2, None, closed="left")],
     "n_subsamples": [Interval(Integral, 1, None, closed="left")],
     "random_state": ["random_state"],
+    "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
     "unlabeled": [Real, str, None],
     "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
     "split_every": [Interval(Integral, 2, None, closed="left")],
@@ -95,13 +98,20 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         n ≤ ``subsample_size`` every subsample would be all rows, so one exact solve is made.
     random_state : int, RandomState or None, default=None
         Draws the subsamples from global row indices (the same draw for any chunking).
+    memory_limit : int, str or None, default=None
+        Bytes the client may hold for the subsamples (an int, or a string such as
+        ``"4GB"``). None: a quarter of the memory the machine has available when ``fit``
+        starts. The B·s rows are gathered to the client and kept in float64 by the
+        solutions (B·s·p·(8 + itemsize) bytes); ``fit`` estimates this from the draw,
+        before reading X, and raises :class:`MemoryError` naming ``subsample_size`` and
+        ``n_subsamples`` when it does not fit.
     unlabeled : int, float, str or None, default=-1
         The label that marks an unlabeled row, as in :mod:`sklearn.semi_supervised`: such
         rows (and rows labeled None or NaN) never enter a class statistic; they are graph
         nodes of the semi-supervised embedding. ``None`` for fully supervised data: then
         ``-1`` is an ordinary class and None/NaN labels are refused.
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks).
+        Rows per block for NumPy input (None: about 64 MB blocks, at least two per core).
     split_every : int, default=8
         Fan-in of the tree reductions.
 
@@ -188,6 +198,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         subsample_size=5000,
         n_subsamples=1,
         random_state=None,
+        memory_limit=None,
         unlabeled=-1,
         chunk_rows=None,
         split_every=8,
@@ -199,6 +210,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.subsample_size = subsample_size
         self.n_subsamples = n_subsamples
         self.random_state = random_state
+        self.memory_limit = memory_limit
         self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
@@ -238,6 +250,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._validate_params()
         X, codes = prepare_fit(self, X, y)
         draws = self._draw_subsamples(codes)
+        self._check_memory(X, draws)
         rows = self._gather(X, draws)
         self.solutions_ = self._solve_all(draws, rows)
         self._set_reference()
@@ -270,6 +283,19 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             order = np.argsort(found[f"s{b}"])
             draws.append((found[f"s{b}"][order], found[f"c{b}"][order]))
         return draws
+
+    def _check_memory(self, X: da.Array, draws) -> None:
+        """Refuse, before X is read, subsamples the client cannot hold (see memory_limit)."""
+        rows, p = sum(idx.size for idx, _ in draws), X.shape[1]
+        need = rows * p * (X.dtype.itemsize + 8)  # the gathered rows + the float64 solutions
+        budget, source = memory_budget(self)
+        if need > budget["client"]:
+            raise MemoryError(
+                f"CCDR would hold {len(draws)} subsample(s) of {draws[0][0].size} rows × {p} "
+                f"features on the client, about {format_bytes(need)}: more than its budget "
+                f"of {format_bytes(budget['client'])} ({source}). Lower subsample_size or "
+                "n_subsamples, or raise memory_limit."
+            )
 
     def _gather(self, X: da.Array, draws) -> dict:
         """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
@@ -409,7 +435,7 @@ class CCDRClassifier(
     Parameters
     ----------
     n_components, beta, n_neighbors, epsilon, subsample_size, n_subsamples, random_state,
-    unlabeled, chunk_rows, split_every
+    memory_limit, unlabeled, chunk_rows, split_every
         As for :class:`CCDR`.
     classifier : {"linear", "knn", "lda"}, default="linear"
         ``"linear"``: the paper's least-squares classifier — for each class k,
@@ -480,6 +506,7 @@ class CCDRClassifier(
         random_state=None,
         classifier="linear",
         classifier_neighbors=5,
+        memory_limit=None,
         unlabeled=-1,
         chunk_rows=None,
         split_every=8,
@@ -493,6 +520,7 @@ class CCDRClassifier(
         self.random_state = random_state
         self.classifier = classifier
         self.classifier_neighbors = classifier_neighbors
+        self.memory_limit = memory_limit
         self.unlabeled = unlabeled
         self.chunk_rows = chunk_rows
         self.split_every = split_every
@@ -506,6 +534,7 @@ class CCDRClassifier(
             "subsample_size",
             "n_subsamples",
             "random_state",
+            "memory_limit",
             "unlabeled",
             "chunk_rows",
             "split_every",

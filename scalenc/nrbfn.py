@@ -35,7 +35,14 @@ from sklearn.utils.validation import check_is_fitted
 from . import _nrbfn_blocks as nb
 from . import _nrbfn_plan as plan
 from . import passes
-from ._base import StreamingClassifierMixin, fit_stage, map_output, prepare_fit, refuse_nonfinite
+from ._base import (
+    StreamingClassifierMixin,
+    fit_stage,
+    map_output,
+    memory_budget,
+    prepare_fit,
+    refuse_nonfinite,
+)
 from ._validation import Integral, Interval, Real, StrOptions, invalid
 from .cluster import active_client, compute, uses_distributed
 from .exceptions import BasisCappedWarning, DataWarning, NumericalWarning
@@ -278,7 +285,7 @@ class NRBFNClassifier(_RegressionClassifier):
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks).
+        Rows per block for NumPy input (None: about 64 MB blocks, at least two per core).
     split_every : int, default=8
         Fan-in of the tree reductions.
 
@@ -570,26 +577,7 @@ class NRBFNClassifier(_RegressionClassifier):
 
     def _memory_budget(self) -> tuple[dict, str]:
         """Bytes a fit may use per worker process and on the client, and where from."""
-        try:
-            limit = plan.parse_memory_limit(self.memory_limit)
-        except ValueError:
-            expectation = "an int of bytes, a string such as '4GB', or None"
-            raise invalid(self, "memory_limit", expectation, self.memory_limit) from None
-        if limit is not None:
-            return {"worker": limit, "client": limit}, f"memory_limit={self.memory_limit!r}"
-        import psutil
-
-        share = int(plan.MEMORY_FRACTION * psutil.virtual_memory().available)
-        machine = f"{plan.MEMORY_FRACTION:.0%} of this machine's available memory"
-        if uses_distributed():
-            workers = active_client().scheduler_info().get("workers", {}).values()
-            limits = [w.get("memory_limit") or 0 for w in workers]
-            if limits and min(limits) > 0:
-                return (
-                    {"worker": int(min(limits)), "client": share},
-                    f"the Dask workers' memory_limit (workers); {machine} (client)",
-                )
-        return {"worker": share, "client": share}, machine
+        return memory_budget(self)
 
     def _problem(self, X) -> plan.Problem:
         if uses_distributed():

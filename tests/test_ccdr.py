@@ -7,6 +7,7 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.linalg
+from _counting import counted
 from conftest import make_blobs, shared_dataset
 from scipy.spatial.distance import cdist
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
@@ -401,6 +402,19 @@ def test_auto_components_fit_small_and_multi_subsample_data():
     # 8 rows: capped at the graph's non-trivial eigenvectors instead of failing
     few = CCDR().fit(X[:8], np.array([0, 1] * 4))
     assert 1 <= few.n_components_ <= 8 + 2 - 2
+
+
+def test_subsamples_the_client_cannot_hold_are_refused_before_reading_x(tmp_path):
+    """memory_limit bounds the B·s·p rows gathered to the client: refused with the
+    parameters to change before any pass over X (the labels are read, X is not)."""
+    X, y = connected_blobs(600)
+    Xd, reads = counted(X, (200, 200, 200))
+    need = 2 * 300 * X.shape[1] * (8 + 8)
+    with pytest.raises(MemoryError, match=r"2 subsample\(s\) of 300 rows .*subsample_size"):
+        CCDR(subsample_size=300, n_subsamples=2, memory_limit=need - 1).fit(Xd, y)
+    assert reads.per_block() == [0, 0, 0]
+    CCDR(subsample_size=300, n_subsamples=2, memory_limit=need, random_state=0).fit(Xd, y)
+    assert reads.per_block() == [1, 1, 1]
 
 
 def kdd_like(n, seed, K=23, p=41):
