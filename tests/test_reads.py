@@ -143,7 +143,7 @@ CASES = {
     "encoder-spearman": Case(lambda: EncoderClassifier(kernels=("spearman",)), _const(2)),
     "encoder-gaussian": Case(lambda: EncoderClassifier(kernels=("gaussian",)), _const(2)),
     "encoder-three-kernels-cached": Case(
-        lambda: EncoderClassifier(kernels=THREE_KERNELS), _const(2)
+        lambda: EncoderClassifier(kernels=THREE_KERNELS, cache_embedding=True), _const(2)
     ),
     "encoder-three-kernels-not-cached": Case(
         lambda: EncoderClassifier(kernels=THREE_KERNELS, cache_embedding=False), _const(3)
@@ -223,6 +223,18 @@ def test_fit_passes_equal_documented_and_n_passes(name, chunks, data, local_sche
     model, real, n_b = _fit_counted(name, X, y, chunks)
     documented = CASES[name].documented(n_b)
     assert (real, model.n_passes_) == (documented, documented)
+
+
+@pytest.mark.parametrize("chunks", [IRREGULAR, REGULAR], ids=["irregular", "regular"])
+def test_auto_cache_plan_reads_what_it_says(chunks, data, local_scheduler):
+    """cache_embedding="auto" (the default) picks its plan from measured rates, so either
+    plan may run here: the real reads equal the plan's own count and n_passes_."""
+    X, y = data
+    Xd, reads = counted(X, chunks)
+    model = EncoderClassifier(kernels=THREE_KERNELS).fit(Xd, y)
+    real = reads.passes()
+    assert real == model.n_passes_ == model.fit_plan_["passes_over_X"]
+    assert (model.fit_plan_["name"], real) in {("cache", 2), ("recompute", 3)}
 
 
 @pytest.mark.parametrize(
