@@ -1036,7 +1036,10 @@ class LRClassifier(_RegressionClassifier):
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
     chunk_rows : int or None, default=None
+        Rows per block for NumPy input (None: about 64 MB blocks, at least two per core).
+        Dask input keeps its chunks unless this is set.
     split_every : int, default=8
+        Fan-in of the tree reduction that sums the blocks' normal equations.
 
     Attributes
     ----------
