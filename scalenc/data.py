@@ -88,13 +88,15 @@ MIN_PARALLEL_ROWS = 8192
 
 def _auto_rows(n_features: int, itemsize: int, n_rows: int | None = None) -> int:
     """Default rows per block: about :data:`DEFAULT_CHUNK_BYTES`, and with ``n_rows``
-    given, small enough for two blocks per core where that leaves at least
+    given, small enough for one block per core where that leaves at least
     :data:`MIN_PARALLEL_ROWS` rows a block (a 50 000 × 42 float64 array is one 17 MB block
-    by bytes alone, so every pass over it would run on one core)."""
+    by bytes alone, so every pass over it would run on one core). One, not more: a pass
+    whose per-block result is large (nRBFN's r×r Gram partials) holds one per block
+    until the merge, so more blocks than cores cost memory and gain no parallelism."""
     by_bytes = max(1, DEFAULT_CHUNK_BYTES // max(1, n_features * itemsize))
     if n_rows is None:
         return by_bytes
-    per_core = -(-n_rows // (2 * CPU_COUNT))
+    per_core = -(-n_rows // CPU_COUNT)
     return min(by_bytes, max(MIN_PARALLEL_ROWS, per_core))
 
 
@@ -109,7 +111,7 @@ def as_dask_array(
     """``X`` as a 2-D float Dask array chunked along rows only.
 
     NumPy input is wrapped without copying, in row blocks of ``chunk_rows`` (default:
-    about 64 MB per block, and at least two blocks per core where blocks keep 8192 rows).
+    about 64 MB per block, and at least one block per core where blocks keep 8192 rows).
     Dask input keeps its row chunks unless ``chunk_rows`` is given;
     column chunks are merged. float32 and float64 are kept; integers become float64. A Zarr
     array is checked for missing chunks first (:func:`from_zarr`).
@@ -348,7 +350,7 @@ def check_xy(
         One label per row (``-1``, ``None`` or NaN for unlabeled rows); rechunked to X's
         row blocks when they differ.
     chunk_rows : int, optional
-        Rows per block. NumPy input defaults to blocks of about 64 MB, at least two per
+        Rows per block. NumPy input defaults to blocks of about 64 MB, at least one per
         core; Dask input keeps its row chunks unless this is given. Column chunks are always merged.
     estimator : estimator, optional
         Named in the error raised when ``require_y`` is set and y is None.

@@ -131,7 +131,7 @@ class EncoderClassifier(
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks, at least two per core).
+        Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
         Dask input keeps its chunks unless this is set.
     split_every : int, default=8
         Fan-in of the tree reductions.

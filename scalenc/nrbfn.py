@@ -285,7 +285,7 @@ class NRBFNClassifier(_RegressionClassifier):
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks, at least two per core).
+        Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
     split_every : int, default=8
         Fan-in of the tree reductions.
 
@@ -1036,7 +1036,7 @@ class LRClassifier(_RegressionClassifier):
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks, at least two per core).
+        Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
         Dask input keeps its chunks unless this is set.
     split_every : int, default=8
         Fan-in of the tree reduction that sums the blocks' normal equations.

@@ -36,16 +36,16 @@ def test_numpy_is_chunked_by_rows_without_copy(xy):
     assert as_dask_array(X.astype(int)).dtype == np.float64
 
 
-def test_default_numpy_blocks_give_every_core_two_blocks(monkeypatch):
+def test_default_numpy_blocks_give_every_core_a_block(monkeypatch):
     """About 64 MB a block, but never one block for the whole array when it has rows
-    enough for two per core (8192 rows a block at least): every pass uses every core."""
+    enough for one per core (8192 rows a block at least): every pass uses every core."""
     import scalenc.data as data
 
     monkeypatch.setattr(data, "CPU_COUNT", 2)
     X = np.zeros((50_000, 42))  # 17 MB: one block by bytes alone
-    assert as_dask_array(X).chunks[0] == (12_500,) * 4
+    assert as_dask_array(X).chunks[0] == (25_000, 25_000)
     assert as_dask_array(X[:150]).chunks[0] == (150,)  # small data stays one block
-    assert as_dask_array(X[:20_000]).chunks[0] == (8192, 8192, 3616)
+    assert as_dask_array(X[:10_000]).chunks[0] == (8192, 1808)
     wide = np.lib.stride_tricks.as_strided(np.zeros(1), (100_000, 4096), (0, 0))
     assert max(as_dask_array(wide).chunks[0]) == 64 * 2**20 // (4096 * 8)  # bytes bound
     monkeypatch.setattr(data, "CPU_COUNT", 8)
