@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -70,11 +71,37 @@ def hard_dataset(n: int, p: int = 42, seed: int = 0, test_rows: int = 10000):
     return X[:n], y[:n], X[n:], y[n:]
 
 
-def _hard_child(n: int, setting: str) -> dict:
+def connect4_dataset(pmlb_dir: str):
+    """UCI Connect-4 as PMLB distributes it (``DIR/connect_4/connect_4.tsv.gz``, the file
+    ``pmlb.fetch_data("connect_4", local_cache_dir=DIR)`` writes): 67 557 × 42, 3 classes;
+    a stratified 2/3 split, seed 0, raw features (float64)."""
+    import pandas as pd
+    from sklearn.model_selection import train_test_split
+
+    path = Path(pmlb_dir) / "connect_4" / "connect_4.tsv.gz"
+    if not path.exists():
+        sys.exit(f"{path} not found: pip install pmlb, then in Python "
+                 f"pmlb.fetch_data('connect_4', local_cache_dir={str(pmlb_dir)!r})")  # fmt: skip
+    frame = pd.read_csv(path, sep="\t")
+    X = frame.drop(columns="target").to_numpy(np.float64)
+    y = frame["target"].to_numpy()
+    Xtr, Xte, ytr, yte = train_test_split(X, y, train_size=2 / 3, stratify=y, random_state=0)
+    return Xtr, ytr, Xte, yte
+
+
+HARD_SETTINGS = {
+    "defaults": {},
+    "n_candidates=5000, max_basis=4000": {"n_candidates": 5000, "max_basis": 4000},
+    "max_basis=4000": {"max_basis": 4000},
+    "max_basis=2000": {"max_basis": 2000},
+}
+
+
+def _hard_child(n: int, setting: str, pmlb_dir: str | None = None) -> dict:
     """One fit of the hard problem in this process, with its peak RSS (sampled every 50 ms)."""
     import psutil
 
-    Xtr, ytr, Xte, yte = hard_dataset(n)
+    Xtr, ytr, Xte, yte = connect4_dataset(pmlb_dir) if pmlb_dir else hard_dataset(n)
     proc, peak, stop = psutil.Process(), [0], threading.Event()
 
     def sample():
@@ -94,8 +121,7 @@ def _hard_child(n: int, setting: str) -> dict:
 
             model = KNeighborsClassifier(20).fit(Xtr, ytr)
         else:
-            params = {} if setting == "defaults" else {"n_candidates": 5000, "max_basis": 4000}
-            model = NRBFNClassifier(**params).fit(Xtr, ytr)
+            model = NRBFNClassifier(**HARD_SETTINGS[setting]).fit(Xtr, ytr)
             out.update(
                 r=int(model.basis_.shape[0]),
                 fit_mode=model.fit_mode_,
@@ -113,15 +139,25 @@ def _hard_child(n: int, setting: str) -> dict:
     return out
 
 
-def hard(n: int) -> None:
-    print(f"Hard 3-class problem, {n} training rows x 42, 10000 test rows; one subprocess per fit")
+def hard(n: int, pmlb_dir: str | None = None) -> None:
+    if pmlb_dir:
+        print(
+            "Connect-4 (PMLB): 45 038 training rows x 42, 22 519 test rows; one subprocess per fit"
+        )
+        settings = ("defaults", "max_basis=4000", "max_basis=2000", "knn")
+    else:
+        print(
+            f"Hard 3-class problem, {n} training rows x 42, 10000 test rows; one subprocess per fit"
+        )
+        settings = ("defaults", "n_candidates=5000, max_basis=4000", "knn")
     print(
         "\n| setting | basis r (wanted) | mode | fit s | predict s | test error % | peak RSS GB |"
     )
     print("|---|---|---|---|---|---|---|")
-    for setting in ("defaults", "n_candidates=5000, max_basis=4000", "knn"):
+    for setting in settings:
         code = f"import json, sys; sys.path.insert(0, {str(__file__.rsplit('/', 1)[0])!r}); "
-        code += f"import nrbfn_scale as b; print(json.dumps(b._hard_child({n}, {setting!r})))"
+        code += "import nrbfn_scale as b; "
+        code += f"print(json.dumps(b._hard_child({n}, {setting!r}, {pmlb_dir!r})))"
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
         if run.returncode:
             print(f"| {setting} | failed: {run.stderr.strip().splitlines()[-1]} |")
@@ -141,9 +177,14 @@ def main(argv=None):
     parser.add_argument("--svc-rows", type=int, default=10000)
     parser.add_argument("--chunk-rows", type=int, default=10000)
     parser.add_argument("--hard", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--connect4",
+        metavar="PMLB_DIR",
+        help="the hard problem on the real Connect-4 data from a PMLB cache directory",
+    )
     args = parser.parse_args(argv)
-    if args.hard:
-        hard(args.hard)
+    if args.hard or args.connect4:
+        hard(args.hard or 0, args.connect4)
         return
 
     d = np.load(data_dir() / "mnist.npz", allow_pickle=False)
