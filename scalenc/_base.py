@@ -49,8 +49,10 @@ def memory_budget(estimator) -> tuple[dict, str]:
     """Bytes a fit may use per worker process and on the client, and where that comes from.
 
     The estimator's ``memory_limit`` (an int or a string such as ``"4GB"``) for both;
-    otherwise, with a distributed client active, the smallest ``memory_limit`` of its
-    workers for the block tasks; otherwise (and for the client)
+    otherwise, with a distributed client active, what a worker can add before Dask pauses
+    it (the smallest ``memory_limit`` of the workers times Dask's
+    ``distributed.worker.memory.pause`` fraction, less the memory a worker already holds
+    with scalenc imported) for the block tasks; otherwise (and for the client)
     :data:`~scalenc._nrbfn_plan.MEMORY_FRACTION` of the memory the machine has available.
     """
     from . import _nrbfn_plan as plan
@@ -70,14 +72,48 @@ def memory_budget(estimator) -> tuple[dict, str]:
     share = int(plan.MEMORY_FRACTION * psutil.virtual_memory().available)
     machine = f"{plan.MEMORY_FRACTION:.0%} of this machine's available memory"
     if uses_distributed():
-        workers = active_client().scheduler_info().get("workers", {}).values()
+        client = active_client()
+        workers = client.scheduler_info().get("workers", {}).values()
         limits = [w.get("memory_limit") or 0 for w in workers]
         if limits and min(limits) > 0:
+            fraction = _worker_memory_fraction()
+            held = _worker_memory_held(client)
+            worker = max(0, int(min(limits) * fraction) - held)
             return (
-                {"worker": int(min(limits)), "client": share},
-                f"the Dask workers' memory_limit (workers); {machine} (client)",
+                {"worker": worker, "client": share},
+                f"the Dask workers' memory_limit x {fraction:.0%} (Dask's pause threshold) "
+                f"less the {held / 1e6:.0f} MB a worker holds (workers); {machine} (client)",
             )
     return {"worker": share, "client": share}, machine
+
+
+def _worker_memory_fraction() -> float:
+    """The fraction of its ``memory_limit`` a Dask worker may fill before it is paused
+    (``distributed.worker.memory.pause``, else ``terminate``; 1 when both are off)."""
+    import dask
+
+    for key in ("pause", "terminate"):
+        fraction = dask.config.get(f"distributed.worker.memory.{key}", None)
+        if fraction:
+            return float(fraction)
+    return 1.0
+
+
+def _worker_memory_held(client) -> int:
+    """The largest resident memory of a worker once it has imported scalenc's estimators
+    (what its block tasks import), measured on every worker; 0 if it cannot be measured."""
+
+    def resident_after_import():
+        import psutil
+
+        from . import ccdr, encoder, nrbfn  # noqa: F401  (what the block tasks import)
+
+        return psutil.Process().memory_info().rss
+
+    try:
+        return int(max(client.run(resident_after_import).values(), default=0))
+    except Exception:  # a worker that cannot run it: no estimate rather than no fit
+        return 0
 
 
 #: scikit-learn estimator checks a scalenc estimator fails by design, with the reason; the

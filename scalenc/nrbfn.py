@@ -269,8 +269,10 @@ class NRBFNClassifier(_RegressionClassifier):
         held in memory (c×p); the basis is drawn from them.
     memory_limit : int, str or None, default=None
         Bytes the fit may use in one process (an int, or a string such as ``"4GB"``).
-        None: with a distributed client active, the smallest ``memory_limit`` of its
-        workers for the block tasks; otherwise (and for the client's solve)
+        None: with a distributed client active, what a worker can add before Dask pauses
+        it (the smallest ``memory_limit`` of its workers times Dask's pause fraction, 0.8,
+        less the memory a worker holds with scalenc imported) for the block tasks;
+        otherwise (and for the client's solve)
         :data:`~scalenc._nrbfn_plan.MEMORY_FRACTION` (a quarter) of the memory the
         machine has available when ``fit`` starts. Before the first pass every stage's
         peak is estimated (``memory_plan_``); the ``"auto"`` defaults choose what fits,

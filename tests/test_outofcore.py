@@ -93,3 +93,23 @@ def test_multi_kernel_fit_larger_than_worker_memory(store):
     X, y = load(store)
     model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X[:600_000], y[:600_000])
     assert model.n_passes_ == 2 and np.isfinite(model.cross_entropy_).all()
+
+
+def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):
+    """NRBFNClassifier() with no memory_limit on a worker of 400 MiB: the plan's budget is
+    what the worker can add before Dask pauses it (80 % of its limit, less what it holds
+    with scalenc imported), so the capped basis fits and no worker is killed. A budget of
+    the whole limit sized the Gram partials to it and the nanny killed the worker."""
+    from scalenc import NRBFNClassifier
+    from scalenc.exceptions import BasisCappedWarning
+
+    before = set(limited_client.scheduler_info()["workers"])
+    X, y = simulate("normal_noise", 60_000, 20, 3, random_state=2, chunk_rows=10_000)
+    with pytest.warns(BasisCappedWarning):
+        model = NRBFNClassifier().fit(X, y)
+    budget = model.memory_plan_["budget"]
+    assert budget["worker"] < 0.8 * MEMORY_LIMIT
+    assert "pause threshold" in model.memory_plan_["budget_source"]
+    assert model.fit_mode_ != "exact"
+    assert model.score(X, y) > 0.9
+    assert set(limited_client.scheduler_info()["workers"]) == before  # no worker restarted
