@@ -1,0 +1,79 @@
+"""The benchmark scripts run end to end on tiny sizes and print their tables."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=BENCHMARKS.parent,
+    )
+
+
+def _scale_args(tmp_path: Path, scheduler: str) -> list[str]:
+    return [
+        "--quick",
+        "--sizes", "3000", "6000",
+        "--features", "8",
+        "--classes", "3",
+        "--chunk-rows", "2000",
+        "--test-rows", "1000",
+        "--peer-rows", "4000",
+        "--scheduler", scheduler,
+        "--workdir", str(tmp_path / "work"),
+        "--json", str(tmp_path / "out.json"),
+    ]  # fmt: skip
+
+
+def _check_scale_output(proc: subprocess.CompletedProcess, tmp_path: Path) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "| rows | step | fit s | × read |" in out
+    for step in ("bare read", "NRBFNClassifier()", "CCDRClassifier()", "scikit-learn LDA"):
+        assert f"| 6,000 | {step} |" in out or f"(in memory) | {step} |" in out, step
+    results = json.loads((tmp_path / "out.json").read_text())
+    assert [row["rows"] for row in results["sizes"]] == [3000, 6000]
+    for row in results["sizes"]:
+        for step in ("nrbfn", "ccdr"):
+            assert "failed" not in row[step], row[step]["failed"]
+            assert 0 <= row[step]["error"] < 0.2  # 3 well-separated classes
+            assert row[step]["fit_over_read"] > 0
+        assert row["nrbfn"]["nrbfn"]["fit_mode_"] == "exact"  # tiny: the paper's algorithm
+    return results
+
+
+def test_scale_defaults_threads(tmp_path):
+    """``--quick`` with explicit tiny sizes: the store is written, both defaults fit, the
+    table and the JSON hold every step."""
+    proc = _run("scale_defaults.py", *_scale_args(tmp_path, "threads"))
+    results = _check_scale_output(proc, tmp_path)
+    assert "writing 6,000 × 8 float32" in proc.stdout
+    assert results["sizes"][0]["read"]["workers_mb"] == 0  # no worker processes
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_scale_defaults_local_cluster(tmp_path):
+    """The same on a LocalCluster: the workers' memory is sampled; a second run with a
+    smaller size reuses the store (its first rows) instead of writing another."""
+    args = _scale_args(tmp_path, "local") + ["--memory-limit", "1GiB"]
+    proc = _run("scale_defaults.py", *args)
+    results = _check_scale_output(proc, tmp_path)
+    assert results["sizes"][0]["read"]["workers_mb"] > 0
+    assert results["cluster_starts"] == 1  # no worker lost
+    again = _run("scale_defaults.py", *_scale_args(tmp_path, "threads"), "--sizes", "3000")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "writing" not in again.stdout
+    assert "| 3,000 | NRBFNClassifier() |" in again.stdout
