@@ -890,8 +890,9 @@ class NRBFNClassifier(_RegressionClassifier):
                 f"max_basis={self.max_basis}"
                 if self.max_basis != "auto"
                 else f"max_basis='auto' = {cap} (the rows whose Gram pass and solve fit the "
-                f"memory budget of {plan.format_bytes(self._plan['budget']['client'])}, "
-                f"{self.memory_plan_['budget_source']}, at most MAX_AUTO_BASIS="
+                f"memory budget of {plan.format_bytes(self._plan['budget']['worker'])} per "
+                f"worker and {plan.format_bytes(self._plan['budget']['client'])} on the "
+                f"client: {self.memory_plan_['budget_source']}; at most MAX_AUTO_BASIS="
                 f"{plan.MAX_AUTO_BASIS})"
             )
             hint = (
