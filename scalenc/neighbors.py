@@ -61,6 +61,9 @@ THRESHOLD_SAMPLE = 2048
 EXACT_TILE_ELEMENTS = 2**19
 #: Column groups whose minima bound a query's k-th smallest score (at least 2k).
 GROUPS = 64
+#: Survivors per query and per neighbour (k + 1) above which a tile's survivors are
+#: checked for duplicate reference rows (typically about one per neighbour survives).
+DUPLICATE_SURVIVORS = 8
 
 
 def row_sq_norms(A: np.ndarray) -> np.ndarray:
@@ -306,6 +309,21 @@ class _Reference:
         with np.errstate(over="ignore"):
             self.scores_t = np.hstack([-2.0 * self.R, self.norms[:, None]]).astype(self.dtype)
         self.max_norm2 = float(self.norms.max()) if self.size else 0.0
+        self._duplicate_rank = None
+
+    def duplicate_rank(self) -> np.ndarray:
+        """For each row, how many identical rows come before it (computed once, when
+        first asked for: a sort of the rows)."""
+        if self._duplicate_rank is None:
+            _, group = np.unique(self.R, axis=0, return_inverse=True)
+            order = np.argsort(group.ravel(), kind="stable")
+            sorted_group = group.ravel()[order]
+            first = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
+            start = np.maximum.accumulate(np.where(first, np.arange(self.size), 0))
+            rank = np.empty(self.size, dtype=np.int64)
+            rank[order] = np.arange(self.size) - start
+            self._duplicate_rank = rank
+        return self._duplicate_rank
 
 
 def _group_count(s: int, k: int) -> int:
@@ -394,6 +412,14 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
         return np.minimum(thr, np.finfo(ref.dtype).max)  # +inf (excluded) never survives
 
     query, rows, vals = _survivors_t(padded, s, k, thr_of, g)
+    if query.size > DUPLICATE_SURVIVORS * (k + 1) * c:
+        # many survivors: usually exact duplicates among the reference rows, tied at one
+        # distance. A row with k + 1 identical rows before it never ranks among the k
+        # nearest (they tie with it and come first; one may be excluded), so it is dropped
+        # before the float64 recomputation (a query on a row repeated 1900 times kept all
+        # 1900 as survivors, each recomputed).
+        keep = ref.duplicate_rank()[rows] <= k
+        query, rows, vals = query[keep], rows[keep], vals[keep]
     counts = np.bincount(query, minlength=c)
     width = max(int(counts.max()), k + 1)
     slot = np.arange(query.size) - np.repeat(np.cumsum(counts) - counts, counts)

@@ -234,6 +234,36 @@ def test_exact_search_duplicates_ties_by_position_and_zero_distance(dtype, s):
         assert (d2[: min(s, 20), 0] == 0.0).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_search_with_rows_repeated_hundreds_of_times(dtype):
+    """A reference set whose rows repeat hundreds of times (intrusion data: one row 1900
+    times in 5000): every query on a repeated row has hundreds of ties at distance 0.
+    Rows with k + 1 identical rows before them are dropped before the float64
+    recomputation; neighbours and distances stay those of float64 brute force, with and
+    without excluding the query's own row."""
+    from scalenc.neighbors import _Reference, nearest
+
+    rng = np.random.default_rng(7)
+    distinct = rng.integers(0, 4, (40, 6)).astype(dtype)
+    R = distinct[rng.choice(40, 3000, p=np.r_[0.6, np.full(39, 0.4 / 39)])]
+    R[::7] += rng.random((R[::7].shape[0], 6)).astype(dtype)  # some distinct rows too
+    Q = np.vstack([R[:300], rng.integers(0, 4, (50, 6)).astype(dtype)])
+    atol = 1e-6 * 4 * (np.asarray(R, np.float64) ** 2).sum(axis=1).max()  # float32 ranking
+    for k in (1, 4, 10):
+        pos, d2 = nearest(Q, R, k, dtype=np.float32, refine=True)
+        want_pos, want_d2 = exact_knn(Q, R, k)
+        np.testing.assert_array_equal(pos, want_pos)
+        np.testing.assert_allclose(d2, want_d2, rtol=0, atol=atol)
+        exclude = np.r_[np.arange(300), np.full(50, -1)]
+        pos, d2 = nearest(Q, R, k, exclude=exclude, dtype=np.float32, refine=True)
+        want_pos, want_d2 = exact_knn(Q[:300], R, k, exclude=np.arange(300))
+        np.testing.assert_array_equal(pos[:300], want_pos)
+        np.testing.assert_allclose(d2[:300], want_d2, rtol=0, atol=atol)
+    rank = _Reference(R, np.float32).duplicate_rank()
+    for j in (0, 1, 2999):  # the number of identical rows before each row
+        assert rank[j] == np.sum((R[:j] == R[j]).all(axis=1))
+
+
 @pytest.mark.parametrize("s", [60, 700])
 def test_exact_search_excludes_self_and_matches_float64(s):
     from scalenc._ccdr_blocks import knn_search
