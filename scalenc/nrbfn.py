@@ -577,10 +577,6 @@ class NRBFNClassifier(_RegressionClassifier):
 
     # --- the plan: what fits the memory budget ------------------------------------
 
-    def _memory_budget(self) -> tuple[dict, str]:
-        """Bytes a fit may use per worker process and on the client, and where from."""
-        return memory_budget(self)
-
     def _problem(self, X) -> plan.Problem:
         if uses_distributed():
             workers = active_client().scheduler_info().get("workers", {}).values()
@@ -608,7 +604,7 @@ class NRBFNClassifier(_RegressionClassifier):
         """Before the first pass over X: the soft-KNN mode, the largest basis that fits the
         budget, and a refusal if even the sampled mode cannot fit (``memory_plan_``)."""
         problem = self._problem(X)
-        budget, source = self._memory_budget()
+        budget, source = memory_budget(self)
         fmt = plan.format_bytes
         limit_hint = (
             "raise memory_limit"
