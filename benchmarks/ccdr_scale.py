@@ -15,6 +15,12 @@ and noisy: compare ratios, not seconds):
 for each ``--subsample-sizes`` s. The extension costs O(s·p) per row (distances to S and a
 top-k), so the ratio to a bare read grows with s·p; it is the price of the k-NN search.
 
+Then what bounds it, on the store's first block in one thread (BLAS pinned to one thread),
+alternated ``--repeats`` + 2 times, best of each: (i) reading the block, (ii) the float32
+score product alone (the GEMM [X, 1]·[−2S, ‖s‖²]ᵀ in 1024-row tiles), (iii) the exact k-NN
+search (the product plus the selection and float64 refinement), (iv) ``transform`` of the
+block (iii plus eq. 20). ``selection / GEMM`` = ((iii) − (ii)) / (ii).
+
 Part B — quality. Test error of ``CCDRClassifier`` (linear head, and k-NN on satimage) as a
 function of ``subsample_size`` and ``n_subsamples`` on satimage (standard split, raw values)
 and mnist (standard split, pixels / 255), over ``--seeds`` draws of the subsamples.
@@ -115,10 +121,60 @@ def part_a(args) -> dict:
             }
         )
         print(out["runs"][-1], flush=True)
+        out["runs"][-1]["block"] = block_profile(X, model, args.repeats + 2)
+        print(out["runs"][-1]["block"], flush=True)
     out["read_s"] = round(min(reads), 2)
     out["read_gb_per_s"] = round(gb / min(reads), 2)
     out["read_rows_per_s"] = round(args.rows / min(reads))
     return out
+
+
+def block_profile(X, model, repeats: int) -> dict:
+    """Seconds of one block's read, score GEMM, k-NN search and transform, one thread."""
+    import dask
+    from threadpoolctl import threadpool_limits
+
+    from scalenc import _ccdr_blocks, neighbors
+
+    block = X.blocks[0]
+    with dask.config.set(scheduler="synchronous"):
+        xb = block.compute()
+    sol = model.solutions_[0]
+    ref = neighbors._Reference(sol.X, xb.dtype)
+    xa = np.hstack([xb, np.ones((xb.shape[0], 1), xb.dtype)])
+    out = np.empty((ref.size, 1024), ref.dtype)
+
+    def gemm():
+        for i in range(0, xa.shape[0] - 1023, 1024):
+            np.matmul(ref.scores_t, xa[i : i + 1024].T, out=out)
+
+    stages = {
+        "read": lambda: block.sum(axis=0).compute(),
+        "gemm": gemm,
+        "knn": lambda: _ccdr_blocks.knn_search(xb, sol.X, sol.n_neighbors),
+        "transform": lambda: _ccdr_blocks.transform_block(
+            xb, solutions=model.solutions_, with_codes=False, out_dtype=np.float32
+        ),
+    }
+    best = dict.fromkeys(stages, np.inf)
+    with threadpool_limits(1), dask.config.set(scheduler="synchronous"):
+        for _ in range(repeats):
+            for name, stage in stages.items():
+                t0 = time.perf_counter()
+                stage()
+                best[name] = min(best[name], time.perf_counter() - t0)
+    rows = xb.shape[0]
+    best["gemm"] *= rows / (rows - rows % 1024)  # the tiles timed cover rows − rows % 1024
+    read = best["read"]
+    return {
+        "rows": rows,
+        "seconds": {k: round(v, 4) for k, v in best.items()},
+        "gemm_over_read": round(best["gemm"] / read, 2),
+        "knn_over_read": round(best["knn"] / read, 2),
+        "transform_over_read": round(best["transform"] / read, 2),
+        "read_plus_transform_over_read": round(1 + best["transform"] / read, 2),
+        "selection_over_gemm": round((best["knn"] - best["gemm"]) / best["gemm"], 2),
+    }
 
 
 def _dataset(name):
@@ -182,6 +238,20 @@ def print_tables(r):
                 f"| {run['subsample_size']} | {run['fit_s']} | {run['fit_over_read']} | "
                 f"{run['transform_s']} | {run['rows_per_s']:,} | {run['transform_over_read']} |"
             )
+        blocks = [run for run in a["runs"] if "block" in run]
+        if blocks:
+            print(
+                "\nOne block in one thread, ratios to reading it: "
+                "| s | read (s) | GEMM | k-NN | transform | 1 + transform | selection / GEMM |"
+            )
+            print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for run in blocks:
+                b = run["block"]
+                print(
+                    f"| {run['subsample_size']} | {b['seconds']['read']} | {b['gemm_over_read']} | "
+                    f"{b['knn_over_read']} | {b['transform_over_read']} | "
+                    f"{b['read_plus_transform_over_read']} | {b['selection_over_gemm']} |"
+                )
     for name, rows in r.get("errors", {}).items():
         print(f"\nPart B: {name} test error (%), mean ± std over seeds")
         print("| subsample_size | n_subsamples | classifier | error | fit+score (s) |")

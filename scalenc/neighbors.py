@@ -374,9 +374,10 @@ def _survivors_t(padded, s, k, thr_of, g):
     rest = s - w * g
     if rest:
         np.minimum(mins[:rest], padded[w * g : s], out=mins[:rest])
-    tau = np.partition(mins, k - 1, axis=0)[k - 1]
+    mins = np.ascontiguousarray(mins.T)  # c × g: each query's minima contiguous
+    tau = np.partition(mins, k - 1, axis=1)[:, k - 1]
     thr = thr_of(tau)
-    query, group = np.nonzero(mins.T <= thr[:, None])  # ordered by query
+    query, group = np.nonzero(mins <= thr[:, None])  # ordered by query
     n_members = w + (1 if rest else 0)
     flat = (group * c + query)[:, None] + (g * c) * np.arange(n_members)
     vals = np.take(padded.reshape(-1), flat)
