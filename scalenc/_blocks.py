@@ -351,14 +351,58 @@ def _all_finite(stats: dict) -> bool:
     return all(np.isfinite(value).all() for value in stats.values())
 
 
+#: Bytes of one row tile of a stacked embedding (M·K float64 columns). The multi-kernel
+#: passes work through a block a tile at a time, so that their temporaries (the embedding,
+#: its centred copy, the class scores; the per-thread scratch buffers keep the largest)
+#: stay near this size whatever the block's rows: a 250 000-row block with p = 16 and
+#: K = 100 held 1.8 GB per task for three kernels when it was embedded whole.
+STACKED_TILE_BYTES = 8 * 2**20
+
+
+def stacked_tile_rows(width: int) -> int:
+    """Rows of a row tile of a (·, ``width``) float64 array of :data:`STACKED_TILE_BYTES`."""
+    return max(256, STACKED_TILE_BYTES // (8 * max(width, 1)))
+
+
+def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
+    """Merge two tuples of per-kernel class moments, kernel by kernel."""
+    return tuple(merge_moments(x, y) for x, y in zip(a, b))
+
+
+def add_tuples(a: tuple, b: tuple) -> tuple:
+    """Element-wise sum of two tuples of per-kernel totals."""
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def over_row_tiles(func, merge, X, codes, rows: int):
+    """``func(X_tile, codes_tile)`` over row tiles of ``rows``, merged left to right."""
+    out = None
+    for start in range(0, max(X.shape[0], 1), rows):
+        part = func(X[start : start + rows], codes[start : start + rows])
+        out = part if out is None else merge(out, part)
+    return out
+
+
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
     """Each kernel's class moments (K×K) from a stacked embedding block [Z_1 | … | Z_M].
 
     The class sums of all M·K columns come from one product with the class indicator;
     the scatter only for each kernel's own K columns (its diagonal block): M·K² products
-    per row instead of (M·K)². Everything in float64, about the block's mean (as
-    :func:`class_moments`'s float64 path), so the merge loses nothing to cancellation.
+    per row instead of (M·K)². Everything in float64, about each row tile's mean (as
+    :func:`class_moments`'s float64 path), so the merge loses nothing to cancellation;
+    tiles of :func:`stacked_tile_rows` rows, merged by Chan's update.
     """
+    rows = stacked_tile_rows(np.shape(Z)[1])
+    return over_row_tiles(
+        lambda z, c: _stacked_class_moments_tile(z, c, n_kernels, n_classes),
+        merge_moment_tuples,
+        Z,
+        np.asarray(codes),
+        rows,
+    )
+
+
+def _stacked_class_moments_tile(Z, codes, n_kernels: int, n_classes: int):
     Z = np.asarray(Z, dtype=np.float64)
     codes = np.asarray(codes)
     K = n_classes
@@ -387,8 +431,19 @@ def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     kernel's K classes. The scores are laid out class by row ((M, K, b), rows
     contiguous), so that the max and the sum over a kernel's K classes are element-wise
     operations on long vectors rather than reductions over short rows. The cross-entropy
-    of Shen's Section 3, Step 4, is minus the total over all blocks.
+    of Shen's Section 3, Step 4, is minus the total over all blocks. Row tiles of
+    :func:`stacked_tile_rows` rows.
     """
+    return over_row_tiles(
+        lambda z, c: _stacked_log_likelihood_tile(z, c, coef, intercept, n_kernels),
+        add_tuples,
+        Z,
+        np.asarray(codes),
+        stacked_tile_rows(np.shape(Z)[1]),
+    )
+
+
+def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     M = n_kernels
     K = coef.shape[0] // M
     labeled = codes >= 0

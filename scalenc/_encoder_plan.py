@@ -26,6 +26,14 @@ robust.
 ``recompute`` costs ``read + kernels``; ``cache`` costs ``cache``. The numbers that chose
 are kept in the estimator's ``fit_plan_``.
 
+Before cost, memory (:func:`cache_memory_refusal`): the cache holds a whole block of Z in
+the task that computes it (M·K·8 bytes a row against X's p·itemsize: 37× X's block for
+p = 16, K = 100 and three kernels) and all of Z on the workers (distributed, where it is
+persisted and spilled) or on the temporary directory's disk (local). The recompute plan
+works through a block in row tiles and stores nothing, so it is taken whenever the cache
+would not fit: a worker paused at Dask's memory threshold with nothing it can spill
+waits for ever.
+
 Only the linear kernel admits a shortcut that avoids Z altogether: Z = X Uᵀ is linear in
 x, so Z's class means are U Uᵀ rows and its pooled scatter U S_w Uᵀ, from pass 1's p×p
 scatter (the one-pass linear fit). Euclidean (−‖x − u‖), Spearman (ranks) and Gaussian
@@ -46,7 +54,12 @@ import numpy as np
 
 from .kernels import embed
 
-__all__ = ["cache_seconds_per_byte", "kernel_seconds_per_row", "choose_cache_plan"]
+__all__ = [
+    "cache_seconds_per_byte",
+    "kernel_seconds_per_row",
+    "choose_cache_plan",
+    "cache_memory_refusal",
+]
 
 #: Rows of the sample block on which the kernels are timed.
 SAMPLE_ROWS = 2048
@@ -112,6 +125,48 @@ def kernel_seconds_per_row(kernels, U: np.ndarray, dtype) -> float:
     rows = U[rng.integers(0, U.shape[0], SAMPLE_ROWS)]
     sample = (rows + rng.standard_normal(rows.shape)).astype(dtype)
     return _best_of(lambda: embed(kernels, sample, U)) / (SAMPLE_ROWS * n_threads())
+
+
+def cache_memory_refusal(
+    *, block_bytes: int, total_bytes: int, task_budget: int, store_budget: int, store: str
+) -> str | None:
+    """Why the embedding cannot be cached in this memory, or None when it can.
+
+    Parameters
+    ----------
+    block_bytes : int
+        The largest block of Z (rows × M·K × 8).
+    total_bytes : int
+        All of Z.
+    task_budget : int
+        Bytes one block task may hold (a worker's budget over its threads).
+    store_budget : int
+        Bytes the cache may take where it is kept (the workers' budgets together, or the
+        temporary directory's free disk space).
+    store : str
+        Where that is, for the message.
+
+    Examples
+    --------
+    >>> from scalenc._encoder_plan import cache_memory_refusal
+    >>> cache_memory_refusal(block_bytes=10**8, total_bytes=10**9, task_budget=10**9,
+    ...                      store_budget=10**10, store="disk") is None
+    True
+    >>> cache_memory_refusal(block_bytes=10**9, total_bytes=10**10, task_budget=10**9,
+    ...                      store_budget=10**11, store="disk")
+    'a block of Z (1000 MB) is more than half of what a task may hold (1000 MB)'
+    """
+    if 2 * block_bytes > task_budget:
+        return (
+            f"a block of Z ({block_bytes / 1e6:.0f} MB) is more than half of what a task "
+            f"may hold ({task_budget / 1e6:.0f} MB)"
+        )
+    if 2 * total_bytes > store_budget:
+        return (
+            f"Z ({total_bytes / 1e6:.0f} MB) is more than half of {store} "
+            f"({store_budget / 1e6:.0f} MB)"
+        )
+    return None
 
 
 def choose_cache_plan(

@@ -6,6 +6,10 @@ multi-kernel-encoder-classifier.md), Sections 2 and 3.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+
+import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import (
@@ -26,13 +30,20 @@ from ._base import (
     check_n_features,
     fit_stage,
     known_row_chunks,
+    memory_budget,
     prepare_input,
     refuse_nonfinite,
     unlabeled_marker,
 )
-from ._encoder_plan import cache_seconds_per_byte, choose_cache_plan, kernel_seconds_per_row
+from ._encoder_plan import (
+    cache_memory_refusal,
+    cache_seconds_per_byte,
+    choose_cache_plan,
+    kernel_seconds_per_row,
+    n_threads,
+)
 from ._validation import Integral, Interval, Real, StrOptions, invalid
-from .cluster import compute
+from .cluster import active_client, compute, uses_distributed
 from .data import check_xy, encode_labels
 from .kernels import CallableKernel, Kernel, Linear, get_kernel
 from .labels import check_class_values, sorted_classes
@@ -172,7 +183,10 @@ class EncoderClassifier(
         2) — and ``passes_over_X``; with ``cache_embedding="auto"`` also the measured
         numbers that chose: ``read_s`` (pass 1's seconds), ``kernel_s_per_row``,
         ``cache_s_per_row`` and the two plans' estimated seconds ``cache_s`` and
-        ``recompute_s``.
+        ``recompute_s``; or, when the cache would not fit (a block of Z more than half of
+        what a task may hold, or all of Z more than half of the workers' memory or of
+        the temporary directory's free disk), ``"recompute"`` with the reason in
+        ``memory``.
 
     Notes
     -----
@@ -181,7 +195,9 @@ class EncoderClassifier(
     plan ``"recompute"``: ``cache_embedding=False``, or ``"auto"`` when Z would cost more
     to store and read back than X to read again). ``fit_plan_["passes_over_X"]`` equals
     ``n_passes_``.
-    Memory per task: one row block plus O(Kp) (O(p²) in the one-pass mode); on the client
+    Memory per task: one row block plus O(Kp) (O(p²) in the one-pass mode), and with
+    several kernels row tiles of about 8 MB of the embedding (plus one block of Z, M·K·8
+    bytes a row, when it is cached); on the client
     O(Kp + MK²). Nothing n-sized is brought to the client.
     ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
     block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
@@ -429,6 +445,9 @@ class EncoderClassifier(
             name = "cache" if self.cache_embedding else "recompute"
             return {"name": name, "passes_over_X": 2 if self.cache_embedding else 3}
         width = len(self.kernels_) * self.classes_.size
+        refusal = cache_memory_refusal(**self._cache_room(X, width))
+        if refusal is not None:
+            return {"name": "recompute", "passes_over_X": 3, "memory": refusal}
         rates = {
             "read_s": self.stage_times_["class_means"],
             "kernel_s_per_row": kernel_seconds_per_row(self.kernels_, self.class_means_, X.dtype),
@@ -441,6 +460,25 @@ class EncoderClassifier(
             cache_seconds=rates["cache_s_per_row"],
         )
         return {**plan, "passes_over_X": 2 if plan["name"] == "cache" else 3, **rates}
+
+    def _cache_room(self, X, width: int) -> dict:
+        """Sizes of the embedding cache and the memory (or disk) it would have."""
+        budget, _ = memory_budget(self)
+        if uses_distributed():
+            workers = active_client().scheduler_info().get("workers", {}).values()
+            threads = max([int(w.get("nthreads", 1)) for w in workers] or [1])
+            store_budget, store = budget["worker"] * max(len(workers), 1), "the workers' memory"
+        else:
+            threads = n_threads()
+            root = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+            store_budget, store = shutil.disk_usage(root).free, f"the free disk space of {root}"
+        return {
+            "block_bytes": max(X.chunks[0]) * width * 8,
+            "total_bytes": X.shape[0] * width * 8,
+            "task_budget": budget["worker"] // threads,
+            "store_budget": store_budget,
+            "store": store,
+        }
 
     def _fit_kernels_cached(self, X, codes, U):
         """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""

@@ -220,7 +220,12 @@ def confusion_pass(
 
 
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
-    return _blocks.stacked_class_moments(embed(kernels, X, U), codes, len(kernels), n_classes)
+    # a row tile at a time: the embedding of a whole block is (M·K·8)/(p·4) times the block
+    def tile(x, c):
+        return _blocks.stacked_class_moments(embed(kernels, x, U), c, len(kernels), n_classes)
+
+    rows = _blocks.stacked_tile_rows(len(kernels) * n_classes)
+    return _blocks.over_row_tiles(tile, _blocks.merge_moment_tuples, X, np.asarray(codes), rows)
 
 
 def embedding_moments_pass(
@@ -247,8 +252,12 @@ def embedding_moments_pass(
 
 
 def _cross_entropy_block(X, codes, *, row_start, kernels, U, coef, intercept):
-    Z = embed(kernels, X, U)
-    return _blocks.stacked_log_likelihood(Z, codes, coef, intercept, len(kernels))
+    def tile(x, c):
+        Z = embed(kernels, x, U)
+        return _blocks.stacked_log_likelihood(Z, c, coef, intercept, len(kernels))
+
+    rows = _blocks.stacked_tile_rows(coef.shape[0])
+    return _blocks.over_row_tiles(tile, _blocks.add_tuples, X, np.asarray(codes), rows)
 
 
 def cross_entropy_pass(

@@ -504,3 +504,54 @@ def test_fit_plan_is_saved_and_loaded(tmp_path):
     loaded = load_model(save_model(model, tmp_path / "model"))
     assert loaded.fit_plan_ == model.fit_plan_
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize("plan", [True, False])
+def test_row_tiles_of_the_embedding_match_the_numpy_oracle(monkeypatch, plan):
+    """Blocks worked through in row tiles (tiles made 7 rows here, so that every block
+    spans several and the last is short): the moments merged across tiles and the summed
+    log-likelihoods give the plain-NumPy cross-entropy and predictions."""
+    monkeypatch.setattr("scalenc._blocks.stacked_tile_rows", lambda width: 7)
+    X, y = make_blobs(400, 7, 4, seed=52, unlabeled=0.2)
+    Xd, yd = da.from_array(X, chunks=((150, 7, 99, 144), -1)), da.from_array(y, chunks=50)
+    model = EncoderClassifier(kernels=KERNELS, cache_embedding=plan).fit(Xd, yd)
+    expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
+    np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
+    _, Z, lda = oracle(X, y, model.kernel_)
+    np.testing.assert_array_equal(np.asarray(model.predict(Xd)), lda.predict(Z))
+
+
+def test_auto_plan_recomputes_when_the_cache_would_not_fit(monkeypatch):
+    """A block of Z larger than half of a task's budget: "auto" computes Z again (and says
+    why in fit_plan_), even when caching is free."""
+    monkeypatch.setattr("scalenc.encoder.cache_seconds_per_byte", lambda: 0.0)
+    monkeypatch.setattr(
+        "scalenc.encoder.memory_budget", lambda est: ({"worker": 4000, "client": 4000}, "test")
+    )
+    X, y = make_blobs(300, 5, 3, seed=53)
+    model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    assert model.fit_plan_["name"] == "recompute" and model.n_passes_ == 3
+    assert "task may hold" in model.fit_plan_["memory"]
+    expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
+    np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
+
+
+def test_multi_kernel_memory_per_task_is_bounded_by_row_tiles():
+    """p = 16, K = 60, four kernels, one 100 000-row block (6.4 MB): Z of the block would
+    be 192 MB, and embedding it whole held several times that. Worked through in row tiles,
+    the fit allocates a small multiple of the block (traced by tracemalloc)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(54)
+    y = rng.integers(0, 60, 100_000)
+    X = (rng.normal(size=(60, 16))[y] + rng.normal(size=(100_000, 16))).astype(np.float32)
+    with dask.config.set(scheduler="sync"):
+        tracemalloc.start()
+        try:
+            EncoderClassifier(kernels=KERNELS, cache_embedding=False).fit(
+                da.from_array(X, chunks=(100_000, -1)), da.from_array(y, chunks=100_000)
+            )
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 60e6, f"{peak / 1e6:.0f} MB traced"

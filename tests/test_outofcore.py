@@ -91,7 +91,10 @@ def test_fit_predict_larger_than_worker_memory(store, tmp_path, limited_client):
 
 def test_multi_kernel_fit_larger_than_worker_memory(store):
     X, y = load(store)
-    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X[:600_000], y[:600_000])
+    # the cache persisted on the worker and spilled (``"auto"`` would compute Z again here
+    # when the worker holds too much already to keep Z under its pause threshold)
+    model = EncoderClassifier(kernels=("linear", "euclidean"), cache_embedding=True)
+    model.fit(X[:600_000], y[:600_000])
     assert model.n_passes_ == 2 and np.isfinite(model.cross_entropy_).all()
 
 
@@ -113,3 +116,30 @@ def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):
     assert model.fit_mode_ != "exact"
     assert model.score(X, y) > 0.9
     assert set(limited_client.scheduler_info()["workers"]) == before  # no worker restarted
+
+
+def test_many_class_kernels_fit_small_workers_without_a_kill(limited_client):
+    """Three kernels, K = 50 classes, p = 16, blocks of 100 000 rows on the 400 MiB worker:
+    a block of Z is 120 MB, more than a task may hold there. "auto" computes Z again in
+    row tiles instead of caching it (and says why), the cross-entropy is the in-process
+    one, and no worker is restarted. Embedding whole blocks held several hundred MB per
+    task, and a cache persisted on the worker paused it for good."""
+    before = set(limited_client.scheduler_info()["workers"])
+    n, chunk = 400_000, 100_000
+    centres = 2 * np.random.default_rng(3).normal(size=(50, 16)).astype(np.float32)
+    rng = da.random.default_rng(3)
+    y = rng.integers(0, 50, n, chunks=chunk)
+    noise = rng.standard_normal((n, 16), chunks=(chunk, 16), dtype=np.float32)
+    X = noise + y.map_blocks(lambda b: centres[b], new_axis=1, chunks=(y.chunks[0], (16,)))
+    kernels = ("linear", "euclidean", "spearman")
+    model = EncoderClassifier(kernels=kernels).fit(X, y)
+    assert model.fit_plan_["name"] == "recompute"
+    assert "task may hold" in model.fit_plan_["memory"]
+    assert set(limited_client.scheduler_info()["workers"]) == before  # no worker restarted
+    import dask
+
+    Xn, yn = limited_client.compute([X, y], sync=True)
+    with dask.config.set(scheduler="threads"):
+        ref = EncoderClassifier(kernels=kernels, cache_embedding=True).fit(Xn, yn)
+    np.testing.assert_allclose(model.cross_entropy_, ref.cross_entropy_, rtol=1e-9)
+    assert model.kernel_index_ == ref.kernel_index_
