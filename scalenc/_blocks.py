@@ -383,6 +383,21 @@ def over_row_tiles(func, merge, X, codes, rows: int):
     return out
 
 
+def map_row_tiles(func, X, rows: int) -> np.ndarray:
+    """``func(X_tile)`` over row tiles of ``rows``, written into one output for the block
+    (its shape and dtype from the first tile's result): the temporaries of ``func`` stay
+    tile-sized while the output has the block's rows."""
+    n = X.shape[0]
+    if n <= rows:
+        return func(X)
+    first = func(X[:rows])
+    out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
+    out[:rows] = first
+    for start in range(rows, n, rows):
+        out[start : start + rows] = func(X[start : start + rows])
+    return out
+
+
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
     """Each kernel's class moments (K×K) from a stacked embedding block [Z_1 | … | Z_M].
 

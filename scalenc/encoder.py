@@ -57,25 +57,42 @@ __all__ = ["EncoderClassifier"]
 
 def _embed_block(X, *, kernel, U, out_dtype):
     _blocks.check_finite(X)
-    return kernel(X, U).astype(out_dtype, copy=False)
+    return _by_row_tiles(lambda x: kernel(x, U).astype(out_dtype, copy=False), X, U)
 
 
 def _decision_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
-    scores = lda_decision(model, kernel(X, U))
-    return scores.astype(out_dtype, copy=False)
+
+    def tile(x):
+        return lda_decision(model, kernel(x, U)).astype(out_dtype, copy=False)
+
+    return _by_row_tiles(tile, X, U)
 
 
 def _proba_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
-    return np.exp(lda_log_proba(model, kernel(X, U))).astype(out_dtype, copy=False)
+
+    def tile(x):
+        return np.exp(lda_log_proba(model, kernel(x, U))).astype(out_dtype, copy=False)
+
+    return _by_row_tiles(tile, X, U)
 
 
 def _predict_block(X, *, kernel, U, model, classes):
     _blocks.check_finite(X)
-    scores = lda_decision(model, kernel(X, U))
-    index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(axis=1)
-    return classes[index]
+
+    def tile(x):
+        scores = lda_decision(model, kernel(x, U))
+        index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(1)
+        return classes[index]
+
+    return _by_row_tiles(tile, X, U)
+
+
+def _by_row_tiles(func, X, U):
+    """A block's output computed a row tile at a time: the embedding and the class scores
+    (K float64 columns each) stay about :data:`scalenc._blocks.STACKED_TILE_BYTES`."""
+    return _blocks.map_row_tiles(func, X, _blocks.stacked_tile_rows(U.shape[0]))
 
 
 class EncoderClassifier(

@@ -519,6 +519,12 @@ def test_row_tiles_of_the_embedding_match_the_numpy_oracle(monkeypatch, plan):
     np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
     _, Z, lda = oracle(X, y, model.kernel_)
     np.testing.assert_array_equal(np.asarray(model.predict(Xd)), lda.predict(Z))
+    # the output maps too go a row tile at a time
+    np.testing.assert_allclose(np.asarray(model.predict_proba(Xd)), lda.predict_proba(Z))
+    np.testing.assert_allclose(
+        np.asarray(model.decision_function(Xd)), lda.decision_function(Z), rtol=1e-9, atol=1e-9
+    )
+    np.testing.assert_allclose(np.asarray(model.transform(Xd)), Z, rtol=1e-12)
 
 
 def test_auto_plan_recomputes_when_the_cache_would_not_fit(monkeypatch):
