@@ -727,3 +727,60 @@ def test_cv_refit_basis_runs_algorithm_2_on_each_fold(data):
     _, _, _, W_full = train_oracle(X, y, m.alpha_, 7, 0.9)
     np.testing.assert_allclose(m.weights_, W_full, rtol=1e-6, atol=1e-6 * np.abs(W_full).max())
     assert m.n_passes_ == 3 * 4 + 1 + 4  # per fold: k-NN, basis, σ, Gram; scoring; final fit
+
+
+# --- the kernel a row tile at a time: memory O(tile × r), not O(block × r) ----------------
+
+
+def _plain_scores(X, basis, sigma, weights):
+    """F̂ᵀ of Algorithm 3 in plain float64 NumPy: exp(−‖x − g‖²/(2σ²)), rows normalised."""
+    d2 = ((X[:, None, :].astype(np.float64) - basis[None, :, :]) ** 2).sum(axis=2)
+    W = np.exp(-(d2 - d2.min(axis=1, keepdims=True)) / (2 * sigma**2))
+    return (W / W.sum(axis=1, keepdims=True)) @ weights.T
+
+
+def test_scores_by_row_tiles_match_plain_numpy(monkeypatch):
+    from scalenc import _nrbfn_blocks as nb
+
+    rng = np.random.default_rng(60)
+    X, basis = rng.normal(size=(203, 5)), rng.normal(size=(40, 5))
+    weights = rng.normal(size=(3, 40))
+    expected = _plain_scores(X, basis, 1.3, weights)
+    monkeypatch.setattr(nb, "_basis_tiles", lambda n_rows, r: 17)  # 12 tiles, the last short
+    got = nb.nrbfn_scores(X, basis=basis, sigma=1.3, weights=weights)
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("refit", [False, True])
+def test_cv_errors_by_row_tiles_match_whole_blocks(monkeypatch, refit):
+    """The CV error passes (basis once, or Algorithm 2 per fold) are the same with kernel
+    tiles of 7 rows as with each block in one tile."""
+    X, y = make_blobs(300, 4, 3, seed=61)
+    Xd, yd = da.from_array(X, chunks=(120, -1)), da.from_array(y, chunks=120)
+    params = {"alpha": "cv", "cv": 3, "cv_refit_basis": refit, "random_state": 0}
+    whole = NRBFNClassifier(**params).fit(Xd, yd)
+    monkeypatch.setattr("scalenc._nrbfn_blocks._basis_tiles", lambda n_rows, r: 7)
+    tiled = NRBFNClassifier(**params).fit(Xd, yd)
+    np.testing.assert_array_equal(tiled.cv_error_, whole.cv_error_)
+    assert tiled.alpha_ == whole.alpha_
+    np.testing.assert_array_equal(np.asarray(tiled.predict(Xd)), np.asarray(whole.predict(Xd)))
+
+
+def test_scores_memory_is_a_tile_not_the_block():
+    """A 20 000-row block against a basis of 4 000 rows: W̃ᵀ of the block would be 640 MB
+    (and the products another 320 MB); a tile at a time the scores allocate a few MB."""
+    import tracemalloc
+
+    from scalenc import _nrbfn_blocks as nb
+
+    rng = np.random.default_rng(62)
+    X = rng.normal(size=(20_000, 16)).astype(np.float32)
+    basis, weights = rng.normal(size=(4_000, 16)), rng.normal(size=(3, 4_000))
+    tracemalloc.start()
+    try:
+        scores = nb.nrbfn_scores(X, basis=basis, sigma=2.0, weights=weights)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert scores.shape == (20_000, 3) and np.isfinite(scores).all()
+    assert peak < 80e6, f"{peak / 1e6:.0f} MB traced"
