@@ -163,6 +163,10 @@ SCATTER_TILE = 4096
 #: BLAS (177 against 360 GFLOP/s, benchmarks/README.md): K² < 4Kd.
 AUGMENT_MAX_CLASSES_PER_FEATURE = 4
 SUMS_TILE = 512
+#: From this many classes on, class sums come from a sparse indicator
+#: (:func:`_class_sums_sparse`), in tiles of ``SPARSE_SUMS_TILE`` rows.
+SPARSE_SUMS_MIN_CLASSES = 32
+SPARSE_SUMS_TILE = 32768
 
 
 def _as_float64(tile: np.ndarray) -> np.ndarray:
@@ -185,6 +189,8 @@ def _class_sums(X, codes, n_classes, sqnorm, check_finite):
     under any summation order (float32 rows summed in float64 cannot overflow; for float64
     rows an overflow only sends the caller to :func:`count_nonfinite`).
     """
+    if n_classes >= SPARSE_SUMS_MIN_CLASSES:
+        return _class_sums_sparse(X, codes, n_classes, sqnorm, check_finite)
     sums = np.zeros((n_classes, X.shape[1]))
     sq = np.zeros(n_classes)
     all_finite = True
@@ -201,6 +207,37 @@ def _class_sums(X, codes, n_classes, sqnorm, check_finite):
                 all_finite = all_finite and bool(np.isfinite(part[n_classes]).all())
             if sqnorm:
                 sq += indicator[:n_classes] @ np.einsum("ij,ij->i", tile, tile)
+    return sums, sq, all_finite
+
+
+def _class_sums_sparse(X, codes, n_classes, sqnorm, check_finite):
+    """:func:`_class_sums` for many classes: a sparse K×rows indicator (one entry per
+    labeled row, no sort needed in CSC form) times each float64 tile, d additions a row
+    whatever K, where the dense indicator product costs 2Kd multiply-adds in small,
+    inefficient products (3× faster for K = 100, measured for d = 16 to 1024). The column
+    totals for ``check_finite`` and the squared norms are separate float64 reductions."""
+    sums = np.zeros((n_classes, X.shape[1]))
+    sq = np.zeros(n_classes)
+    all_finite = True
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
+        for start in range(0, X.shape[0], SPARSE_SUMS_TILE):
+            tile = X[start : start + SPARSE_SUMS_TILE]
+            tile_codes = codes[start : start + SPARSE_SUMS_TILE]
+            labeled = tile_codes >= 0
+            indptr = np.zeros(tile.shape[0] + 1, dtype=np.int64)
+            np.cumsum(labeled, out=indptr[1:])
+            indicator = sp.csc_matrix(
+                (np.ones(int(indptr[-1])), tile_codes[labeled], indptr),
+                shape=(n_classes, tile.shape[0]),
+            )
+            tile64 = np.asarray(tile, dtype=np.float64)
+            sums += indicator @ tile64
+            if check_finite:
+                totals = np.add.reduce(tile64, axis=0)
+                all_finite = all_finite and bool(np.isfinite(totals).all())
+            if sqnorm:
+                norms = np.einsum("ij,ij->i", tile64, tile64)
+                sq += np.bincount(tile_codes[labeled], norms[labeled], minlength=n_classes)
     return sums, sq, all_finite
 
 

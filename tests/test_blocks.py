@@ -81,3 +81,31 @@ def test_float32_tiled_scatter_matches_float64(unlabeled):
     np.testing.assert_array_equal(b["n"], n)
     assert np.all(np.abs(b["mean"] - mean) <= 1e-6 * X.std(axis=0))
     np.testing.assert_allclose(b["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("scatter", [False, True])
+def test_many_classes_sums_from_a_sparse_indicator_equal_numpy(dtype, scatter):
+    """K = 40 ≥ SPARSE_SUMS_MIN_CLASSES, few features, unlabeled rows, blocks longer than a
+    sparse tile: class counts, means, scatter and squared norms as plain NumPy's, and a
+    NaN in an unlabeled row still seen by the finiteness check."""
+    assert 40 >= _blocks.SPARSE_SUMS_MIN_CLASSES
+    rng = np.random.default_rng(3)
+    n_rows = _blocks.SPARSE_SUMS_TILE + 777
+    codes = rng.integers(-1, 40, n_rows)
+    X = (rng.normal(size=(40, 6))[np.maximum(codes, 0)] + rng.normal(size=(n_rows, 6))).astype(
+        dtype
+    )
+    n, mean, S = _oracle(X.astype(np.float64), codes, 40)
+    out = _blocks.class_moments(X, codes, 40, scatter=scatter, sqnorm=True, check_finite=True)
+    np.testing.assert_array_equal(out["n"], n)
+    np.testing.assert_allclose(out["mean"], mean, rtol=1e-10, atol=1e-12)
+    sq = [np.sum(X[codes == k].astype(np.float64) ** 2) for k in range(40)]
+    np.testing.assert_allclose(out["sqnorm"], sq, rtol=1e-12)
+    if scatter:
+        np.testing.assert_allclose(out["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())
+    if dtype == np.float64 and scatter:
+        return  # that path does not check finiteness on the way (all_finite False)
+    assert out["all_finite"]
+    X[np.flatnonzero(codes < 0)[0], 2] = np.nan
+    assert not _blocks.class_moments(X, codes, 40, scatter=scatter, check_finite=True)["all_finite"]
