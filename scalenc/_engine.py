@@ -16,23 +16,33 @@ The named passes of each method are in :mod:`scalenc.passes`, built on these.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 
 import dask
 import dask.array as da
 import numpy as np
-from dask.base import tokenize
+from dask.base import is_dask_collection, tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArraySliceDep
+from dask.sizeof import sizeof
 
 from . import _blocks
-from .cluster import active_client, uses_distributed
+from .cluster import _no_workers_message, active_client, no_workers_timeout, uses_distributed
+from .exceptions import ClusterUnavailableError
+
+try:
+    from dask._task_spec import DataNode
+except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
+    DataNode = ()
 
 __all__ = [
     "SPLIT_EVERY",
+    "SCATTER_BYTES",
     "reduce_rows",
     "tree_reduce",
     "map_rows",
@@ -41,6 +51,11 @@ __all__ = [
 ]
 
 SPLIT_EVERY = 8
+
+#: On a distributed cluster, a block function's argument larger than this many bytes (a
+#: basis, CCDR's subsample solutions, the folds' networks) is sent to the workers once with
+#: ``Client.scatter`` instead of travelling inside every task graph (see :func:`_shared`).
+SCATTER_BYTES = 1_000_000
 
 
 def tree_reduce(
@@ -90,11 +105,103 @@ def _block_partial(X, rows, *aligned, block_fn, absent, **kwargs):
 
 
 def _shared(kwargs: dict) -> dict:
-    """NumPy arguments as graph keys of their own, so that every task refers to one copy."""
-    return {
-        key: dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
-        for key, value in kwargs.items()
-    }
+    """Block-function arguments as graph keys of their own, so every task refers to one copy.
+
+    In-process (threads, sync, processes): each NumPy array becomes
+    ``dask.delayed(array, pure=True)``, embedded once in the graph; other values pass as
+    they are.
+
+    On a distributed cluster, a value larger than :data:`SCATTER_BYTES` — a NumPy array,
+    a value the caller wrapped as ``dask.delayed(value)`` (CCDR's solutions), or a
+    tuple/list/dict/dataclass of arrays (the folds' networks) — is scattered to every
+    worker once (``Client.scatter(..., broadcast=True)``) and the graph refers to its
+    Future: the graph sent to the scheduler stays small (no "Sending large graph"
+    warning), and the same value (same token) asked for again while a graph still holds
+    its Future is not sent again. The Future lives inside the graph
+    that uses it, so a lazy output (``transform`` on a Dask array, streamed later by
+    :func:`scalenc.write_output`) still finds the value when it is computed, and the
+    workers drop it once the last graph referring to it is gone. Every worker holds a
+    copy, so the loss of some workers mid-pass does not lose it.
+    """
+    client = active_client() if uses_distributed() else None
+    return {key: _share(value, client) for key, value in kwargs.items()}
+
+
+_NOT_A_VALUE = object()
+
+
+#: Scattered values still referred to by a live graph: (client id, key) → Future.
+_SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _share(value, client):
+    if client is not None:
+        literal = _literal(value)
+        if literal is not _NOT_A_VALUE and _nbytes(literal) > SCATTER_BYTES:
+            key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
+            future = _SCATTERED.get(key)
+            if future is None or future.status != "finished":
+                # a fresh key each time: a value released with its last graph may be
+                # forgotten by the scheduler after a new scatter under its old key arrives
+                future = _scatter(client, literal)
+                _SCATTERED[key] = future
+            return future
+    return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
+
+
+def _scatter(client, value):
+    """``value`` on every worker, as a Future; waits for workers as a computation does."""
+    wait = no_workers_timeout()
+    try:
+        (future,) = client.scatter(
+            [value], hash=False, broadcast=True, **({} if wait is None else {"timeout": wait})
+        )
+    except TimeoutError as exc:
+        if "No valid workers" not in str(exc):
+            raise
+        waited = wait if wait is not None else getattr(client, "_timeout", 0.0)
+        raise ClusterUnavailableError(_no_workers_message(client, waited)) from exc
+    return future
+
+
+def _literal(value):
+    """The plain value behind ``value``: itself, or what ``dask.delayed(x)`` wraps; a
+    sentinel for anything that has still to be computed (a task, a Dask array)."""
+    if isinstance(value, Delayed):
+        graph = dict(value.__dask_graph__())
+        node = graph.get(value.key)
+        if len(graph) == 1 and isinstance(node, DataNode):
+            return node.value
+        return _NOT_A_VALUE
+    return _NOT_A_VALUE if _holds_collection(value) else value
+
+
+def _holds_collection(value) -> bool:
+    if is_dask_collection(value):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_collection(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_collection(v) for v in value.values())
+    return False
+
+
+def _nbytes(value) -> int:
+    """Bytes held by ``value``, counting the arrays inside containers and dataclasses."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(_nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return sizeof(value)
+
+
+def _value_key(value) -> str:
+    """The key ``dask.delayed(value, pure=True)`` (and ``Client.scatter(hash=True)``) gives."""
+    return f"{type(value).__name__}-{tokenize(value)}"
 
 
 def reduce_rows(
@@ -119,7 +226,9 @@ def reduce_rows(
         Merges any number of partials; :func:`scalenc._blocks.combine_partials` sums
         arrays and merges class moments exactly.
     **kwargs
-        Small NumPy arguments (U, a model). Each is put in the graph once, not per task.
+        Arguments shared by every block (U, a model). Each is put in the graph once, not
+        per task; on a distributed cluster a large one is scattered to the workers once
+        instead (:data:`SCATTER_BYTES`).
 
     Returns
     -------
@@ -247,7 +356,9 @@ def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) ->
     """Lazy block-wise output: ``func(X_b, **kwargs)`` gives (b, n_out), or (b,) if n_out is None.
 
     Nothing is computed; the result streams to Zarr/Parquet or is computed by the caller.
-    Array arguments (U, a basis of r×p, …) enter the graph once, not once per block.
+    Array arguments (U, a basis of r×p, …) enter the graph once, not once per block; on a
+    distributed cluster a large one is scattered to the workers once and the lazy result
+    holds it (:data:`SCATTER_BYTES`).
     """
     dtype = np.dtype(dtype)
     kwargs = _shared(kwargs)

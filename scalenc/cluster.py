@@ -11,7 +11,9 @@ already get ``OMP_NUM_THREADS=1`` and friends from Dask.
 the scheduler: nothing (threads in this process), ``"local"`` (a LocalCluster of worker
 processes on 127.0.0.1), or the address or scheduler file of a running
 ``dask.distributed`` scheduler, plain TCP or TLS. A scheduler that cannot be reached, or
-that is lost during a computation, raises :class:`ClusterUnavailableError`.
+that is lost during a computation, raises :class:`ClusterUnavailableError`; so does a
+cluster left without any worker for :func:`no_workers_timeout` seconds during a
+computation (Dask itself would wait for new workers forever).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import CancelledError
 from pathlib import Path
@@ -33,7 +36,10 @@ __all__ = [
     "ClusterUnavailableError",
     "ENV_SCHEDULER",
     "ENV_SCHEDULER_FILE",
+    "NO_WORKERS_TIMEOUT",
+    "NO_WORKERS_CONFIG",
     "compute",
+    "no_workers_timeout",
     "connect",
     "active_client",
     "uses_distributed",
@@ -46,6 +52,14 @@ logger = logging.getLogger(__name__)
 ENV_SCHEDULER = "SCALENC_SCHEDULER"
 ENV_SCHEDULER_FILE = "SCALENC_SCHEDULER_FILE"
 LOOPBACK = "127.0.0.1"
+
+#: Default seconds a distributed computation waits while the cluster has no worker at
+#: all (every worker died, e.g. killed by the OS for memory, or left) before it fails
+#: with :class:`ClusterUnavailableError`. Override with the Dask config key
+#: :data:`NO_WORKERS_CONFIG` (see :func:`no_workers_timeout`).
+NO_WORKERS_TIMEOUT = 300.0
+NO_WORKERS_CONFIG = "scalenc.no-workers-timeout"
+_WATCH_INTERVAL = 0.5  # seconds between looks at the number of workers while waiting
 
 # Names a certificate directory made by deploy/tls/make-certs.sh holds.
 _CERT_FILES = {
@@ -143,12 +157,44 @@ def blas_single_thread():
         yield
 
 
+def no_workers_timeout() -> float | None:
+    """Seconds a distributed computation may wait while the cluster has no workers.
+
+    Read from the Dask config key ``scalenc.no-workers-timeout`` (a number of seconds or
+    a duration such as ``"2 minutes"``; ``None`` waits forever, as Dask does), set with
+    ``dask.config.set({"scalenc.no-workers-timeout": 60})`` or the environment variable
+    ``DASK_SCALENC__NO_WORKERS_TIMEOUT=60``; default :data:`NO_WORKERS_TIMEOUT` (300 s).
+    Choose it longer than your cluster takes to start or replace a worker (an adaptive
+    cluster scaled to zero, a batch system's queue).
+
+    Examples
+    --------
+    >>> import dask
+    >>> from scalenc.cluster import no_workers_timeout
+    >>> no_workers_timeout()
+    300.0
+    >>> with dask.config.set({"scalenc.no-workers-timeout": "2 minutes"}):
+    ...     print(no_workers_timeout())
+    120.0
+    """
+    from dask.utils import parse_timedelta
+
+    value = dask.config.get(NO_WORKERS_CONFIG, NO_WORKERS_TIMEOUT)
+    return None if value is None else float(parse_timedelta(value, default="s"))
+
+
 def compute(*collections, **kwargs):
     """``dask.compute`` on the active scheduler, pinning BLAS to one thread in-process.
 
     On a distributed cluster, a worker lost mid-computation is survived (the scheduler
     recomputes its tasks elsewhere); a lost scheduler raises
-    :class:`ClusterUnavailableError` instead of Dask's bare ``CancelledError``.
+    :class:`ClusterUnavailableError` instead of Dask's bare ``CancelledError``. So does a
+    cluster left with no worker at all for :func:`no_workers_timeout` seconds (all of
+    them died or left and none joined), where Dask would wait for workers forever: the
+    computation's tasks are released and nothing is returned, so no output is written
+    as complete. Dask's own ``distributed.scheduler.no-workers-timeout`` is read by the
+    scheduler when it starts (it cannot be set from a client); when a cluster's operator
+    sets it, its ``NoWorkerError`` gives the same error.
 
     Examples
     --------
@@ -161,11 +207,16 @@ def compute(*collections, **kwargs):
     if _threaded_in_process():
         with blas_single_thread():
             return dask.compute(*collections, **kwargs)
-    client = active_client()
-    if client is None:
+    if not uses_distributed():
         return dask.compute(*collections, **kwargs)
+    client = active_client()
+    timeout = no_workers_timeout()
+    if timeout is not None:
+        kwargs = {"scheduler": _watched_get(client, timeout), **kwargs}
     try:
         return dask.compute(*collections, **kwargs)
+    except ClusterUnavailableError:
+        raise
     except Exception as exc:
         if _scheduler_lost(client, exc):
             raise ClusterUnavailableError(
@@ -173,7 +224,77 @@ def compute(*collections, **kwargs):
                 f"computation ({type(exc).__name__}: {exc}). Nothing was written as complete; "
                 "check the scheduler's log, restart it, and run again."
             ) from exc
+        if type(exc).__name__ == "NoWorkerError":  # the scheduler's no-workers-timeout
+            raise ClusterUnavailableError(_no_workers_message(client, exc.args[-1])) from exc
         raise
+
+
+def _no_workers_message(client, waited: float) -> str:
+    """What :class:`ClusterUnavailableError` says when the cluster has had no workers."""
+    return (
+        f"The Dask cluster at {_address(client)} has had no workers for {waited:g} s during "
+        "the computation: every worker died or left and none joined, and Dask would wait "
+        "forever. Nothing was written as complete. Workers killed by the OS for lack of "
+        "memory are the usual cause (see the workers' logs, or `dmesg` for 'Out of memory: "
+        "Killed process'): give them more memory or use less (smaller chunk_rows, fewer "
+        "threads per worker, memory_limit=...), restart the workers "
+        f"(`dask worker {_address(client)}`) and run again. The wait is the Dask config "
+        f"key {NO_WORKERS_CONFIG!r} (environment: DASK_SCALENC__NO_WORKERS_TIMEOUT)."
+    )
+
+
+def _watched_get(client, timeout: float):
+    """``client.get`` that fails with :class:`ClusterUnavailableError` after ``timeout``
+    seconds without any worker, instead of waiting for workers forever."""
+
+    def get(dsk, keys, **kwargs):
+        from distributed.client import futures_of
+
+        packed = client.get(dsk, keys, sync=False, **kwargs)
+        futures = futures_of(packed)
+        try:
+            _wait_while_workers(client, futures, timeout)
+            return client.gather(packed)
+        finally:
+            for future in futures:
+                future.release()
+
+    return get
+
+
+def _wait_while_workers(client, futures, timeout: float) -> None:
+    """Return when every future is done or one has failed (gather then raises its
+    error); raise :class:`ClusterUnavailableError` once the cluster has had no worker
+    for ``timeout`` seconds."""
+    from distributed import wait
+
+    pending, alone_since = list(futures), None
+    while pending:
+        try:
+            wait(pending, timeout=_WATCH_INTERVAL, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            pass
+        except CancelledError:  # a lost scheduler: gather raises the full story
+            return
+        if any(f.status in ("error", "cancelled") for f in pending):
+            return
+        pending = [f for f in pending if f.status in ("pending", "lost")]
+        if not pending or client.status != "running":
+            return
+        if _worker_count(client) > 0:
+            alone_since = None
+        elif alone_since is None:
+            alone_since = time.monotonic()
+        elif time.monotonic() - alone_since > timeout:
+            raise ClusterUnavailableError(_no_workers_message(client, timeout))
+
+
+def _worker_count(client) -> int:
+    """Workers the scheduler knows now (-1 when it cannot be asked)."""
+    try:
+        return len(client.nthreads())
+    except Exception:  # noqa: BLE001 - a lost scheduler is reported by gather
+        return -1
 
 
 def _scheduler_lost(client, exc: BaseException) -> bool:
