@@ -173,7 +173,9 @@ def test_signal_during_the_swap_leaves_old_or_new_and_no_temporary(spawn, tmp_pa
     result. In the fallback the signal is deferred between the two renames: the new result
     is published, then the signal acts. Either way: a complete result, nothing beside it."""
     target = _old_output(tmp_path)
-    proc = _writer(spawn, target, mode, pause=0.5)
+    # the writer waits 2 s at the swap for the signal: 0.5 s was too short for this
+    # process to read "at swap" and signal on a loaded machine (the writer then finished)
+    proc = _writer(spawn, target, mode, pause=2.0)
     _wait_for(proc.stdout, "at swap", proc)
     if mode == "fallback":  # between the two renames: the old result is aside
         assert not target.exists() and any(".old-" in n for n in _siblings(target))
