@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "as_dask_array",
     "as_dask_labels",
+    "from_numpy_rows",
     "check_xy",
     "encode_labels",
     "load",
@@ -100,6 +101,43 @@ def _auto_rows(n_features: int, itemsize: int, n_rows: int | None = None) -> int
     return min(by_bytes, max(MIN_PARALLEL_ROWS, per_core))
 
 
+def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
+    """An in-memory array as a Dask array of row blocks (``rows``: rows per block, or the
+    row chunks), its other axes whole.
+
+    With a distributed client, an array over :data:`scalenc._engine.SCATTER_BYTES` has
+    its blocks scattered to the workers once (``Client.scatter``) and the graph refers to
+    them; ``da.from_array`` would embed the data in every graph that reads it, sent to
+    the scheduler at each pass ("Sending large graph"). Elsewhere, ``da.from_array``
+    (no copy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.data import from_numpy_rows
+    >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
+    ((4, 4, 2), (3,))
+    """
+    from ._engine import SCATTER_BYTES
+    from .cluster import active_client, uses_distributed
+
+    A = np.asarray(A)
+    n = A.shape[0]
+    if isinstance(rows, (int, np.integer)):
+        step = max(int(rows), 1)
+        rows = tuple(min(step, n - s) for s in range(0, n, step)) or (0,)
+    chunks = (tuple(rows), *((size,) for size in A.shape[1:]))
+    if not (uses_distributed() and A.nbytes > SCATTER_BYTES):
+        return da.from_array(A, chunks=chunks)
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    futures = active_client().scatter([A[s : s + c] for s, c in zip(starts, rows)])
+    blocks = [
+        da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
+        for future, c in zip(futures, rows)
+    ]
+    return da.concatenate(blocks, axis=0)
+
+
 def as_dask_array(
     X,
     *,
@@ -141,7 +179,7 @@ def as_dask_array(
         else:
             X = _check_in_memory(X, name)
             rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
-            X = da.from_array(X, chunks=(rows, -1))
+            X = from_numpy_rows(X, rows)
     if X.ndim != 2:
         raise ValueError(
             f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
@@ -306,7 +344,7 @@ def as_dask_labels(
                 f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
                 "pass one label per row (use -1 for unlabeled rows)."
             )
-        return da.from_array(y, chunks=(X.chunks[0],))
+        return from_numpy_rows(y, X.chunks[0])
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:

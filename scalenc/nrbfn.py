@@ -45,6 +45,7 @@ from ._base import (
 )
 from ._validation import Integral, Interval, Real, StrOptions, invalid
 from .cluster import active_client, compute, uses_distributed
+from .data import from_numpy_rows
 from .exceptions import BasisCappedWarning, DataWarning, NumericalWarning
 from .linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 
@@ -749,7 +750,7 @@ class NRBFNClassifier(_RegressionClassifier):
             )
         if n_splits < 2:
             raise ValueError(f"cv={cv!r} gives {n_splits} split(s); at least 2 are needed.")
-        return da.from_array(fold, chunks=(X.chunks[0],)), n_splits
+        return from_numpy_rows(fold, X.chunks[0]), n_splits
 
     def _cv_refit(self, X, codes, folds, n_folds, grid, seed):
         """λ by cross-validation as the paper runs it: Algorithm 2 (soft-KNN, basis, σ and

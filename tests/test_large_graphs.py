@@ -177,3 +177,32 @@ def test_fit_and_outputs_on_a_cluster_send_no_large_graph(
     assert_identical(got, embedded)
     assert_identical(got, threaded, rtol=1e-10)
     np.testing.assert_array_equal(got["predict"], threaded["predict"])
+
+
+def test_numpy_input_on_a_cluster_sends_no_large_graph(client):
+    """NumPy X and y (4.8 MB) given to a fit on a cluster: their row blocks are scattered
+    once (da.from_array would embed them in every pass's graph); the model equals the
+    threaded scheduler's, and so do the predictions of NumPy input."""
+    from scalenc import EncoderClassifier
+
+    X, y = make_blobs(N, P, 3, seed=12, sep=0.6)
+    kernels = ("linear", "euclidean")
+    with dask.config.set(THRESHOLD):
+        model = EncoderClassifier(kernels=kernels).fit(X, y)
+        pred = np.asarray(model.predict(X))
+    with dask.config.set(scheduler="threads"):
+        ref = EncoderClassifier(kernels=kernels).fit(X, y)
+    np.testing.assert_allclose(model.cross_entropy_, ref.cross_entropy_, rtol=1e-10)
+    np.testing.assert_array_equal(pred, ref.predict(X))
+
+
+def test_from_numpy_rows_scatters_only_on_a_cluster(client):
+    from scalenc.data import from_numpy_rows
+
+    A = np.arange(3 * SCATTER_BYTES // 8, dtype=np.float64).reshape(-1, 3)
+    blocks = from_numpy_rows(A, 50_000)
+    assert blocks.chunks[0] == (50_000, 50_000, 25_000)
+    assert len(dict(blocks.__dask_graph__())) < 20  # futures, not embedded pieces
+    np.testing.assert_array_equal(blocks.compute(), A)
+    with dask.config.set(scheduler="threads"):
+        assert from_numpy_rows(A[:10], 4).chunks == ((4, 4, 2), (3,))
