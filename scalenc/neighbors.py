@@ -161,14 +161,31 @@ def _k_smallest(P, Q, k):
     return vals, pos
 
 
-def _survivors(score, tau, axis):
-    """Entries of ``score`` at or below their row's (axis 1) or column's (axis 0) bound.
+def _survivors(score, tau, axis, k, head):
+    """Entries of ``score`` that can be among their row's (axis 1) or column's (axis 0)
+    k smallest by (value, position), given the bound ``tau`` per owner.
+
+    ``head`` says where ``tau`` comes from: the owner's first ``head`` positions hold at
+    least k entries at or below it (its k-th smallest there), or, with ``head`` = 0,
+    entries ranked before this score (smaller positions) hold them. An entry equal to
+    ``tau`` after the head then has k entries before it that are as small and come
+    first: it can never be selected, nor can an equal entry in the head after the
+    owner's first k. So entries strictly below the bound survive, and of those equal to
+    it only each owner's first k in the head. Without this, a row repeated thousands of
+    times (every copy at distance 0 from each other) kept all its copies as survivors and
+    the selection among them grew as their square.
 
     Returns (values, owner, position): owner = the row (axis 1) or column (axis 0) an
     entry is ranked in, position = its place along that row or column.
     """
     bound = tau[:, None] if axis == 1 else tau[None, :]
-    flat = np.flatnonzero(score <= bound)  # 1-D: several times faster than a 2-D nonzero
+    keep = np.less(score, bound)
+    if head:
+        part = (slice(None), slice(0, head)) if axis == 1 else (slice(0, head), slice(None))
+        equal = score[part] == bound
+        equal &= np.cumsum(equal, axis=axis, dtype=np.int32) <= k
+        keep[part] |= equal
+    flat = np.flatnonzero(keep)  # 1-D: several times faster than a 2-D nonzero
     rows, cols = np.divmod(flat, score.shape[1])
     values = score.reshape(-1)[flat]
     return (values, rows, cols) if axis == 1 else (values, cols, rows)
@@ -223,7 +240,7 @@ def _smallest_k(score, k, *, base=0):
         P, Q = score, np.broadcast_to(np.arange(base, base + b), (c, b))
         return _pad_k(*_k_smallest(P, Q, min(k, b)), k)
     tau = np.partition(score[:, :sample], k - 1, axis=1)[:, k - 1]
-    values, rows, cols = _survivors(score, tau, axis=1)
+    values, rows, cols = _survivors(score, tau, 1, k, sample)
     return _select(values, rows, cols + base, c, k)
 
 
@@ -236,13 +253,16 @@ def _smallest_k_columns(score, k, *, base, prev):
     """
     b, c = score.shape
     sample = _sample_size(b, k)
+    head = 0  # with prev: its k entries (earlier positions) are at or below its k-th value
     if prev is not None:
         tau = prev[0].max(axis=1)
     elif sample:
         tau = np.partition(score[:sample], k - 1, axis=0)[k - 1]
+        head = sample
     else:
         tau = np.full(c, np.inf, dtype=score.dtype)
-    values, cols, rows = _survivors(score, tau, axis=0)
+        head = b  # no bound: every entry is "in the head", equal ones (inf) k at most
+    values, cols, rows = _survivors(score, tau, 0, k, head)
     return _select(values, cols, rows + base, c, k, prev)
 
 

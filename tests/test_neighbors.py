@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -294,3 +295,36 @@ def test_exact_search_beyond_float32_range_ranks_in_float64():
     want_pos, _ = exact_knn(Q.astype(np.float32), R, 2)
     np.testing.assert_array_equal(pos, want_pos)
     assert np.isfinite(d2).all()
+
+
+def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
+    """4 000 copies of one row among 6 000 (the intrusion data's shape): every copy is at
+    distance 0 from the others. The neighbours are still the k smallest (distance, index),
+    and the selection keeps a few dozen survivors per row, not every copy in the block (it
+    kept them all and sorted them, so the all-rows search grew as the square of the
+    copies)."""
+    import scalenc.neighbors as neighbors
+
+    widths = []
+    select = neighbors._select
+
+    def recording(values, owner, position, n_owners, k, prev=None):
+        if owner.size:
+            widths.append(int(np.bincount(owner).max()))
+        return select(values, owner, position, n_owners, k, prev)
+
+    monkeypatch.setattr(neighbors, "_select", recording)
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(6000, 4))
+    X[rng.permutation(6000)[:4000]] = X[0]
+    y = rng.integers(-1, 3, 6000)
+    Xd = da.from_array(X, chunks=((2500, 2000, 1500), -1))
+    codes = da.from_array(y, chunks=((2500, 2000, 1500),))
+    with dask.config.set(scheduler="sync"):
+        (results,) = compute(kneighbors_all_rows(Xd, codes, 7, split_every=2))
+    index = np.concatenate([r[1] for r in results])
+    d2, order = brute_knn(X, y >= 0, index, 7)
+    np.testing.assert_array_equal(np.concatenate([r[0]["index"] for r in results]), order)
+    np.testing.assert_allclose(np.concatenate([r[0]["dist2"] for r in results]), d2, atol=1e-9)
+    # the sampled bounds leave a few dozen survivors per row; the copies were over 1 000
+    assert widths and max(widths) < 200, max(widths)
