@@ -128,6 +128,14 @@ def _values(path) -> set:
     return set(np.unique(zarr.open_array(str(path), mode="r")[:]).tolist())
 
 
+def _default_sigint():
+    """In the child before exec: SIGINT's default action. A test run started in the
+    background (``cmd &`` from a script, ``nohup``) passes SIGINT on ignored, and Python
+    started with SIGINT ignored never raises KeyboardInterrupt: the interrupt tests
+    then saw writers finish as if never signalled."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def spawn():
     """Start a child (stdout and stderr piped as text); it is killed and reaped after the test."""
@@ -140,6 +148,7 @@ def spawn():
             stderr=subprocess.PIPE,
             bufsize=0,
             env=_env(),
+            preexec_fn=_default_sigint,
         )
         procs.append(proc)
         return proc
