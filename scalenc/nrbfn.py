@@ -256,7 +256,8 @@ class NRBFNClassifier(_RegressionClassifier):
         basis that cannot fit the budget is refused before the Gram pass. An int larger
         than what fits is refused before the first pass.
     n_candidates : int, "auto" or None, default="auto"
-        ``"auto"``: the exact all-rows search (None) while its n² p flops stay under
+        ``"auto"``: the exact all-rows search (None) while its work n² (p + 784) (the
+        products and the k-nearest selections) stays under
         :data:`~scalenc._nrbfn_plan.EXACT_KNN_FLOPS` (2e13) and its memory fits the
         budget; otherwise a class-stratified sample of max(10 000, 2 ``max_basis``)
         candidates (fewer if the budget asks), with a

@@ -663,6 +663,23 @@ def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
     assert P.parse_memory_limit("4GB") == 4 * 10**9 and P.parse_memory_limit(123) == 123
 
 
+@pytest.mark.parametrize(
+    "n, p, exact",
+    [(60_000, 784, True), (45_038, 42, True), (67_312, 29, True), (329_346, 41, False)],
+)
+def test_exact_soft_knn_work_counts_the_selection(n, p, exact):
+    """MNIST, Connect-4 and fars run the exact soft-KNN by default; the intrusion data's
+    329 346 × 41 does not: its n² p (4.4e12) is small, but the k-nearest selection of its
+    1.1e11 scores costs about what the product does at p = 784."""
+    from scalenc import _nrbfn_plan as P
+
+    problem = P.Problem(n, n, p, 4, 10, 20, [n // 2, n - n // 2], 2, 8, False)
+    budget = {"worker": 10**11, "client": 10**11}
+    affordable, why = P.exact_knn_affordable(problem, budget)
+    assert affordable is exact, why
+    assert exact or "selections" in why
+
+
 # --- cross-validation splitters and the paper's per-fold refit ------------------------
 
 
