@@ -118,12 +118,34 @@ def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):
     assert set(limited_client.scheduler_info()["workers"]) == before  # no worker restarted
 
 
-def test_many_class_kernels_fit_small_workers_without_a_kill(limited_client):
-    """Three kernels, K = 50 classes, p = 16, blocks of 100 000 rows on the 400 MiB worker:
+@pytest.fixture
+def fresh_small_client():
+    """One new worker of 600 MiB (two threads), for a test that must not inherit what the
+    module's earlier fits left in the shared worker's memory."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            processes=True,
+            memory_limit=600 * 2**20,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=50,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def test_many_class_kernels_fit_small_workers_without_a_kill(fresh_small_client):
+    """Three kernels, K = 50 classes, p = 16, blocks of 100 000 rows on a 600 MiB worker:
     a block of Z is 120 MB, more than a task may hold there. "auto" computes Z again in
     row tiles instead of caching it (and says why), the cross-entropy is the in-process
     one, and no worker is restarted. Embedding whole blocks held several hundred MB per
-    task, and a cache persisted on the worker paused it for good."""
+    task (the code before killed every 400 MiB worker it was given), and a cache
+    persisted on the worker paused it for good."""
+    limited_client = fresh_small_client
     before = set(limited_client.scheduler_info()["workers"])
     n, chunk = 400_000, 100_000
     centres = 2 * np.random.default_rng(3).normal(size=(50, 16)).astype(np.float32)
