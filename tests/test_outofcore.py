@@ -1,6 +1,8 @@
 """Out of core for real: a Zarr store several times larger than the memory limit of the only
 Dask worker, fitted and predicted with correct results, with nothing n-sized on the client."""
 
+import contextlib
+
 import dask.array as da
 import numpy as np
 import psutil
@@ -18,21 +20,28 @@ CHUNK = 10_000  # 8 MB blocks
 MEMORY_LIMIT = 400 * 2**20  # the worker's limit: the store is 3x larger
 
 
-@pytest.fixture(scope="module")
-def limited_client():
+@contextlib.contextmanager
+def one_small_worker(memory_limit: int):
+    """A client of a LocalCluster with one worker process of two threads and ``memory_limit``."""
     distributed = pytest.importorskip("distributed")
     with (
         distributed.LocalCluster(
             n_workers=1,
             threads_per_worker=2,
             processes=True,
-            memory_limit=MEMORY_LIMIT,
+            memory_limit=memory_limit,
             host="127.0.0.1",
             dashboard_address="127.0.0.1:0",
             silence_logs=50,
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
+        yield client
+
+
+@pytest.fixture(scope="module")
+def limited_client():
+    with one_small_worker(MEMORY_LIMIT) as client:
         yield client
 
 
@@ -122,19 +131,7 @@ def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):
 def fresh_small_client():
     """One new worker of 600 MiB (two threads), for a test that must not inherit what the
     module's earlier fits left in the shared worker's memory."""
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=1,
-            threads_per_worker=2,
-            processes=True,
-            memory_limit=600 * 2**20,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            silence_logs=50,
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with one_small_worker(600 * 2**20) as client:
         yield client
 
 
