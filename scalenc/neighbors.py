@@ -59,10 +59,10 @@ THRESHOLD_SAMPLE = 2048
 #: ``refine``): 512K elements, 2 MB float32, so that the product and the selection passes
 #: over it stay in cache.
 EXACT_TILE_ELEMENTS = 2**19
-#: Column groups whose minima bound a query's k-th smallest score (at least 2k).
-GROUPS = 64
-#: Survivors per query and per neighbour (k + 1) above which a tile's survivors are
-#: checked for duplicate reference rows (typically about one per neighbour survives).
+#: Elements of one gather of reference rows for the float64 recomputation (8 MB).
+GATHER_ELEMENTS = 2**20
+#: Survivors per query in doubt and per neighbour (k + 1) above which they are checked
+#: for duplicate reference rows (typically about one per neighbour survives).
 DUPLICATE_SURVIVORS = 8
 
 
@@ -346,12 +346,6 @@ class _Reference:
         return self._duplicate_rank
 
 
-def _group_count(s: int, k: int) -> int:
-    """Column groups whose minima bound the k-th smallest score (all s when s is small)."""
-    g = max(GROUPS, 2 * k)
-    return g if s >= 2 * g else s
-
-
 def _rounding_bound(q_norms, ref: _Reference) -> np.ndarray:
     """δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r.
 
@@ -367,42 +361,66 @@ def _rounding_bound(q_norms, ref: _Reference) -> np.ndarray:
 
 def _exact_d2(Q64, q_norms, ref: _Reference, cols):
     """‖q‖² + ‖r‖² − 2 q·r in float64 (clipped at 0) for the reference rows ``cols`` of
-    each query (c×w, −1 = none → inf); one (c, p) gather at a time, cache-friendly."""
+    each query (c×w, −1 = none → inf); the (rows, w, p) gathers go in slices of at most
+    :data:`GATHER_ELEMENTS` elements."""
+    c, w = cols.shape
     d2 = np.full(cols.shape, np.inf)
-    for j in range(cols.shape[1]):
-        real = np.flatnonzero(cols[:, j] >= 0)
-        at = cols[real, j]
-        cross = np.einsum("ij,ij->i", Q64[real], ref.R[at])
-        d2[real, j] = q_norms[real] + ref.norms[at] - 2.0 * cross
+    real = cols >= 0
+    at = np.where(real, cols, 0)
+    step = max(1, GATHER_ELEMENTS // max(1, w * ref.p))
+    for start in range(0, c, step):
+        stop = min(c, start + step)
+        cross = np.einsum("ip,iwp->iw", Q64[start:stop], ref.R[at[start:stop]])
+        here = q_norms[start:stop, None] + ref.norms[at[start:stop]] - 2.0 * cross
+        np.copyto(d2[start:stop], here, where=real[start:stop])
     return np.maximum(d2, 0.0, out=d2)
 
 
-def _survivors_t(padded, s, k, thr_of, g):
-    """Entries of the transposed score tile that can be among a query's k nearest.
+def _smallest_by_extraction(score, m):
+    """The m smallest entries of each row of ``score`` (c×s), ties by position: (values
+    float64, positions), each c×m, ascending; ``score`` is left with them set to +inf.
 
-    ``padded`` is (s + g) × c: the s × c scores, then g rows of +inf. The minima of g
-    groups of reference rows (row j in group j mod g) are taken down the tile in
-    contiguous runs; the k-th smallest of a query's group minima bounds its k-th smallest
-    score. ``thr_of(tau)`` turns that bound into the threshold (float32-safe, finite);
-    only the groups whose minimum is at or below it are read again, member by member
-    (the +inf rows complete the last, shorter members). Returns (query, reference row,
-    score) of the survivors, ordered by query.
+    m passes of a row-wise ``argmin`` (a vectorised scan of a cache-resident tile; it
+    returns the first of equal minima) each followed by masking the minimum. For the few
+    neighbours of CCDR's Nyström extension this costs a fraction of the product that
+    made the tile, where a partition or sort per row costs more than the product.
     """
-    c = padded.shape[1]
-    w = s // g
-    mins = np.minimum.reduce(padded[: w * g].reshape(w, g, c), axis=0)
-    rest = s - w * g
-    if rest:
-        np.minimum(mins[:rest], padded[w * g : s], out=mins[:rest])
-    mins = np.ascontiguousarray(mins.T)  # c × g: each query's minima contiguous
-    tau = np.partition(mins, k - 1, axis=1)[:, k - 1]
-    thr = thr_of(tau)
-    query, group = np.nonzero(mins <= thr[:, None])  # ordered by query
-    n_members = w + (1 if rest else 0)
-    flat = (group * c + query)[:, None] + (g * c) * np.arange(n_members)
-    vals = np.take(padded.reshape(-1), flat)
-    pair, member = np.nonzero(vals <= thr[query][:, None])
-    return query[pair], group[pair] + g * member, vals[pair, member]
+    c = score.shape[0]
+    rows = np.arange(c)
+    vals = np.empty((c, m))
+    pos = np.empty((c, m), dtype=np.int64)
+    for j in range(m):
+        at = score.argmin(axis=1)
+        pos[:, j] = at
+        vals[:, j] = score[rows, at]
+        score[rows, at] = np.inf
+    return vals, pos
+
+
+def _doubt_survivors(score, P, J, thr, ref: _Reference, k):
+    """Every reference row that can be among the k nearest of each row in doubt: the
+    extracted entries (``P``, ``J``) and the entries left in ``score`` at or below
+    ``thr``, as a padded matrix of positions (−1 = none), one row per query."""
+    d = score.shape[0]
+    query, cols = np.nonzero(score <= thr[:, None])
+    q_ex, j_ex = np.nonzero(P <= thr[:, None])
+    query = np.concatenate([q_ex, query])
+    cols = np.concatenate([J[q_ex, j_ex], cols])
+    if query.size > DUPLICATE_SURVIVORS * (k + 1) * d:
+        # many survivors: usually exact duplicates among the reference rows, tied at one
+        # distance. A row with k + 1 identical rows before it never ranks among the k
+        # nearest (they tie with it and come first; one may be excluded), so it is dropped
+        # before the float64 recomputation (a query on a row repeated 1900 times kept all
+        # 1900 as survivors, each recomputed).
+        keep = ref.duplicate_rank()[cols] <= k
+        query, cols = query[keep], cols[keep]
+    order = np.argsort(query, kind="stable")
+    query, cols = query[order], cols[order]
+    counts = np.bincount(query, minlength=d)
+    slot = np.arange(query.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    out = np.full((d, max(int(counts.max(initial=0)), k)), -1, dtype=np.int64)
+    out[query, slot] = cols
+    return out
 
 
 def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
@@ -410,58 +428,39 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     sorted by (float64 distance, position)."""
     c = Q.shape[0]
     s = ref.size
-    Q64 = np.asarray(Q, dtype=np.float64)
-    q_norms = np.einsum("ij,ij->i", Q64, Q64)
+    q_norms = np.einsum("ij,ij->i", Q, Q, dtype=np.float64)
     delta = _rounding_bound(q_norms, ref)
     limit = np.finfo(ref.dtype).max / 8
     if ref.dtype != np.float64 and not (q_norms.max() + ref.max_norm2) * 4 < limit:
         return _nearest_exact(Q, ref.R, k, exclude)  # beyond the ranking range: float64
     ones = np.ones((c, 1), dtype=ref.dtype)
     Qa = np.hstack([np.asarray(Q, dtype=ref.dtype), ones])
-    g = _group_count(s, k)
-    padded = buffer[: (s + g) * c].reshape(s + g, c)
-    score_t = np.matmul(ref.scores_t, Qa.T, out=padded[:s])
-    padded[s:] = np.inf
+    score = np.matmul(Qa, ref.scores_t.T, out=buffer[: c * s].reshape(c, s))
     if exclude is not None:
         local = np.flatnonzero(exclude >= 0)
-        score_t[exclude[local], local] = np.inf
-    floor = -q_norms  # scores of distance 0: every row there ties at d2 = 0 (clipped)
-
-    def thr_of(tau):
-        thr = (np.maximum(tau, floor) + 2.0 * delta).astype(ref.dtype)
-        thr = np.nextafter(thr, np.inf)  # rounded up: never below the float64 bound
-        return np.minimum(thr, np.finfo(ref.dtype).max)  # +inf (excluded) never survives
-
-    query, rows, vals = _survivors_t(padded, s, k, thr_of, g)
-    if query.size > DUPLICATE_SURVIVORS * (k + 1) * c:
-        # many survivors: usually exact duplicates among the reference rows, tied at one
-        # distance. A row with k + 1 identical rows before it never ranks among the k
-        # nearest (they tie with it and come first; one may be excluded), so it is dropped
-        # before the float64 recomputation (a query on a row repeated 1900 times kept all
-        # 1900 as survivors, each recomputed).
-        keep = ref.duplicate_rank()[rows] <= k
-        query, rows, vals = query[keep], rows[keep], vals[keep]
-    counts = np.bincount(query, minlength=c)
-    width = max(int(counts.max()), k + 1)
-    slot = np.arange(query.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    P = np.full((c, width), np.inf)
-    J = np.full((c, width), s, dtype=np.int64)
-    P[query, slot], J[query, slot] = vals, rows
-    order = np.lexsort((J, P), axis=-1)
-    P, J = np.take_along_axis(P, order, 1), np.take_along_axis(J, order, 1)
+        score[local, exclude[local]] = np.inf
+    m = min(k + 1, s)
+    P = np.full((c, k + 1), np.inf)
+    J = np.full((c, k + 1), -1, dtype=np.int64)
+    P[:, :m], J[:, :m] = _smallest_by_extraction(score, m)
+    J[np.isinf(P)] = -1  # excluded rows (+inf) are never neighbours
     # certain: the k+1 smallest scores are apart by more than 2δ (then the float64 order
     # is theirs) and the nearest is not within 2δ of distance 0
-    gaps = np.diff(P[:, : k + 1], axis=1)
+    gaps = np.diff(P, axis=1)
     with np.errstate(invalid="ignore"):
         certain = (gaps > 2.0 * delta[:, None]).all(axis=1) & (q_norms + P[:, 0] > 2.0 * delta)
-    J = np.where(J < s, J, -1)
     pos, d2 = J[:, :k].copy(), np.maximum(q_norms[:, None] + P[:, :k], 0.0)
     doubt = np.flatnonzero(~certain)
-    if doubt.size:  # recompute in float64 every survivor of the rows in doubt
-        exact = _exact_d2(Q64[doubt], q_norms[doubt], ref, J[doubt])
-        keys = np.where(J[doubt] >= 0, J[doubt], s)
+    if doubt.size:  # recompute in float64 every candidate of the rows in doubt
+        floor = -q_norms[doubt]  # scores of distance 0: every row there ties at d2 = 0
+        thr = (np.maximum(P[doubt, k - 1], floor) + 2.0 * delta[doubt]).astype(ref.dtype)
+        thr = np.nextafter(thr, np.inf)  # rounded up: never below the float64 bound
+        thr = np.minimum(thr, np.finfo(ref.dtype).max)  # +inf (excluded) never survives
+        cols = _doubt_survivors(score[doubt], P[doubt], J[doubt], thr, ref, k)
+        exact = _exact_d2(np.asarray(Q[doubt], np.float64), q_norms[doubt], ref, cols)
+        keys = np.where(cols >= 0, cols, s)
         redo = np.lexsort((keys, exact), axis=-1)[:, :k]
-        pos[doubt] = np.take_along_axis(J[doubt], redo, 1)
+        pos[doubt] = np.take_along_axis(cols, redo, 1)
         d2[doubt] = np.take_along_axis(exact, redo, 1)
     d2[pos < 0] = np.inf
     return pos, d2
@@ -477,7 +476,7 @@ def _nearest_exact(Q, R, k, exclude=None, dtype=None):
     if c == 0 or s == 0:
         return pos_out, d2_out
     tile = min(c, max(1, EXACT_TILE_ELEMENTS // s))
-    buffer = np.empty(tile * (s + _group_count(s, k_in)), dtype=ref.dtype)  # reused
+    buffer = np.empty(tile * s, dtype=ref.dtype)  # reused
     for start in range(0, c, tile):
         stop = min(c, start + tile)
         excl = None if exclude is None else exclude[start:stop]

@@ -201,7 +201,7 @@ def near_tie_pairs(n_pairs, p, seed):
     return np.vstack([A, B])[np.argsort(np.r_[np.arange(n_pairs), np.arange(n_pairs)])]
 
 
-@pytest.mark.parametrize("s_pairs", [20, 600])  # s = 40: one group per row; s = 1200: groups
+@pytest.mark.parametrize("s_pairs", [20, 600])  # s = 40 and 1200 reference rows
 @pytest.mark.parametrize("k", [1, 3, 9])
 def test_exact_search_resolves_float32_near_ties_in_float64(s_pairs, k):
     from scalenc.neighbors import nearest
@@ -218,7 +218,7 @@ def test_exact_search_resolves_float32_near_ties_in_float64(s_pairs, k):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("s", [5, 150, 1037])  # 1037: groups with a shorter remainder
+@pytest.mark.parametrize("s", [5, 150, 1037])
 def test_exact_search_duplicates_ties_by_position_and_zero_distance(dtype, s):
     """Integer data: exact ties everywhere (duplicate rows), broken by position; a query
     equal to a reference row is at distance exactly 0; fewer than k rows are padded."""
