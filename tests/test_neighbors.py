@@ -90,9 +90,36 @@ def test_select_basis_rules():
     np.testing.assert_array_equal(pos, [1, 2, 4, 6])  # class 1 missed: its least confident added
     assert not capped
     pos, capped = select_basis(conf, labels, 0.9, 3, max_basis=3)
-    np.testing.assert_array_equal(pos, [1, 4, 6]) and capped
+    np.testing.assert_array_equal(pos, [1, 4, 6])
+    assert capped
     pos, _ = select_basis(conf, labels, 0.9, 3, n_basis=5)
     np.testing.assert_array_equal(pos, [1, 2, 4, 5, 6])
+
+
+def test_the_cap_spreads_the_basis_over_the_confidence_order():
+    """A capped basis: the least confident row of each class, then rows at evenly spaced
+    ranks of the rest of the rule's basis (T < t) in order of (confidence, position)."""
+    rng = np.random.default_rng(3)
+    conf = rng.choice(np.linspace(0.05, 1.0, 20), size=500)  # many exact ties
+    labels = rng.integers(0, 4, 500)
+    wanted = np.flatnonzero(conf < 0.9)
+    for cap in (4, 5, 37, wanted.size - 1):
+        pos, capped = select_basis(conf, labels, 0.9, 4, max_basis=cap)
+        assert capped and pos.size == cap and np.all(conf[pos] < 0.9)
+        order = np.lexsort((np.arange(500), conf))
+        reserve = [order[labels[order] == c][0] for c in range(4)]
+        rest = [i for i in order if conf[i] < 0.9 and i not in reserve]
+        ranks = (
+            [int(j * (len(rest) - 1) / (cap - 5)) for j in range(cap - 4)]
+            if cap > 5
+            else [0] * (cap - 4)
+        )
+        np.testing.assert_array_equal(pos, np.union1d(reserve, np.array(rest, int)[ranks]))
+        if cap > 5:  # the most confident row of the rule's basis is kept too
+            assert rest[-1] in pos
+    pos, capped = select_basis(conf, labels, 0.9, 4, max_basis=wanted.size)
+    np.testing.assert_array_equal(pos, wanted)
+    assert not capped
 
 
 def test_row_hash_and_stratified_sample():

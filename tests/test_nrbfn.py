@@ -331,14 +331,23 @@ def test_n_basis_takes_the_least_confident(data, reference):
     np.testing.assert_array_equal(m.basis_indices_, np.sort(order[:25]))
 
 
-def test_max_basis_warns_and_keeps_least_confident(data, reference):
+def test_max_basis_warns_and_spreads_the_basis_over_the_confidence_order(data, reference):
     X, y, _, _ = data
     r = reference.basis_indices_.size
-    with pytest.warns(UserWarning, match=r"more than max_basis=10; keeping the 10 least confident"):
+    with pytest.warns(UserWarning, match=r"more than max_basis=10; keeping 10 of them"):
         m = NRBFNClassifier(**PARAMS, max_basis=10).fit(X, y)
     assert r > 10 and m.basis_indices_.size == 10
     assert set(np.unique(y[m.basis_indices_])) == {0, 1, 2}
-    assert m.confidence_[m.basis_indices_].max() <= np.sort(reference.confidence_)[9 + 2] + 1e-12
+    # the least confident of each class, then ranks spread evenly over the rest of the
+    # rule's basis in order of confidence (ties by position)
+    conf = reference.confidence_
+    order = np.lexsort((np.arange(conf.size), conf))
+    reserve = [order[y[order] == c][0] for c in range(3)]
+    rest = [i for i in order if conf[i] < 0.9 and i not in reserve]
+    ranks = np.floor(np.linspace(0, len(rest) - 1, 10 - 3)).astype(int)
+    want = np.union1d(reserve, np.array(rest)[ranks])
+    np.testing.assert_array_equal(m.basis_indices_, want)
+    assert conf[m.basis_indices_].max() > np.sort(conf)[9 + 2]  # not the 10 least confident
 
 
 def test_unlabeled_rows_take_no_part(data, reference):
@@ -566,7 +575,7 @@ def test_defaults_run_the_exact_algorithm_when_it_fits(data, reference):
     assert plan["gram"]["client"] + plan["gram"]["worker"] <= plan["budget"]["client"]
 
 
-def test_auto_cap_keeps_the_least_confident_rows(data, reference, monkeypatch):
+def test_auto_cap_is_the_explicit_cap(data, reference, monkeypatch):
     from scalenc import _nrbfn_plan
     from scalenc.exceptions import BasisCappedWarning
 
@@ -577,7 +586,7 @@ def test_auto_cap_keeps_the_least_confident_rows(data, reference, monkeypatch):
         m = NRBFNClassifier(**PARAMS).fit(X, y)
     assert m.basis_indices_.size == r // 2 and m.fit_mode_ == "capped"
     assert m.memory_plan_["basis"] == {"wanted": r, "r": r // 2}
-    # the cap keeps the least confident rows, exactly as an explicit max_basis does
+    # the cap keeps the same rows as an explicit max_basis of that size
     explicit = _quiet_fit(NRBFNClassifier(**PARAMS, max_basis=r // 2), X, y)
     np.testing.assert_array_equal(m.basis_indices_, explicit.basis_indices_)
     np.testing.assert_allclose(m.weights_, explicit.weights_, rtol=1e-12)
