@@ -26,6 +26,8 @@ scikit-learn's k-NN (k = 20) as a reference.
 
 Usage: python benchmarks/nrbfn_scale.py [--rows 60000] [--svc-rows 10000] [--chunk-rows 10000]
        python benchmarks/nrbfn_scale.py --hard 50000
+       python benchmarks/nrbfn_scale.py --connect4 PMLB_DIR [--setting NAME ...]
+       python benchmarks/nrbfn_scale.py --basis-rules connect_4 2000 4000 --pmlb-dir DIR
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ HARD_SETTINGS = {
     "n_candidates=5000, max_basis=4000": {"n_candidates": 5000, "max_basis": 4000},
     "max_basis=4000": {"max_basis": 4000},
     "max_basis=2000": {"max_basis": 2000},
+    # twice the "auto" cap: what the cap loses (needs ~13 GB; not in the default runs)
+    "max_basis=20000, memory_limit=20GB": {"max_basis": 20000, "memory_limit": "20GB"},
 }
 
 
@@ -139,7 +143,7 @@ def _hard_child(n: int, setting: str, pmlb_dir: str | None = None) -> dict:
     return out
 
 
-def hard(n: int, pmlb_dir: str | None = None) -> None:
+def hard(n: int, pmlb_dir: str | None = None, only: list[str] | None = None) -> None:
     if pmlb_dir:
         print(
             "Connect-4 (PMLB): 45 038 training rows x 42, 22 519 test rows; one subprocess per fit"
@@ -150,6 +154,7 @@ def hard(n: int, pmlb_dir: str | None = None) -> None:
             f"Hard 3-class problem, {n} training rows x 42, 10000 test rows; one subprocess per fit"
         )
         settings = ("defaults", "n_candidates=5000, max_basis=4000", "knn")
+    settings = only or settings
     print(
         "\n| setting | basis r (wanted) | mode | fit s | predict s | test error % | peak RSS GB |"
     )
@@ -171,6 +176,80 @@ def hard(n: int, pmlb_dir: str | None = None) -> None:
         )
 
 
+def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
+    """Which rows a capped basis should keep: the least confident (the rule before) or rows
+    spread evenly over the confidence order (the rule now), and a random draw among the
+    rule's basis, each at the same r, on one dataset. The soft-KNN confidences come from
+    one ``NRBFNClassifier`` fit; each basis is then fitted in memory exactly as ``fit``
+    does (σ = mean distance to the basis, W̃ by ``normalized_kernel``, λ = 1e-13 by
+    ``ridge_solve``)."""
+    from scalenc import _nrbfn_blocks as nb
+    from scalenc.linalg import ridge_solve
+    from scalenc.neighbors import pairwise_sq_distances
+
+    if name == "hard":
+        Xtr, ytr, Xte, yte = hard_dataset(50000)
+    elif name == "connect_4":
+        Xtr, ytr, Xte, yte = connect4_dataset(pmlb_dir)
+    else:  # any PMLB dataset, split and scaled as peers.py does
+        import types
+
+        import peers
+        from sklearn.preprocessing import StandardScaler
+
+        ns = types.SimpleNamespace(data_dir=Path(pmlb_dir), quick=False)
+        Xtr, ytr, Xte, yte = peers.load_split(name, ns)
+        scaler = StandardScaler().fit(Xtr)
+        Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    classes, codes = np.unique(ytr, return_inverse=True)
+    K = classes.size
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = NRBFNClassifier(max_basis=K).fit(Xtr, ytr)  # only its confidences are used
+    conf, cand = model.confidence_, model.candidate_indices_
+    wanted = np.flatnonzero(conf < model.confidence_threshold)
+    print(f"{name}: {Xtr.shape[0]} training rows x {Xtr.shape[1]}, {K} classes, "
+          f"{yte.size} test rows; the rule asks for r = {wanted.size}")  # fmt: skip
+    print("\n| r | least confident % | spread over the confidence order % | random % |")
+    print("|---:|---:|---:|---:|")
+
+    def test_error(pos):
+        basis = Xtr[cand[pos]]
+        dist = sum(
+            np.sqrt(pairwise_sq_distances(Xtr[i : i + 5000], basis)).sum()
+            for i in range(0, Xtr.shape[0], 5000)
+        )
+        sigma = dist / (Xtr.shape[0] * basis.shape[0])
+        M, B = np.zeros((basis.shape[0],) * 2), np.zeros((K, basis.shape[0]))
+        for i in range(0, Xtr.shape[0], 5000):
+            W = nb.normalized_kernel(Xtr[i : i + 5000], basis, sigma)
+            M += W.T @ W
+            B += np.eye(K)[codes[i : i + 5000]].T @ W
+        D, _ = ridge_solve(M, B, 1e-13)
+        wrong = sum(
+            np.sum(
+                classes[
+                    np.argmax(nb.normalized_kernel(Xte[i : i + 5000], basis, sigma) @ D.T, axis=1)
+                ]
+                != yte[i : i + 5000]
+            )  # fmt: skip
+            for i in range(0, Xte.shape[0], 5000)
+        )
+        return 100.0 * wrong / yte.size
+
+    rng = np.random.default_rng(0)
+    for r in sizes:
+        if r >= wanted.size:
+            continue
+        least = nb.select_basis(conf, codes[cand], model.confidence_threshold, K, n_basis=r)[0]
+        spread = nb.select_basis(conf, codes[cand], model.confidence_threshold, K, max_basis=r)[0]
+        reserve = nb._least_confident_per_class(conf, codes[cand], K)
+        rest = np.setdiff1d(wanted, reserve)
+        drawn = np.union1d(reserve, rng.choice(rest, r - reserve.size, replace=False))
+        errors = [test_error(pos) for pos in (least, spread, drawn)]
+        print(f"| {r} | " + " | ".join(f"{e:.2f}" for e in errors) + " |", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=60000)
@@ -182,9 +261,27 @@ def main(argv=None):
         metavar="PMLB_DIR",
         help="the hard problem on the real Connect-4 data from a PMLB cache directory",
     )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        choices=[*HARD_SETTINGS, "knn"],
+        help="with --hard/--connect4: run only this setting (repeatable)",
+    )
+    parser.add_argument(
+        "--basis-rules",
+        nargs="+",
+        metavar=("DATASET", "R"),
+        help="DATASET R [R ...]: the capped basis's rules side by side at each r "
+        "(DATASET: hard, connect_4 or a PMLB name read from --pmlb-dir)",
+    )
+    parser.add_argument("--pmlb-dir", default=None, help="PMLB cache for --basis-rules")
     args = parser.parse_args(argv)
+    if args.basis_rules:
+        name, *sizes = args.basis_rules
+        basis_rules(name, [int(r) for r in sizes], args.pmlb_dir)
+        return
     if args.hard or args.connect4:
-        hard(args.hard or 0, args.connect4)
+        hard(args.hard or 0, args.connect4, args.setting)
         return
 
     d = np.load(data_dir() / "mnist.npz", allow_pickle=False)

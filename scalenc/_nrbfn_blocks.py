@@ -143,10 +143,10 @@ def _spread(ordered: np.ndarray, size: int) -> np.ndarray:
     """``size`` entries of ``ordered`` at evenly spaced ranks, the first and last included.
 
     Why the cap spreads the basis over the confidence order instead of keeping the least
-    confident rows: on data whose rule asks for most rows (Connect-4, fars, a simulated
-    overlapping problem) the least confident rows are the most ambiguous ones, and a basis
-    of them fitted worse: with the same r, the spread basis gave 0.2–0.7 point lower test
-    error on Connect-4 and fars, and the same on the simulated problem
+    confident rows: the least confident rows are the most ambiguous ones, and where the
+    rule asks for most rows a basis of them alone fitted worse. With the same r, the
+    spread basis gave 0.2–0.65 point lower test error on Connect-4 and fars, and errors
+    within noise of it on adult and a simulated overlapping problem
     (``benchmarks/README.md``, "Memory-aware defaults").
     """
     if size >= ordered.size:

@@ -251,7 +251,8 @@ class NRBFNClassifier(_RegressionClassifier):
         :class:`~scalenc.exceptions.BasisCappedWarning`: the least confident row of each
         class, then rows at evenly spaced ranks of the rest in order of confidence (on
         data where the rule asks for most rows, this fitted better than the least
-        confident rows: 0.2–0.7 point lower error at the same r on Connect-4 and fars).
+        confident rows: 0.2–0.65 point lower error at the same r on Connect-4 and fars,
+        within noise on adult and a simulated problem).
         ``"auto"``: the largest r whose Gram pass (r×r float64 partials alive in the
         tree of fan-in ``split_every``, per fold when cross-validating) and solve fit the
         memory budget, at most :data:`~scalenc._nrbfn_plan.MAX_AUTO_BASIS` (10 000). None: no cap; a
