@@ -61,8 +61,16 @@ __all__ = [
     "cache_memory_refusal",
 ]
 
-#: Rows of the sample block on which the kernels are timed.
+#: Rows of the sample block on which the kernels are timed, at most
+#: :data:`SAMPLE_ELEMENTS` elements (wide rows: fewer rows, so that timing the kernels
+#: costs a small share of a pass; at p = 1024 the 2048-row sample took 0.15 s a fit).
 SAMPLE_ROWS = 2048
+SAMPLE_ELEMENTS = 2**19
+
+
+def sample_rows(n_features: int) -> int:
+    """Rows of the timing sample for rows of ``n_features`` (at least 64)."""
+    return int(min(SAMPLE_ROWS, max(64, SAMPLE_ELEMENTS // max(n_features, 1))))
 
 
 def _best_of(func, repeats: int = 3) -> float:
@@ -122,9 +130,10 @@ def kernel_seconds_per_row(kernels, U: np.ndarray, dtype) -> float:
     per row as the other costs are.
     """
     rng = np.random.default_rng(0)
-    rows = U[rng.integers(0, U.shape[0], SAMPLE_ROWS)]
-    sample = (rows + rng.standard_normal(rows.shape)).astype(dtype)
-    return _best_of(lambda: embed(kernels, sample, U)) / (SAMPLE_ROWS * n_threads())
+    size = sample_rows(U.shape[1])
+    rows = U[rng.integers(0, U.shape[0], size)]
+    sample = (rows + rng.standard_normal(rows.shape, dtype=np.float32)).astype(dtype)
+    return _best_of(lambda: embed(kernels, sample, U)) / (size * n_threads())
 
 
 def cache_memory_refusal(
