@@ -12,8 +12,9 @@ the scheduler: nothing (threads in this process), ``"local"`` (a LocalCluster of
 processes on 127.0.0.1), or the address or scheduler file of a running
 ``dask.distributed`` scheduler, plain TCP or TLS. A scheduler that cannot be reached, or
 that is lost during a computation, raises :class:`ClusterUnavailableError`; so does a
-cluster left without any worker for :func:`no_workers_timeout` seconds during a
-computation (Dask itself would wait for new workers forever).
+cluster left without any running worker for :func:`no_workers_timeout` seconds during a
+computation — every worker died or left, or every worker is paused (its memory is above
+Dask's pause threshold) or closing — where Dask itself would wait forever.
 """
 
 from __future__ import annotations
@@ -53,13 +54,16 @@ ENV_SCHEDULER = "SCALENC_SCHEDULER"
 ENV_SCHEDULER_FILE = "SCALENC_SCHEDULER_FILE"
 LOOPBACK = "127.0.0.1"
 
-#: Default seconds a distributed computation waits while the cluster has no worker at
-#: all (every worker died, e.g. killed by the OS for memory, or left) before it fails
-#: with :class:`ClusterUnavailableError`. Override with the Dask config key
-#: :data:`NO_WORKERS_CONFIG` (see :func:`no_workers_timeout`).
+#: Default seconds a distributed computation waits while the cluster has no running
+#: worker (every worker died, e.g. killed by the OS for memory, or left; or every worker
+#: is paused for memory or closing) before it fails with :class:`ClusterUnavailableError`.
+#: Override with the Dask config key :data:`NO_WORKERS_CONFIG` (see
+#: :func:`no_workers_timeout`).
 NO_WORKERS_TIMEOUT = 300.0
 NO_WORKERS_CONFIG = "scalenc.no-workers-timeout"
-_WATCH_INTERVAL = 0.5  # seconds between looks at the number of workers while waiting
+_WATCH_INTERVAL = 0.5  # seconds between looks at the number of running workers
+_IDLE_WATCH_INTERVAL = 0.1  # the same while none runs (the scheduler then has little to do)
+_LISTED_WORKERS = 5  # workers described one by one in the paused-workers message
 
 # Names a certificate directory made by deploy/tls/make-certs.sh holds.
 _CERT_FILES = {
@@ -158,7 +162,12 @@ def blas_single_thread():
 
 
 def no_workers_timeout() -> float | None:
-    """Seconds a distributed computation may wait while the cluster has no workers.
+    """Seconds a distributed computation may wait while the cluster has no running worker.
+
+    A worker is running when Dask can give it tasks: not when it is paused (its process
+    memory is above ``distributed.worker.memory.pause``, 80 % of its memory limit by
+    default) or closing. So the wait covers a cluster whose workers all died or left and
+    one whose workers are all paused; either way Dask alone would wait forever.
 
     Read from the Dask config key ``scalenc.no-workers-timeout`` (a number of seconds or
     a duration such as ``"2 minutes"``; ``None`` waits forever, as Dask does), set with
@@ -189,12 +198,15 @@ def compute(*collections, **kwargs):
     On a distributed cluster, a worker lost mid-computation is survived (the scheduler
     recomputes its tasks elsewhere); a lost scheduler raises
     :class:`ClusterUnavailableError` instead of Dask's bare ``CancelledError``. So does a
-    cluster left with no worker at all for :func:`no_workers_timeout` seconds (all of
-    them died or left and none joined), where Dask would wait for workers forever: the
+    cluster left with no running worker for :func:`no_workers_timeout` seconds (all of
+    them died or left and none joined, or all of them are paused because their memory
+    is above Dask's pause threshold, or closing), where Dask would wait forever: the
     computation's tasks are released and nothing is returned, so no output is written
-    as complete. Dask's own ``distributed.scheduler.no-workers-timeout`` is read by the
-    scheduler when it starts (it cannot be set from a client); when a cluster's operator
-    sets it, its ``NoWorkerError`` gives the same error.
+    as complete; the message says which case it is and, for paused workers, their
+    memory against their limit. Dask's own ``distributed.scheduler.no-workers-timeout``
+    (which also counts running workers only) is read by the scheduler when it starts (it
+    cannot be set from a client); when a cluster's operator sets it, its
+    ``NoWorkerError`` gives the same error.
 
     Examples
     --------
@@ -229,8 +241,15 @@ def compute(*collections, **kwargs):
         raise
 
 
-def _no_workers_message(client, waited: float) -> str:
-    """What :class:`ClusterUnavailableError` says when the cluster has had no workers."""
+def _no_workers_message(client, waited: float, workers: Mapping | None = None) -> str:
+    """What :class:`ClusterUnavailableError` says when the cluster has had no running
+    worker for ``waited`` seconds: no worker at all, or workers that are all paused or
+    closing (``workers``, the scheduler's description of them, is asked for when not
+    given)."""
+    if workers is None:
+        workers = _workers_info(client)
+    if workers:
+        return _paused_workers_message(client, waited, workers)
     return (
         f"The Dask cluster at {_address(client)} has had no workers for {waited:g} s during "
         "the computation: every worker died or left and none joined, and Dask would wait "
@@ -243,9 +262,65 @@ def _no_workers_message(client, waited: float) -> str:
     )
 
 
+def _paused_workers_message(client, waited: float, workers: Mapping) -> str:
+    """The message for workers that the scheduler knows but that run no task: paused
+    for memory (what to do about it) or closing (being retired)."""
+    from collections import Counter
+
+    statuses = Counter(str(info.get("status", "unknown")) for info in workers.values())
+    counts = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
+    described = [_describe_worker(addr, info) for addr, info in workers.items()]
+    if len(described) > _LISTED_WORKERS:
+        more = len(described) - _LISTED_WORKERS
+        described = [*described[:_LISTED_WORKERS], f"and {more} more"]
+    head = (
+        f"The Dask cluster at {_address(client)} has had no running worker for {waited:g} s "
+        f"during the computation: its {len(workers)} worker(s) take no task ({counts}), and "
+        f"Dask would wait forever. Workers: {'; '.join(described)}. Nothing was written as "
+        "complete. "
+    )
+    if "paused" in statuses:
+        advice = (
+            "A worker is paused while its process memory is above its pause threshold (Dask "
+            "config distributed.worker.memory.pause, 80 % of its memory limit by default) "
+            "and it has nothing left to spill: memory held outside Dask's tasks, or tasks "
+            "too large for the worker. Give each worker more memory (`dask worker "
+            "--memory-limit ...`, memory_limit=... for connect('local')), run fewer threads "
+            "per worker (`--nthreads`), use smaller chunk_rows, or restart the workers to "
+            "free their memory (`client.restart()`, or restart the `dask worker` processes), "
+            "and run again."
+        )
+    else:
+        advice = (
+            "Workers that are closing (being retired) take no new task: start new workers "
+            f"(`dask worker {_address(client)}`) and run again."
+        )
+    return (
+        f"{head}{advice} The wait is the Dask config key {NO_WORKERS_CONFIG!r} "
+        "(environment: DASK_SCALENC__NO_WORKERS_TIMEOUT)."
+    )
+
+
+def _describe_worker(address: str, info: Mapping) -> str:
+    """``"tcp://… paused, process memory 390 MiB of its 400 MiB limit (98 %)"``."""
+    from dask.utils import format_bytes
+
+    text = f"{address} {info.get('status', 'unknown')}"
+    memory = (info.get("metrics") or {}).get("memory")
+    limit = info.get("memory_limit")
+    if memory is not None and limit:
+        text += (
+            f", process memory {format_bytes(memory)} of its {format_bytes(limit)} limit "
+            f"({100 * memory / limit:.0f} %)"
+        )
+    elif memory is not None:
+        text += f", process memory {format_bytes(memory)} (no memory limit)"
+    return text
+
+
 def _watched_get(client, timeout: float):
     """``client.get`` that fails with :class:`ClusterUnavailableError` after ``timeout``
-    seconds without any worker, instead of waiting for workers forever."""
+    seconds without any running worker, instead of waiting for workers forever."""
 
     def get(dsk, keys, **kwargs):
         from distributed.client import futures_of
@@ -264,37 +339,73 @@ def _watched_get(client, timeout: float):
 
 def _wait_while_workers(client, futures, timeout: float) -> None:
     """Return when every future is done or one has failed (gather then raises its
-    error); raise :class:`ClusterUnavailableError` once the cluster has had no worker
-    for ``timeout`` seconds."""
+    error); raise :class:`ClusterUnavailableError` once the cluster has had no running
+    worker (none at all, or all paused or closing) for ``timeout`` seconds.
+
+    The scheduler is asked for its running workers every ``_WATCH_INTERVAL`` seconds,
+    every ``_IDLE_WATCH_INTERVAL`` while none runs. The clock restarts whenever a worker
+    is seen running again (joined, or resumed from a pause), when one of ``futures``
+    finishes, and when the scheduler's full description of the workers, asked for once
+    before raising, shows a running worker. A worker that runs for less than
+    ``_IDLE_WATCH_INTERVAL`` at a time between pauses can go unseen; such a worker does
+    next to no work.
+    """
     from distributed import wait
 
-    pending, alone_since = list(futures), None
+    pending, alone_since, interval = list(futures), None, _WATCH_INTERVAL
     while pending:
         try:
-            wait(pending, timeout=_WATCH_INTERVAL, return_when="FIRST_COMPLETED")
+            wait(pending, timeout=interval, return_when="FIRST_COMPLETED")
         except TimeoutError:
             pass
         except CancelledError:  # a lost scheduler: gather raises the full story
             return
         if any(f.status in ("error", "cancelled") for f in pending):
             return
-        pending = [f for f in pending if f.status in ("pending", "lost")]
+        still = [f for f in pending if f.status in ("pending", "lost")]
+        progressed, pending = len(still) < len(pending), still
         if not pending or client.status != "running":
             return
-        if _worker_count(client) > 0:
-            alone_since = None
-        elif alone_since is None:
+        if progressed or _running_worker_count(client) > 0:
+            alone_since, interval = None, _WATCH_INTERVAL
+            continue
+        interval = _IDLE_WATCH_INTERVAL
+        if alone_since is None:
             alone_since = time.monotonic()
         elif time.monotonic() - alone_since > timeout:
-            raise ClusterUnavailableError(_no_workers_message(client, timeout))
+            workers = _workers_info(client)
+            if any(info.get("status") == "running" for info in workers.values()):
+                alone_since = None  # one has just joined or resumed
+                continue
+            raise ClusterUnavailableError(_no_workers_message(client, timeout, workers))
 
 
-def _worker_count(client) -> int:
-    """Workers the scheduler knows now (-1 when it cannot be asked)."""
+def _running_worker_count(client) -> int:
+    """Workers the scheduler can give tasks now: status running, not paused or closing
+    (-1 when it cannot be asked).
+
+    One ``ncores_running`` request, the call ``Client.scatter`` makes to skip paused
+    workers: the scheduler answers from its worker table ({address: threads}, a few
+    bytes per worker), so it is cheap enough to make every ``_WATCH_INTERVAL``.
+    """
     try:
-        return len(client.nthreads())
+        return len(client.sync(client.scheduler.ncores_running))
     except Exception:  # noqa: BLE001 - a lost scheduler is reported by gather
         return -1
+
+
+def _workers_info(client) -> dict:
+    """The scheduler's description of every worker (status, memory_limit, metrics), or
+    an empty dict when it cannot be asked. Heavier than :func:`_running_worker_count`
+    (each worker's metrics): asked once, for an error message."""
+    try:
+        try:
+            info = client.scheduler_info(n_workers=-1)
+        except TypeError:  # distributed before n_workers: every worker by default
+            info = client.scheduler_info()
+        return dict(info.get("workers", {}))
+    except Exception:  # noqa: BLE001 - the message then reads as for no workers
+        return {}
 
 
 def _scheduler_lost(client, exc: BaseException) -> bool:
