@@ -310,16 +310,19 @@ class DaskProcesses:
         return "\n".join(text)
 
     def close(self):
-        procs = [p for p in [*self.workers, self.scheduler] if p is not None]
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=15)
+        # the workers first, then the scheduler: a nanny-less worker terminated at the
+        # same moment as its scheduler sometimes hung in its own close until killed
+        for group in ([p for p in self.workers if p is not None], [self.scheduler]):
+            procs = [p for p in group if p is not None]
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=15)
         for log in self._logs:
             log.close()
 

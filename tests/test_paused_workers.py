@@ -17,7 +17,6 @@ when it lets go of it (:func:`release_memory`).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import threading
 import time
@@ -103,19 +102,6 @@ class SmallWorkerCluster(DaskProcesses):
             DASK_DISTRIBUTED__WORKER__MEMORY__TERMINATE="False",
         )
         return env
-
-    def close(self):
-        """The worker first, then the scheduler: a worker sent SIGTERM while its scheduler
-        is closing too sometimes hangs in its own close (seen in about 1 test in 5)."""
-        for worker in self.workers:
-            if worker.poll() is None:
-                worker.terminate()
-                try:
-                    worker.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
-                    worker.wait(timeout=15)
-        super().close()
 
     def wait_for_workers(self, n):
         if n:  # not for the scheduler alone
