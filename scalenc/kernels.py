@@ -75,7 +75,14 @@ EMBED_MAX_TILE_ELEMENTS = 2**18
 
 
 def embed_tile_rows(n_features: int) -> int:
-    """Rows of one row tile of :func:`embed` for rows of ``n_features``."""
+    """Rows of one row tile of :func:`embed` for rows of ``n_features``.
+
+    Examples
+    --------
+    >>> from scalenc.kernels import embed_tile_rows
+    >>> embed_tile_rows(16), embed_tile_rows(256), embed_tile_rows(1024)
+    (2048, 256, 256)
+    """
     p = max(n_features, 1)
     return max(1, EMBED_TILE_ELEMENTS // p, min(EMBED_MIN_TILE_ROWS, EMBED_MAX_TILE_ELEMENTS // p))
 
