@@ -120,8 +120,13 @@ def _shared(kwargs: dict) -> dict:
     its Future is not sent again. The Future lives inside the graph
     that uses it, so a lazy output (``transform`` on a Dask array, streamed later by
     :func:`scalenc.write_output`) still finds the value when it is computed, and the
-    workers drop it once the last graph referring to it is gone. Every worker holds a
-    copy, so the loss of some workers mid-pass does not lose it.
+    workers drop it once the last graph referring to it is gone. Every worker receives a
+    copy, but Dask's active memory manager (on by default, policy ``ReduceReplicas``)
+    drops all but one within seconds: if the worker holding that copy is lost, the
+    value cannot be recomputed, and :func:`scalenc.cluster.compute` raises
+    :class:`~scalenc.cluster.ClusterUnavailableError` saying so. With the manager off
+    (``distributed.scheduler.active-memory-manager.start: false`` on the scheduler) the
+    copies stay and such a loss is survived.
     """
     client = active_client() if uses_distributed() else None
     return {key: _share(value, client) for key, value in kwargs.items()}

@@ -196,7 +196,10 @@ def compute(*collections, **kwargs):
     """``dask.compute`` on the active scheduler, pinning BLAS to one thread in-process.
 
     On a distributed cluster, a worker lost mid-computation is survived (the scheduler
-    recomputes its tasks elsewhere); a lost scheduler raises
+    recomputes its tasks elsewhere), unless it held the only copy of data scattered to
+    the cluster (large model arrays, NumPy row blocks; Dask's active memory manager keeps
+    one copy), which cannot be recomputed: that raises :class:`ClusterUnavailableError`
+    saying so instead of Dask's bare ``FutureCancelledError``. A lost scheduler raises
     :class:`ClusterUnavailableError` instead of Dask's bare ``CancelledError``. So does a
     cluster left with no running worker for :func:`no_workers_timeout` seconds (all of
     them died or left and none joined, or all of them are paused because their memory
@@ -238,7 +241,25 @@ def compute(*collections, **kwargs):
             ) from exc
         if type(exc).__name__ == "NoWorkerError":  # the scheduler's no-workers-timeout
             raise ClusterUnavailableError(_no_workers_message(client, exc.args[-1])) from exc
+        if isinstance(exc, CancelledError) and "lost dependencies" in str(exc).lower():
+            raise ClusterUnavailableError(_lost_data_message(client, exc)) from exc
         raise
+
+
+def _lost_data_message(client, exc: BaseException) -> str:
+    """What :class:`ClusterUnavailableError` says when a worker died holding the only
+    copy of data sent to the cluster (scattered), which Dask cannot compute again."""
+    return (
+        f"A worker of the Dask cluster at {_address(client)} was lost during the computation "
+        "while it held the only copy of data that was sent to the cluster once (a model "
+        "array scalenc scattered to the workers, or a row block of NumPy input), so Dask "
+        f"could not compute it again ({type(exc).__name__}: {exc}). Nothing was written as "
+        "complete. Run again (a nanny restarts the lost worker; if it was killed for memory, "
+        "give the workers more memory or use smaller chunk_rows). Dask's active memory "
+        "manager keeps one copy of scattered data; to keep a copy on every worker, so that "
+        "the loss of one is survived, turn it off on the scheduler (Dask config "
+        "distributed.scheduler.active-memory-manager.start: false)."
+    )
 
 
 def _no_workers_message(client, waited: float, workers: Mapping | None = None) -> str:

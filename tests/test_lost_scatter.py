@@ -1,0 +1,94 @@
+"""A worker lost while it holds the only copy of a scattered value: a clear error.
+
+scalenc sends large block arguments (nRBFN's basis, CCDR's solutions, NumPy row blocks) to
+the workers once, with ``Client.scatter(..., broadcast=True)`` (``scalenc._engine._share``).
+Dask's active memory manager, on by default, drops all but one copy within seconds, and
+scattered data cannot be computed again: when the worker holding the last copy dies, Dask
+cancels the computation with a bare ``FutureCancelledError`` ("lost dependencies").
+:func:`scalenc.cluster.compute` turns that into :class:`ClusterUnavailableError` saying
+what happened and what to do; with the manager turned off, as the message advises, every
+worker keeps its copy and the loss is survived, with the NumPy result.
+
+Real components: a LocalCluster of worker processes with nannies on 127.0.0.1, and a
+worker killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+from scalenc._engine import _share
+from scalenc.cluster import ClusterUnavailableError, compute
+
+pytestmark = pytest.mark.cluster
+
+AMM = "distributed.scheduler.active-memory-manager.start"
+
+
+def _holders(client, future, want, timeout=20.0):
+    """Workers holding ``future``'s key, once there are ``want`` of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        holders = client.who_has([future])[future.key]
+        if len(holders) == want or time.monotonic() > deadline:
+            return holders
+        time.sleep(0.2)
+
+
+def _scaled_sum(x, weights):
+    return x * weights[0, 0]
+
+
+def _kill_worker(client, address):
+    pid = client.run(os.getpid, workers=[address])[address]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while address in client.scheduler_info(n_workers=-1)["workers"]:
+        assert time.monotonic() < deadline, "the killed worker is still listed"
+        time.sleep(0.1)
+
+
+def _cluster(amm: bool):
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({AMM: amm}):
+        cluster = LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+    return cluster, Client(cluster)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("amm", [True, False])
+def test_losing_the_last_copy_of_a_scattered_value(amm):
+    weights = np.random.default_rng(0).normal(size=(1000, 500))  # 4 MB: scattered
+    X = np.arange(400.0).reshape(40, 10)
+    cluster, client = _cluster(amm)
+    try:
+        future = _share(weights, client)
+        assert type(future).__name__ == "Future"
+        # the manager keeps one copy (documented in _share); without it, both stay
+        holders = _holders(client, future, want=1 if amm else 2)
+        assert len(holders) == (1 if amm else 2), holders
+        out = da.from_array(X, chunks=(10, 10)).map_blocks(_scaled_sum, future, dtype=float)
+        _kill_worker(client, next(iter(holders)))
+        if amm:
+            with pytest.raises(ClusterUnavailableError) as info:
+                compute(out.sum())
+            message = str(info.value)
+            assert "only copy of data that was sent to the cluster once" in message
+            assert "Nothing was written as complete" in message
+            assert AMM in message and "lost dependencies" in message
+        else:
+            (total,) = compute(out.sum())
+            assert total == pytest.approx(X.sum() * weights[0, 0], rel=1e-12)
+    finally:
+        client.close()
+        cluster.close()
