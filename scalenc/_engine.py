@@ -122,11 +122,10 @@ def _shared(kwargs: dict) -> dict:
     :func:`scalenc.write_output`) still finds the value when it is computed, and the
     workers drop it once the last graph referring to it is gone. Every worker receives a
     copy, but Dask's active memory manager (on by default, policy ``ReduceReplicas``)
-    drops all but one within seconds: if the worker holding that copy is lost, the
-    value cannot be recomputed, and :func:`scalenc.cluster.compute` raises
-    :class:`~scalenc.cluster.ClusterUnavailableError` saying so. With the manager off
-    (``distributed.scheduler.active-memory-manager.start: false`` on the scheduler) the
-    copies stay and such a loss is survived.
+    drops all but one within seconds, and Dask cannot compute scattered data again. So
+    the client keeps the value while its Future lives (:func:`remember_scattered`): when
+    the worker holding the last copy is lost, :func:`scalenc.cluster.compute` sends it
+    again under the same key and computes the graph again (:func:`rescatter_lost`).
     """
     client = active_client() if uses_distributed() else None
     return {key: _share(value, client) for key, value in kwargs.items()}
@@ -137,6 +136,33 @@ _NOT_A_VALUE = object()
 
 #: Scattered values still referred to by a live graph: (client id, key) → Future.
 _SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+#: Every scattered Future still alive, by its key, and the plain value behind it with
+#: whether it went to every worker: what :func:`rescatter_lost` sends again.
+_LIVE_SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_SCATTERED_VALUES: dict = {}
+
+
+def remember_scattered(future, value, broadcast: bool) -> None:
+    """Keep ``value`` on the client for as long as its scattered ``future`` lives, so that
+    :func:`rescatter_lost` can send it again if the workers holding it are lost."""
+    _SCATTERED_VALUES[future.key] = (value, broadcast)
+    _LIVE_SCATTERED[future.key] = future
+    weakref.finalize(future, _SCATTERED_VALUES.pop, future.key, None)
+
+
+def rescatter_lost(client) -> int:
+    """Send again, each under its own key, the scattered values of ``client`` whose every
+    copy was lost with its workers (Dask cannot compute scattered data again); the
+    graphs that refer to them can then be computed again. Returns how many were sent."""
+    again: dict[bool, dict] = {True: {}, False: {}}
+    for key, future in list(_LIVE_SCATTERED.items()):
+        if future.client is client and future.status != "finished" and key in _SCATTERED_VALUES:
+            value, broadcast = _SCATTERED_VALUES[key]
+            again[broadcast][key] = value
+    for broadcast, data in again.items():
+        if data:
+            client.scatter(data, broadcast=broadcast)
+    return len(again[True]) + len(again[False])
 
 
 def _share(value, client):
@@ -166,6 +192,7 @@ def _scatter(client, value):
             raise
         waited = wait if wait is not None else getattr(client, "_timeout", 0.0)
         raise ClusterUnavailableError(_no_workers_message(client, waited)) from exc
+    remember_scattered(future, value, broadcast=True)
     return future
 
 

@@ -61,6 +61,9 @@ LOOPBACK = "127.0.0.1"
 #: :func:`no_workers_timeout`).
 NO_WORKERS_TIMEOUT = 300.0
 NO_WORKERS_CONFIG = "scalenc.no-workers-timeout"
+#: Times a computation is submitted again after a worker died with the last copy of
+#: data scalenc scattered (sent again first, see ``scalenc._engine.rescatter_lost``).
+RESCATTER_ATTEMPTS = 3
 _WATCH_INTERVAL = 0.5  # seconds between looks at the number of running workers
 _IDLE_WATCH_INTERVAL = 0.1  # the same while none runs (the scheduler then has little to do)
 _LISTED_WORKERS = 5  # workers described one by one in the paused-workers message
@@ -195,11 +198,14 @@ def no_workers_timeout() -> float | None:
 def compute(*collections, **kwargs):
     """``dask.compute`` on the active scheduler, pinning BLAS to one thread in-process.
 
-    On a distributed cluster, a worker lost mid-computation is survived (the scheduler
-    recomputes its tasks elsewhere), unless it held the only copy of data scattered to
-    the cluster (large model arrays, NumPy row blocks; Dask's active memory manager keeps
-    one copy), which cannot be recomputed: that raises :class:`ClusterUnavailableError`
-    saying so instead of Dask's bare ``FutureCancelledError``. A lost scheduler raises
+    On a distributed cluster, a worker lost mid-computation is survived: the scheduler
+    recomputes its tasks elsewhere, and data scalenc scattered to the cluster (large
+    model arrays, NumPy row blocks), which Dask cannot compute again and of which its
+    active memory manager keeps one copy, is sent again from the client and the
+    computation submitted again (up to :data:`RESCATTER_ATTEMPTS` times; with
+    :func:`no_workers_timeout` None, or data scattered by other code, such a loss raises
+    :class:`ClusterUnavailableError` saying so instead of Dask's bare
+    ``FutureCancelledError``). A lost scheduler raises
     :class:`ClusterUnavailableError` instead of Dask's bare ``CancelledError``. So does a
     cluster left with no running worker for :func:`no_workers_timeout` seconds (all of
     them died or left and none joined, or all of them are paused because their memory
@@ -346,16 +352,35 @@ def _watched_get(client, timeout: float):
     def get(dsk, keys, **kwargs):
         from distributed.client import futures_of
 
-        packed = client.get(dsk, keys, sync=False, **kwargs)
-        futures = futures_of(packed)
-        try:
-            _wait_while_workers(client, futures, timeout)
-            return client.gather(packed)
-        finally:
-            for future in futures:
-                future.release()
+        from ._engine import rescatter_lost
+
+        for attempt in range(RESCATTER_ATTEMPTS + 1):
+            packed = client.get(dsk, keys, sync=False, **kwargs)
+            futures = futures_of(packed)
+            try:
+                _wait_while_workers(client, futures, timeout)
+                return client.gather(packed)
+            except CancelledError as exc:
+                # a worker died with the last copy of scattered data: send it again and
+                # compute again (the scheduler cancels what depended on it)
+                lost = "lost dependencies" in str(exc).lower()
+                if not (lost and attempt < RESCATTER_ATTEMPTS and rescatter_lost(client)):
+                    raise
+            finally:
+                for future in futures:
+                    future.release()
+            _wait_released(client, futures)  # else the same keys would reuse the failure
+        raise AssertionError("unreachable")  # pragma: no cover
 
     return get
+
+
+def _wait_released(client, futures, timeout: float = 30.0) -> None:
+    """Wait until the client has forgotten ``futures``' keys (their release runs on the
+    client's event loop), so that the same graph can be submitted again afresh."""
+    deadline = time.monotonic() + timeout
+    while any(f.key in client.futures for f in futures) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _wait_while_workers(client, futures, timeout: float) -> None:

@@ -118,7 +118,7 @@ def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
     >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
     ((4, 4, 2), (3,))
     """
-    from ._engine import SCATTER_BYTES
+    from ._engine import SCATTER_BYTES, remember_scattered
     from .cluster import active_client, uses_distributed
 
     A = np.asarray(A)
@@ -130,7 +130,10 @@ def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
     if not (uses_distributed() and A.nbytes > SCATTER_BYTES):
         return da.from_array(A, chunks=chunks)
     starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
-    futures = active_client().scatter([A[s : s + c] for s, c in zip(starts, rows)])
+    parts = [A[s : s + c] for s, c in zip(starts, rows)]
+    futures = active_client().scatter(parts)
+    for future, part in zip(futures, parts):  # sent again if lost with a worker
+        remember_scattered(future, part, broadcast=False)
     blocks = [
         da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
         for future, c in zip(futures, rows)

@@ -1,13 +1,14 @@
-"""A worker lost while it holds the only copy of a scattered value: a clear error.
+"""A worker lost while it holds the only copy of a scattered value.
 
-scalenc sends large block arguments (nRBFN's basis, CCDR's solutions, NumPy row blocks) to
-the workers once, with ``Client.scatter(..., broadcast=True)`` (``scalenc._engine._share``).
-Dask's active memory manager, on by default, drops all but one copy within seconds, and
-scattered data cannot be computed again: when the worker holding the last copy dies, Dask
-cancels the computation with a bare ``FutureCancelledError`` ("lost dependencies").
-:func:`scalenc.cluster.compute` turns that into :class:`ClusterUnavailableError` saying
-what happened and what to do; with the manager turned off, as the message advises, every
-worker keeps its copy and the loss is survived, with the NumPy result.
+scalenc sends large block arguments (nRBFN's basis, CCDR's solutions) to the workers once,
+with ``Client.scatter(..., broadcast=True)`` (``scalenc._engine._share``), and NumPy input
+as scattered row blocks (``scalenc.data.from_numpy_rows``). Dask's active memory manager,
+on by default, drops all but one copy of broadcast data within seconds, and scattered data
+cannot be computed again: when the worker holding the last copy dies, Dask cancels the
+computation ("lost dependencies"). :func:`scalenc.cluster.compute` sends the client's
+copy again under the same key and computes again, with the NumPy result; data scattered
+by other code it cannot send again gives :class:`ClusterUnavailableError` saying what
+happened and what to do, instead of Dask's bare ``FutureCancelledError``.
 
 Real components: a LocalCluster of worker processes with nannies on 127.0.0.1, and a
 worker killed with SIGKILL.
@@ -60,35 +61,72 @@ def _cluster(amm: bool):
 
     with dask.config.set({AMM: amm}):
         cluster = LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+            silence_logs=50,
         )
     return cluster, Client(cluster)
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("amm", [True, False])
-def test_losing_the_last_copy_of_a_scattered_value(amm):
+def test_a_lost_scattered_value_is_sent_again(amm):
     weights = np.random.default_rng(0).normal(size=(1000, 500))  # 4 MB: scattered
     X = np.arange(400.0).reshape(40, 10)
     cluster, client = _cluster(amm)
     try:
         future = _share(weights, client)
         assert type(future).__name__ == "Future"
-        # the manager keeps one copy (documented in _share); without it, both stay
+        # the manager keeps one copy; without it, both workers keep theirs
         holders = _holders(client, future, want=1 if amm else 2)
         assert len(holders) == (1 if amm else 2), holders
         out = da.from_array(X, chunks=(10, 10)).map_blocks(_scaled_sum, future, dtype=float)
         _kill_worker(client, next(iter(holders)))
-        if amm:
-            with pytest.raises(ClusterUnavailableError) as info:
-                compute(out.sum())
-            message = str(info.value)
-            assert "only copy of data that was sent to the cluster once" in message
-            assert "Nothing was written as complete" in message
-            assert AMM in message and "lost dependencies" in message
-        else:
-            (total,) = compute(out.sum())
-            assert total == pytest.approx(X.sum() * weights[0, 0], rel=1e-12)
+        (total,) = compute(out.sum())
+        assert total == pytest.approx(X.sum() * weights[0, 0], rel=1e-12)
+    finally:
+        client.close()
+        cluster.close()
+
+
+@pytest.mark.timeout(180)
+def test_lost_numpy_row_blocks_are_sent_again():
+    from scalenc.data import from_numpy_rows
+
+    X = np.random.default_rng(1).normal(size=(40_000, 20))  # 6.4 MB: scattered blocks
+    cluster, client = _cluster(True)
+    try:
+        Xd = from_numpy_rows(X, 10_000)
+        assert Xd.numblocks[0] == 4
+        holders = set().union(*client.who_has().values())
+        assert len(holders) == 2  # both workers hold some blocks
+        _kill_worker(client, sorted(holders)[0])
+        (sums,) = compute(Xd.sum(axis=0))
+        np.testing.assert_allclose(sums, X.sum(axis=0), rtol=1e-12)
+    finally:
+        client.close()
+        cluster.close()
+
+
+@pytest.mark.timeout(180)
+def test_scattered_data_the_client_cannot_send_again_is_a_clear_error():
+    weights = np.random.default_rng(0).normal(size=(1000, 500))
+    X = np.arange(400.0).reshape(40, 10)
+    cluster, client = _cluster(True)
+    try:
+        (future,) = client.scatter([weights], broadcast=True, hash=False)  # not scalenc's
+        holders = _holders(client, future, want=1)
+        out = da.from_array(X, chunks=(10, 10)).map_blocks(_scaled_sum, future, dtype=float)
+        _kill_worker(client, next(iter(holders)))
+        with pytest.raises(ClusterUnavailableError) as info:
+            compute(out.sum())
+        message = str(info.value)
+        assert "only copy of data that was sent to the cluster once" in message
+        assert "Nothing was written as complete" in message
+        assert AMM in message and "lost dependencies" in message
     finally:
         client.close()
         cluster.close()
