@@ -181,19 +181,29 @@ def _share(value, client):
 
 
 def _scatter(client, value):
-    """``value`` on every worker, as a Future; waits for workers as a computation does."""
+    """``value`` on every worker, as a Future (:func:`scatter_values`)."""
+    (future,) = scatter_values(client, [value], broadcast=True)
+    return future
+
+
+def scatter_values(client, values: list, *, broadcast: bool) -> list:
+    """``values`` sent to the cluster with ``Client.scatter`` (fresh keys), as Futures,
+    each remembered on the client (:func:`remember_scattered`) so that it can be sent
+    again if lost with its worker; waits for workers as a computation does
+    (:func:`scalenc.cluster.no_workers_timeout`)."""
     wait = no_workers_timeout()
     try:
-        (future,) = client.scatter(
-            [value], hash=False, broadcast=True, **({} if wait is None else {"timeout": wait})
+        futures = client.scatter(
+            values, hash=False, broadcast=broadcast, **({} if wait is None else {"timeout": wait})
         )
     except TimeoutError as exc:
         if "No valid workers" not in str(exc):
             raise
         waited = wait if wait is not None else getattr(client, "_timeout", 0.0)
         raise ClusterUnavailableError(_no_workers_message(client, waited)) from exc
-    remember_scattered(future, value, broadcast=True)
-    return future
+    for future, value in zip(futures, values):
+        remember_scattered(future, value, broadcast)
+    return futures
 
 
 def _literal(value):

@@ -118,7 +118,7 @@ def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
     >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
     ((4, 4, 2), (3,))
     """
-    from ._engine import SCATTER_BYTES, remember_scattered
+    from ._engine import SCATTER_BYTES, scatter_values
     from .cluster import active_client, uses_distributed
 
     A = np.asarray(A)
@@ -131,9 +131,7 @@ def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
         return da.from_array(A, chunks=chunks)
     starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
     parts = [A[s : s + c] for s, c in zip(starts, rows)]
-    futures = active_client().scatter(parts)
-    for future, part in zip(futures, parts):  # sent again if lost with a worker
-        remember_scattered(future, part, broadcast=False)
+    futures = scatter_values(active_client(), parts, broadcast=False)
     blocks = [
         da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
         for future, c in zip(futures, rows)

@@ -41,18 +41,24 @@ def scheduler(request):
         yield request.param
 
 
-@pytest.fixture(scope="session")
-def local_cluster():
-    """A distributed LocalCluster of 2 worker processes bound to 127.0.0.1."""
+def loopback_cluster():
+    """A new LocalCluster of 2 single-thread worker processes (with nannies) on 127.0.0.1,
+    its dashboard on a free port (Dask's default 8787 may be taken)."""
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
+    return distributed.LocalCluster(
         n_workers=2,
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
         dashboard_address="127.0.0.1:0",
         silence_logs=50,
-    ) as cluster:
+    )
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A distributed LocalCluster of 2 worker processes bound to 127.0.0.1."""
+    with loopback_cluster() as cluster:
         yield cluster
 
 

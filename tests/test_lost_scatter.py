@@ -24,6 +24,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from conftest import loopback_cluster
 
 from scalenc._engine import _share
 from scalenc.cluster import ClusterUnavailableError, compute
@@ -57,17 +58,10 @@ def _kill_worker(client, address):
 
 
 def _cluster(amm: bool):
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
-    with dask.config.set({AMM: amm}):
-        cluster = LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-            silence_logs=50,
-        )
+    with dask.config.set({AMM: amm}):  # read by the scheduler when it starts
+        cluster = loopback_cluster()
     return cluster, Client(cluster)
 
 
