@@ -51,7 +51,7 @@ Z80 = 1.2816
 
 
 def load():
-    from scalenc.data import data_dir
+    from scalenc.io.inputs import data_dir
 
     d = np.load(data_dir() / "satimage.npz", allow_pickle=False)
     X = d["X"].astype(np.float64)

@@ -41,8 +41,8 @@ import numpy as np
 
 import scalenc
 from scalenc import CCDR, CCDRClassifier
-from scalenc.cluster import compute
-from scalenc.data import data_dir, load
+from scalenc.engine.cluster import compute
+from scalenc.io.inputs import data_dir, load
 
 
 def _gen_block(block, *, features, centres, seed, block_info=None):
@@ -134,7 +134,8 @@ def block_profile(X, model, repeats: int) -> dict:
     import dask
     from threadpoolctl import threadpool_limits
 
-    from scalenc import _ccdr_blocks, neighbors
+    from scalenc.ccdr import blocks as _ccdr_blocks
+    from scalenc.math import neighbors
 
     block = X.blocks[0]
     with dask.config.set(scheduler="synchronous"):

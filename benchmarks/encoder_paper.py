@@ -26,7 +26,7 @@ Part 2 (Section 5.2, Table 1): cora, citeseer, isolet, orl32, yale32, yaleb32 as
 distributed (no rescaling; face images are raw 0..255 pixels), one shuffled 5-fold
 stratified CV with a fixed seed; error and time mean ± std over the 5 folds.
 
-Run from the repository root (datasets are found by :func:`scalenc.data.data_dir`)::
+Run from the repository root (datasets are found by :func:`scalenc.io.inputs.data_dir`)::
 
     python benchmarks/encoder_paper.py                  # the default run
     python benchmarks/encoder_paper.py --quick          # smoke run (~1-2 min)
@@ -264,7 +264,7 @@ def summarize_simulations(records, methods):
 
 
 def load_dataset(name):
-    from scalenc.data import data_dir
+    from scalenc.io.inputs import data_dir
 
     path = data_dir() / f"{name}.npz"
     if not path.exists():
@@ -465,7 +465,7 @@ def parse_args(argv=None):
         "--datasets",
         nargs="+",
         default=list(REAL_DATASETS),
-        help="real datasets (files <name>.npz in scalenc.data.data_dir())",
+        help="real datasets (files <name>.npz in scalenc.io.inputs.data_dir())",
     )
     p.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=ALL_METHODS)
     p.add_argument(

@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 
 from scalenc import LRClassifier, NRBFNClassifier
-from scalenc.data import data_dir
+from scalenc.io.inputs import data_dir
 
 GRID = (1e-5, 1e-9, 1e-13)  # Section 7.1.1, in the paper's order (ties go to the first)
 LRC_GRID = tuple(10.0**e for e in range(-13, -1))  # Table 1

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from scalenc import NRBFNClassifier
-from scalenc.data import data_dir
+from scalenc.io.inputs import data_dir
 
 
 def blas_peak(dtype, size=4096, repeats=3) -> float:
@@ -183,9 +183,9 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
     one ``NRBFNClassifier`` fit; each basis is then fitted in memory exactly as ``fit``
     does (σ = mean distance to the basis, W̃ by ``normalized_kernel``, λ = 1e-13 by
     ``ridge_solve``)."""
-    from scalenc import _nrbfn_blocks as nb
-    from scalenc.linalg import ridge_solve
-    from scalenc.neighbors import pairwise_sq_distances
+    from scalenc.math.linalg import ridge_solve
+    from scalenc.math.neighbors import pairwise_sq_distances
+    from scalenc.nrbfn import blocks as nb
 
     if name == "hard":
         Xtr, ytr, Xte, yte = hard_dataset(50000)

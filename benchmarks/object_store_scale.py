@@ -3,7 +3,7 @@
 An S3-compatible server (moto's, started as its own process on 127.0.0.1 so that its
 memory is not counted as scalenc's) holds a Parquet dataset of ``--rows`` × ``--features``
 float32 (default 3M × 100 = 1.2 GB, one file per 100 000-row block) written with
-``scalenc.data.write_dataset``. A LocalCluster of 2 workers × 1 thread × ``--memory-limit``
+``scalenc.io.outputs.write_dataset``. A LocalCluster of 2 workers × 1 thread × ``--memory-limit``
 (default 512 MiB: 1 GiB in all, less than the dataset) reads it through s3fs; the client
 opens only the Parquet footers. Measured side by side, ``--repeats`` interleaved rounds:
 
@@ -36,7 +36,7 @@ from encoder_scale import timed  # noqa: E402 - the sibling benchmark's measurin
 
 import scalenc  # noqa: E402
 from scalenc import EncoderClassifier, load  # noqa: E402
-from scalenc.data import write_dataset  # noqa: E402
+from scalenc.io.outputs import write_dataset  # noqa: E402
 from scalenc.simulate import simulate  # noqa: E402
 
 

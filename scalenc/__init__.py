@@ -39,14 +39,14 @@ _LAZY = {
     "LRClassifier": "scalenc.nrbfn",
     "CCDR": "scalenc.ccdr",
     "CCDRClassifier": "scalenc.ccdr",
-    "connect": "scalenc.cluster",
+    "connect": "scalenc.engine.connect",
     "save_model": "scalenc.persist",
     "load_model": "scalenc.persist",
     "read_model_metadata": "scalenc.persist",
-    "load": "scalenc.data",
-    "write_output": "scalenc.data",
-    "write_dataset": "scalenc.data",
-    "check_xy": "scalenc.data",
+    "load": "scalenc.io",
+    "write_output": "scalenc.io",
+    "write_dataset": "scalenc.io",
+    "check_xy": "scalenc.io",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -46,10 +46,15 @@ import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from . import __version__
-from ._atomic import atomic_path, atomic_prefix, check_complete
-from .exceptions import ModelFileError
-from .kernels import KERNELS
+from scalenc import __version__
+from scalenc.ccdr import CCDR, CCDRClassifier
+from scalenc.ccdr.blocks import CCDRSolution, KNNHead, LDAHead, LinearHead
+from scalenc.encoder import EncoderClassifier
+from scalenc.encoder.kernels import KERNELS, CallableKernel, Euclidean, Gaussian, Linear, Spearman
+from scalenc.exceptions import ModelFileError
+from scalenc.io.atomic import atomic_path, atomic_prefix, check_complete
+from scalenc.math.linalg import LDAModel
+from scalenc.nrbfn import LRClassifier, NRBFNClassifier
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -61,13 +66,17 @@ __all__ = [
     "read_model_metadata",
 ]
 
+
 FORMAT = "scalenc-model"
 SCHEMA_VERSION = 1
 MIN_SCHEMA_VERSION = 1
 META_FILE = "model.json"
 ARRAY_DIR = "arrays"
 
-#: Types a model file may name, as "module:qualname". Nothing else is ever rebuilt.
+#: The types a model file may name, by the name files use, with what each is rebuilt as.
+#: Nothing else is ever rebuilt. The names are the module paths of scalenc 0.1.0.dev0 and
+#: stay as they are when the code moves, so that files written before a move still load
+#: (``tests/test_model_files_before.py``); :data:`_TYPES` says where each type lives now.
 ALLOWED_TYPES: dict[str, str] = {
     # estimators (rebuilt with their __init__, which only stores parameters)
     "scalenc.encoder.EncoderClassifier": "estimator",
@@ -88,6 +97,25 @@ ALLOWED_TYPES: dict[str, str] = {
     "scalenc._ccdr_blocks.KNNHead": "object",
 }
 
+#: Where each type of :data:`ALLOWED_TYPES` lives now.
+_TYPES: dict[str, type] = {
+    "scalenc.encoder.EncoderClassifier": EncoderClassifier,
+    "scalenc.nrbfn.NRBFNClassifier": NRBFNClassifier,
+    "scalenc.nrbfn.LRClassifier": LRClassifier,
+    "scalenc.ccdr.CCDR": CCDR,
+    "scalenc.ccdr.CCDRClassifier": CCDRClassifier,
+    "scalenc.linalg.LDAModel": LDAModel,
+    "scalenc.kernels.Linear": Linear,
+    "scalenc.kernels.Euclidean": Euclidean,
+    "scalenc.kernels.Spearman": Spearman,
+    "scalenc.kernels.Gaussian": Gaussian,
+    "scalenc._ccdr_blocks.CCDRSolution": CCDRSolution,
+    "scalenc._ccdr_blocks.LinearHead": LinearHead,
+    "scalenc._ccdr_blocks.LDAHead": LDAHead,
+    "scalenc._ccdr_blocks.KNNHead": KNNHead,
+}
+_NAMES: dict[type, str] = {cls: name for name, cls in _TYPES.items()}
+
 # Upgrades of older schema versions: _MIGRATIONS[v] turns a version-v document into v+1.
 _MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
 
@@ -98,7 +126,8 @@ _JSON_SCALARS = (str, bool, int, float, type(None))
 
 
 def _qualname(obj_type: type) -> str:
-    return f"{obj_type.__module__}.{obj_type.__qualname__}"
+    """The name a model file gives ``obj_type`` (:data:`ALLOWED_TYPES`), else its own."""
+    return _NAMES.get(obj_type, f"{obj_type.__module__}.{obj_type.__qualname__}")
 
 
 class _Writer:
@@ -187,7 +216,7 @@ class _Writer:
     def _refuse(where: str, value, what: str | None = None) -> ModelFileError:
         what = what or f"a {type(value).__module__}.{type(value).__qualname__}"
         hint = ""
-        if _qualname(type(value)) == "scalenc.kernels.CallableKernel" or callable(value):
+        if isinstance(value, CallableKernel) or callable(value):
             hint = (
                 " A model with a user callable kernel cannot be saved as a safe model file "
                 "(loading it would have to run code); use a named kernel "
@@ -324,14 +353,7 @@ def _allowed_class(name, kind: str, where: str) -> type:
             f"(allowed: {sorted(k for k, v in ALLOWED_TYPES.items() if v == kind)}). The file "
             "was not written by scalenc or has been altered; it is refused."
         )
-    module, _, attr = name.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ModelFileError(
-            f"The model needs {name}, which this scalenc installation does not provide ({exc}). "
-            "Install the scalenc version that saved it (see `scalenc info`)."
-        ) from None
+    return _TYPES[name]
 
 
 # --- files ---------------------------------------------------------------------------

@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from . import passes
-from .cluster import compute
-from .labels import UNLABELED, unlabeled_mask
+from scalenc.engine import passes
+from scalenc.engine.cluster import compute
+from scalenc.math.labels import UNLABELED, unlabeled_mask
 
 __all__ = [
     "MissingPlotDependency",
@@ -35,6 +35,7 @@ __all__ = [
     "sample_rows",
     "build_report",
 ]
+
 
 INSTALL_HINT = 'pip install "scalenc[plot]"'
 

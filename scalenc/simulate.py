@@ -33,7 +33,13 @@ import dask
 import dask.array as da
 import numpy as np
 
-__all__ = ["SETTINGS", "TILE", "simulate", "simulate_rows"]
+__all__ = [
+    "SETTINGS",
+    "TILE",
+    "simulate",
+    "simulate_rows",
+]
+
 
 TILE = 1024
 SETTINGS = (

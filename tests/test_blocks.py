@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scalenc import _blocks
+from scalenc.math import moments as _blocks
 
 
 def _oracle(X, codes, K):

@@ -14,10 +14,11 @@ from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from scalenc import CCDR, CCDRClassifier, linalg
-from scalenc import _ccdr_blocks as cb
-from scalenc._base import expected_failed_checks
-from scalenc.linalg import procrustes
+from scalenc import CCDR, CCDRClassifier
+from scalenc.base.estimator import expected_failed_checks
+from scalenc.ccdr import blocks as cb
+from scalenc.math import linalg
+from scalenc.math.linalg import procrustes
 
 
 def oracle(X, y, m, beta, k, epsilon=None):

@@ -19,7 +19,7 @@ import pytest
 from conftest import make_blobs
 
 from scalenc import cli
-from scalenc.encoder import EncoderClassifier
+from scalenc.encoder.estimator import EncoderClassifier
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = Path(sys.executable).parent / "scalenc"
@@ -304,7 +304,7 @@ def test_make_data_zarr_and_parquet_match_simulate(tmp_path, capsys):
     )
     assert code == 0, err
     assert summary["outputs"]["data"] == str(tmp_path / "s.zarr") and summary["row_blocks"] == 3
-    from scalenc.data import load
+    from scalenc.io.inputs import load
 
     Xz, yz = load(tmp_path / "s.zarr")
     np.testing.assert_array_equal(Xz.compute(), X.compute())
@@ -524,7 +524,7 @@ def test_failure_during_computation_exit_4(model_dir, inputs):
     """A failure inside a pass that is not the input's fault (here an injected bug in a
     block function of the real executable's process): exit 4."""
     code = (
-        "import sys, scalenc._blocks as b\n"
+        "import sys, scalenc.math.moments as b\n"
         "def boom(*a, **k): raise RuntimeError('injected failure')\n"
         "b.confusion_counts = boom\n"
         "from scalenc.cli import main\n"
@@ -652,7 +652,7 @@ def test_killed_mid_write_leaves_no_complete_looking_output(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
     assert [p.name.split(".tmp-")[0] for p in tmp_path.iterdir()] == ["big.zarr"]
-    from scalenc.data import load
+    from scalenc.io.inputs import load
 
     with pytest.raises(FileNotFoundError):
         load(out)
@@ -938,7 +938,7 @@ def test_format_json_prints_the_whole_summary_with_rounded_numbers(model_dir, in
 
 
 def test_rounding_rule():
-    from scalenc._summary import rounded
+    from scalenc.cli.summary import rounded
 
     assert rounded(0.9999999999999999) == 1.0 and rounded(1 / 3) == 0.333333333333
     assert rounded(float(np.float32(0.3))) == 0.3  # float32 results: float32's digits
@@ -953,7 +953,7 @@ def test_fit_method_help_lists_the_estimators_parameters(method, capsys):
     --set would take it), its type and its docstring's first sentence."""
     import inspect
 
-    from scalenc._commands import estimator_class
+    from scalenc.cli.commands import estimator_class
 
     assert cli.main(["fit", method, "--help"]) == 0
     out = capsys.readouterr().out
@@ -974,7 +974,7 @@ def test_fit_method_help_lists_the_estimators_parameters(method, capsys):
 
 
 def test_parameter_docs_parser():
-    from scalenc._estimator_help import parameter_docs
+    from scalenc.cli.estimator_help import parameter_docs
 
     class Example:
         """Summary.
@@ -1003,8 +1003,9 @@ def test_parameter_docs_parser():
 def test_progress_counts_passes_over_the_data_and_shows_an_eta(tmp_path):
     import io
 
-    from scalenc.data import load, write_dataset
-    from scalenc.progress import Progress, _Display, stage
+    from scalenc.cli.progress import Progress, _Display, stage
+    from scalenc.io.inputs import load
+    from scalenc.io.outputs import write_dataset
 
     X, y = make_blobs(n=400, p=3, K=2, seed=0)
     write_dataset(da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100),
@@ -1048,7 +1049,7 @@ def test_argument_errors_use_argparses_layout(capsys):
     """Usage first, then `PROG: error: MESSAGE`, exit 2: what argparse itself prints."""
     import argparse
 
-    from scalenc._parser import build_parser
+    from scalenc.cli.parser import build_parser
 
     assert cli.main(["fit", "encoder"]) == 2
     err = capsys.readouterr().err

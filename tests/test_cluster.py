@@ -38,7 +38,8 @@ import pytest
 from conftest import make_blobs
 
 import scalenc
-from scalenc.cluster import ClusterUnavailableError, active_client, make_security
+from scalenc.engine.cluster import ClusterUnavailableError, active_client
+from scalenc.engine.connect import make_security
 
 pytestmark = pytest.mark.cluster
 
@@ -60,8 +61,18 @@ METHODS = {
         {"kernels": ("linear", "euclidean", "spearman")},
         "encoder",
     ),
-    "encoder-linear": ("scalenc.encoder", "EncoderClassifier", {"kernels": ("linear",)}, None),
-    "nrbfn": ("scalenc.nrbfn", "NRBFNClassifier", {"n_neighbors": 7, "alpha": 1e-9}, "nrbfn"),
+    "encoder-linear": (
+        "scalenc.encoder",
+        "EncoderClassifier",
+        {"kernels": ("linear",)},
+        None,
+    ),
+    "nrbfn": (
+        "scalenc.nrbfn",
+        "NRBFNClassifier",
+        {"n_neighbors": 7, "alpha": 1e-9},
+        "nrbfn",
+    ),
     "lrc": ("scalenc.nrbfn", "LRClassifier", {}, "lrc"),
     "ccdr": ("scalenc.ccdr", "CCDRClassifier", {"n_neighbors": 8}, "ccdr-classifier"),
     "ccdr-transformer": ("scalenc.ccdr", "CCDR", {"n_neighbors": 8}, "ccdr"),
@@ -784,7 +795,7 @@ def check_cli_accepts(argv: list[str]):
     """The `scalenc` command line parses (when the CLI exists)."""
     if importlib.util.find_spec("scalenc.cli") is None:
         return
-    from scalenc.cli import build_parser
+    from scalenc.cli.app import build_parser
 
     assert argv[0] == "scalenc"
     build_parser().parse_args(argv[1:])
@@ -792,12 +803,12 @@ def check_cli_accepts(argv: list[str]):
 
 def test_deploy_job_file_runs_with_the_cli():
     if (
-        importlib.util.find_spec("scalenc.jobs") is None
+        importlib.util.find_spec("scalenc.cli.jobs") is None
         or importlib.util.find_spec("scalenc.cli") is None
     ):
-        pytest.skip("scalenc.jobs / scalenc.cli are not there yet")
-    from scalenc.cli import build_parser
-    from scalenc.jobs import read_job, step_argv
+        pytest.skip("scalenc.cli.jobs / scalenc.cli are not there yet")
+    from scalenc.cli.app import build_parser
+    from scalenc.cli.jobs import read_job, step_argv
 
     job = read_job(DEPLOY / "jobs" / "job.toml")
     assert str(job.workdir) == "/data/scalenc-job"

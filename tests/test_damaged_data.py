@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from scalenc import EncoderClassifier, load
-from scalenc._integrity import DamagedDataError, MissingChunksWarning
-from scalenc.data import write_dataset
+from scalenc.io.integrity import DamagedDataError, MissingChunksWarning
+from scalenc.io.outputs import write_dataset
 
 SCALENC = str(Path(sys.executable).with_name("scalenc"))
 

@@ -9,15 +9,10 @@ import pytest
 import zarr
 
 from scalenc import EncoderClassifier
-from scalenc.data import (
-    as_dask_array,
-    check_xy,
-    encode_labels,
-    load,
-    write_output,
-)
-from scalenc.labels import unlabeled_mask
-from scalenc.passes import find_classes
+from scalenc.engine.passes import find_classes
+from scalenc.io.inputs import as_dask_array, check_xy, encode_labels, load
+from scalenc.io.outputs import write_output
+from scalenc.math.labels import unlabeled_mask
 
 
 @pytest.fixture
@@ -39,7 +34,7 @@ def test_numpy_is_chunked_by_rows_without_copy(xy):
 def test_default_numpy_blocks_give_every_core_a_block(monkeypatch):
     """About 64 MB a block, but never one block for the whole array when it has rows
     enough for one per core (8192 rows a block at least): every pass uses every core."""
-    import scalenc.data as data
+    from scalenc.io import inputs as data
 
     monkeypatch.setattr(data, "CPU_COUNT", 2)
     X = np.zeros((50_000, 42))  # 17 MB: one block by bytes alone
@@ -206,7 +201,7 @@ def test_missing_path_is_explained(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".zarr", ".parquet"])
 def test_write_dataset_round_trips_through_load(tmp_path, suffix, xy):
-    from scalenc.data import write_dataset
+    from scalenc.io.outputs import write_dataset
 
     X, y = xy
     labels = np.array(["ant", "bee", "cat"], dtype=object)[y]
@@ -229,8 +224,8 @@ def test_a_write_removes_temporaries_that_killed_runs_left(tmp_path):
     import subprocess
     import sys
 
-    from scalenc import _tempnames
-    from scalenc.data import write_output
+    from scalenc.io import tempnames as _tempnames
+    from scalenc.io.outputs import write_output
 
     target = tmp_path / "out.zarr"
     dead = subprocess.run(

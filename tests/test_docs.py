@@ -30,17 +30,22 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Modules whose docstrings carry Examples that must run.
 DOCTEST_MODULES = [
     "scalenc",
-    "scalenc.data",
-    "scalenc.cluster",
+    "scalenc.io.inputs",
+    "scalenc.io.outputs",
+    "scalenc.engine.cluster",
+    "scalenc.engine.connect",
     "scalenc.persist",
     "scalenc.simulate",
-    "scalenc.encoder",
-    "scalenc.nrbfn",
-    "scalenc.ccdr",
+    "scalenc.encoder.estimator",
+    "scalenc.nrbfn.estimator",
+    "scalenc.nrbfn.lrc",
+    "scalenc.nrbfn.regression",
+    "scalenc.ccdr.transformer",
+    "scalenc.ccdr.classifier",
     "scalenc.exceptions",
-    "scalenc.kernels",
+    "scalenc.encoder.kernels",
     "scalenc.report",
-    "scalenc._base",  # the classifiers' shared score
+    "scalenc.base.estimator",  # the classifiers' shared score
 ]
 
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -89,14 +94,19 @@ def test_public_api_has_examples(name):
 #: Modules every public function, class, method and property of which has an Examples
 #: section with a runnable example (issue 14).
 EXAMPLES_MODULES = [
-    "scalenc.encoder",
-    "scalenc.nrbfn",
-    "scalenc.ccdr",
-    "scalenc.kernels",
+    "scalenc.encoder.estimator",
+    "scalenc.nrbfn.estimator",
+    "scalenc.nrbfn.lrc",
+    "scalenc.nrbfn.regression",
+    "scalenc.ccdr.transformer",
+    "scalenc.ccdr.classifier",
+    "scalenc.encoder.kernels",
     "scalenc.report",
-    "scalenc.data",
+    "scalenc.io.inputs",
+    "scalenc.io.outputs",
     "scalenc.persist",
-    "scalenc.cluster",
+    "scalenc.engine.cluster",
+    "scalenc.engine.connect",
     "scalenc.simulate",
     "scalenc.exceptions",
 ]

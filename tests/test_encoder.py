@@ -8,8 +8,8 @@ from conftest import make_blobs
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
 from scalenc import EncoderClassifier
-from scalenc.encoder import choose_kernel
-from scalenc.kernels import Gaussian, get_kernel
+from scalenc.encoder.estimator import choose_kernel
+from scalenc.encoder.kernels import Gaussian, get_kernel
 
 KERNELS = ["linear", "euclidean", "spearman", "gaussian"]
 
@@ -459,7 +459,7 @@ def test_every_plan_matches_the_numpy_oracle(plan, chunks):
 def test_auto_plan_follows_the_measured_costs(monkeypatch, cache_cost, name, passes):
     """With writing Z made dear (or free), "auto" computes it again (or caches it); both
     give the plain-NumPy model and say so in fit_plan_ and n_passes_."""
-    monkeypatch.setattr("scalenc.encoder.cache_seconds_per_byte", lambda: cache_cost)
+    monkeypatch.setattr("scalenc.encoder.estimator.cache_seconds_per_byte", lambda: cache_cost)
     X, y = make_blobs(300, 5, 3, seed=51)
     model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
     plan = model.fit_plan_
@@ -471,7 +471,7 @@ def test_auto_plan_follows_the_measured_costs(monkeypatch, cache_cost, name, pas
 
 
 def test_choose_cache_plan_compares_the_two_costs():
-    from scalenc._encoder_plan import choose_cache_plan
+    from scalenc.encoder.plan import choose_cache_plan
 
     wide = choose_cache_plan(
         n_rows=10**6, read_seconds=1.0, kernel_seconds=1e-6, cache_seconds=3e-6
@@ -488,7 +488,7 @@ def test_plans_on_a_cluster(client, monkeypatch):
     Xd, yd = da.from_array(X, chunks=(90, 6)), da.from_array(y, chunks=90)
     expected = None
     for cost in (1e3, 0.0):
-        monkeypatch.setattr("scalenc.encoder.cache_seconds_per_byte", lambda c=cost: c)
+        monkeypatch.setattr("scalenc.encoder.estimator.cache_seconds_per_byte", lambda c=cost: c)
         model = EncoderClassifier(kernels=KERNELS).fit(Xd, yd)
         if expected is None:
             expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
@@ -511,7 +511,7 @@ def test_row_tiles_of_the_embedding_match_the_numpy_oracle(monkeypatch, plan):
     """Blocks worked through in row tiles (tiles made 7 rows here, so that every block
     spans several and the last is short): the moments merged across tiles and the summed
     log-likelihoods give the plain-NumPy cross-entropy and predictions."""
-    monkeypatch.setattr("scalenc._blocks.stacked_tile_rows", lambda width: 7)
+    monkeypatch.setattr("scalenc.encoder.blocks.stacked_tile_rows", lambda width: 7)
     X, y = make_blobs(400, 7, 4, seed=52, unlabeled=0.2)
     Xd, yd = da.from_array(X, chunks=((150, 7, 99, 144), -1)), da.from_array(y, chunks=50)
     model = EncoderClassifier(kernels=KERNELS, cache_embedding=plan).fit(Xd, yd)
@@ -530,9 +530,10 @@ def test_row_tiles_of_the_embedding_match_the_numpy_oracle(monkeypatch, plan):
 def test_auto_plan_recomputes_when_the_cache_would_not_fit(monkeypatch):
     """A block of Z larger than half of a task's budget: "auto" computes Z again (and says
     why in fit_plan_), even when caching is free."""
-    monkeypatch.setattr("scalenc.encoder.cache_seconds_per_byte", lambda: 0.0)
+    monkeypatch.setattr("scalenc.encoder.estimator.cache_seconds_per_byte", lambda: 0.0)
     monkeypatch.setattr(
-        "scalenc.encoder.memory_budget", lambda est: ({"worker": 4000, "client": 4000}, "test")
+        "scalenc.encoder.estimator.memory_budget",
+        lambda est: ({"worker": 4000, "client": 4000}, "test"),
     )
     X, y = make_blobs(300, 5, 3, seed=53)
     model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)

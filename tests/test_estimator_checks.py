@@ -5,11 +5,11 @@ import pytest
 from sklearn.utils.estimator_checks import check_param_validation, parametrize_with_checks
 
 from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
-from scalenc._base import expected_failed_checks
+from scalenc.base.estimator import expected_failed_checks
 
 # Every estimator with its defaults, and each classifier with unlabeled=None (where -1 is a
 # class, so check_classifiers_classes passes too). The expected failures and their reasons
-# live in one place: scalenc._base.expected_failed_checks.
+# live in one place: scalenc.base.estimator.expected_failed_checks.
 DEFAULTS = [EncoderClassifier(), NRBFNClassifier(), LRClassifier(), CCDR(), CCDRClassifier()]
 FULLY_SUPERVISED = [
     EncoderClassifier(unlabeled=None),

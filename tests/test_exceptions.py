@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import scalenc.exceptions as exc
 from scalenc import CCDR, EncoderClassifier, LRClassifier, load
-from scalenc._atomic import IncompleteOutputError
-from scalenc._integrity import DamagedDataError, MissingChunksWarning
-from scalenc.cluster import ClusterUnavailableError
-from scalenc.jobs import JobError
+from scalenc import exceptions as exc
+from scalenc.cli.jobs import JobError
+from scalenc.engine.cluster import ClusterUnavailableError
+from scalenc.io.atomic import IncompleteOutputError
+from scalenc.io.integrity import DamagedDataError, MissingChunksWarning
 from scalenc.persist import ModelFileError
 
 

@@ -4,7 +4,7 @@ the command sent SIGTERM / SIGINT mid-fit.
 Each case asserts the exit code, the message, and what is on disk afterwards: the final
 path holds its complete old or complete new content (never nothing, never a mixture), and no
 temporary survives a handled signal. The swap is hit deterministically through the writer's
-test hook ``scalenc._atomic._swap_hook``, set in the child process; the fallback without
+test hook ``scalenc.io.atomic._swap_hook``, set in the child process; the fallback without
 ``renameat2`` is forced there by removing the exchange.
 """
 
@@ -27,9 +27,11 @@ import pytest
 import zarr
 from conftest import make_blobs
 
-from scalenc import _atomic, _tempnames, cli
-from scalenc.data import write_dataset, write_output
-from scalenc.encoder import EncoderClassifier
+from scalenc import cli
+from scalenc.encoder.estimator import EncoderClassifier
+from scalenc.io import atomic as _atomic
+from scalenc.io import tempnames as _tempnames
+from scalenc.io.outputs import write_dataset, write_output
 from scalenc.persist import load_model, save_model
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -43,9 +45,9 @@ ROWS, BLOCK = 4000, 100
 WRITER = f"""
 import signal, sys, time
 import dask.array as da
-from scalenc import _atomic
-from scalenc._errors import Terminated
-from scalenc.data import write_output
+from scalenc.io import atomic as _atomic
+from scalenc.cli.errors import Terminated
+from scalenc.io import write_output
 
 target, mode, pause, block_sleep, value = sys.argv[1:6]
 

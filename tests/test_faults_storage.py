@@ -15,7 +15,7 @@ import pytest
 import zarr
 
 from scalenc import EncoderClassifier, load, load_model, save_model, write_output
-from scalenc.data import write_dataset
+from scalenc.io.outputs import write_dataset
 
 SCALENC = str(Path(sys.executable).with_name("scalenc"))
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from scalenc.kernels import Gaussian, get_kernel
+from scalenc.encoder.kernels import Gaussian, get_kernel
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_unknown_kernel_lists_valid_names():
 def test_average_ranks_equal_scipy_rankdata(ties):
     from scipy.stats import rankdata
 
-    from scalenc.kernels import average_ranks
+    from scalenc.encoder.kernels import average_ranks
 
     rng = np.random.default_rng(1)
     A = rng.integers(0, 4, size=(50, 13)).astype(float) if ties else rng.normal(size=(50, 13))
@@ -80,8 +80,8 @@ def test_float32_ranks_equal_scipy_rankdata(case):
     """The packed-key sort of float32 rows ranks exactly as rankdata, ties included."""
     from scipy.stats import rankdata
 
-    from scalenc import kernels
-    from scalenc.kernels import average_ranks
+    from scalenc.encoder import kernels
+    from scalenc.encoder.kernels import average_ranks
 
     rng = np.random.default_rng(2)
     A = rng.normal(size=(300, 37)).astype(np.float32)
@@ -100,7 +100,7 @@ def test_float32_ranks_equal_scipy_rankdata(case):
 def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
     """Kernels evaluated together on shared tile products equal each kernel's formula, also
     across several row tiles where only some have ties."""
-    from scalenc import kernels
+    from scalenc.encoder import kernels
 
     monkeypatch.setattr(kernels, "EMBED_TILE_ELEMENTS", 100 * 11)  # tiles of 100 rows
     monkeypatch.setattr(kernels, "EMBED_MIN_TILE_ROWS", 1)
@@ -130,7 +130,7 @@ def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
 
 
 def test_embed_tile_rows():
-    from scalenc.kernels import embed_tile_rows
+    from scalenc.encoder.kernels import embed_tile_rows
 
     assert embed_tile_rows(16) == 2048 and embed_tile_rows(256) == 256  # 2^15 elements, 256 rows
     assert embed_tile_rows(1024) == 256 and embed_tile_rows(4096) == 64  # at most 2^18 elements
@@ -138,7 +138,7 @@ def test_embed_tile_rows():
 
 
 def test_a_callable_kernel_sees_the_whole_block_once(monkeypatch):
-    from scalenc import kernels
+    from scalenc.encoder import kernels
 
     monkeypatch.setattr(kernels, "EMBED_TILE_ELEMENTS", 10)
     monkeypatch.setattr(kernels, "EMBED_MIN_TILE_ROWS", 1)

@@ -21,9 +21,10 @@ import pytest
 from conftest import make_blobs
 from dask.delayed import Delayed
 
-from scalenc import CCDRClassifier, NRBFNClassifier, _engine, write_output
-from scalenc._engine import SCATTER_BYTES, _nbytes, _shared, map_rows
-from scalenc.cluster import compute
+from scalenc import CCDRClassifier, NRBFNClassifier, write_output
+from scalenc.engine import reduce as _engine
+from scalenc.engine.cluster import compute
+from scalenc.engine.reduce import SCATTER_BYTES, _nbytes, _shared, map_rows
 
 pytestmark = pytest.mark.cluster
 
@@ -197,7 +198,7 @@ def test_numpy_input_on_a_cluster_sends_no_large_graph(client):
 
 
 def test_from_numpy_rows_scatters_only_on_a_cluster(client):
-    from scalenc.data import from_numpy_rows
+    from scalenc.io.inputs import from_numpy_rows
 
     A = np.arange(3 * SCATTER_BYTES // 8, dtype=np.float64).reshape(-1, 3)
     blocks = from_numpy_rows(A, 50_000)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-from scalenc import _blocks
-from scalenc.linalg import lda_decision, lda_from_moments, lda_proba
+from scalenc.math import moments as _blocks
+from scalenc.math.linalg import lda_decision, lda_from_moments, lda_proba
 
 
 @pytest.mark.parametrize("K,d", [(2, 3), (3, 5), (6, 4), (4, 1)])

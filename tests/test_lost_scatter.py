@@ -1,11 +1,11 @@
 """A worker lost while it holds the only copy of a scattered value.
 
 scalenc sends large block arguments (nRBFN's basis, CCDR's solutions) to the workers once,
-with ``Client.scatter(..., broadcast=True)`` (``scalenc._engine._share``), and NumPy input
-as scattered row blocks (``scalenc.data.from_numpy_rows``). Dask's active memory manager,
+with ``Client.scatter(..., broadcast=True)`` (``scalenc.engine.reduce._share``), and NumPy input
+as scattered row blocks (``scalenc.io.inputs.from_numpy_rows``). Dask's active memory manager,
 on by default, drops all but one copy of broadcast data within seconds, and scattered data
 cannot be computed again: when the worker holding the last copy dies, Dask cancels the
-computation ("lost dependencies"). :func:`scalenc.cluster.compute` sends the client's
+computation ("lost dependencies"). :func:`scalenc.engine.cluster.compute` sends the client's
 copy again under the same key and computes again, with the NumPy result; data scattered
 by other code it cannot send again gives :class:`ClusterUnavailableError` saying what
 happened and what to do, instead of Dask's bare ``FutureCancelledError``.
@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 from conftest import loopback_cluster
 
-from scalenc._engine import _share
-from scalenc.cluster import ClusterUnavailableError, compute
+from scalenc.engine.cluster import ClusterUnavailableError, compute
+from scalenc.engine.reduce import _share
 
 pytestmark = pytest.mark.cluster
 
@@ -88,7 +88,7 @@ def test_a_lost_scattered_value_is_sent_again(amm):
 
 @pytest.mark.timeout(180)
 def test_lost_numpy_row_blocks_are_sent_again():
-    from scalenc.data import from_numpy_rows
+    from scalenc.io.inputs import from_numpy_rows
 
     X = np.random.default_rng(1).normal(size=(40_000, 20))  # 6.4 MB: scattered blocks
     cluster, client = _cluster(True)

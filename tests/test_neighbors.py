@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from conftest import make_blobs
 
-from scalenc._nrbfn_blocks import knn_sigma, select_basis, soft_knn_confidence
-from scalenc._sampling import row_hash, stratified_sample
-from scalenc.cluster import compute
-from scalenc.neighbors import kneighbors_block, merge_neighbors, pairwise_sq_distances
-from scalenc.passes import kneighbors_all_rows, kneighbors_pass
+from scalenc.engine.cluster import compute
+from scalenc.engine.passes import kneighbors_all_rows, kneighbors_pass
+from scalenc.math.neighbors import kneighbors_block, merge_neighbors, pairwise_sq_distances
+from scalenc.math.sampling import row_hash, stratified_sample
+from scalenc.nrbfn.blocks import knn_sigma, select_basis, soft_knn_confidence
 
 
 def brute_knn(X, labeled, cand_index, k):
@@ -157,7 +157,7 @@ def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
     The k nearest are the k smallest (distance, global index), as a stable sort gives —
     in every block pair, with or without the sampled bounds and running column bounds
     (``tiles`` = threshold sample, pair tile elements; 150: tiles of fewer than k rows)."""
-    import scalenc.neighbors as neighbors
+    from scalenc.math import neighbors
 
     if tiles is not None:
         monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", tiles[0])
@@ -185,7 +185,7 @@ def test_stratified_sample_pass_draws_the_in_memory_sample_from_dask_labels(chun
     of the in-memory one, for any chunking, and brings only the sample to the client."""
     import dask.array as da
 
-    from scalenc.passes import label_counts_pass, stratified_sample_pass
+    from scalenc.engine.passes import label_counts_pass, stratified_sample_pass
 
     rng = np.random.default_rng(5)
     codes = rng.choice([-1, 0, 1, 2], p=[0.2, 0.5, 0.2, 0.1], size=1000)
@@ -231,7 +231,7 @@ def near_tie_pairs(n_pairs, p, seed):
 @pytest.mark.parametrize("s_pairs", [20, 600])  # s = 40 and 1200 reference rows
 @pytest.mark.parametrize("k", [1, 3, 9])
 def test_exact_search_resolves_float32_near_ties_in_float64(s_pairs, k):
-    from scalenc.neighbors import nearest
+    from scalenc.math.neighbors import nearest
 
     R = near_tie_pairs(s_pairs, 30, seed=k)
     Q = np.random.default_rng(50 + k).random((400, 30)).astype(np.float32)
@@ -249,7 +249,7 @@ def test_exact_search_resolves_float32_near_ties_in_float64(s_pairs, k):
 def test_exact_search_duplicates_ties_by_position_and_zero_distance(dtype, s):
     """Integer data: exact ties everywhere (duplicate rows), broken by position; a query
     equal to a reference row is at distance exactly 0; fewer than k rows are padded."""
-    from scalenc.neighbors import nearest
+    from scalenc.math.neighbors import nearest
 
     rng = np.random.default_rng(s)
     R = rng.integers(0, 3, (s, 4)).astype(dtype)
@@ -269,7 +269,7 @@ def test_exact_search_with_rows_repeated_hundreds_of_times(dtype):
     Rows with k + 1 identical rows before them are dropped before the float64
     recomputation; neighbours and distances stay those of float64 brute force, with and
     without excluding the query's own row."""
-    from scalenc.neighbors import _Reference, nearest
+    from scalenc.math.neighbors import _Reference, nearest
 
     rng = np.random.default_rng(7)
     distinct = rng.integers(0, 4, (40, 6)).astype(dtype)
@@ -294,7 +294,7 @@ def test_exact_search_with_rows_repeated_hundreds_of_times(dtype):
 
 @pytest.mark.parametrize("s", [60, 700])
 def test_exact_search_excludes_self_and_matches_float64(s):
-    from scalenc._ccdr_blocks import knn_search
+    from scalenc.ccdr.blocks import knn_search
 
     X, _ = make_blobs(s, 6, 3, seed=s)
     for dtype in (np.float32, np.float64):
@@ -313,7 +313,7 @@ def test_exact_search_excludes_self_and_matches_float64(s):
 
 
 def test_exact_search_beyond_float32_range_ranks_in_float64():
-    from scalenc.neighbors import nearest
+    from scalenc.math.neighbors import nearest
 
     rng = np.random.default_rng(9)
     R = rng.random((50, 3)) * 1e20
@@ -330,7 +330,7 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
     and the selection keeps a few dozen survivors per row, not every copy in the block (it
     kept them all and sorted them, so the all-rows search grew as the square of the
     copies)."""
-    import scalenc.neighbors as neighbors
+    from scalenc.math import neighbors
 
     widths = []
     select = neighbors._select

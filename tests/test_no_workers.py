@@ -1,6 +1,6 @@
 """Every worker of a real cluster dies mid-computation: a clear error after a bounded wait.
 
-Dask waits for new workers forever; :func:`scalenc.cluster.compute` gives up after
+Dask waits for new workers forever; :func:`scalenc.engine.cluster.compute` gives up after
 ``scalenc.no-workers-timeout`` seconds with :class:`ClusterUnavailableError`. The cluster is
 the ``dask scheduler`` and two nanny-less ``dask worker`` processes of
 ``tests/test_cluster.py`` (:class:`DaskProcesses`, slow kernel on the workers), both workers
@@ -22,8 +22,8 @@ from test_cluster import fresh_processes, slow_fit_data, slow_linear  # noqa: F4
 
 import scalenc
 from scalenc import EncoderClassifier, write_output
-from scalenc._engine import SCATTER_BYTES, _shared
-from scalenc.cluster import NO_WORKERS_CONFIG, ClusterUnavailableError, no_workers_timeout
+from scalenc.engine.cluster import NO_WORKERS_CONFIG, ClusterUnavailableError, no_workers_timeout
+from scalenc.engine.reduce import SCATTER_BYTES, _shared
 
 pytestmark = pytest.mark.cluster
 

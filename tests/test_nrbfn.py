@@ -15,8 +15,8 @@ from conftest import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from scalenc import LRClassifier, NRBFNClassifier
-from scalenc._base import expected_failed_checks
-from scalenc._nrbfn_blocks import fold_of
+from scalenc.base.estimator import expected_failed_checks
+from scalenc.nrbfn.blocks import fold_of
 
 # --- the oracle: Algorithms 1–3 on the full matrices (rows = samples) -------------------
 
@@ -195,8 +195,8 @@ def test_chunking_does_not_change_the_model(data, reference, chunks):
 
 
 def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatch):
-    import scalenc._nrbfn_blocks as nrbfn
-    import scalenc.neighbors as neighbors
+    from scalenc.math import neighbors
+    from scalenc.nrbfn import blocks as nrbfn
 
     monkeypatch.setattr(nrbfn, "KERNEL_TILE_ELEMENTS", 7 * 50)  # 7-row kernel pieces (r≈50)
     monkeypatch.setattr(nrbfn, "GRAM_TILE_ELEMENTS", 30 * 50)
@@ -214,7 +214,7 @@ def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatc
 
 
 def test_gram_strips_equal_a_full_product(monkeypatch):
-    import scalenc._nrbfn_blocks as nrbfn
+    from scalenc.nrbfn import blocks as nrbfn
 
     rng = np.random.default_rng(5)
     W = rng.random((40, 29))
@@ -226,8 +226,8 @@ def test_gram_strips_equal_a_full_product(monkeypatch):
 
 
 def test_gram_partials_sum_like_the_generic_combine():
-    from scalenc import _blocks
-    from scalenc._nrbfn_blocks import sum_gram_partials
+    from scalenc.math import moments as _blocks
+    from scalenc.nrbfn.blocks import sum_gram_partials
 
     rng = np.random.default_rng(8)
     parts = [
@@ -576,8 +576,8 @@ def test_defaults_run_the_exact_algorithm_when_it_fits(data, reference):
 
 
 def test_auto_cap_is_the_explicit_cap(data, reference, monkeypatch):
-    from scalenc import _nrbfn_plan
     from scalenc.exceptions import BasisCappedWarning
+    from scalenc.nrbfn import plan as _nrbfn_plan
 
     X, y, _, _ = data
     r = reference.basis_indices_.size
@@ -593,7 +593,7 @@ def test_auto_cap_is_the_explicit_cap(data, reference, monkeypatch):
 
 
 def test_memory_budget_sets_the_cap():
-    from scalenc import _nrbfn_plan as P
+    from scalenc.nrbfn import plan as P
 
     X = np.random.default_rng(0).normal(size=(3000, 4))
     y = (X[:, 0] + np.random.default_rng(1).normal(size=3000) > 0).astype(int)  # overlapping
@@ -621,7 +621,7 @@ def BasisCappedWarning_():
 
 def test_too_small_memory_limit_is_refused_before_any_pass(data, monkeypatch):
     X, y, _, _ = data
-    import scalenc.passes as passes_module
+    from scalenc.engine import passes as passes_module
 
     def no_pass(*args, **kwargs):  # pragma: no cover - must not run
         raise AssertionError("a pass over X ran")
@@ -639,8 +639,8 @@ def test_too_small_memory_limit_is_refused_before_any_pass(data, monkeypatch):
 
 
 def test_auto_samples_candidates_when_the_exact_search_is_too_costly(data, monkeypatch):
-    from scalenc import _nrbfn_plan
     from scalenc.exceptions import BasisCappedWarning
+    from scalenc.nrbfn import plan as _nrbfn_plan
 
     X, y, X_test, y_test = data
     monkeypatch.setattr(_nrbfn_plan, "EXACT_KNN_FLOPS", 160 * 5 * 100.0)  # c n p <= this
@@ -656,7 +656,8 @@ def test_auto_samples_candidates_when_the_exact_search_is_too_costly(data, monke
 
 
 def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
-    from scalenc import _nrbfn_plan as P
+    from scalenc.engine import memory
+    from scalenc.nrbfn import plan as P
 
     base = P.Problem(10**6, 10**6, 50, 8, 3, 20, [10**5] * 10, 2, 8, False)
     one = P.gram_bytes(base, 5000)["client"]
@@ -669,7 +670,7 @@ def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
     assert not P.exact_knn_affordable(base, budget)[0]  # n² p = 5e13 flops
     c = P.auto_candidates(base, budget, r)
     assert 2 * r <= c and 2.0 * c * 10**6 * 50 <= P.EXACT_KNN_FLOPS
-    assert P.parse_memory_limit("4GB") == 4 * 10**9 and P.parse_memory_limit(123) == 123
+    assert memory.parse_memory_limit("4GB") == 4 * 10**9 and memory.parse_memory_limit(123) == 123
 
 
 @pytest.mark.parametrize(
@@ -680,7 +681,7 @@ def test_exact_soft_knn_work_counts_the_selection(n, p, exact):
     """MNIST, Connect-4 and fars run the exact soft-KNN by default; the intrusion data's
     329 346 × 41 does not: its n² p (4.4e12) is small, but the k-nearest selection of its
     1.1e11 scores costs about what the product does at p = 784."""
-    from scalenc import _nrbfn_plan as P
+    from scalenc.nrbfn import plan as P
 
     problem = P.Problem(n, n, p, 4, 10, 20, [n // 2, n - n // 2], 2, 8, False)
     budget = {"worker": 10**11, "client": 10**11}
@@ -766,7 +767,7 @@ def _plain_scores(X, basis, sigma, weights):
 
 
 def test_scores_by_row_tiles_match_plain_numpy(monkeypatch):
-    from scalenc import _nrbfn_blocks as nb
+    from scalenc.nrbfn import blocks as nb
 
     rng = np.random.default_rng(60)
     X, basis = rng.normal(size=(203, 5)), rng.normal(size=(40, 5))
@@ -785,7 +786,7 @@ def test_cv_errors_by_row_tiles_match_whole_blocks(monkeypatch, refit):
     Xd, yd = da.from_array(X, chunks=(120, -1)), da.from_array(y, chunks=120)
     params = {"alpha": "cv", "cv": 3, "cv_refit_basis": refit, "random_state": 0}
     whole = NRBFNClassifier(**params).fit(Xd, yd)
-    monkeypatch.setattr("scalenc._nrbfn_blocks._basis_tiles", lambda n_rows, r: 7)
+    monkeypatch.setattr("scalenc.nrbfn.blocks._basis_tiles", lambda n_rows, r: 7)
     tiled = NRBFNClassifier(**params).fit(Xd, yd)
     np.testing.assert_array_equal(tiled.cv_error_, whole.cv_error_)
     assert tiled.alpha_ == whole.alpha_
@@ -797,7 +798,7 @@ def test_scores_memory_is_a_tile_not_the_block():
     (and the products another 320 MB); a tile at a time the scores allocate a few MB."""
     import tracemalloc
 
-    from scalenc import _nrbfn_blocks as nb
+    from scalenc.nrbfn import blocks as nb
 
     rng = np.random.default_rng(62)
     X = rng.normal(size=(20_000, 16)).astype(np.float32)

@@ -11,8 +11,8 @@ import pytest
 import zarr
 
 from scalenc import EncoderClassifier, load, write_output
-from scalenc._atomic import INCOMPLETE, IncompleteOutputError
-from scalenc.data import write_dataset
+from scalenc.io.atomic import INCOMPLETE, IncompleteOutputError
+from scalenc.io.outputs import write_dataset
 
 
 @pytest.fixture
@@ -296,8 +296,8 @@ def test_a_write_killed_while_publishing_on_s3_never_loads_as_complete(s3, data,
     code = f"""
 import json, sys, time
 import dask.array as da, numpy as np
-import scalenc._atomic as atomic
-from scalenc.data import write_dataset
+import scalenc.io.atomic as atomic
+from scalenc.io import write_dataset
 def pause(path):
     print("publishing", flush=True)
     time.sleep(60)

@@ -2,7 +2,7 @@
 
 A Dask worker whose process memory is above its pause threshold
 (``distributed.worker.memory.pause``, 80 % of ``--memory-limit``) and has nothing to spill
-runs no task; Dask waits for it forever. :func:`scalenc.cluster.compute` counts such a
+runs no task; Dask waits for it forever. :func:`scalenc.engine.cluster.compute` counts such a
 cluster as one without a running worker and gives up after ``scalenc.no-workers-timeout``
 seconds with :class:`ClusterUnavailableError`, saying the workers are paused and how much
 memory they use; a worker that resumes before then lets the fit finish, with the same model
@@ -36,8 +36,8 @@ from test_no_workers import released
 
 import scalenc
 from scalenc import EncoderClassifier
-from scalenc._engine import SCATTER_BYTES, _shared
-from scalenc.cluster import NO_WORKERS_CONFIG, ClusterUnavailableError
+from scalenc.engine.cluster import NO_WORKERS_CONFIG, ClusterUnavailableError
+from scalenc.engine.reduce import SCATTER_BYTES, _shared
 
 pytestmark = pytest.mark.cluster
 

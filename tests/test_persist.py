@@ -13,8 +13,8 @@ import pytest
 from conftest import make_blobs
 
 from scalenc import persist
-from scalenc.encoder import EncoderClassifier
-from scalenc.kernels import Gaussian
+from scalenc.encoder.estimator import EncoderClassifier
+from scalenc.encoder.kernels import Gaussian
 from scalenc.persist import ModelFileError, load_model, read_model_metadata, save_model
 
 
@@ -53,8 +53,20 @@ CASES = [
     ("lrc", "scalenc.nrbfn", "LRClassifier", {}, True),
     ("ccdr", "scalenc.ccdr", "CCDR", {"random_state": 0, "n_subsamples": 2}, False),
     ("ccdr-linear", "scalenc.ccdr", "CCDRClassifier", {"random_state": 0}, False),
-    ("ccdr-lda", "scalenc.ccdr", "CCDRClassifier", {"random_state": 0, "classifier": "lda"}, True),
-    ("ccdr-knn", "scalenc.ccdr", "CCDRClassifier", {"random_state": 0, "classifier": "knn"}, False),
+    (
+        "ccdr-lda",
+        "scalenc.ccdr",
+        "CCDRClassifier",
+        {"random_state": 0, "classifier": "lda"},
+        True,
+    ),
+    (
+        "ccdr-knn",
+        "scalenc.ccdr",
+        "CCDRClassifier",
+        {"random_state": 0, "classifier": "knn"},
+        False,
+    ),
 ]
 
 

@@ -21,7 +21,8 @@ import pytest
 from _counting import counted
 from conftest import make_blobs
 
-from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier, passes
+from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
+from scalenc.engine import passes
 
 N, P, K = 1200, 6, 3
 IRREGULAR = (350, 150, 450, 250)
@@ -99,7 +100,7 @@ def _block_sums(X, *, row_start):
 
 def test_graph_optimisation_keeps_the_reads_visible(data, local_scheduler):
     """An optimised graph (``dask.optimize``), the Delayed blocks of an optimised graph,
-    and a pass of :func:`scalenc.passes.reduce_rows` (whose block tasks fuse the read
+    and a pass of :func:`scalenc.engine.passes.reduce_rows` (whose block tasks fuse the read
     into the block function) still call ``__getitem__`` once per block: the data is
     never inlined into the graph, so no read escapes the counter."""
     X, _ = data

@@ -16,7 +16,7 @@ from _counting import TaskLog, counted
 from conftest import make_blobs
 
 from scalenc import cli, report
-from scalenc.encoder import EncoderClassifier
+from scalenc.encoder.estimator import EncoderClassifier
 from scalenc.persist import save_model
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

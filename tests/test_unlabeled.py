@@ -11,7 +11,7 @@ import pytest
 from sklearn.base import clone
 
 from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
-from scalenc.labels import encode, labeled_unique, unlabeled_mask
+from scalenc.math.labels import encode, labeled_unique, unlabeled_mask
 from scalenc.report import evaluate
 
 CLASSIFIERS = [

@@ -1,0 +1,280 @@
+"""What every scalenc estimator shares: input preparation, class and feature checks, the
+refusal of non-finite data, lazy block maps for outputs, stage timings, and a streamed
+``score``.
+
+Each estimator module is then its parameters, its ``fit`` steps and its docstring:
+``fit`` calls :func:`prepare_fit` and the passes of :mod:`scalenc.engine.passes`; ``predict``,
+``transform`` and friends call :func:`map_output` with a block function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+
+import dask.array as da
+import numpy as np
+
+from scalenc.base.validation import check_feature_names, invalid
+from scalenc.engine import memory as engine_memory
+from scalenc.engine import passes
+from scalenc.engine.cluster import compute
+from scalenc.io.inputs import check_xy, encode_labels, is_dask_frame
+from scalenc.math import moments as _blocks
+from scalenc.math.labels import UNLABELED, unlabeled_mask
+
+__all__ = [
+    "memory_budget",
+    "StreamingClassifierMixin",
+    "fit_stage",
+    "check_classes",
+    "check_n_features",
+    "refuse_nonfinite",
+    "check_class_means",
+    "prepare_fit",
+    "prepare_input",
+    "check_feature_names_of",
+    "map_output",
+    "known_row_chunks",
+    "unlabeled_marker",
+    "expected_failed_checks",
+]
+
+
+def memory_budget(estimator) -> tuple[dict, str]:
+    """Bytes ``estimator``'s fit may use per worker process and on the client, and where
+    that comes from (:func:`scalenc.engine.memory.memory_budget` with the estimator's
+    ``memory_limit``; its block tasks import the estimator's package)."""
+    value = getattr(estimator, "memory_limit", None)
+    try:
+        return engine_memory.memory_budget(value, task_modules=(type(estimator).__module__,))
+    except ValueError:
+        expectation = "an int of bytes, a string such as '4GB', or None"
+        raise invalid(estimator, "memory_limit", expectation, value) from None
+
+
+def unlabeled_marker(estimator):
+    """The estimator's unlabeled marker (``-1`` for estimators or models without one)."""
+    return getattr(estimator, "unlabeled", UNLABELED)
+
+
+#: scikit-learn estimator checks a scalenc estimator fails by design, with the reason; the
+#: one place the test suite (and a user running ``check_estimator``) takes them from.
+_CLASSES_CHECK_REASON = (
+    "check_classifiers_classes labels a binary problem with the classes -1 and 1. With "
+    "unlabeled=-1 (the default, as in sklearn.semi_supervised, whose estimators scikit-learn "
+    "exempts from this check by name) -1 marks an unlabeled row, so that problem has one "
+    "class; with unlabeled=None the check passes."
+)
+
+
+def expected_failed_checks(estimator) -> dict[str, str]:
+    """The named expected failures of scikit-learn's checks for ``estimator``.
+
+    For ``sklearn.utils.estimator_checks.check_estimator(estimator,
+    expected_failed_checks=expected_failed_checks(estimator))``: a classifier whose
+    unlabeled marker is −1 cannot pass ``check_classifiers_classes`` (its −1 rows are
+    unlabeled, not a class); nothing else is expected to fail.
+    """
+    is_classifier = hasattr(estimator, "predict") and hasattr(estimator, "predict_proba")
+    if is_classifier and unlabeled_marker(estimator) == UNLABELED:
+        return {"check_classifiers_classes": _CLASSES_CHECK_REASON}
+    return {}
+
+
+def _marker_text(marker) -> str:
+    if marker is None:
+        return "no label marks unlabeled rows (unlabeled=None)"
+    return (
+        f"rows labeled {marker!r}, None or NaN are unlabeled (unlabeled={marker!r}, as in "
+        f"sklearn.semi_supervised); pass unlabeled=None if every row is labeled and "
+        f"{marker!r} is a class"
+    )
+
+
+#: Set while an estimator calls its own output map on input whose names it has checked.
+_NAMES_CHECKED = contextvars.ContextVar("scalenc_names_checked", default=False)
+
+
+@contextlib.contextmanager
+def fit_stage(estimator, stage: str):
+    """Record the wall-clock seconds of a fit stage in ``estimator.stage_times_[stage]``."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        estimator.stage_times_[stage] = time.perf_counter() - start
+
+
+def check_classes(classes: np.ndarray, owner: str, marker=UNLABELED) -> None:
+    """Refuse a class list with fewer than two classes, naming the estimator and saying
+    which labels were read as unlabeled."""
+    if classes.size == 0:
+        raise ValueError(
+            f"All rows of y are unlabeled; {owner} needs labeled rows of at least 2 classes "
+            f"({_marker_text(marker)})."
+        )
+    if classes.size == 1:
+        raise ValueError(
+            f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {owner} needs "
+            f"at least 2 classes. Add rows of another class ({_marker_text(marker)})."
+        )
+
+
+def check_n_features(estimator, X) -> None:
+    """Refuse X whose number of columns differs from the one seen in ``fit``."""
+    if X.shape[1] != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
+            f"{estimator.n_features_in_} features as input."
+        )
+
+
+def refuse_nonfinite(count) -> None:
+    """Refuse X after a pass counted ``count`` NaN or infinite values in it."""
+    if count:
+        raise ValueError(
+            f"X contains {int(count)} NaN or infinite value(s); impute or drop them "
+            "(e.g. with sklearn.impute.SimpleImputer) before fitting."
+        )
+
+
+def check_class_means(means: np.ndarray, dtype) -> None:
+    """Refuse class means beyond the magnitude the data's dtype can square: a few rows of
+    huge values (1e30 in float32) that would dominate every statistic of the fit."""
+    limit = _blocks.magnitude_limit(dtype)
+    peaks = np.abs(np.asarray(means)).max(axis=0) if np.size(means) else np.zeros(0)
+    if np.any(peaks > limit):
+        column = int(np.argmax(peaks))
+        raise _blocks.too_large(column, f"has a class mean of {peaks[column]:.3g}", dtype)
+
+
+def _columns_of(X):
+    """What scikit-learn reads column names from: a Dask DataFrame's empty pandas meta
+    (same columns, nothing computed), anything else as it is."""
+    return X._meta if is_dask_frame(X) else X
+
+
+def prepare_fit(estimator, X, y, *, find_classes: bool = True):
+    """(X, y) as aligned Dask arrays for ``fit``; sets ``n_features_in_`` and, for a
+    DataFrame with string column names, ``feature_names_in_``.
+
+    With ``find_classes`` (one pass over y), also sets ``classes_`` (at least two
+    classes) and returns the class codes instead of y.
+    """
+    check_feature_names(estimator, _columns_of(X), reset=True)
+    X, y = check_xy(
+        X,
+        y,
+        chunk_rows=getattr(estimator, "chunk_rows", None),
+        estimator=estimator,
+        require_y=True,
+    )
+    estimator.n_features_in_ = X.shape[1]
+    if not find_classes:
+        return X, y
+    marker = unlabeled_marker(estimator)
+    classes = passes.find_classes(y, marker=marker, split_every=estimator.split_every)
+    check_classes(classes, type(estimator).__name__, marker)
+    estimator.classes_ = classes
+    return X, encode_labels(y, classes, marker)
+
+
+def prepare_input(estimator, X) -> tuple[da.Array, bool]:
+    """X for an output map: a row-chunked Dask array with the fitted number of features
+    (and, if ``fit`` saw column names, the same names in the same order), and whether X
+    came as a Dask collection (then the output stays lazy)."""
+    if not _NAMES_CHECKED.get():
+        check_feature_names(estimator, _columns_of(X), reset=False)
+    is_dask = isinstance(X, da.Array) or is_dask_frame(X)
+    Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None), known_lengths=False)
+    check_n_features(estimator, Xd)
+    return Xd, is_dask
+
+
+def known_row_chunks(X: da.Array) -> da.Array:
+    """X with its row chunk sizes known (a Dask DataFrame's partitions counted on the
+    workers when they were left unknown for a lazy output map)."""
+    return X.compute_chunk_sizes() if any(np.isnan(c) for c in X.chunks[0]) else X
+
+
+def map_output(estimator, X, block_fn, n_out, dtype, **kwargs):
+    """One lazy block map ``block_fn(X_b, **kwargs)`` over X: NumPy in gives NumPy out,
+    Dask in gives a lazy Dask array out.
+
+    ``dtype=None`` means X's float dtype, and so does an ``out_dtype=None`` keyword.
+    """
+    Xd, is_dask = prepare_input(estimator, X)
+    dtype = Xd.dtype if dtype is None else dtype
+    if "out_dtype" in kwargs and kwargs["out_dtype"] is None:
+        kwargs["out_dtype"] = Xd.dtype
+    out = passes.map_rows(block_fn, Xd, n_out, dtype, **kwargs)
+    return out if is_dask else compute(out)[0]
+
+
+class StreamingClassifierMixin:
+    """``score`` as accuracy over the labeled rows, and the no-NaN input tag.
+
+    Put it before scikit-learn's ``ClassifierMixin`` in the bases. For Dask input the
+    accuracy is one reduction over the lazy predictions (nothing n-sized reaches the
+    client); for NumPy input, or with ``sample_weight``, it is computed in memory.
+    """
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy over the labeled rows of (X, y); unlabeled rows (see ``unlabeled``) are
+        left out.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import LRClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = LRClassifier().fit(X, y)
+        >>> model.score(X, y) == float(np.mean(model.predict(X) == y))
+        True
+
+        Rows labeled ``-1`` (see ``unlabeled``) are left out:
+
+        >>> y_half = y.copy()
+        >>> y_half[::2] = -1
+        >>> model.score(X, y_half) == float(np.mean(model.predict(X[1::2]) == y[1::2]))
+        True
+
+        Dask input is scored in one pass, block by block:
+
+        >>> import dask.array as da
+        >>> Xd, yd = da.from_array(X, chunks=50), da.from_array(y, chunks=50)
+        >>> model.score(Xd, yd) == model.score(X, y)
+        True
+        """
+        if sample_weight is not None or not (isinstance(X, da.Array) or is_dask_frame(X)):
+            y_arr = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
+            keep = ~unlabeled_mask(y_arr, unlabeled_marker(self))
+            pred = self.predict(X)
+            pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
+            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
+            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
+        check_feature_names_of(self, X, reset=False)
+        Xd, yd = check_xy(X, y, chunk_rows=getattr(self, "chunk_rows", None))
+        codes = encode_labels(yd, self.classes_, unlabeled_marker(self))
+        token = _NAMES_CHECKED.set(True)  # X's names were checked above; Xd has none
+        try:
+            pred_codes = encode_labels(self.predict(Xd), self.classes_, None)
+        finally:
+            _NAMES_CHECKED.reset(token)
+        labeled = codes >= 0
+        correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
+        return float(correct) / float(total)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def check_feature_names_of(estimator, X, *, reset: bool) -> None:
+    """Set (``reset``) or check ``feature_names_in_`` from X's column names, for any
+    DataFrame, Dask's included (scikit-learn's rules and messages)."""
+    check_feature_names(estimator, _columns_of(X), reset=reset)

@@ -1,0 +1,344 @@
+""":class:`CCDRClassifier`: CCDR's embedding followed by a classifier head (the paper's
+least-squares "linear" head, LDA or k-NN), fitted on the embedded rows in one more pass.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
+from sklearn.utils.validation import check_is_fitted
+
+from scalenc.base.estimator import (
+    StreamingClassifierMixin,
+    map_output,
+    prepare_fit,
+)
+from scalenc.base.validation import Integral, Interval, StrOptions
+from scalenc.ccdr import blocks as cb
+from scalenc.ccdr import passes
+from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS
+from scalenc.engine.cluster import compute
+from scalenc.io.inputs import encode_labels
+
+__all__ = [
+    "CCDRClassifier",
+]
+
+
+# --- the classifier ------------------------------------------------------------------------
+
+
+class CCDRClassifier(
+    StreamingClassifierMixin,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
+    """CCDR followed by a classifier on the m-dim embedding (the paper's Section V).
+
+    Parameters
+    ----------
+    n_components, beta, n_neighbors, epsilon, subsample_size, n_subsamples, random_state,
+    memory_limit, unlabeled, chunk_rows, split_every
+        As for :class:`CCDR`.
+    classifier : {"linear", "knn", "lda"}, default="linear"
+        ``"linear"``: the paper's least-squares classifier — for each class k,
+        [α_k, α_0k] = argmin Σ_i (y_iᵀα + α_0 − c_ki)², predict argmax_k; probabilities are
+        the softmax of these scores. ``"knn"``: a majority vote of the
+        ``classifier_neighbors`` nearest labeled subsample rows in the embedding;
+        probabilities are the vote fractions. ``"lda"``: linear discriminant analysis of
+        the embedding (as scikit-learn's ``LinearDiscriminantAnalysis``).
+    classifier_neighbors : int, default=5
+        k of the ``"knn"`` classifier.
+
+    Attributes
+    ----------
+    ccdr_ : CCDR
+        The fitted transformer.
+    classes_, n_components_, intrinsic_dimension_, centers_, eigenvalues_, embedding_,
+    subsample_indices_, n_features_in_
+        As for :class:`CCDR`.
+    n_passes_ : int
+        Passes over X by ``fit``: CCDR's one, plus one for ``"linear"`` and ``"lda"``
+        (their statistics over the embedding f(x_i, c_i) of every labeled training row)
+        unless S is all of X (one subsample covering every row), where the eigenvectors
+        already are that embedding. ``"knn"`` needs no extra pass: its reference set is
+        the labeled subsample rows (B·s rows, bounded memory), embedded with their labels.
+
+    Notes
+    -----
+    Training rows are embedded with their labels, f(x_i, c_i) (the paper trains on the
+    CCDR embedding y_i of the labeled data); ``predict`` embeds with c = 0. Memory: the
+    linear head is (m+1)×L, LDA's O(m² + Lm), k-NN's B·s×m; per task one row block.
+    ``predict``, ``predict_proba`` and ``transform`` are one lazy block map over X.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from scalenc import CCDRClassifier
+    >>> X, y = load_wine(return_X_y=True)
+    >>> ccdr = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0)
+    >>> model = make_pipeline(StandardScaler(), ccdr).fit(X, y)
+    >>> float(model.score(X, y)) > 0.95
+    True
+    >>> model[-1].n_passes_, model.predict_proba(X[:2]).shape
+    (1, (2, 3))
+    """
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform`` (for ``get_feature_names_out``)."""
+        return self.eigenvalues_.size
+
+    _parameter_constraints: dict = {
+        **CCDR_CONSTRAINTS,
+        "classifier": [StrOptions({"linear", "knn", "lda"})],
+        "classifier_neighbors": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(
+        self,
+        n_components="auto",
+        *,
+        beta=0.5,
+        n_neighbors=4,
+        epsilon=None,
+        subsample_size=5000,
+        n_subsamples=1,
+        random_state=None,
+        classifier="linear",
+        classifier_neighbors=5,
+        memory_limit=None,
+        unlabeled=-1,
+        chunk_rows=None,
+        split_every=8,
+    ):
+        self.n_components = n_components
+        self.beta = beta
+        self.n_neighbors = n_neighbors
+        self.epsilon = epsilon
+        self.subsample_size = subsample_size
+        self.n_subsamples = n_subsamples
+        self.random_state = random_state
+        self.classifier = classifier
+        self.classifier_neighbors = classifier_neighbors
+        self.memory_limit = memory_limit
+        self.unlabeled = unlabeled
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    def _ccdr_params(self):
+        names = (
+            "n_components",
+            "beta",
+            "n_neighbors",
+            "epsilon",
+            "subsample_size",
+            "n_subsamples",
+            "random_state",
+            "memory_limit",
+            "unlabeled",
+            "chunk_rows",
+            "split_every",
+        )
+        return {name: getattr(self, name) for name in names}
+
+    def fit(self, X, y):
+        """Fit CCDR on (X, y), then the classifier on the embedded labeled rows.
+
+        Parameters
+        ----------
+        X : array-like, Dask array or Zarr array of shape (n, p)
+        y : array-like or Dask array of shape (n,); ``unlabeled`` (−1 by default), None and
+            NaN mark unlabeled rows.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_neighbors=10, subsample_size=100, random_state=0)
+        >>> clf.fit(X, y).n_passes_  # the subsample gather, then the head's statistics
+        2
+        >>> clf.head_.__class__.__name__, clf.score(X, y) > 0.9
+        ('LinearHead', True)
+        """
+        self._validate_params()
+        ccdr = CCDR(**self._ccdr_params())
+        Xd, yd = prepare_fit(self, X, y, find_classes=False)
+        ccdr.fit(Xd, yd)
+        self.ccdr_ = ccdr
+        for name in (
+            "classes_",
+            "n_components_",
+            "intrinsic_dimension_",
+            "centers_",
+            "eigenvalues_",
+            "embedding_",
+            "subsample_indices_",
+            "n_features_in_",
+        ):
+            setattr(self, name, getattr(ccdr, name))
+        self.n_passes_ = ccdr.n_passes_
+        self.head_ = self._fit_head(Xd, yd)
+        return self
+
+    def _fit_head(self, X, y):
+        L = self.classes_.size
+        sols = self.ccdr_.solutions_
+        if self.classifier == "knn":  # reference set: the union of the subsamples' rows
+            index = np.concatenate([s.indices for s in sols])
+            _, first = np.unique(index, return_index=True)
+            rows = np.vstack([s.X for s in sols])[first]
+            codes = np.concatenate([s.codes for s in sols])[first]
+            F = cb.nystrom_ensemble(sols, rows, codes)
+            return cb.KNNHead(F, codes, L, self.classifier_neighbors)
+        if len(sols) == 1 and sols[0].indices.size == X.shape[0]:
+            # S is all of X: the eigenvectors are the training embedding (no pass needed)
+            block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
+            stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
+        else:
+            codes = encode_labels(y, self.classes_, self.unlabeled)
+            (stats,) = compute(
+                passes.embedding_stats_pass(
+                    X,
+                    codes,
+                    self.classifier,
+                    self.ccdr_._solutions_task(),
+                    L,
+                    split_every=self.split_every,
+                )
+            )
+            self.n_passes_ += 1
+        if self.classifier == "linear":
+            return cb.LinearHead(stats["gram"], stats["cross"])
+        return cb.LDAHead(stats)
+
+    def _map(self, X, block_fn, n_out, dtype, **kwargs):
+        check_is_fitted(self, "head_")
+        solutions = self.ccdr_._solutions_task()
+        return map_output(
+            self, X, block_fn, n_out, dtype, solutions=solutions, head=self.head_, **kwargs
+        )
+
+    def transform(self, X, y=None):
+        """The CCDR embedding (see :meth:`CCDR.transform`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> np.array_equal(clf.transform(X), clf.ccdr_.transform(X))
+        True
+        >>> clf.get_feature_names_out().tolist()
+        ['ccdrclassifier0', 'ccdrclassifier1']
+        """
+        check_is_fitted(self, "head_")
+        return self.ccdr_.transform(X, y)
+
+    def predict_proba(self, X):
+        """Class probabilities, shape (n, L); rows sum to one.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> P = clf.predict_proba(X)
+        >>> P.shape, np.allclose(P.sum(axis=1), 1.0)
+        ((178, 3), True)
+        >>> np.array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(X))
+        True
+        """
+        check_is_fitted(self, "head_")
+        return self._map(X, cb.proba_block, self.classes_.size, np.float64)
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> np.allclose(np.exp(clf.predict_log_proba(X[:5])), clf.predict_proba(X[:5]))
+        True
+        """
+        proba = self.predict_proba(X)
+        with np.errstate(divide="ignore"):
+            return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
+
+    def decision_function(self, X):
+        """Classifier scores on the embedding, shape (n, L); (n,) for two classes (s₁ − s₀).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> S = clf.decision_function(X)
+        >>> S.shape, np.array_equal(clf.classes_[S.argmax(axis=1)], clf.predict(X))
+        ((178, 3), True)
+        """
+        check_is_fitted(self, "head_")
+        binary = self.classes_.size == 2
+        return self._map(
+            X, cb.scores_block, None if binary else self.classes_.size, np.float64, binary=binary
+        )
+
+    def predict(self, X):
+        """Class labels: argmax of :meth:`predict_proba` (one lazy block map over X).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_components=2, n_neighbors=10, random_state=0).fit(X, y)
+        >>> clf.predict(X[:3]).tolist(), y[:3].tolist()
+        ([0, 0, 0], [0, 0, 0])
+
+        A Dask array in gives a lazy Dask array out:
+
+        >>> import dask.array as da
+        >>> pred = clf.predict(da.from_array(X, chunks=60))
+        >>> np.array_equal(pred.compute(), clf.predict(X))
+        True
+        """
+        check_is_fitted(self, "head_")
+        return self._map(X, cb.predict_block, None, self.classes_.dtype, classes=self.classes_)

@@ -1,0 +1,93 @@
+"""CCDR's passes over the data (Raich, Costa, Damelin & Hero): the per-class row counts,
+the rank draws of the subsamples, the gather of their rows, and the heads' statistics on
+the embedding. Each returns a Delayed; the per-block math is in :mod:`scalenc.ccdr.blocks`.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from scalenc.ccdr import blocks as _ccdr_blocks
+from scalenc.engine.reduce import (
+    SPLIT_EVERY,
+    reduce_rows,
+)
+from scalenc.math import sampling as _sampling
+
+__all__ = [
+    "stratum_counts_pass",
+    "select_rows_pass",
+    "gather_rows_pass",
+    "embedding_stats_pass",
+]
+
+
+# --- CCDR: the subsamples, and the statistics of the classifier heads --------------------
+
+
+def stratum_counts_pass(
+    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Per block, rows per stratum (unlabeled, class 0, …, class L−1) keyed by the block's
+    first row: ``{"starts": (n_b,), "counts": (n_b, L+1)}`` in no set order."""
+    return reduce_rows(
+        _sampling.stratum_counts_block,
+        codes,
+        combine=_sampling.concat_tables,
+        n_classes=n_classes,
+        split_every=split_every,
+    )
+
+
+def select_rows_pass(
+    codes: da.Array,
+    starts: np.ndarray,
+    offsets: np.ndarray,
+    ranks: tuple,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Global indices (``s{b}``) and strata (``c{b}``) of every subsample's rows, found
+    block by block from the drawn within-stratum ranks
+    (:func:`scalenc.math.sampling.select_block`)."""
+    return reduce_rows(
+        _sampling.select_block,
+        codes,
+        combine=_sampling.concat_tables,
+        starts=starts,
+        offsets=offsets,
+        ranks=ranks,
+        split_every=split_every,
+    )
+
+
+def gather_rows_pass(X: da.Array, wanted: np.ndarray, *, split_every: int = SPLIT_EVERY) -> Delayed:
+    """The rows of X at the sorted global indices ``wanted`` (float64) and a NaN/inf
+    count of all of X, in one pass."""
+    return reduce_rows(
+        _sampling.gather_block,
+        X,
+        combine=_sampling.combine_gather,
+        wanted=wanted,
+        split_every=split_every,
+    )
+
+
+def embedding_stats_pass(
+    X: da.Array,
+    codes: da.Array,
+    head: str,
+    solutions,
+    n_classes: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Statistics of the training embedding f(x_i, c_i) over the labeled rows for a
+    classifier head: ``"linear"`` (the least-squares Gram and cross term) or ``"lda"``
+    (class moments). ``solutions`` may be a Delayed of the fitted subsamples."""
+    block = _ccdr_blocks.linear_stats_block if head == "linear" else _ccdr_blocks.lda_stats_block
+    return reduce_rows(
+        block, X, codes, solutions=solutions, n_classes=n_classes, split_every=split_every
+    )

@@ -1,0 +1,513 @@
+"""What the ``scalenc`` command line accepts: the argument parser and ``--set`` values.
+
+:func:`build_parser` makes one sub-parser per command from small helpers: one per
+shared option group (``_*_options``) and one per command (``_add_*``). ``scalenc run``
+reads the sub-parsers from :attr:`_Parser.commands` to turn each job step into
+arguments.
+
+``scalenc --help`` and argument errors are answered from this module alone, so it imports
+only the standard library, :mod:`scalenc.cli.errors` and the package's version. The one
+deferred import, :mod:`scalenc.simulate` (it loads dask) for the ``make-data`` settings,
+happens only when argparse looks at those settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+
+from scalenc import __version__
+from scalenc.cli.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CLUSTER,
+    EXIT_COMPUTE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    BadInput,
+    UsageError,
+)
+
+__all__ = [
+    "build_parser",
+    "parse_value",
+    "parse_set",
+    "METHODS",
+    "EPILOG",
+]
+
+
+#: METHOD of ``scalenc fit`` → estimator class.
+METHODS = {
+    "encoder": "scalenc.encoder:EncoderClassifier",
+    "nrbfn": "scalenc.nrbfn:NRBFNClassifier",
+    "lrc": "scalenc.nrbfn:LRClassifier",
+    "ccdr": "scalenc.ccdr:CCDR",
+    "ccdr-classifier": "scalenc.ccdr:CCDRClassifier",
+}
+
+EPILOG = f"""\
+exit codes:
+  {EXIT_OK}    success
+  {EXIT_BAD_INPUT}    bad input: wrong arguments or parameters, a missing or unreadable file,
+       a damaged/altered model, an output that exists without --overwrite, data the
+       estimator refuses (NaN, one class), matplotlib missing for `report`
+  {EXIT_CLUSTER}    the Dask cluster (--scheduler / --scheduler-file / SCALENC_SCHEDULER)
+       cannot be reached or started
+  {EXIT_COMPUTE}    a failure during the computation (worker lost for good, out of memory,
+       disk full, a bug); the traceback is logged with --verbose
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C / SIGINT)
+  {EXIT_TERMINATED}  terminated (SIGTERM: SLURM, Kubernetes, docker stop)
+
+A failed or interrupted run never leaves an output that looks complete: outputs,
+models and reports are written under a temporary name and swapped in when complete,
+so an existing output holds its old or its new content at every instant.
+
+environment:
+  SCALENC_SCHEDULER   default for --scheduler (e.g. tcp://host:8786 or local)
+"""
+
+
+# --- --set values ------------------------------------------------------------------------
+
+
+def parse_value(text: str):
+    """A ``--set`` value: JSON (1, 0.5, true, null, "s", [1, 2]), a Python literal
+    ((1, 2), None), a comma-separated list (linear,euclidean), or else the string itself."""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, tuple) and not text.lstrip().startswith("("):
+            return list(value)  # 0.5,1e-9 is a comma list like linear,euclidean
+        return value
+    if "," in text:
+        return [parse_value(part.strip()) for part in text.split(",") if part.strip()]
+    return text
+
+
+def parse_set(items) -> dict:
+    """The estimator parameters of the ``--set PARAM=VALUE`` items."""
+    params = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(
+                f"--set expects PARAM=VALUE (e.g. --set kernels=linear,euclidean); got {item!r}."
+            )
+        params[name.strip()] = parse_value(value.strip())
+    return params
+
+
+# --- the parser --------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so job steps and tests get the message.
+
+    ``commands`` maps each command name to its sub-parser (set by :func:`build_parser`).
+    ``help_action``: a subclass of argparse's help action that answers ``-h/--help``
+    instead (it keeps the help option's place, first in the usage).
+    """
+
+    def __init__(self, *args, help_action=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.commands: dict[str, argparse.ArgumentParser] = {}
+        if help_action is not None:
+            for action in self._actions:
+                if type(action) is argparse._HelpAction:
+                    action.__class__ = help_action  # a subclass: only __call__ differs
+
+    def error(self, message):
+        raise UsageError(self.prog, message, self.format_usage())
+
+
+class _FitHelp(argparse._HelpAction):
+    """``-h/--help`` of ``scalenc fit``. After a METHOD (``scalenc fit encoder --help``), the
+    help also lists the estimator's parameters with their defaults and docs, read from the
+    estimator (:mod:`scalenc.cli.estimator_help`, which imports it: only then)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        method = getattr(namespace, "method", None)
+        epilog = parser.epilog
+        if method in METHODS:
+            from scalenc.cli.estimator_help import parameters_help
+
+            parser.epilog = f"{parameters_help(METHODS[method], method)}\n{epilog}"
+        try:
+            parser._print_message(parser.format_help(), sys.stdout)
+        finally:
+            parser.epilog = epilog
+        parser.exit()
+
+
+def _int_at_least(low: int):
+    """An argparse type: an integer ≥ ``low``, with the range in the error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = f"int >= {low}"
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds ≥ 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 and value < float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text}")
+    return value
+
+
+class _SimulationSettings:
+    """The SETTING choices of ``make-data``: :data:`scalenc.simulate.SETTINGS`, read only
+    when argparse looks at them, so that building the parser does not load dask."""
+
+    def __iter__(self):
+        from scalenc.simulate import SETTINGS  # deferred: scalenc.simulate imports dask.array
+
+        return iter(SETTINGS)
+
+    def __contains__(self, setting) -> bool:
+        return setting in tuple(self)
+
+
+def build_parser() -> _Parser:
+    """The argument parser of ``scalenc``: one sub-parser per command, also in ``.commands``."""
+    parser = _Parser(
+        prog="scalenc",
+        description="Train and apply spectral/kernel classifiers on data larger than memory, "
+        "on this machine or a Dask cluster.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"scalenc {__version__}")
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_Parser, required=True
+    )
+    parser.commands = {name: add(sub, name) for name, add in _COMMANDS.items()}
+    return parser
+
+
+def _command(
+    sub, name: str, parents: list, help: str, description: str | None = None, help_action=None
+):
+    """The sub-parser of one command, with the exit codes as its epilog."""
+    return sub.add_parser(
+        name,
+        parents=parents,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+        help=help,
+        description=description,
+        help_action=help_action,
+    )
+
+
+# --- option groups shared by several commands --------------------------------------------
+
+
+def _common_options() -> _Parser:
+    """Options of every command: output and logging, where it runs."""
+    common = _Parser(add_help=False)
+    _add_logging_options(common.add_argument_group("output and logging"))
+    _add_scheduler_options(common.add_argument_group("where it runs"))
+    return common
+
+
+def _add_logging_options(g) -> None:
+    g.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="what goes to stdout: a short summary (text, the default) or the full JSON "
+        "summary (json)",
+    )
+    g.add_argument(
+        "--json", metavar="FILE", help="also write the full JSON summary to FILE (or a URL)"
+    )
+    g.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an fsspec storage option for URLs (repeatable; e.g. anon=false, "
+        "endpoint_url=...); values are never written to summaries or logs",
+    )
+    g.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="errors only: no log, no progress, no text summary (--format json and --json "
+        "are still written)",
+    )
+    g.add_argument("-v", "--verbose", action="store_true", help="log details and tracebacks")
+    g.add_argument(
+        "--progress",
+        choices=["auto", "bar", "lines", "none"],
+        default="auto",
+        help="progress of long passes: a bar on a terminal, periodic lines otherwise "
+        "(auto, the default)",
+    )
+    g.add_argument(
+        "--progress-interval",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between progress lines when not on a terminal (default 10)",
+    )
+
+
+def _add_scheduler_options(g) -> None:
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="tcp://host:port or tls://host:port of a running Dask scheduler, 'local' to "
+        "start a LocalCluster of processes, or 'threads' (default: $SCALENC_SCHEDULER or "
+        "$SCALENC_SCHEDULER_FILE, else threads in this process)",
+    )
+    g.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file to connect to")
+    g.add_argument(
+        "--n-workers",
+        type=_int_at_least(1),
+        metavar="N",
+        help="workers to start with --scheduler local; for a remote scheduler, wait for N",
+    )
+    g.add_argument(
+        "--tls-dir",
+        metavar="DIR",
+        help="certificates made by deploy/tls/make-certs.sh (ca.pem, client.pem, "
+        "client-key.pem) for a tls:// scheduler",
+    )
+    g.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="give up connecting to the scheduler after this long (default 10)",
+    )
+
+
+def _data_options() -> _Parser:
+    data = _Parser(add_help=False)
+    g = data.add_argument_group("data")
+    g.add_argument(
+        "--data",
+        required=True,
+        metavar="PATH",
+        help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
+        "(arrays X, y) or .csv; local path or fsspec URL",
+    )
+    g.add_argument(
+        "--chunk-rows",
+        type=_int_at_least(1),
+        metavar="N",
+        help="rows per block (default: about 64 MB)",
+    )
+    g.add_argument(
+        "--feature-columns",
+        metavar="NAMES|GLOB",
+        help="Parquet/CSV feature columns: comma-separated names or one glob pattern such as "
+        "'px_*' (default: every column but the label and index columns)",
+    )
+    g.add_argument(
+        "--allow-missing-chunks",
+        action="store_true",
+        help="read Zarr chunks absent from the store as the fill value (stores written with "
+        "write_empty_chunks=False) instead of refusing the store",
+    )
+    return data
+
+
+def _label_options() -> _Parser:
+    labels = _Parser(add_help=False)
+    ex = labels.add_argument_group("labels").add_mutually_exclusive_group()
+    ex.add_argument(
+        "--labels",
+        metavar="PATH|NAME",
+        help="labels: a Zarr array or .npy path, or an array name inside the --data "
+        "Zarr group (default: its array 'y' if present)",
+    )
+    ex.add_argument(
+        "--label-column",
+        metavar="NAME",
+        help="label column of Parquet/CSV data (predict, embed: left out of the features)",
+    )
+    return labels
+
+
+def _output_options() -> _Parser:
+    out = _Parser(add_help=False)
+    g = out.add_argument_group("output")
+    g.add_argument(
+        "--out",
+        required=True,
+        metavar="PATH",
+        help="output: *.zarr or *.parquet (or set --out-format)",
+    )
+    g.add_argument(
+        "--out-format", choices=["zarr", "parquet"], help="output format (default: from --out)"
+    )
+    g.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    return out
+
+
+# --- one helper per command --------------------------------------------------------------
+
+
+def _add_fit(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options(), _data_options(), _label_options()],
+        help="fit an estimator and save the model directory",
+        description="Fit METHOD on --data and save the model to --model-out. "
+        "`scalenc fit METHOD --help` lists METHOD's parameters for --set.",
+        help_action=_FitHelp,
+    )
+    p.add_argument(
+        "method", choices=sorted(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
+    )
+    p.add_argument("--model-out", required=True, metavar="DIR", help="model directory to write")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PARAM=VALUE",
+        help="an estimator parameter, e.g. --set kernels=linear,euclidean --set "
+        "min_improvement=0.2 (values are JSON or comma lists; the estimator "
+        "validates them; `scalenc fit METHOD --help` lists them with their defaults)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
+    return p
+
+
+def _add_predict(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options(), _data_options(), _label_options(), _output_options()],
+        help="write predicted labels (or --proba) block by block",
+        description="Predict every row of --data with --model.",
+    )
+    p.add_argument("--model", required=True, metavar="DIR")
+    p.add_argument("--proba", action="store_true", help="class probabilities instead of labels")
+    return p
+
+
+def _add_embed(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options(), _data_options(), _label_options(), _output_options()],
+        help="write the embedding (transform) block by block",
+        description="Embed every row of --data with --model's transform.",
+    )
+    p.add_argument("--model", required=True, metavar="DIR")
+    return p
+
+
+def _add_evaluate(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options(), _data_options(), _label_options()],
+        help="accuracy, per-class report and confusion matrix",
+        description="Score --model on labelled --data in one pass.",
+    )
+    p.add_argument("--model", required=True, metavar="DIR")
+    return p
+
+
+def _add_info(sub, name):
+    p = _command(
+        sub, name, [_common_options()], help="describe a model directory (checksums verified)"
+    )
+    p.add_argument("--model", required=True, metavar="DIR")
+    return p
+
+
+def _add_make_data(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options()],
+        help="write one of the encoder paper's simulations, block by block",
+        description="Write a simulation as a Zarr group with arrays X and y "
+        "(or a Parquet dataset with columns x0.. and y).",
+    )
+    p.add_argument("setting", choices=_SimulationSettings(), metavar="SETTING", help="%(choices)s")
+    p.add_argument("--n", type=_int_at_least(1), required=True, help="rows")
+    p.add_argument("--p", type=_int_at_least(1), required=True, help="features")
+    p.add_argument("--k", type=_int_at_least(2), default=5, help="classes (default 5)")
+    p.add_argument("--seed", type=_int_at_least(0), default=0)
+    p.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p.add_argument("--chunk-rows", type=_int_at_least(1), metavar="N", help="rows per block")
+    p.add_argument("--out", required=True, metavar="PATH", help="*.zarr or *.parquet")
+    p.add_argument("--overwrite", action="store_true")
+    return p
+
+
+def _add_report(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options()],
+        help="a self-contained HTML report with plots (needs matplotlib)",
+    )
+    p.add_argument("--model", required=True, metavar="DIR")
+    p.add_argument(
+        "--data", metavar="PATH", help="labelled data: adds scores and a confusion matrix"
+    )
+    p.add_argument("--chunk-rows", type=_int_at_least(1), metavar="N")
+    ex = p.add_mutually_exclusive_group()
+    ex.add_argument("--labels", metavar="PATH|NAME")
+    ex.add_argument("--label-column", metavar="NAME")
+    p.add_argument(
+        "--sample",
+        type=_int_at_least(1),
+        default=2000,
+        metavar="N",
+        help="rows embedded for the CCDR scatter plot (default 2000)",
+    )
+    p.add_argument("--out", required=True, metavar="FILE.html")
+    p.add_argument("--overwrite", action="store_true")
+    return p
+
+
+def _add_run(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options()],
+        help="run the steps of a TOML job file",
+        description="Run a job file: [job] settings and [[step]] tables holding "
+        "the same options as the commands (see examples/job.toml).",
+    )
+    p.add_argument("job", metavar="JOB.toml")
+    return p
+
+
+#: The commands, in the order of ``scalenc --help``: name → helper adding its sub-parser.
+_COMMANDS = {
+    "fit": _add_fit,
+    "predict": _add_predict,
+    "embed": _add_embed,
+    "evaluate": _add_evaluate,
+    "info": _add_info,
+    "make-data": _add_make_data,
+    "report": _add_report,
+    "run": _add_run,
+}

@@ -1,0 +1,271 @@
+"""What the ``scalenc`` command prints on stdout: a short text summary, or the JSON summary.
+
+Both are made from the same JSON-ready summary dict that :mod:`scalenc.cli.commands` builds
+(``--format text``, the default, or ``--format json``; ``--json FILE`` writes the JSON to a
+file as well).
+
+Numbers in the JSON are rounded by one rule, :func:`rounded`: a float is written with the
+fewest digits that read back to the same value at the precision it was computed in — the
+shortest float32 digits for a value that float32 holds exactly (float32 results: ``0.3``,
+not ``0.30000001192092896``), otherwise 12 significant digits (``1.0``, not
+``0.9999999999999999``). Integers are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+__all__ = [
+    "rounded",
+    "to_json",
+    "to_text",
+    "plural",
+]
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def rounded(value):
+    """``value`` (JSON-ready: dicts, lists, str, int, float, bool, None) with every float
+    rounded as the module docstring says."""
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0.0:
+            return value
+        if abs(value) <= _FLOAT32_MAX and float(np.float32(value)) == value:
+            return float(str(np.float32(value)))
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {key: rounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(item) for item in value]
+    return value
+
+
+def to_json(summary: dict) -> str:
+    """The summary as indented JSON, numbers :func:`rounded`."""
+    return json.dumps(rounded(summary), indent=2, allow_nan=False)
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``"1 block"``, ``"3 blocks"``."""
+    return f"{count} {word if count == 1 else words or word + 's'}"
+
+
+def _seconds(value) -> str:
+    if value is None:
+        return "?"
+    if value < 60:
+        return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+    minutes, secs = divmod(int(round(value)), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _num(value) -> str:
+    return "?" if value is None else f"{value:.4g}"
+
+
+def _score(value) -> str:
+    return "?" if value is None else f"{value:.4f}"
+
+
+def _data(data: dict | None) -> str:
+    if not data:
+        return ""
+    return (
+        f"{data['path']} ({data['rows']} rows × {plural(data['features'], 'feature')}, "
+        f"{plural(data['row_blocks'], 'row block')})"
+    )
+
+
+def _passes(summary: dict, seconds_key: str | None = None) -> str:
+    passes = summary.get("passes")
+    text = "" if passes is None else plural(passes, "pass", "passes") + " over the data"
+    seconds = (summary.get("timings") or {}).get(seconds_key) if seconds_key else None
+    if seconds is not None:
+        text += f"{' in ' if text else ''}{_seconds(seconds)}"
+    return text
+
+
+def _model_results(model: dict | None, params: dict | None = None) -> list[str]:
+    """The fitted attributes a user looks at first, by estimator (``describe_model``)."""
+    if not model:
+        return []
+    lines = []
+    if "kernel_" in model:
+        entropies = model.get("cross_entropy_") or {}
+        detail = ", ".join(f"{name} {_num(value)}" for name, value in entropies.items())
+        detail = f" (cross-entropy: {detail})" if len(entropies) > 1 else ""
+        lines.append(f"kernel chosen: {model['kernel_']}{detail}")
+    if "basis_indices_" in model:
+        basis = model.get("basis_") or {}
+        size = basis.get("shape", [None])[0] if isinstance(basis, dict) else len(basis)
+        fraction = model.get("basis_fraction_")
+        share = f" ({100 * fraction:.1f} % of the labeled rows)" if fraction is not None else ""
+        lines.append(
+            f"basis: {size} rows{share}; σ = {_num(model.get('sigma_'))}, "
+            f"λ = {_num(model.get('alpha_'))}"
+        )
+    if "spectral_risk_" in model:
+        rank = model.get("rank_")
+        lines.append(
+            f"fitting error ε = {_num(model.get('fitting_error_'))}, spectral risk "
+            f"γ = {_num(model.get('spectral_risk_'))}" + (f", rank {rank}" if rank else "")
+        )
+    if "eigenvalues_" in model:
+        eig = model["eigenvalues_"]
+        shown = ", ".join(_num(v) for v in eig[:3]) + (", …" if len(eig) > 3 else "")
+        head = f"; classifier: {params['classifier']}" if params and "classifier" in params else ""
+        lines.append(
+            f"embedding: {plural(len(eig), 'component')}, ε = {_num(model.get('epsilon_'))}, "
+            f"eigenvalues {shown}{head}"
+        )
+    return lines
+
+
+def _scores(scores: dict | None) -> list[str]:
+    if not scores:
+        return []
+    line = (
+        f"accuracy {_score(scores.get('accuracy'))} on {scores.get('labeled_rows')} labeled "
+        f"rows (balanced {_score(scores.get('balanced_accuracy'))}, macro F1 "
+        f"{_score((scores.get('macro_avg') or {}).get('f1'))})"
+    )
+    lines = [line]
+    if scores.get("unknown_label_rows"):
+        lines.append(
+            f"{plural(scores['unknown_label_rows'], 'labeled row')} with a class the model was "
+            "not fitted on (counted as errors)"
+        )
+    return lines
+
+
+def _fit(s: dict):
+    head = f"fit {s['method']} ({s['estimator']}) on {_data(s.get('data'))}"
+    timings = s.get("timings", {})
+    body = _model_results(s.get("model"), s.get("params"))
+    save = _seconds(timings.get("save_seconds"))
+    body.append(f"{_passes(s, 'fit_seconds')}; model saved in {save}")
+    return head, body
+
+
+def _predict(s: dict):
+    out = s["output"]
+    kind = {"probabilities": "class probabilities"}.get(out["kind"], out["kind"])
+    head = f"{s['command']} {_data(s.get('data'))} with {s['model']} ({s['estimator']}): {kind}"
+    key = "predict_seconds" if s["command"] == "predict" else "embed_seconds"
+    return head, [_passes(s, key)]
+
+
+def _evaluate(s: dict):
+    head = f"evaluate {s['model']} ({s['estimator']}) on {_data(s.get('data'))}"
+    return head, [*_scores(s.get("scores")), _passes(s, "evaluate_seconds")]
+
+
+def _info(s: dict):
+    head = f"info {s['model']}: {s['estimator']}"
+    classes = s.get("classes")
+    body = []
+    if classes:
+        shown = ", ".join(map(str, classes[:10])) + (", …" if len(classes) > 10 else "")
+        body.append(f"classes ({len(classes)}): {shown}")
+    body += _model_results(s.get("fitted"), s.get("params"))
+    files = s.get("files", {})
+    versions = s.get("versions") or {}
+    made = f"; saved {s['created']}" if s.get("created") else ""
+    made += f" with scalenc {versions['scalenc']}" if versions.get("scalenc") else ""
+    body.append(
+        f"{plural(files.get('arrays', 0), 'array file')}, {files.get('bytes', 0) / 1024:.0f} KB, "
+        f"checksums {files.get('checksums')}{made}"
+    )
+    return head, body
+
+
+def _make_data(s: dict):
+    head = (
+        f"make-data {s['setting']}: {s['rows']} rows × {plural(s['features'], 'feature')}, "
+        f"{plural(s['classes'], 'class', 'classes')}, seed {s['seed']}, {s['dtype']}, "
+        f"{plural(s['row_blocks'], 'row block')}"
+    )
+    return head, [f"written in {_seconds(s.get('timings', {}).get('write_seconds'))}"]
+
+
+def _report(s: dict):
+    head = f"report on {s['model']} ({s['estimator']})"
+    timings = s.get("timings", {})
+    render = f"rendered in {_seconds(timings.get('render_seconds'))}"
+    passes = _passes(s)
+    return head, [*_scores(s.get("scores")), f"{passes}; {render}" if passes else render]
+
+
+_RENDERERS = {
+    "fit": _fit,
+    "predict": _predict,
+    "embed": _predict,
+    "evaluate": _evaluate,
+    "info": _info,
+    "make-data": _make_data,
+    "report": _report,
+}
+
+
+def _render(s: dict):
+    """(headline, detail lines) of one command's summary; a bare headline if a key is
+    missing, so that the text never fails a command whose work is done."""
+    try:
+        return _RENDERERS[s["command"]](s)
+    except (KeyError, TypeError, IndexError, ValueError):
+        return f"{s.get('command')}: {s.get('status')}", []
+
+
+def _outputs(s: dict) -> list[str]:
+    return [f"{name}: {path}" for name, path in (s.get("outputs") or {}).items()]
+
+
+def _run(s: dict, lines: list[str]) -> None:
+    steps = s.get("steps", [])
+    lines.append(f"run {s.get('job', '')}: {plural(len(steps), 'step')} in {s.get('workdir', '')}")
+    for step in steps:
+        name = f"step {step['step']} ({step['command']})"
+        if step.get("status") != "ok":
+            error = step.get("error") or {}
+            lines.append(f"  {name} failed (exit {error.get('exit_code')}): {error.get('message')}")
+            continue
+        head, _ = _render(step)
+        outputs = ", ".join(str(p) for p in (step.get("outputs") or {}).values())
+        lines.append(f"  {name} {_seconds(step.get('seconds'))}: {head}")
+        if outputs:
+            lines.append(f"      → {outputs}")
+
+
+def to_text(summary: dict, json_path: str | None = None) -> str:
+    """A few lines for a person: what ran, its key results, times and output paths.
+
+    Empty for a failed command (the log on stderr says why), except for ``run``, whose
+    finished steps are listed with the one that failed.
+    """
+    command = summary.get("command")
+    lines: list[str] = []
+    if command == "run":
+        if not summary.get("steps"):
+            return ""
+        _run(summary, lines)
+    elif summary.get("status") != "ok":
+        return ""
+    else:
+        head, body = _render(summary)
+        lines.append(head)
+        lines += [f"  {line}" for line in body if line]
+        lines += [f"  {line}" for line in _outputs(summary)]
+    where = summary.get("scheduler") or {}
+    on = f" on {where['address']}" if where.get("kind") == "distributed" else ""
+    status = "done" if summary.get("status") == "ok" else "failed"
+    lines.append(f"{status} in {_seconds(summary.get('seconds'))}{on}")
+    if json_path:
+        lines.append(f"JSON summary: {json_path}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,182 @@
+"""The encoder's per-block math (NumPy only): the stacked moments and log-likelihoods of
+several kernels' embeddings, Section 2's full embedding, and the output maps (embedding,
+scores, probabilities, predictions) tile by tile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalenc.encoder import blocks
+from scalenc.encoder.kernels import CallableKernel
+from scalenc.math import moments as _blocks
+from scalenc.math.linalg import lda_decision, lda_log_proba
+from scalenc.math.moments import (
+    _moments_about,
+    add_tuples,
+    log_softmax,
+    merge_moment_tuples,
+    onehot,
+    over_row_tiles,
+    scratch,
+)
+
+__all__ = [
+    "stacked_class_moments",
+    "stacked_log_likelihood",
+    "full_embedding_block",
+]
+
+
+# --- per-block outputs (module level so that they pickle for any scheduler) ------------
+
+
+def _embed_block(X, *, kernel, U, out_dtype):
+    _blocks.check_finite(X)
+    return _by_row_tiles(lambda x: kernel(x, U).astype(out_dtype, copy=False), X, U)
+
+
+def _decision_block(X, *, kernel, U, model, out_dtype):
+    _blocks.check_finite(X)
+
+    def tile(x):
+        return lda_decision(model, kernel(x, U)).astype(out_dtype, copy=False)
+
+    return _by_row_tiles(tile, X, U)
+
+
+def _proba_block(X, *, kernel, U, model, out_dtype):
+    _blocks.check_finite(X)
+
+    def tile(x):
+        return np.exp(lda_log_proba(model, kernel(x, U))).astype(out_dtype, copy=False)
+
+    return _by_row_tiles(tile, X, U)
+
+
+def _predict_block(X, *, kernel, U, model, classes):
+    _blocks.check_finite(X)
+
+    def tile(x):
+        scores = lda_decision(model, kernel(x, U))
+        index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(1)
+        return classes[index]
+
+    return _by_row_tiles(tile, X, U)
+
+
+def _by_row_tiles(func, X, U):
+    """A block's output computed a row tile at a time: the embedding and the class scores
+    (K float64 columns each) stay about :data:`scalenc.encoder.blocks.STACKED_TILE_BYTES`."""
+    return _blocks.map_row_tiles(func, X, blocks.stacked_tile_rows(U.shape[0]))
+
+
+def _apply_to_embedding(Z, *, block_fn, **kwargs):
+    """Apply an output block function to a precomputed embedding (method='full')."""
+    identity = CallableKernel(_identity_embedding)
+    return block_fn(Z, kernel=identity, U=np.empty((Z.shape[1], 0)), **kwargs)
+
+
+def _identity_embedding(Z, U):
+    return Z
+
+
+#: Bytes of one row tile of a stacked embedding (M·K float64 columns). The multi-kernel
+#: passes work through a block a tile at a time, so that their temporaries (the embedding,
+#: its centred copy, the class scores; the per-thread scratch buffers keep the largest)
+#: stay near this size whatever the block's rows: a 250 000-row block with p = 16 and
+#: K = 100 held 1.8 GB per task for three kernels when it was embedded whole.
+STACKED_TILE_BYTES = 8 * 2**20
+
+
+def stacked_tile_rows(width: int) -> int:
+    """Rows of a row tile of a (·, ``width``) float64 array of :data:`STACKED_TILE_BYTES`."""
+    return max(256, STACKED_TILE_BYTES // (8 * max(width, 1)))
+
+
+def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
+    """Each kernel's class moments (K×K) from a stacked embedding block [Z_1 | … | Z_M].
+
+    The class sums of all M·K columns come from one product with the class indicator;
+    the scatter only for each kernel's own K columns (its diagonal block): M·K² products
+    per row instead of (M·K)². Everything in float64, about each row tile's mean (as
+    :func:`class_moments`'s float64 path), so the merge loses nothing to cancellation;
+    tiles of :func:`stacked_tile_rows` rows, merged by Chan's update.
+    """
+    rows = stacked_tile_rows(np.shape(Z)[1])
+    return over_row_tiles(
+        lambda z, c: _stacked_class_moments_tile(z, c, n_kernels, n_classes),
+        merge_moment_tuples,
+        Z,
+        np.asarray(codes),
+        rows,
+    )
+
+
+def _stacked_class_moments_tile(Z, codes, n_kernels: int, n_classes: int):
+    Z = np.asarray(Z, dtype=np.float64)
+    codes = np.asarray(codes)
+    K = n_classes
+    labeled = codes >= 0
+    n = np.bincount(codes[labeled], minlength=K).astype(np.float64)
+    rows, row_codes = (Z, codes) if labeled.all() else (Z[labeled], codes[labeled])
+    sums = np.asarray(onehot(row_codes, K) @ rows)
+    total = n.sum()
+    centre = sums.sum(axis=0) / total if total else np.zeros(Z.shape[1])
+    sums -= np.outer(n, centre)  # class sums about the block mean
+    centred = np.subtract(rows, centre, out=scratch("stacked.centred", rows.shape, np.float64))
+    out = []
+    for m in range(n_kernels):
+        cols = slice(m * K, (m + 1) * K)
+        part = np.ascontiguousarray(centred[:, cols])
+        out.append(_moments_about(n, centre[cols], sums[:, cols], part.T @ part))
+    return tuple(out)
+
+
+def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+    """Σ log T_m(i, y_i) over a block's labeled rows, for every kernel m at once.
+
+    ``coef`` (M·K × M·K, block diagonal) and ``intercept`` (M·K) give every kernel's K
+    class scores from the stacked embedding, one product per diagonal block
+    (:func:`scalenc.math.linalg.stacked_class_scores`); T_m is their softmax over each
+    kernel's K classes. The scores are laid out class by row ((M, K, b), rows
+    contiguous), so that the max and the sum over a kernel's K classes are element-wise
+    operations on long vectors rather than reductions over short rows. The cross-entropy
+    of Shen's Section 3, Step 4, is minus the total over all blocks. Row tiles of
+    :func:`stacked_tile_rows` rows.
+    """
+    return over_row_tiles(
+        lambda z, c: _stacked_log_likelihood_tile(z, c, coef, intercept, n_kernels),
+        add_tuples,
+        Z,
+        np.asarray(codes),
+        stacked_tile_rows(np.shape(Z)[1]),
+    )
+
+
+def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+    M = n_kernels
+    K = coef.shape[0] // M
+    labeled = codes >= 0
+    Z = np.asarray(Z, dtype=np.float64)
+    if not labeled.all():
+        Z, codes = Z[labeled], codes[labeled]
+    # each kernel's own K×K block of the block-diagonal coef: M·K² products per row,
+    # not (M·K)²
+    scores = scratch("stacked.scores", (M, K, Z.shape[0]), np.float64)  # (M, K, b)
+    for m in range(M):
+        cols = slice(m * K, (m + 1) * K)
+        np.matmul(coef[cols, cols].T, Z[:, cols].T, out=scores[m])
+    scores += intercept.reshape(M, K, 1)
+    log_proba = log_softmax(scores, axis=1, overwrite=True)
+    picked = log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
+    return tuple(np.array(v) for v in picked.sum(axis=1))
+
+
+def full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):
+    """Σ_j δ(x_i, x_j) W(j, k) over one column block: Shen's Section 2, Z = A W."""
+    A = kernel(X_rows, X_cols)
+    labeled = codes_cols >= 0
+    out = np.zeros((X_rows.shape[0], n_classes))
+    np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)
+    return out / counts

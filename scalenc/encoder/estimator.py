@@ -1,0 +1,857 @@
+"""Shen's fast multi-kernel encoder classifier, streamed over row blocks.
+
+Paper: C. Shen, "Fast and Scalable Multi-Kernel Encoder Classifier" (shared/seeds/
+multi-kernel-encoder-classifier.md), Sections 2 and 3.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+)
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
+
+from scalenc.base.estimator import (
+    StreamingClassifierMixin,
+    check_class_means,
+    check_classes,
+    check_feature_names_of,
+    check_n_features,
+    fit_stage,
+    known_row_chunks,
+    memory_budget,
+    prepare_input,
+    refuse_nonfinite,
+    unlabeled_marker,
+)
+from scalenc.base.validation import Integral, Interval, Real, StrOptions, invalid
+from scalenc.encoder import passes as encoder_passes
+from scalenc.encoder.blocks import (
+    _apply_to_embedding,
+    _decision_block,
+    _embed_block,
+    _predict_block,
+    _proba_block,
+)
+from scalenc.encoder.kernels import Kernel, Linear, get_kernel
+from scalenc.encoder.plan import (
+    cache_memory_refusal,
+    cache_seconds_per_byte,
+    choose_cache_plan,
+    kernel_seconds_per_row,
+)
+from scalenc.engine import passes
+from scalenc.engine.cluster import compute, task_threads, uses_distributed
+from scalenc.io.inputs import check_xy, encode_labels
+from scalenc.math import moments as _blocks
+from scalenc.math.labels import check_class_values, sorted_classes
+from scalenc.math.linalg import LDAModel, lda_from_moments
+
+__all__ = [
+    "EncoderClassifier",
+]
+
+
+class EncoderClassifier(
+    StreamingClassifierMixin,
+    ClassifierMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    BaseEstimator,
+):
+    """Fast multi-kernel encoder classifier (Shen), fitted in one to three passes over X.
+
+    The class means ``U = Wᵀ X`` (K×p) are computed in one pass; every kernel's embedding
+    ``Z_m = δ_m(X, U)`` (n×K) is formed block by block and reduced to its LDA sufficient
+    statistics (class means and pooled within-class scatter, K×K) in a second pass; with
+    several kernels, a third pass computes each kernel's training cross-entropy
+    ``c_m = −Σ_i log T_m(i, y_i)`` and the kernel is chosen as in the paper: the first
+    kernel is the benchmark and another replaces it only if its cross-entropy is at least
+    ``min_improvement`` (30 %) smaller.
+
+    Parameters
+    ----------
+    kernels : sequence of str, Kernel or callable, default=("linear",)
+        Kernel choices δ_m: ``"linear"``, ``"euclidean"``, ``"spearman"``, ``"gaussian"``
+        (see :mod:`scalenc.encoder.kernels`), a :class:`scalenc.encoder.kernels.Kernel` such as
+        ``Gaussian(sigma=2.0)``, or a callable ``f(X_block, U) -> (rows, K)``.
+        A single string is taken as one kernel.
+    min_improvement : float in [0, 1), default=0.3
+        A kernel replaces the first (benchmark) kernel only if its cross-entropy is at
+        most ``(1 − min_improvement)`` times the benchmark's.
+    method : {"fast", "full"}, default="fast"
+        ``"fast"`` is the paper's Section 3 algorithm (kernels against U, O(nKp)).
+        ``"full"`` is Section 2's intermediate algorithm ``Z = A W`` with the full n×n
+        kernel matrix, computed block × block (O(n²p) time, O(chunk²) memory per task, each
+        block of X held until its block pairs are done) — for small and medium n. Passes
+        over X: 2 (class means, then Z's moments), 3 with several kernels (Z is computed
+        again for the cross-entropy). It keeps a reference to the training X, which predict
+        needs. With several kernels the same cross-entropy rule chooses among them.
+    max_scatter_features : int, default=1024
+        The linear kernel alone is fitted in ONE pass when p ≤ this: the p×p pooled
+        within-class scatter S_w of X gives Z's class means U Uᵀ and scatter U S_w Uᵀ.
+        Above it (p×p too large to hold per task), two passes are made instead.
+    cache_embedding : bool or "auto", default="auto"
+        With several kernels, True keeps the stacked embedding Z (n × M·K) from pass 2 for
+        pass 3, so the kernels are evaluated once: written block by block to temporary
+        ``.npy`` files (in Dask's ``temporary-directory``) for local schedulers, persisted
+        (and spilled) on the workers of a distributed cluster. False evaluates the kernels
+        again in pass 3 (a third read of X) and stores nothing. ``"auto"`` chooses after
+        pass 1 by measured costs: writing and reading back M·K·8 bytes per row, against
+        pass 1's own time plus the kernels timed on a sample block
+        (:mod:`scalenc.encoder.plan`); Z is cached when it is smaller than X or the
+        kernels are expensive, computed again when it is many times larger than X (small
+        p, many classes). The choice and its numbers are in ``fit_plan_``.
+    tol : float, default=1e-7
+        Rank threshold of the LDA on the standardised singular values of the embedding's
+        within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
+        default is 1e-4). The embedding's K columns can be nearly collinear — in the paper's
+        transformed simulations the discriminative directions have standardised singular
+        values of about 7e-6 beside 2.2 — and a 1e-4 threshold discards exactly them (73 %
+        error instead of 11 % at n = 500). 1e-7 sits just above float64's numerical floor
+        for these statistics (≈3e-8) and, like the paper's MATLAB LDA, keeps them.
+    unlabeled : int, float, str or None, default=-1
+        The label that marks an unlabeled row, as in :mod:`sklearn.semi_supervised`: such
+        rows (and rows labeled None or NaN) never enter a class statistic. ``None``
+        for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
+        refused.
+    chunk_rows : int or None, default=None
+        Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
+        Dask input keeps its chunks unless this is set.
+    split_every : int, default=8
+        Fan-in of the tree reductions.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (K,)
+    class_counts_ : ndarray of shape (K,)
+        Labeled training rows per class, n_k (eq. 1).
+    class_means_ : ndarray of shape (K, p)
+        U = Wᵀ X, the class means.
+    kernels_ : list of Kernel
+        The kernels tried, with data-dependent defaults (Gaussian σ) resolved.
+    kernel_ : Kernel
+        The chosen kernel δ_{m*}.
+    kernel_index_ : int
+    cross_entropy_ : ndarray of shape (n_kernels,)
+        c_m per kernel. NaN when only one kernel was given (no choice to make, so no pass
+        is spent on it).
+    coef_, intercept_ : ndarray
+        The LDA on Z of the chosen kernel, as scikit-learn's (binary: one row).
+    lda_models_ : list of LDAModel
+        The LDA fitted for every kernel.
+    embedding_means_ : ndarray of shape (K, K)
+        Class means of Z for the chosen kernel.
+    n_features_in_ : int
+    n_passes_ : int
+        Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
+        ``cache_embedding``, the cross-entropy pass reads the cached Z, not X).
+    stage_times_ : dict
+        Wall-clock seconds of the last ``fit``'s passes: ``class_means`` (pass 1),
+        ``embedding`` (pass 2: the kernels and Z's class moments) and ``cross_entropy``
+        (the pass that chooses the kernel), those that were made.
+    fit_plan_ : dict
+        How the last ``fit`` ran: ``name`` — ``"one_pass"`` (linear kernel from pass 1's
+        scatter), ``"two_pass"`` (one kernel), ``"cache"`` or ``"recompute"`` (several
+        kernels, Z cached or computed again for the cross-entropy), ``"full"`` (Section
+        2) — and ``passes_over_X``; with ``cache_embedding="auto"`` also the measured
+        numbers that chose: ``read_s`` (pass 1's seconds), ``kernel_s_per_row``,
+        ``cache_s_per_row`` and the two plans' estimated seconds ``cache_s`` and
+        ``recompute_s``; or, when the cache would not fit (a block of Z more than half of
+        what a task may hold, or all of Z more than half of the workers' memory or of
+        the temporary directory's free disk), ``"recompute"`` with the reason in
+        ``memory``.
+
+    Notes
+    -----
+    Passes over X: 1 (linear kernel alone, p ≤ ``max_scatter_features``), 2 (one kernel),
+    2 plus one over the cached Z (several kernels, plan ``"cache"``), 3 (several kernels,
+    plan ``"recompute"``: ``cache_embedding=False``, or ``"auto"`` when Z would cost more
+    to store and read back than X to read again). ``fit_plan_["passes_over_X"]`` equals
+    ``n_passes_``.
+    Memory per task: one row block plus O(Kp) (O(p²) in the one-pass mode), and with
+    several kernels row tiles of about 8 MB of the embedding (plus one block of Z, M·K·8
+    bytes a row, when it is cached); on the client
+    O(Kp + MK²). Nothing n-sized is brought to the client.
+    ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
+    block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> from scalenc import EncoderClassifier
+    >>> X, y = load_wine(return_X_y=True)
+    >>> model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    >>> model.kernel_.name, model.n_passes_
+    ('linear', 2)
+    >>> model.cross_entropy_.round(1)
+    array([ 38.5, 120.6,  81.2])
+    >>> model.predict(X[:3])
+    array([0, 0, 0])
+    >>> model.transform(X[:2]).shape  # the encoder embedding Z, one column per class
+    (2, 3)
+
+    The linear kernel alone is fitted in one pass over X:
+
+    >>> EncoderClassifier().fit(X, y).n_passes_
+    1
+
+    Dask in gives lazy Dask out, computed block by block:
+
+    >>> import dask.array as da
+    >>> model.predict(da.from_array(X, chunks=50))
+    dask.array<..., shape=(178,), dtype=int64, chunksize=(50,), chunktype=numpy.ndarray>
+    """
+
+    def __init__(
+        self,
+        kernels=("linear",),
+        *,
+        min_improvement=0.3,
+        method="fast",
+        max_scatter_features=1024,
+        cache_embedding="auto",
+        tol=1e-7,
+        unlabeled=-1,
+        chunk_rows=None,
+        split_every=8,
+    ):
+        self.kernels = kernels
+        self.min_improvement = min_improvement
+        self.method = method
+        self.max_scatter_features = max_scatter_features
+        self.cache_embedding = cache_embedding
+        self.tol = tol
+        self.unlabeled = unlabeled
+        self.chunk_rows = chunk_rows
+        self.split_every = split_every
+
+    # --- parameters ---------------------------------------------------------------
+
+    @property
+    def _n_features_out(self) -> int:
+        """Columns of ``transform``, one per class (``get_feature_names_out``)."""
+        return self.classes_.size
+
+    _parameter_constraints: dict = {
+        "kernels": "no_validation",  # names, Kernel objects or callables: see _check_params
+        "min_improvement": [Interval(Real, 0.0, 1.0, closed="left")],
+        "method": [StrOptions({"fast", "full"})],
+        "max_scatter_features": [Interval(Integral, 0, None, closed="left")],
+        "cache_embedding": ["boolean", StrOptions({"auto"})],
+        "tol": [Interval(Real, 0.0, None, closed="left")],
+        "unlabeled": [Real, str, None],
+        "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "split_every": [Interval(Integral, 2, None, closed="left")],
+    }
+
+    def _check_params(self) -> list[Kernel]:
+        self._validate_params()
+        specs = (
+            [self.kernels]
+            if isinstance(self.kernels, (str, Kernel)) or callable(self.kernels)
+            else self.kernels
+        )
+        try:
+            specs = list(specs)
+        except TypeError:
+            specs = [specs]
+        if not specs:
+            expectation = "a non-empty sequence of kernel names, Kernel objects or callables"
+            raise invalid(self, "kernels", expectation, [])
+        return [get_kernel(spec) for spec in specs]
+
+    # --- fitting ------------------------------------------------------------------
+
+    def fit(self, X, y):
+        """Fit from (X, y); unlabeled rows (see ``unlabeled``) are ignored.
+
+        Parameters
+        ----------
+        X : array-like, Dask array or Zarr array of shape (n, p)
+        y : array-like or Dask array of shape (n,)
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+        >>> model.classes_, model.kernel_.name
+        (array([0, 1, 2]), 'linear')
+        >>> model.class_means_.shape  # U, one row per class
+        (3, 4)
+
+        Rows labeled ``-1`` are left out of every class statistic:
+
+        >>> y_half = y.copy()
+        >>> y_half[::2] = -1
+        >>> EncoderClassifier().fit(X, y_half).class_counts_
+        array([25, 25, 25])
+        """
+        kernels = self._check_params()
+        check_feature_names_of(self, X, reset=True)
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        self.n_features_in_ = X.shape[1]
+        self.stage_times_ = {}
+        self.n_cached_passes_ = 0
+        full = self.method == "full"
+        one_pass = not full and self._one_pass(kernels, X.shape[1])
+        if not one_pass:
+            y = passes.keep_on_workers(y)  # read the labels once for every pass
+        with fit_stage(self, "class_means"):
+            # the class list comes out of the same pass: no separate read of y first
+            (first,) = compute(
+                passes.labeled_moments_pass(
+                    X,
+                    y,
+                    scatter=one_pass,
+                    sqnorm=full or any(k.needs_sqnorm for k in kernels),
+                    marker=self.unlabeled,
+                    split_every=self.split_every,
+                )
+            )
+        self.classes_ = first["classes"]
+        check_class_values(self.classes_)
+        check_classes(self.classes_, type(self).__name__, self.unlabeled)
+        moments = self._check_moments(first["moments"], X.dtype)
+        codes = encode_labels(y, self.classes_, unlabeled_marker(self))
+        if full:
+            return self._fit_full(X, codes, kernels, moments)
+        self._set_class_stats(moments, kernels, one_pass)
+        self._finish_fit(X, codes)
+        self._keep_running_totals(moments, kernels, one_pass)
+        return self
+
+    def _keep_running_totals(self, moments, kernels, one_pass):
+        """Keep fit's sums so that partial_fit can extend them with new batches."""
+        self._kernel_specs = kernels
+        self._one_pass_mode = one_pass
+        self._x_moments_total = moments
+        self._z_totals = None if one_pass else list(self._z_moments)
+        finite = ~np.isnan(self.cross_entropy_)
+        self._loglik_total = -self.cross_entropy_ if finite.all() else 0.0
+
+    def _one_pass(self, kernels, n_features) -> bool:
+        return (
+            len(kernels) == 1
+            and isinstance(kernels[0], Linear)
+            and n_features <= self.max_scatter_features
+        )
+
+    def _moments_pass(self, X, codes, kernels, *, scatter):
+        (moments,) = compute(
+            passes.class_moments_pass(
+                X,
+                codes,
+                self.classes_.size,
+                scatter=scatter,
+                sqnorm=any(k.needs_sqnorm for k in kernels),
+                split_every=self.split_every,
+            )
+        )
+        return self._check_moments(moments, X.dtype)
+
+    def _check_moments(self, moments, dtype):
+        """Count the pass over X and refuse NaN/inf that it found."""
+        self.n_passes_ = 1
+        refuse_nonfinite(moments["nonfinite"])
+        check_class_means(moments["mean"], dtype)
+        return moments
+
+    def _set_class_stats(self, moments, kernels, one_pass, *, resolve=True):
+        self.class_counts_ = moments["n"].astype(np.int64)
+        self.class_means_ = moments["mean"]
+        if resolve:
+            self.kernels_ = [k.resolve(moments) for k in kernels]
+        if one_pass:
+            U, Sw = moments["mean"], moments["scatter"]
+            self._z_moments = [{"n": moments["n"], "mean": U @ U.T, "scatter": U @ Sw @ U.T}]
+        else:
+            self._z_moments = None
+
+    def _finish_fit(self, X, codes):
+        """Passes 2 and 3 as needed, then the LDA models and the kernel choice."""
+        self._require_all_classes()
+        U = self.class_means_
+        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        self.fit_plan_ = self._plan(X)
+        if self.fit_plan_["name"] == "cache":
+            self._fit_kernels_cached(X, codes, U)
+        else:
+            if self._z_moments is None:
+                with fit_stage(self, "embedding"):
+                    (z_moments,) = compute(
+                        encoder_passes.embedding_moments_pass(
+                            X, codes, self.kernels_, U, split_every=self.split_every
+                        )
+                    )
+                self._z_moments = list(z_moments)
+                self.n_passes_ += 1
+            self.lda_models_ = [self._lda(m) for m in self._z_moments]
+            if len(self.kernels_) > 1:
+                with fit_stage(self, "cross_entropy"):
+                    (loglik,) = compute(
+                        encoder_passes.cross_entropy_pass(
+                            X,
+                            codes,
+                            self.kernels_,
+                            U,
+                            self.lda_models_,
+                            split_every=self.split_every,
+                        )
+                    )
+                self.cross_entropy_ = -np.array([float(v) for v in loglik])
+                self.n_passes_ += 1
+        self._select_kernel()
+
+    def _plan(self, X) -> dict:
+        """The fit's plan after pass 1 (see ``fit_plan_``), chosen by measured costs."""
+        if self._z_moments is not None:
+            return {"name": "one_pass", "passes_over_X": 1}
+        if len(self.kernels_) == 1:
+            return {"name": "two_pass", "passes_over_X": 2}
+        if self.cache_embedding != "auto":
+            name = "cache" if self.cache_embedding else "recompute"
+            return {"name": name, "passes_over_X": 2 if self.cache_embedding else 3}
+        width = len(self.kernels_) * self.classes_.size
+        refusal = cache_memory_refusal(**self._cache_room(X, width))
+        if refusal is not None:
+            return {"name": "recompute", "passes_over_X": 3, "memory": refusal}
+        rates = {
+            "read_s": self.stage_times_["class_means"],
+            "kernel_s_per_row": kernel_seconds_per_row(self.kernels_, self.class_means_, X.dtype),
+            "cache_s_per_row": width * 8 * cache_seconds_per_byte(),
+        }
+        plan = choose_cache_plan(
+            n_rows=X.shape[0],
+            read_seconds=rates["read_s"],
+            kernel_seconds=rates["kernel_s_per_row"],
+            cache_seconds=rates["cache_s_per_row"],
+        )
+        return {**plan, "passes_over_X": 2 if plan["name"] == "cache" else 3, **rates}
+
+    def _cache_room(self, X, width: int) -> dict:
+        """Sizes of the embedding cache and the memory (or disk) it would have."""
+        budget, _ = memory_budget(self)
+        threads, workers = task_threads()
+        if uses_distributed():
+            store_budget, store = budget["worker"] * workers, "the workers' memory"
+        else:
+            root = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+            store_budget, store = shutil.disk_usage(root).free, f"the free disk space of {root}"
+        return {
+            "block_bytes": max(X.chunks[0]) * width * 8,
+            "total_bytes": X.shape[0] * width * 8,
+            "task_budget": budget["worker"] // threads,
+            "store_budget": store_budget,
+            "store": store,
+        }
+
+    def _fit_kernels_cached(self, X, codes, U):
+        """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""
+        K, M = self.classes_.size, len(self.kernels_)
+        with passes.RowCache(encoder_passes.embed_all(X, self.kernels_, U)) as cache:
+            with fit_stage(self, "embedding"):
+                (z_moments,) = compute(
+                    encoder_passes.stacked_moments_pass(
+                        cache.first_pass_input(), codes, M, K, split_every=self.split_every
+                    )
+                )
+            self._z_moments = list(z_moments)
+            self.n_passes_ += 1
+            self.lda_models_ = [self._lda(m) for m in self._z_moments]
+            with fit_stage(self, "cross_entropy"):
+                (loglik,) = compute(
+                    encoder_passes.stacked_cross_entropy_pass(
+                        cache.cached(), codes, self.lda_models_, K, split_every=self.split_every
+                    )
+                )
+        self.cross_entropy_ = -np.array([float(v) for v in loglik])
+        self.n_cached_passes_ = 1
+
+    def _lda(self, z_moments) -> LDAModel:
+        return lda_from_moments(
+            z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
+        )
+
+    def _select_kernel(self):
+        index = choose_kernel(self.cross_entropy_, self.min_improvement)
+        self.kernel_index_ = index
+        self.kernel_ = self.kernels_[index]
+        model = self.lda_models_[index]
+        self.coef_ = model.coef
+        self.intercept_ = model.intercept
+        self.embedding_means_ = self._z_moments[index]["mean"]
+
+    def _require_all_classes(self):
+        empty = self.class_counts_ == 0
+        if empty.any():
+            names = self.classes_[empty].tolist()
+            raise ValueError(
+                f"Class(es) {names} have no labeled rows; the encoder needs at least one labeled "
+                "row per class. Feed rows of those classes, or leave them out of `classes`."
+            )
+
+    # --- Section 2: the intermediate algorithm ----------------------------------------
+
+    def _fit_full(self, X, codes, kernels, moments):
+        """The full method after the first pass (class moments in ``moments``)."""
+        self._set_class_stats(moments, kernels, one_pass=False)
+        self._require_all_classes()
+        self.fit_plan_ = {"name": "full", "passes_over_X": 3 if len(self.kernels_) > 1 else 2}
+        self._X_fit = X
+        self._codes_fit = codes
+        embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]
+        K = self.classes_.size
+        stats = [
+            encoder_passes.moments_pass(Z, codes, K, split_every=self.split_every)
+            for Z in embeddings
+        ]
+        self._z_moments = list(compute(*stats))
+        self.n_passes_ += 1  # Z = A W in one compute: each block of X read once, shared
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        if len(self.kernels_) > 1:
+            logliks = [
+                encoder_passes.log_likelihood_pass(Z, codes, model, split_every=self.split_every)
+                for Z, model in zip(embeddings, self.lda_models_)
+            ]
+            self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
+            self.n_passes_ += 1
+        self._select_kernel()
+        return self
+
+    def _full_embedding(self, X, kernel) -> da.Array:
+        """Z = A W of X against the training data kept by ``fit`` (Section 2)."""
+        return encoder_passes.full_embedding(
+            X,
+            self._X_fit,
+            self._codes_fit,
+            kernel,
+            self.class_counts_,
+            split_every=self.split_every,
+        )
+
+    # --- partial_fit ----------------------------------------------------------------
+
+    def partial_fit(self, X, y, classes=None):
+        """Update the model with a new batch of rows, without re-reading earlier batches.
+
+        All statistics are sums, merged exactly with the stored ones. With the linear
+        kernel alone and p ≤ ``max_scatter_features`` the result equals ``fit`` on all
+        batches together (to rounding). For other kernels Z depends on U, which moves
+        as batches arrive: each batch's embedding statistics (and, with several kernels,
+        its cross-entropy) are computed with U as updated by that batch, so the model
+        approaches ``fit``'s as U settles (Shen's Theorem 1: U converges to E(X|Y)).
+
+        Parameters
+        ----------
+        X, y : the new batch.
+        classes : array-like, required on the first call
+            Every class that will ever appear.
+
+        Notes
+        -----
+        Passes over the batch: 1 (linear, one-pass mode), 2, or 3 (several kernels).
+        Until every class has had a labeled row, U is incomplete and Z cannot be formed;
+        batches seen until then update U but (for non-linear kernels) not the LDA.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> batches = np.array_split(np.random.default_rng(0).permutation(len(y)), 3)
+        >>> model = EncoderClassifier()
+        >>> for rows in batches:
+        ...     model = model.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
+        >>> model.class_counts_
+        array([50, 50, 50])
+
+        With the linear kernel alone, the batches give ``fit``'s model on all rows:
+
+        >>> bool(np.allclose(model.coef_, EncoderClassifier().fit(X, y).coef_))
+        True
+        """
+        first = not hasattr(self, "_x_moments_total")
+        if first:
+            kernels = self._check_params()
+            if self.method != "fast":
+                raise ValueError("partial_fit needs method='fast'; the full method keeps all of X.")
+            if classes is None:
+                raise ValueError(
+                    "classes must be passed on the first call to partial_fit, listing every "
+                    "class that will ever appear (e.g. classes=np.unique(y_all))."
+                )
+            classes = sorted_classes(classes)
+            check_classes(classes, type(self).__name__, unlabeled_marker(self))
+        check_feature_names_of(self, X, reset=first)
+        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
+        if first:
+            self.classes_ = classes
+            self.n_features_in_ = X.shape[1]
+            self._kernel_specs = kernels
+            self._one_pass_mode = self._one_pass(kernels, X.shape[1])
+            self._z_totals = None
+            self._loglik_total = 0.0
+        else:
+            check_n_features(self, X)
+            if classes is not None and not np.array_equal(sorted_classes(classes), self.classes_):
+                raise ValueError(
+                    f"classes={list(classes)} differs from the classes of the first "
+                    f"partial_fit call {list(self.classes_)}."
+                )
+        codes = encode_labels(y, self.classes_, unlabeled_marker(self))
+        batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
+        total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
+        self._x_moments_total = total
+        resolve = not hasattr(self, "kernels_") or (self.class_counts_ == 0).any()
+        self._set_class_stats(total, self._kernel_specs, self._one_pass_mode, resolve=resolve)
+        if self._one_pass_mode:
+            self._refit_from_totals()
+            return self
+        if (self.class_counts_ == 0).any():
+            self._model_ready = False  # wait for rows of every class before fitting LDA
+            return self
+        self._partial_embedding_update(X, codes)
+        return self
+
+    def _partial_embedding_update(self, X, codes):
+        U = self.class_means_
+        (z_batch,) = compute(
+            encoder_passes.embedding_moments_pass(
+                X, codes, self.kernels_, U, split_every=self.split_every
+            )
+        )
+        self.n_passes_ += 1
+        prev = self._z_totals
+        self._z_totals = (
+            list(z_batch)
+            if prev is None
+            else [_blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)]
+        )
+        self._z_moments = self._z_totals
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        if len(self.kernels_) > 1:
+            (loglik,) = compute(
+                encoder_passes.cross_entropy_pass(
+                    X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every
+                )
+            )
+            self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
+            self.n_passes_ += 1
+            self.cross_entropy_ = -self._loglik_total
+        else:
+            self.cross_entropy_ = np.full(1, np.nan)
+        self._select_kernel()
+        self._model_ready = True
+
+    def _refit_from_totals(self):
+        if (self.class_counts_ == 0).any():
+            self._model_ready = False
+            return
+        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        self.cross_entropy_ = np.full(1, np.nan)  # the one-pass mode has one kernel
+        self._select_kernel()
+        self._model_ready = True
+
+    # --- prediction -----------------------------------------------------------------
+
+    def _check_fitted(self):
+        check_is_fitted(self, "classes_")
+        if getattr(self, "_model_ready", True) is False or not hasattr(self, "coef_"):
+            self._require_all_classes()
+            raise NotFittedError("This EncoderClassifier has no fitted model yet; call fit.")
+
+    def _chosen_model(self) -> LDAModel:
+        self._check_fitted()
+        return self.lda_models_[self.kernel_index_]
+
+    def _map(self, X, block_fn, n_out, result_dtype, **kwargs):
+        """One lazy block map over X; ``result_dtype=None`` means X's float dtype."""
+        self._check_fitted()
+        Xd, is_dask = prepare_input(self, X)
+        if result_dtype is None:
+            result_dtype = kwargs["out_dtype"] = Xd.dtype
+        if self.method == "full":
+            Z = self._full_embedding(known_row_chunks(Xd), self.kernel_)
+            out = passes.map_rows(
+                _apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+            )
+        else:
+            out = passes.map_rows(
+                block_fn,
+                Xd,
+                n_out,
+                result_dtype,
+                kernel=self.kernel_,
+                U=self.class_means_,
+                **kwargs,
+            )
+        if is_dask:
+            return out
+        (result,) = compute(out)
+        return result
+
+    def transform(self, X):
+        """The embedding Z = δ(X, U) of the chosen kernel, shape (n, K) (one lazy block map).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> Z = model.transform(X[:5])
+        >>> Z.shape
+        (5, 3)
+
+        The linear kernel's embedding is X Uᵀ, U the class means:
+
+        >>> import numpy as np
+        >>> bool(np.allclose(Z, X[:5] @ model.class_means_.T))
+        True
+        """
+        self._check_fitted()
+        return self._map(X, _embed_block, self.classes_.size, None)
+
+    def decision_function(self, X):
+        """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> scores = model.decision_function(X[[0, 50, 100]])
+        >>> scores.shape, scores.argmax(axis=1)
+        ((3, 3), array([0, 1, 2]))
+
+        Two classes give one score per row, positive for ``classes_[1]``:
+
+        >>> binary = EncoderClassifier().fit(X[:100], y[:100])
+        >>> binary.decision_function(X[[0, 99]]) > 0
+        array([False,  True])
+        """
+        self._check_fitted()
+        n_out = 1 if self.classes_.size == 2 else self.classes_.size
+        out = self._map(
+            X, _decision_block, n_out, np.float64, model=self._chosen_model(), out_dtype=np.float64
+        )
+        return out[:, 0] if n_out == 1 else out
+
+    def predict_proba(self, X):
+        """LDA posteriors T of Z, shape (n, K); rows sum to one.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> proba = model.predict_proba(X[[0, 50, 100]])
+        >>> proba.shape, proba.sum(axis=1).round(6)
+        ((3, 3), array([1., 1., 1.]))
+        >>> proba.argmax(axis=1)
+        array([0, 1, 2])
+        """
+        self._check_fitted()
+        return self._map(
+            X,
+            _proba_block,
+            self.classes_.size,
+            np.float64,
+            model=self._chosen_model(),
+            out_dtype=np.float64,
+        )
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> import numpy as np
+        >>> log_proba = model.predict_log_proba(X[:3])
+        >>> bool(np.allclose(np.exp(log_proba), model.predict_proba(X[:3])))
+        True
+        """
+        proba = self.predict_proba(X)
+        return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
+
+    def predict(self, X):
+        """Class labels (one lazy block map over X).
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import EncoderClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> model = EncoderClassifier().fit(X, y)
+        >>> model.predict(X[[0, 50, 100]])
+        array([0, 1, 2])
+
+        A Dask array gives a lazy Dask array, computed block by block:
+
+        >>> import dask.array as da
+        >>> labels = model.predict(da.from_array(X, chunks=50))
+        >>> labels.chunks
+        ((50, 50, 50),)
+        >>> bool((labels.compute() == model.predict(X)).all())
+        True
+        """
+        self._check_fitted()
+        return self._map(
+            X,
+            _predict_block,
+            None,
+            self.classes_.dtype,
+            model=self._chosen_model(),
+            classes=self.classes_,
+        )
+
+
+def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:
+    """Index of the kernel chosen by Shen's rule.
+
+    The first kernel is the benchmark; another replaces it only if its cross-entropy is
+    at most ``(1 − min_improvement)`` times the benchmark's, and then the smallest such
+    cross-entropy wins. With one kernel (or NaN cross-entropies) the first is chosen.
+
+    Examples
+    --------
+    >>> from scalenc.encoder.estimator import choose_kernel
+    >>> choose_kernel([10.0, 7.5, 8.0], min_improvement=0.3)  # 25 % better: not enough
+    0
+    >>> choose_kernel([10.0, 7.0, 6.0], min_improvement=0.3)  # both qualify: smallest wins
+    2
+    """
+    ce = np.asarray(cross_entropy, dtype=float)
+    if ce.size <= 1 or np.isnan(ce).all():
+        return 0
+    threshold = (1.0 - min_improvement) * ce[0]
+    better = np.flatnonzero(ce <= threshold)
+    better = better[better > 0]
+    if better.size == 0:
+        return 0
+    return int(better[np.argmin(ce[better])])

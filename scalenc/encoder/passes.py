@@ -1,0 +1,212 @@
+"""The encoder's passes over the data (Shen): the embedding's class moments and the
+kernels' cross-entropies, the cached-embedding passes, and Section 2's full embedding.
+Each returns a Delayed unless its docstring says otherwise; the per-block math is in
+:mod:`scalenc.encoder.blocks` and :mod:`scalenc.encoder.kernels`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from scalenc.encoder import blocks
+from scalenc.encoder.kernels import Kernel, embed
+from scalenc.engine.reduce import (
+    SPLIT_EVERY,
+    map_rows,
+    reduce_rows,
+    tree_reduce,
+)
+from scalenc.math import moments as _blocks
+from scalenc.math.linalg import LDAModel, lda_log_proba, stacked_class_scores
+
+__all__ = [
+    "embedding_moments_pass",
+    "cross_entropy_pass",
+    "embed_all",
+    "stacked_moments_pass",
+    "stacked_cross_entropy_pass",
+    "full_embedding",
+    "moments_pass",
+    "log_likelihood_pass",
+]
+
+
+def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
+    # a row tile at a time: the embedding of a whole block is (M·K·8)/(p·4) times the block
+    def tile(x, c):
+        return blocks.stacked_class_moments(embed(kernels, x, U), c, len(kernels), n_classes)
+
+    rows = blocks.stacked_tile_rows(len(kernels) * n_classes)
+    return _blocks.over_row_tiles(tile, _blocks.merge_moment_tuples, X, np.asarray(codes), rows)
+
+
+def embedding_moments_pass(
+    X: da.Array,
+    codes: da.Array,
+    kernels: Sequence[Kernel],
+    U: np.ndarray,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """For every kernel at once: class moments of Z_m = δ_m(X, U) over labeled rows.
+
+    One pass over X; returns a tuple of moment dicts (``n``, ``mean`` K×K, ``scatter`` K×K).
+    """
+    return reduce_rows(
+        _embedding_block,
+        X,
+        codes,
+        kernels=tuple(kernels),
+        U=U,
+        n_classes=U.shape[0],
+        split_every=split_every,
+    )
+
+
+def _cross_entropy_block(X, codes, *, row_start, kernels, U, coef, intercept):
+    def tile(x, c):
+        Z = embed(kernels, x, U)
+        return blocks.stacked_log_likelihood(Z, c, coef, intercept, len(kernels))
+
+    rows = blocks.stacked_tile_rows(coef.shape[0])
+    return _blocks.over_row_tiles(tile, _blocks.add_tuples, X, np.asarray(codes), rows)
+
+
+def cross_entropy_pass(
+    X: da.Array,
+    codes: da.Array,
+    kernels: Sequence[Kernel],
+    U: np.ndarray,
+    models: Sequence[LDAModel],
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Σ_i log T_m(i, y_i) over labeled rows, for every kernel m (one pass).
+
+    Minus the result is Shen's cross-entropy c_m (Section 3, Step 4).
+    """
+    coef, intercept = stacked_class_scores(models, U.shape[0])
+    return reduce_rows(
+        _cross_entropy_block,
+        X,
+        codes,
+        kernels=tuple(kernels),
+        U=U,
+        coef=coef,
+        intercept=intercept,
+        split_every=split_every,
+    )
+
+
+# --- the embedding cache: Z computed once for passes 2 and 3 ------------------------------
+
+
+def _embed_all_block(X, *, kernels, U):
+    return embed(kernels, X, U)
+
+
+def embed_all(X: da.Array, kernels: Sequence[Kernel], U: np.ndarray) -> da.Array:
+    """Lazy Z = [δ_1(X, U) | … | δ_M(X, U)], shape (n, M·K), float64."""
+    return map_rows(
+        _embed_all_block, X, len(kernels) * U.shape[0], np.float64, kernels=tuple(kernels), U=U
+    )
+
+
+def _stacked_moments_block(Z, codes, *, row_start, n_kernels, n_classes):
+    return blocks.stacked_class_moments(Z, codes, n_kernels, n_classes)
+
+
+def stacked_moments_pass(
+    Z: da.Array, codes: da.Array, n_kernels: int, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Class moments of each kernel's K columns of a stacked embedding (one pass over Z)."""
+    return reduce_rows(
+        _stacked_moments_block,
+        Z,
+        codes,
+        n_kernels=n_kernels,
+        n_classes=n_classes,
+        split_every=split_every,
+    )
+
+
+def _stacked_cross_entropy_block(Z, codes, *, row_start, coef, intercept, n_kernels):
+    return blocks.stacked_log_likelihood(Z, codes, coef, intercept, n_kernels)
+
+
+def stacked_cross_entropy_pass(
+    Z: da.Array,
+    codes: da.Array,
+    models: Sequence[LDAModel],
+    n_classes: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Σ log T_m(i, y_i) per kernel from a stacked embedding (one pass over Z, not X)."""
+    coef, intercept = stacked_class_scores(models, n_classes)
+    return reduce_rows(
+        _stacked_cross_entropy_block,
+        Z,
+        codes,
+        coef=coef,
+        intercept=intercept,
+        n_kernels=len(models),
+        split_every=split_every,
+    )
+
+
+# --- the encoder's Section 2: the full kernel matrix, block × block ------------------------
+
+
+def full_embedding(
+    X: da.Array,
+    X_fit: da.Array,
+    codes_fit: da.Array,
+    kernel: Callable,
+    counts: np.ndarray,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> da.Array:
+    """Lazy Z = A W (Shen's Section 2): row block b of X gets Σ_c δ(X_b, X_fit,c) W_c.
+
+    Each row block of X is compared with every block of the training data, the partials
+    summed in a tree: reading Z once reads X_fit once per row block of X (O(n²p) work,
+    O(chunk²) memory per task). Returns an (n, K) float64 Dask array.
+    """
+    K = counts.size
+    counts = np.asarray(counts, dtype=np.float64)
+    col_blocks = list(zip(X_fit.to_delayed().ravel(), codes_fit.to_delayed().ravel()))
+    fn = dask.delayed(blocks.full_embedding_block, pure=True)
+    rows = []
+    for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
+        parts = [fn(xb, xc, cc, kernel=kernel, n_classes=K, counts=counts) for xc, cc in col_blocks]
+        total = tree_reduce(parts, _blocks.combine_partials, split_every=split_every)
+        rows.append(da.from_delayed(total, shape=(size, K), dtype=np.float64))
+    return da.concatenate(rows, axis=0)
+
+
+def _plain_moments_block(Z, codes, *, row_start, n_classes):
+    return _blocks.class_moments(Z, codes, n_classes, scatter=True)
+
+
+def moments_pass(
+    Z: da.Array, codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Class counts, means and pooled scatter of Z over labeled rows (no NaN check)."""
+    return reduce_rows(_plain_moments_block, Z, codes, n_classes=n_classes, split_every=split_every)
+
+
+def _log_likelihood_block(Z, codes, *, row_start, model):
+    return np.array(_blocks.labeled_log_likelihood(lda_log_proba(model, Z), codes)[0])
+
+
+def log_likelihood_pass(
+    Z: da.Array, codes: da.Array, model: LDAModel, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Σ log T(i, y_i) of one LDA model over the labeled rows of Z."""
+    return reduce_rows(_log_likelihood_block, Z, codes, model=model, split_every=split_every)

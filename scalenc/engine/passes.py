@@ -1,0 +1,327 @@
+"""Every pass over the data, by what it accumulates: the estimators only call these and solve.
+
+A *pass* is one read of X (or of y, or of a cached embedding) block by block, each block
+reduced to a small partial and the partials merged in a tree (:mod:`scalenc.engine.reduce`).
+The per-block NumPy math comes from the blocks modules (:mod:`scalenc.math.moments`,
+:mod:`scalenc.encoder.kernels`, :mod:`scalenc.math.neighbors`, :mod:`scalenc.math.sampling`,
+:mod:`scalenc.nrbfn.blocks`, :mod:`scalenc.ccdr.blocks`); this module only wires it into
+Dask graphs. Each function returns a Delayed (computed by the caller, which counts the
+pass) unless its docstring says otherwise.
+
+Labels and evaluation
+    :func:`classes_pass` / :func:`find_classes`, :func:`label_counts_pass`,
+    :func:`confusion_pass`.
+Encoder (Shen)
+    :func:`labeled_moments_pass` (pass 1 with the class list), :func:`class_moments_pass`,
+    :func:`embedding_moments_pass`, :func:`cross_entropy_pass`, the cached-embedding
+    passes :func:`embed_all`, :func:`stacked_moments_pass`,
+    :func:`stacked_cross_entropy_pass`, and Section 2's :func:`full_embedding` with
+    :func:`moments_pass` and :func:`log_likelihood_pass` over it.
+nRBFN (Hu, Pan & Wu)
+    :func:`stratified_sample_pass`, :func:`kneighbors_pass`, :func:`kneighbors_all_rows`,
+    :func:`gather_rows`, :func:`sigma_pass`, :func:`gram_pass`, :func:`cv_error_pass`,
+    :func:`cv_error_refit_pass`.
+CCDR (Raich, Costa, Damelin & Hero)
+    :func:`stratum_counts_pass`, :func:`select_rows_pass`, :func:`gather_rows_pass`,
+    :func:`embedding_stats_pass`.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from scalenc.engine.cluster import compute
+from scalenc.engine.reduce import (
+    SPLIT_EVERY,
+    RowCache,
+    keep_on_workers,
+    map_rows,
+    reduce_rows,
+    tree_reduce,
+)
+from scalenc.math import labels
+from scalenc.math import moments as _blocks
+from scalenc.math import sampling as _sampling
+from scalenc.math.neighbors import kneighbors_block, kneighbors_pair, labeled_rows, merge_neighbors
+
+__all__ = [
+    "SPLIT_EVERY",
+    "reduce_rows",
+    "tree_reduce",
+    "map_rows",
+    "keep_on_workers",
+    "RowCache",
+    "classes_pass",
+    "find_classes",
+    "label_counts_pass",
+    "confusion_pass",
+    "class_moments_pass",
+    "labeled_moments_pass",
+    "stratified_sample_pass",
+    "kneighbors_pass",
+    "kneighbors_all_rows",
+    "gather_rows",
+]
+
+
+# --- the encoder's passes -------------------------------------------------------------
+
+
+def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
+    return _blocks.checked_class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+
+
+def class_moments_pass(
+    X: da.Array,
+    codes: da.Array,
+    n_classes: int,
+    *,
+    scatter: bool = False,
+    sqnorm: bool = False,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
+
+    One pass over X. Also returns ``nonfinite`` (NaN/inf count) and ``rows``.
+    Memory per task: one block plus O(Kp) (O(p²) with ``scatter``).
+    """
+    return reduce_rows(
+        _moments_block,
+        X,
+        codes,
+        n_classes=n_classes,
+        scatter=scatter,
+        sqnorm=sqnorm,
+        split_every=split_every,
+    )
+
+
+def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm, marker=labels.UNLABELED):
+    """Class moments of one block keyed by the block's own label values."""
+    classes = labels.labeled_unique(y, marker)
+    codes = labels.encode(y, classes, marker=marker)
+    moments = _moments_block(
+        X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
+    )
+    return {"classes": classes, "moments": moments}
+
+
+def _align_classes(part: dict, classes: np.ndarray) -> dict:
+    """A block's class moments spread onto the positions of ``classes`` (a superset)."""
+    moments = part["moments"]
+    if np.array_equal(part["classes"], classes):
+        return moments
+    where = labels.encode(part["classes"], classes)
+    out = dict(moments)
+    for key in ("n", "mean", "sqnorm"):
+        if key in moments:
+            full = np.zeros((classes.size, *moments[key].shape[1:]))
+            full[where] = moments[key]
+            out[key] = full
+    return out
+
+
+def _merge_labeled(*parts: dict) -> dict:
+    """Merge label-keyed partials: the union of their classes, moments aligned to it."""
+    classes = labels.union(*(part["classes"] for part in parts))
+    moments = _blocks.combine_partials(*(_align_classes(part, classes) for part in parts))
+    return {"classes": classes, "moments": moments}
+
+
+def labeled_moments_pass(
+    X: da.Array,
+    y: da.Array,
+    *,
+    scatter: bool = False,
+    sqnorm: bool = False,
+    marker=labels.UNLABELED,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """The class list and :func:`class_moments_pass`'s statistics in one pass over (X, y).
+
+    Each block keys its moments by its own label values (the unlabeled ``marker``, −1 by
+    default, and None/NaN are unlabeled: :func:`scalenc.math.labels.unlabeled_mask`);
+    the tree merge aligns them on the union of the classes. Returns ``{"classes": sorted
+    distinct labels, "moments": {...}}`` with the moments in the order of ``classes`` —
+    what :func:`find_classes` followed by :func:`class_moments_pass` give,
+    without a separate read of y and a round trip to the client between the two.
+    """
+    return reduce_rows(
+        _labeled_moments_block,
+        X,
+        y,
+        combine=_merge_labeled,
+        scatter=scatter,
+        sqnorm=sqnorm,
+        marker=marker,
+        split_every=split_every,
+    )
+
+
+def _classes_block(y, *, row_start, marker=labels.UNLABELED):
+    return labels.labeled_unique(y, marker)
+
+
+def classes_pass(
+    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
+    out): one pass over y (not X), merged in a tree."""
+    return reduce_rows(
+        _classes_block, y, combine=labels.union, marker=marker, split_every=split_every
+    )
+
+
+def find_classes(
+    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
+) -> np.ndarray:
+    """:func:`classes_pass` computed, and checked to be class labels (not continuous)."""
+    (classes,) = compute(classes_pass(y, marker=marker, split_every=split_every))
+    labels.check_class_values(classes)
+    return classes
+
+
+def _confusion_block(pred, y, *, row_start, classes, marker=labels.UNLABELED):
+    return _blocks.confusion_counts(pred, y, classes, marker=marker)
+
+
+def confusion_pass(
+    pred: da.Array,
+    y: da.Array,
+    classes: np.ndarray,
+    *,
+    marker=labels.UNLABELED,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Confusion counts of lazy predictions against y
+    (:func:`scalenc.math.moments.confusion_counts`), summed in a tree: one pass over
+    whatever ``pred`` reads (X, for a model's predictions)."""
+    return reduce_rows(
+        _confusion_block, pred, y, classes=classes, marker=marker, split_every=split_every
+    )
+
+
+# --- nRBFN: soft-KNN, σ, the Gram and the λ grid ----------------------------------------
+
+
+def _label_counts_block(codes, *, row_start, n_classes):
+    return _sampling.label_counts_block(codes, row_start=row_start, n_classes=n_classes)
+
+
+def label_counts_pass(
+    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Labeled rows per class (K,), one pass over the class codes (not X)."""
+    return reduce_rows(_label_counts_block, codes, n_classes=n_classes, split_every=split_every)
+
+
+def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int = SPLIT_EVERY):
+    """:func:`scalenc.math.sampling.stratified_sample` from Dask labels in one pass over them:
+    each block keeps its smallest hashes per class, merged in a tree; only the sample
+    reaches the client.
+
+    ``counts`` are the labeled rows per class (from :func:`label_counts_pass`). Returns a
+    Delayed of ``{"index", "code", "key"}``, one entry per sampled row, in no set order.
+    """
+    shares = _sampling.class_shares(counts, size)
+    return reduce_rows(
+        _sampling.sample_block,
+        codes,
+        combine=_sampling.KeepSmallest(shares),
+        shares=shares,
+        seed=seed,
+        split_every=split_every,
+    )
+
+
+def kneighbors_pass(
+    X,
+    codes,
+    candidates,
+    candidate_index,
+    n_neighbors: int,
+    *,
+    split_every: int = SPLIT_EVERY,
+):
+    """One pass over X: the k nearest labeled rows (global indices) of every candidate.
+
+    ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
+    block of X itself, for the exact all-rows search). Returns a Delayed dict as
+    :func:`kneighbors_block`. Memory per task: one block, one distance tile and O(c·k).
+    """
+    return reduce_rows(
+        kneighbors_block,
+        X,
+        codes,
+        candidates=candidates,
+        candidate_index=candidate_index,
+        n_neighbors=n_neighbors,
+        combine=merge_neighbors,
+        split_every=split_every,
+    )
+
+
+def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_EVERY) -> list:
+    """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
+
+    For row blocks i < j one task computes both directions from one product
+    (:func:`kneighbors_pair`); block i against itself uses :func:`kneighbors_block`.
+    Each block's partials are merged in a tree. Returns, per row block, a Delayed
+    ``(neighbours, global indices, codes)`` of its labeled rows.
+
+    Notes
+    -----
+    n_b(n_b + 1)/2 block-pair tasks for n_b row blocks, computed together: every block is
+    read once and shared by its pairs (one pass), and the distance work is n²p instead of
+    2n²p. Memory per task: two blocks, one distance tile and O(b k); each block stays in
+    memory until its pairs are done (O(n p) in all: the exact mode is for moderate n).
+    """
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()
+    rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
+    pair = dask.delayed(kneighbors_pair, pure=True, nout=2)
+    block = dask.delayed(kneighbors_block, pure=True)
+    n_b = len(xs)
+    partials: list[list] = [[] for _ in range(n_b)]
+    labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
+    for i in range(n_b):
+        partials[i].append(
+            block(
+                xs[i],
+                cs[i],
+                row_start=int(starts[i]),
+                candidates=labeled[i][0],
+                candidate_index=labeled[i][1],
+                n_neighbors=n_neighbors,
+            )
+        )
+        for j in range(i + 1, n_b):
+            to_i, to_j = pair(
+                xs[i],
+                cs[i],
+                xs[j],
+                cs[j],
+                start_i=int(starts[i]),
+                start_j=int(starts[j]),
+                n_neighbors=n_neighbors,
+            )
+            partials[i].append(to_i)
+            partials[j].append(to_j)
+    return [
+        (
+            tree_reduce(partials[i], merge_neighbors, split_every=split_every),
+            labeled[i][1],
+            labeled[i][2],
+        )
+        for i in range(n_b)
+    ]
+
+
+def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
+    """The rows of X at the sorted global indices ``index``, computed (one pass over X;
+    only the blocks that hold them are read)."""
+    (rows,) = compute(X[index])
+    return rows

@@ -1,0 +1,390 @@
+"""The streaming engine: tree reductions and block maps over row-chunked Dask arrays.
+
+A *pass* is one read of X block by block. Each block yields a small partial (NumPy
+arrays of size K×p, K×K, r×r, …, never n-sized); partials are merged pairwise in a tree
+of fan-in ``split_every`` (never a linear chain, never a gather of n-sized data on the
+client). Several statistics wanted from the same read go into one block function, so
+they cost one pass together.
+
+* :func:`reduce_rows` — the generic "sum of small per-block results" every pass uses.
+* :func:`tree_reduce` — the tree merge of delayed partials.
+* :func:`map_rows` — lazy block-wise outputs (predictions, probabilities, embeddings).
+* :func:`keep_on_workers` and :class:`RowCache` — an input read by several passes, read once.
+
+The named passes of each method are in :mod:`scalenc.engine.passes`, built on these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import is_dask_collection, tokenize
+from dask.delayed import Delayed
+from dask.highlevelgraph import HighLevelGraph
+from dask.layers import ArraySliceDep
+from dask.sizeof import sizeof
+
+from scalenc.engine.cluster import (
+    _no_workers_message,
+    active_client,
+    no_workers_timeout,
+    uses_distributed,
+)
+from scalenc.exceptions import ClusterUnavailableError
+from scalenc.math import moments as _blocks
+
+try:
+    from dask._task_spec import DataNode
+except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
+    DataNode = ()
+from scalenc.engine.resend import _SCATTERED, remember_scattered
+
+__all__ = [
+    "SPLIT_EVERY",
+    "SCATTER_BYTES",
+    "reduce_rows",
+    "tree_reduce",
+    "map_rows",
+    "keep_on_workers",
+    "RowCache",
+]
+
+
+SPLIT_EVERY = 8
+
+#: On a distributed cluster, a block function's argument larger than this many bytes (a
+#: basis, CCDR's subsample solutions, the folds' networks) is sent to the workers once with
+#: ``Client.scatter`` instead of travelling inside every task graph (see :func:`_shared`).
+SCATTER_BYTES = 1_000_000
+
+
+def tree_reduce(
+    partials: Sequence[Delayed],
+    combine: Callable = _blocks.combine_partials,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks))."""
+    if not partials:
+        raise ValueError("Nothing to reduce: the input has no row blocks.")
+    if split_every < 2:
+        raise ValueError(f"split_every must be at least 2; got {split_every}.")
+    combine_task = dask.delayed(combine, pure=True)
+    partials = list(partials)
+    while len(partials) > 1:
+        groups = [partials[i : i + split_every] for i in range(0, len(partials), split_every)]
+        partials = [combine_task(*group) if len(group) > 1 else group[0] for group in groups]
+    return partials[0]
+
+
+def _check_aligned(X: da.Array, aligned) -> None:
+    if X.ndim == 2 and len(X.chunks[1]) != 1:
+        raise ValueError(
+            f"X must have a single chunk along its columns for a pass; got column chunks "
+            f"{X.chunks[1]}. Call X.rechunk({{1: -1}}) (scalenc.io.inputs.as_dask_array does this)."
+        )
+    for arr in aligned:
+        if arr is not None and arr.chunks[0] != X.chunks[0]:
+            raise ValueError(
+                f"Row chunks of an aligned array {arr.chunks[0]} differ from X's "
+                f"{X.chunks[0]}; align them with arr.rechunk({{0: X.chunks[0]}})."
+            )
+        if arr is not None and arr.ndim == 2 and len(arr.chunks[1]) != 1:
+            raise ValueError(
+                f"An aligned array must have a single chunk along its columns; got "
+                f"{arr.chunks[1]}. Call arr.rechunk({{1: -1}})."
+            )
+
+
+def _block_partial(X, rows, *aligned, block_fn, absent, **kwargs):
+    """One block's partial, called by :func:`reduce_rows`'s blockwise map."""
+    pieces = list(aligned)
+    for position in absent:
+        pieces.insert(position, None)
+    return block_fn(X, *pieces, row_start=rows[0].start, **kwargs)
+
+
+def _shared(kwargs: dict) -> dict:
+    """Block-function arguments as graph keys of their own, so every task refers to one copy.
+
+    In-process (threads, sync, processes): each NumPy array becomes
+    ``dask.delayed(array, pure=True)``, embedded once in the graph; other values pass as
+    they are.
+
+    On a distributed cluster, a value larger than :data:`SCATTER_BYTES` — a NumPy array,
+    a value the caller wrapped as ``dask.delayed(value)`` (CCDR's solutions), or a
+    tuple/list/dict/dataclass of arrays (the folds' networks) — is scattered to every
+    worker once (``Client.scatter(..., broadcast=True)``) and the graph refers to its
+    Future: the graph sent to the scheduler stays small (no "Sending large graph"
+    warning), and the same value (same token) asked for again while a graph still holds
+    its Future is not sent again. The Future lives inside the graph
+    that uses it, so a lazy output (``transform`` on a Dask array, streamed later by
+    :func:`scalenc.write_output`) still finds the value when it is computed, and the
+    workers drop it once the last graph referring to it is gone. Every worker receives a
+    copy, but Dask's active memory manager (on by default, policy ``ReduceReplicas``)
+    drops all but one within seconds, and Dask cannot compute scattered data again. So
+    the client keeps the value while its Future lives (:func:`remember_scattered`): when
+    the worker holding the last copy is lost, :func:`scalenc.engine.cluster.compute` sends it
+    again under the same key and computes the graph again (:func:`rescatter_lost`).
+    """
+    client = active_client() if uses_distributed() else None
+    return {key: _share(value, client) for key, value in kwargs.items()}
+
+
+_NOT_A_VALUE = object()
+
+
+def _share(value, client):
+    if client is not None:
+        literal = _literal(value)
+        if literal is not _NOT_A_VALUE and _nbytes(literal) > SCATTER_BYTES:
+            key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
+            future = _SCATTERED.get(key)
+            if future is None or future.status != "finished":
+                # a fresh key each time: a value released with its last graph may be
+                # forgotten by the scheduler after a new scatter under its old key arrives
+                future = _scatter(client, literal)
+                _SCATTERED[key] = future
+            return future
+    return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
+
+
+def _scatter(client, value):
+    """``value`` on every worker, as a Future (:func:`scatter_values`)."""
+    (future,) = scatter_values(client, [value], broadcast=True)
+    return future
+
+
+def scatter_values(client, values: list, *, broadcast: bool) -> list:
+    """``values`` sent to the cluster with ``Client.scatter`` (fresh keys), as Futures,
+    each remembered on the client (:func:`remember_scattered`) so that it can be sent
+    again if lost with its worker; waits for workers as a computation does
+    (:func:`scalenc.engine.cluster.no_workers_timeout`)."""
+    wait = no_workers_timeout()
+    try:
+        futures = client.scatter(
+            values, hash=False, broadcast=broadcast, **({} if wait is None else {"timeout": wait})
+        )
+    except TimeoutError as exc:
+        if "No valid workers" not in str(exc):
+            raise
+        waited = wait if wait is not None else getattr(client, "_timeout", 0.0)
+        raise ClusterUnavailableError(_no_workers_message(client, waited)) from exc
+    for future, value in zip(futures, values):
+        remember_scattered(future, value, broadcast)
+    return futures
+
+
+def _literal(value):
+    """The plain value behind ``value``: itself, or what ``dask.delayed(x)`` wraps; a
+    sentinel for anything that has still to be computed (a task, a Dask array)."""
+    if isinstance(value, Delayed):
+        graph = dict(value.__dask_graph__())
+        node = graph.get(value.key)
+        if len(graph) == 1 and isinstance(node, DataNode):
+            return node.value
+        return _NOT_A_VALUE
+    return _NOT_A_VALUE if _holds_collection(value) else value
+
+
+def _holds_collection(value) -> bool:
+    if is_dask_collection(value):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_collection(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_collection(v) for v in value.values())
+    return False
+
+
+def _nbytes(value) -> int:
+    """Bytes held by ``value``, counting the arrays inside containers and dataclasses."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(_nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return sizeof(value)
+
+
+def _value_key(value) -> str:
+    """The key ``dask.delayed(value, pure=True)`` (and ``Client.scatter(hash=True)``) gives."""
+    return f"{type(value).__name__}-{tokenize(value)}"
+
+
+def reduce_rows(
+    block_fn: Callable,
+    X: da.Array,
+    *aligned: da.Array | None,
+    combine: Callable = _blocks.combine_partials,
+    split_every: int = SPLIT_EVERY,
+    **kwargs,
+) -> Delayed:
+    """One pass: ``block_fn(X_b, *aligned_b, row_start=i0, **kwargs)`` per block, merged in a tree.
+
+    Parameters
+    ----------
+    block_fn : callable
+        NumPy function of one row block returning a small partial (arrays, numbers,
+        dicts or tuples of them). ``row_start`` is the global index of the block's first
+        row, so random choices and folds can depend on global row indices only.
+    X : dask array (n, p), one chunk along columns
+    *aligned : dask arrays with the same row chunks as X (labels, weights), or None
+    combine : callable
+        Merges any number of partials; :func:`scalenc.math.moments.combine_partials` sums
+        arrays and merges class moments exactly.
+    **kwargs
+        Arguments shared by every block (U, a model). Each is put in the graph once, not
+        per task; on a distributed cluster a large one is scattered to the workers once
+        instead (:data:`SCATTER_BYTES`).
+
+    Returns
+    -------
+    Delayed
+        The merged partial.
+
+    Notes
+    -----
+    Memory: one block plus ``split_every`` partials per worker thread; nothing n-sized.
+
+    The graph is optimised per pass: each block's reads of X and of the aligned arrays
+    (and whatever block-wise steps lead to them, such as label encoding) are fused into
+    the block's one task. Two passes computed together therefore each read X; to share
+    an expensive input between passes, persist it (:func:`keep_on_workers`) or cache it
+    (:class:`RowCache`).
+    """
+    _check_aligned(X, aligned)
+    # Every 2-D input has one column chunk, so all share the index "ij" and the map has
+    # no contracted index: a single blockwise layer that the graph optimisation fuses
+    # with the block-wise steps before it (the reads of X and y, the label encoding), one
+    # task per block instead of one per input and step.
+    index = {1: "i", 2: "ij"}
+    args = [X, index[X.ndim], ArraySliceDep((X.chunks[0],)), "i"]  # each block's rows
+    for arr in aligned:
+        if arr is not None:
+            args += [arr, index[arr.ndim]]
+    out_index = "ij" if any(a.ndim == 2 for a in [X, *aligned] if a is not None) else "i"
+    absent = tuple(position for position, arr in enumerate(aligned) if arr is None)
+    blocks = da.blockwise(
+        _block_partial,
+        out_index,
+        *args,
+        align_arrays=False,  # the 2-D inputs differ in their number of columns
+        adjust_chunks={c: 1 for c in out_index},
+        dtype=object,
+        meta=np.empty((0,) * len(out_index), dtype=object),
+        block_fn=block_fn,
+        absent=absent,
+        **_shared(kwargs),
+    )
+    partials = list(blocks.to_delayed(optimize_graph=True).ravel())
+    return tree_reduce(partials, combine, split_every=split_every)
+
+
+def keep_on_workers(arr: da.Array) -> da.Array:
+    """On a distributed cluster, ``arr`` persisted on the workers (for an array every pass
+    of a fit reads, such as the labels: read once instead of once per pass); otherwise
+    ``arr`` itself. Nothing comes to the client either way."""
+    return active_client().persist(arr) if uses_distributed() else arr
+
+
+class RowCache:
+    """Keep a lazily computed, row-chunked array for a second pass without recomputing it.
+
+    On a distributed cluster the blocks are persisted on the workers (which spill them to
+    their disks under memory pressure). With an in-process or multiprocessing scheduler
+    the first pass writes each block through to a ``.npy`` file in a temporary directory
+    (in Dask's ``temporary-directory``) as it computes it, and later passes read the files
+    back memory-mapped. The write happens inside the block's own task, so the first pass
+    computes every block once (a separate store of the same lazy array would be
+    optimised into a second graph that recomputes it), and blocks of any row chunking
+    are kept as they are. Nothing goes through the client. Use as a context manager; the
+    temporary files are removed on exit.
+    """
+
+    def __init__(self, arr: da.Array):
+        self._source = arr
+        self._path = None
+        self._persisted = None
+        self.distributed = uses_distributed()
+
+    def __enter__(self):
+        if self.distributed:
+            self._persisted = active_client().persist(self._source)
+        else:
+            root = dask.config.get("temporary-directory", None)
+            self._path = tempfile.mkdtemp(prefix="scalenc-cache-", dir=root)
+        return self
+
+    def first_pass_input(self) -> da.Array:
+        """The array the first pass should read: computing a block also caches it."""
+        if self.distributed:
+            return self._persisted
+        return self._source.map_blocks(
+            _write_through,
+            directory=self._path,
+            dtype=self._source.dtype,
+            meta=self._source._meta,
+        )
+
+    def cached(self) -> da.Array:
+        """The cached array, for passes after the first."""
+        if self.distributed:
+            return self._persisted
+        src = self._source
+        name = f"scalenc-cached-{tokenize(src, self._path)}"
+        graph = {
+            (name, *index): (_read_back, _block_file(self._path, index))
+            for index in np.ndindex(*src.numblocks)
+        }
+        return da.Array(
+            HighLevelGraph.from_collections(name, graph), name, src.chunks, meta=src._meta
+        )
+
+    def __exit__(self, *exc):
+        self._persisted = None
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
+
+
+def _block_file(directory: str, index) -> str:
+    return f"{directory}/block-{'-'.join(map(str, index))}.npy"
+
+
+def _write_through(block, *, directory, block_info=None):
+    np.save(_block_file(directory, block_info[0]["chunk-location"]), block, allow_pickle=False)
+    return block
+
+
+def _read_back(path: str) -> np.ndarray:
+    return np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) -> da.Array:
+    """Lazy block-wise output: ``func(X_b, **kwargs)`` gives (b, n_out), or (b,) if n_out is None.
+
+    Nothing is computed; the result streams to Zarr/Parquet or is computed by the caller.
+    Array arguments (U, a basis of r×p, …) enter the graph once, not once per block; on a
+    distributed cluster a large one is scattered to the workers once and the lazy result
+    holds it (:data:`SCATTER_BYTES`).
+    """
+    dtype = np.dtype(dtype)
+    kwargs = _shared(kwargs)
+    if n_out is None:
+        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype), **kwargs)
+    return X.map_blocks(
+        func,
+        chunks=(X.chunks[0], (n_out,)),
+        dtype=dtype,
+        meta=np.empty((0, n_out), dtype),
+        **kwargs,
+    )

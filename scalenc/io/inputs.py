@@ -1,0 +1,629 @@
+"""Data in: everything becomes row-chunked Dask arrays (X, y) with aligned chunks.
+
+:func:`load` reads every format lazily (Zarr, Parquet, ``.npy``, ``.npz``, CSV, from local
+paths and fsspec URLs); :func:`check_xy` turns NumPy arrays, Dask arrays and DataFrames
+and Zarr arrays into aligned row-chunked Dask arrays; :func:`encode_labels` maps labels to
+class codes block by block.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.system import CPU_COUNT
+from sklearn.utils import check_array
+from sklearn.utils.validation import column_or_1d
+
+from scalenc.engine.cluster import active_client, uses_distributed
+from scalenc.engine.reduce import SCATTER_BYTES, scatter_values
+from scalenc.io import readers
+from scalenc.io.atomic import check_complete
+from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
+from scalenc.math.labels import UNLABELED, encode
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "as_dask_array",
+    "as_dask_labels",
+    "from_numpy_rows",
+    "check_xy",
+    "encode_labels",
+    "load",
+    "data_dir",
+]
+
+
+DEFAULT_CHUNK_BYTES = 64 * 2**20
+
+
+def data_dir() -> Path:
+    """Where the papers' datasets live: ``$SCALENC_DATA_DIR`` or ``../shared/data``.
+
+    Examples
+    --------
+    >>> import os
+    >>> from unittest import mock
+    >>> from scalenc.io.inputs import data_dir
+    >>> with mock.patch.dict(os.environ, {"SCALENC_DATA_DIR": "/data/papers"}):
+    ...     print(data_dir())
+    /data/papers
+    """
+    return Path(os.environ.get("SCALENC_DATA_DIR", Path.cwd().parent / "shared" / "data"))
+
+
+# --- features ------------------------------------------------------------------------
+
+
+def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
+    if dtype in (np.float32, np.float64):
+        return np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_):
+        return np.dtype(np.float64)
+    if np.issubdtype(dtype, np.floating):
+        return np.dtype(np.float64)
+    raise ValueError(
+        f"{name} must hold numbers; got dtype {dtype}. Convert it with "
+        f"{name}.astype('float32') or select the numeric columns."
+    )
+
+
+#: Fewest rows of a default NumPy block split for the cores (see :func:`_auto_rows`).
+MIN_PARALLEL_ROWS = 8192
+
+
+def _auto_rows(n_features: int, itemsize: int, n_rows: int | None = None) -> int:
+    """Default rows per block: about :data:`DEFAULT_CHUNK_BYTES`, and with ``n_rows``
+    given, small enough for one block per core where that leaves at least
+    :data:`MIN_PARALLEL_ROWS` rows a block (a 50 000 × 42 float64 array is one 17 MB block
+    by bytes alone, so every pass over it would run on one core). One, not more: a pass
+    whose per-block result is large (nRBFN's r×r Gram partials) holds one per block
+    until the merge, so more blocks than cores cost memory and gain no parallelism."""
+    by_bytes = max(1, DEFAULT_CHUNK_BYTES // max(1, n_features * itemsize))
+    if n_rows is None:
+        return by_bytes
+    per_core = -(-n_rows // CPU_COUNT)
+    return min(by_bytes, max(MIN_PARALLEL_ROWS, per_core))
+
+
+def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
+    """An in-memory array as a Dask array of row blocks (``rows``: rows per block, or the
+    row chunks), its other axes whole.
+
+    With a distributed client, an array over :data:`scalenc.engine.reduce.SCATTER_BYTES` has
+    its blocks scattered to the workers once (``Client.scatter``) and the graph refers to
+    them; ``da.from_array`` would embed the data in every graph that reads it, sent to
+    the scheduler at each pass ("Sending large graph"). Elsewhere, ``da.from_array``
+    (no copy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.io.inputs import from_numpy_rows
+    >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
+    ((4, 4, 2), (3,))
+    """
+
+    A = np.asarray(A)
+    n = A.shape[0]
+    if isinstance(rows, (int, np.integer)):
+        step = max(int(rows), 1)
+        rows = tuple(min(step, n - s) for s in range(0, n, step)) or (0,)
+    chunks = (tuple(rows), *((size,) for size in A.shape[1:]))
+    if not (uses_distributed() and A.nbytes > SCATTER_BYTES):
+        return da.from_array(A, chunks=chunks)
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    parts = [A[s : s + c] for s, c in zip(starts, rows)]
+    futures = scatter_values(active_client(), parts, broadcast=False)
+    blocks = [
+        da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
+        for future, c in zip(futures, rows)
+    ]
+    return da.concatenate(blocks, axis=0)
+
+
+def as_dask_array(
+    X,
+    *,
+    chunk_rows: int | None = None,
+    name: str = "X",
+    allow_missing_chunks: bool = False,
+    known_lengths: bool = True,
+) -> da.Array:
+    """``X`` as a 2-D float Dask array chunked along rows only.
+
+    NumPy input is wrapped without copying, in row blocks of ``chunk_rows`` (default:
+    about 64 MB per block, and at least one block per core where blocks keep 8192 rows).
+    Dask input keeps its row chunks unless ``chunk_rows`` is given;
+    column chunks are merged. float32 and float64 are kept; integers become float64. A Zarr
+    array is checked for missing chunks first (:func:`from_zarr`).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.io.inputs import as_dask_array
+    >>> X = as_dask_array(np.arange(20).reshape(10, 2), chunk_rows=4)
+    >>> X.chunks, X.dtype
+    (((4, 4, 2), (2,)), dtype('float64'))
+    >>> as_dask_array(da.ones((10, 4), chunks=(5, 2))).chunks  # rows kept, columns merged
+    ((5, 5), (4,))
+    >>> as_dask_array(da.arange(5))
+    Traceback (most recent call last):
+    ...
+    ValueError: X must be 2-D (rows, features); got shape (5,). Reshape it, ...
+    """
+    if isinstance(X, (str, os.PathLike)):
+        X, _ = load(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
+    if is_dask_frame(X):
+        X = _frame_to_array(X, name, lengths=known_lengths)
+    if not isinstance(X, da.Array):
+        if _is_zarr_array(X):
+            X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
+        else:
+            X = _check_in_memory(X, name)
+            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
+            X = from_numpy_rows(X, rows)
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
+            f"e.g. {name}.reshape(-1, 1) for a single feature."
+        )
+    if known_lengths and any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown row chunk sizes {X.chunks[0]}; scalenc needs them to align "
+            f"labels and outputs. Call {name}.compute_chunk_sizes() first, or build it with "
+            "dataframe.to_dask_array(lengths=True)."
+        )
+    dtype = _float_dtype(X.dtype, name)
+    if dtype != X.dtype:
+        X = X.astype(dtype)
+    known = not any(np.isnan(c) for c in X.chunks[0])
+    if known and chunk_rows is not None and X.chunks[0] != _even(X.shape[0], chunk_rows):
+        X = X.rechunk({0: chunk_rows})
+    if len(X.chunks[1]) != 1:
+        X = X.rechunk({1: -1})
+    return X
+
+
+def _check_in_memory(X, name: str) -> np.ndarray:
+    """In-memory input through scikit-learn's ``check_array`` (its messages for sparse,
+    complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
+    if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a pandas DataFrame
+        kinds = [getattr(dtype, "kind", "O") for dtype in X.dtypes]
+        readers.check_feature_columns(list(X.columns), kinds, "", f"the DataFrame {name}")
+    if isinstance(X, np.memmap) or (
+        isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
+    ):
+        if X.ndim == 2 and X.shape[0] > 0 and X.shape[1] > 0:
+            return X  # no copy of a memory map or a float array
+    return check_array(
+        X,
+        accept_sparse=False,
+        dtype=[np.float64, np.float32],
+        ensure_all_finite=False,
+        input_name=name,
+        ensure_min_samples=1,
+        ensure_min_features=1,
+    )
+
+
+def _even(n: int, rows: int) -> tuple[int, ...]:
+    return tuple([rows] * (n // rows) + ([n % rows] if n % rows else []))
+
+
+def _is_zarr_array(obj) -> bool:
+    return type(obj).__module__.startswith("zarr") and hasattr(obj, "shape")
+
+
+# --- labels --------------------------------------------------------------------------
+
+
+def is_dask_frame(obj) -> bool:
+    """A Dask DataFrame or Series (lazy, partitioned).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import dask.dataframe as dd
+    >>> from scalenc.io.inputs import is_dask_frame
+    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    >>> is_dask_frame(dd.from_pandas(frame, npartitions=1)), is_dask_frame(frame)
+    (True, False)
+    """
+    return type(obj).__module__.startswith("dask") and hasattr(obj, "to_dask_array")
+
+
+def _frame_to_array(frame, name: str, *, lengths: bool = True) -> da.Array:
+    """A Dask DataFrame as a Dask array, one partition a row block, nothing computed on the
+    client but (with ``lengths``) the partitions' row counts.
+
+    Fits need the counts (to align labels and number rows): one pass over the frame on
+    the workers, only the counts reach the client (a Parquet-backed frame may take them
+    from its metadata). Output maps do not: their blocks keep unknown lengths, so
+    ``predict`` on a Dask DataFrame stays lazy. Non-numeric columns are refused by name.
+    """
+    if hasattr(frame, "columns"):
+        kinds = [getattr(dtype, "kind", "O") for dtype in frame.dtypes]
+        readers.check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
+    return frame.to_dask_array(lengths=True if lengths else None)
+
+
+def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
+    """A Zarr array as a lazy Dask array, refusing a store with missing chunks and naming a
+    damaged chunk when it is read (:mod:`scalenc.io.integrity`).
+
+    The chunk check lists the store's keys (no data is read); with
+    ``allow_missing_chunks`` absent chunks are read as the fill value, with a warning.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import zarr
+    >>> from scalenc.io.inputs import from_zarr
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> z = zarr.open_array(
+    ...     os.path.join(folder.name, "x.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
+    ... )
+    >>> z[:] = 1.0
+    >>> X = from_zarr(z)
+    >>> X.chunks, float(X.sum().compute())
+    (((4, 4, 2), (2,)), 20.0)
+
+    A store whose chunk of rows 8–9 was never written is refused, not read as zeros:
+
+    >>> z = zarr.open_array(
+    ...     os.path.join(folder.name, "y.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
+    ... )
+    >>> z[:8] = 1.0
+    >>> from_zarr(z)
+    Traceback (most recent call last):
+    ...
+    scalenc.exceptions.DamagedDataError: ... is missing 1 of its 3 chunks: ... (rows 8–9). ...
+    >>> folder.cleanup()
+    """
+    check_chunks(array, allow_missing=allow_missing_chunks)
+    guard = ReadGuard(array)
+    name = f"from-zarr-{tokenize(array, 'scalenc-read-guard')}"
+    return da.from_array(guard, chunks=array.chunks, name=name, lock=False, asarray=True)
+
+
+def as_dask_labels(
+    y, X: da.Array, *, name: str = "y", allow_missing_chunks: bool = False
+) -> da.Array:
+    """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.io.inputs import as_dask_labels
+    >>> X = da.zeros((6, 2), chunks=(4, 2))
+    >>> as_dask_labels(["a", "b", "a", "b", "a", "b"], X).chunks
+    ((4, 2),)
+    >>> as_dask_labels(da.arange(6, chunks=3), X).chunks  # rechunked to X's rows
+    ((4, 2),)
+    >>> as_dask_labels(np.zeros(5), X)
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 6 rows but y has 5 labels; pass one label per row (use -1 ...).
+    """
+    if _is_zarr_array(y):
+        y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
+    if is_dask_frame(y):
+        y = y.to_dask_array(lengths=True)
+    if not isinstance(y, da.Array):
+        if hasattr(y, "to_numpy"):
+            y = y.to_numpy()
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
+        if y.ndim != 1:
+            raise ValueError(
+                f"{name} should be a 1d array (one label per row); got shape {y.shape}. "
+                "Multi-output labels are not supported."
+            )
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
+                "pass one label per row (use -1 for unlabeled rows)."
+            )
+        return from_numpy_rows(y, X.chunks[0])
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D (one label per row); got shape {y.shape}.")
+    if any(np.isnan(c) for c in y.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes {y.chunks[0]}; call {name}.compute_chunk_sizes()."
+        )
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
+            "pass one label per row (use -1 for unlabeled rows)."
+        )
+    if y.chunks[0] != X.chunks[0]:
+        y = y.rechunk({0: X.chunks[0]})
+    return y
+
+
+def check_xy(
+    X,
+    y=None,
+    *,
+    chunk_rows: int | None = None,
+    estimator=None,
+    require_y: bool = False,
+    known_lengths: bool = True,
+) -> tuple[da.Array, da.Array | None]:
+    """Validate and align (X, y) as row-chunked Dask arrays with identical row chunks.
+
+    Every estimator calls this first; it is public so that a pipeline can check its input
+    (and see the blocks scalenc will stream) before a long fit. Nothing is computed but the
+    row counts of a Dask DataFrame's partitions.
+
+    Parameters
+    ----------
+    X : array-like, Dask array, Dask or pandas DataFrame, Zarr array, or path
+        The features, 2-D (rows × features). NumPy input is wrapped without copying;
+        integers become float64, float32 stays float32. A path or URL is opened with
+        :func:`load`.
+    y : array-like, Dask array or Series, optional
+        One label per row (``-1``, ``None`` or NaN for unlabeled rows); rechunked to X's
+        row blocks when they differ.
+    chunk_rows : int, optional
+        Rows per block. NumPy input defaults to blocks of about 64 MB, at least one per
+        core; Dask input keeps its row chunks unless this is given. Column chunks are always merged.
+    estimator : estimator, optional
+        Named in the error raised when ``require_y`` is set and y is None.
+    require_y : bool, default=False
+        Raise if ``y`` is None.
+    known_lengths : bool, default=True
+        Count the rows of a Dask DataFrame's partitions. False (output maps of X alone)
+        keeps them unknown, so that ``predict`` on a DataFrame stays lazy.
+
+    Returns
+    -------
+    X : dask.array.Array
+        2-D, float32 or float64, chunked along rows only.
+    y : dask.array.Array or None
+        1-D with exactly X's row chunks, or None when ``y`` is None.
+
+    Raises
+    ------
+    ValueError
+        X is not 2-D, has no rows or no columns, holds non-numeric values, has unknown
+        chunk sizes, or y has another number of rows than X; the message says how to fix it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc import check_xy
+    >>> X = np.arange(20, dtype=np.float32).reshape(10, 2)
+    >>> y = np.array([0, 1] * 5)
+    >>> Xd, yd = check_xy(X, y, chunk_rows=4)
+    >>> Xd.chunks, Xd.dtype
+    (((4, 4, 2), (2,)), dtype('float32'))
+    >>> yd.chunks
+    ((4, 4, 2),)
+    >>> check_xy(X, y[:9])
+    Traceback (most recent call last):
+    ...
+    ValueError: X has 10 rows but y has 9 labels; pass one label per row ...
+    """
+    if require_y and y is None:
+        owner = type(estimator).__name__ if estimator is not None else "This estimator"
+        raise ValueError(
+            f"{owner} requires y to be passed, but the target y is None. Pass one label per "
+            "row (-1 for unlabeled rows)."
+        )
+    X = as_dask_array(X, chunk_rows=chunk_rows, known_lengths=known_lengths or y is not None)
+    if X.shape[0] == 0:
+        raise ValueError(
+            f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is required."
+        )
+    if X.shape[1] == 0:
+        raise ValueError(
+            f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of 1 is required."
+        )
+    if y is None:
+        return X, None
+    return X, as_dask_labels(y, X)
+
+
+def encode_labels(y: da.Array, classes: np.ndarray, marker=UNLABELED) -> da.Array:
+    """Lazy class codes 0..K-1 of y (−1 for unlabeled rows: the ``marker`` and None/NaN,
+    see :func:`scalenc.math.labels.unlabeled_mask`), block by block.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.io.inputs import encode_labels
+    >>> y = da.from_array(np.array([5, -1, 2, 5]), chunks=2)
+    >>> encode_labels(y, classes=np.array([2, 5])).compute()
+    array([ 1, -1,  0,  1])
+    """
+    return y.map_blocks(
+        encode, classes=classes, marker=marker, dtype=np.int64, meta=np.empty(0, np.int64)
+    )
+
+
+# --- files ---------------------------------------------------------------------------
+
+
+def load(
+    path,
+    *,
+    labels=None,
+    label_column: str | None = None,
+    feature_columns=None,
+    chunk_rows: int | None = None,
+    allow_missing_chunks: bool = False,
+    storage_options: dict | None = None,
+) -> tuple[da.Array, da.Array | None]:
+    """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A local path or an fsspec URL (``file://``, ``memory://``, ``s3://`` …): a Zarr
+        array, a Zarr group holding arrays ``X`` and (optionally) ``y``, a Parquet file or
+        dataset directory, ``.npy`` (memory-mapped locally, read in row blocks by the
+        workers from a URL), ``.npz`` (arrays ``X`` and ``y``) or ``.csv`` (with a header
+        row; ``.npz`` and CSV are read whole).
+    labels : str or array-like, optional
+        A second Zarr array / ``.npy`` file (path or URL), or a component name inside the
+        Zarr group.
+    label_column : str, optional
+        Parquet/CSV: the column holding the labels.
+    feature_columns : list of str or str, optional
+        Parquet/CSV: the feature columns, by name or one glob pattern (``"px_*"``); by
+        default every column but the label column. Index columns stored by pandas or Dask
+        (``__null_dask_index__``, ``__index_level_0__``) are never features.
+    chunk_rows : int, optional
+        Rows per block; Parquet keeps its row groups, Zarr its chunks, unless given.
+    allow_missing_chunks : bool, default False
+        Read Zarr chunks absent from the store as the fill value (with a warning) instead
+        of refusing the store; for stores written with ``write_empty_chunks=False``.
+    storage_options : dict, optional
+        Passed to fsspec for URLs (credentials, endpoint); never written anywhere.
+
+    Notes
+    -----
+    A Zarr store is checked before anything is read: chunks missing from the store (Zarr
+    would read them as the fill value) and unreadable metadata raise
+    :class:`scalenc.io.integrity.DamagedDataError` naming the store, the array and the
+    chunks; a chunk that cannot be decoded raises it when read.
+
+    Returns
+    -------
+    X : dask.array.Array
+        The features, 2-D, chunked along rows only (float32 stays float32).
+    y : dask.array.Array or None
+        The labels with X's row chunks, or None when the dataset has none.
+
+    Examples
+    --------
+    Write a small dataset to Zarr and to Parquet, and open both lazily:
+
+    >>> import os, shutil, tempfile
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc import load, write_dataset
+    >>> folder = tempfile.mkdtemp()
+    >>> X = np.arange(12, dtype=np.float32).reshape(6, 2)
+    >>> y = np.array([0, 0, 1, 1, 2, -1])
+    >>> Xd = da.from_array(X, chunks=3)  # two row blocks
+    >>> path = write_dataset(Xd, y, os.path.join(folder, "train.zarr"))
+    >>> X2, y2 = load(path)
+    >>> X2.shape, str(X2.dtype), y2.compute().tolist()
+    ((6, 2), 'float32', [0, 0, 1, 1, 2, -1])
+    >>> _ = write_dataset(Xd, y, os.path.join(folder, "train.parquet"))
+    >>> X3, y3 = load(os.path.join(folder, "train.parquet"), label_column="y")
+    >>> bool((X3.compute() == X).all())
+    True
+    >>> shutil.rmtree(folder)
+
+    URLs take their credentials in ``storage_options``:
+
+    >>> X, y = load("s3://bucket/table/", label_column="y",
+    ...             storage_options={"anon": False})  # doctest: +SKIP
+    """
+    url = os.fspath(path)
+    fs, fs_path = readers.filesystem(url, storage_options)
+    kind = readers.kind_of(fs, fs_path)
+    columns = {"label_column": label_column, "feature_columns": feature_columns, "source": url}
+    _check_readable(fs, fs_path, url)
+    check_complete(fs, fs_path)  # an output whose publishing on an object store was cut
+    if kind == "parquet":
+        X, y = readers.read_parquet(fs, fs_path, **columns)
+    elif kind == "npy":
+        X, y = readers.read_npy(fs, fs_path, rows_per_block=chunk_rows or 2**16), None
+    elif kind == "npz":
+        X, y = readers.read_npz(fs, fs_path, with_labels=labels is None)
+    elif kind == "csv":
+        X, y = readers.read_csv(fs, fs_path, **columns)
+    else:
+        X, y = _load_zarr(url, labels, storage_options)
+        labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
+    X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
+    if labels is not None:
+        y = _open_labels(labels, storage_options)
+    if y is not None:
+        y = as_dask_labels(y, X, allow_missing_chunks=allow_missing_chunks)
+    return X, y
+
+
+def _display(fs, path: str) -> str:
+    """A path as the user would write it: plain for the local file system, else a URL."""
+    return path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
+
+
+def _check_readable(fs, path: str, url: str) -> None:
+    """Refuse a path that does not exist, naming the nearest part that does (a bucket name
+    wrong?), or one the credentials may not read."""
+    try:
+        if fs.exists(path):
+            return
+        parent = path.rstrip("/")
+        while "/" in parent.strip("/") and not fs.exists(parent := parent.rsplit("/", 1)[0]):
+            pass
+        found = fs.exists(parent) and parent.strip("/") != path.strip("/")
+    except PermissionError as exc:
+        raise PermissionError(
+            f"Cannot read {url!r}: {exc}. Check the credentials (storage_options=, "
+            "--storage-option KEY=VALUE, or the AWS_* environment variables)."
+        ) from exc
+    where = (
+        f"the nearest part that exists is {_display(fs, parent)!r}"
+        if found
+        else "no part of it exists (check the bucket or root name and the credentials)"
+    )
+    raise FileNotFoundError(f"{url!r} does not exist; {where}. Check the path.")
+
+
+def _looks_like_path(value: str) -> bool:
+    return "/" in value or "." in Path(value).name or "://" in value
+
+
+def _open_labels(labels, storage_options=None):
+    if isinstance(labels, (str, os.PathLike)):
+        url = os.fspath(labels)
+        fs, fs_path = readers.filesystem(url, storage_options)
+        if url.endswith(".npy"):
+            return readers.read_npy(fs, fs_path, rows_per_block=2**20)
+        return readers.open_zarr(url, storage_options)
+    return labels
+
+
+def _load_zarr(url: str, labels, storage_options=None):
+    spath = url
+    node = readers.open_zarr(url, storage_options)
+    if hasattr(node, "shape"):
+        return node, None
+    try:
+        keys = set(node.array_keys())
+    except Exception as exc:  # an array's metadata in the group cannot be parsed
+        raise DamagedDataError(
+            f"Cannot read the metadata of the arrays in the Zarr group {spath!r} "
+            f"({type(exc).__name__}: {exc}). A zarr.json (or .zarray) file is damaged; "
+            "restore it from a good copy or rewrite the store."
+        ) from exc
+    if "X" not in keys:
+        raise ValueError(
+            f"The Zarr group {spath!r} holds arrays {sorted(keys)}; scalenc reads features "
+            "from an array named 'X' (and labels from 'y'). Point --data at the array itself."
+        )
+    y = None
+    if isinstance(labels, str) and not _looks_like_path(labels):
+        if labels not in keys:
+            raise ValueError(f"The Zarr group {spath!r} has no labels array {labels!r}.")
+        y = node[labels]
+    elif labels is None and "y" in keys:
+        y = node["y"]
+    return node["X"], y

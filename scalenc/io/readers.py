@@ -1,0 +1,284 @@
+"""Datasets read lazily from local paths and fsspec URLs: Zarr, Parquet, ``.npy``, ``.npz``, CSV.
+
+Every path goes through fsspec (``file://``, ``memory://``, ``s3://`` with
+``storage_options``, and whatever fsspec resolves); a plain path is a local file. The
+workers read the blocks themselves: the client opens only metadata (Parquet footers, the
+``.npy`` header, Zarr's ``zarr.json``), except for ``.npz`` and CSV, which are read whole
+(small data).
+
+Parquet: one row block per row group, lengths from the footers. Index columns are never
+features: those the pandas metadata names (a Dask-written dataset's
+``__null_dask_index__``, pandas' ``__index_level_0__``) and any column named like them.
+``feature_columns`` (names or one glob pattern) and ``label_column`` select the rest.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import warnings
+
+import dask
+import dask.array as da
+import fsspec
+import numpy as np
+
+from scalenc.exceptions import DataWarning
+from scalenc.io.integrity import DamagedDataError
+
+__all__ = [
+    "LABEL_LIKE",
+    "filesystem",
+    "kind_of",
+    "check_feature_columns",
+    "split_frame",
+    "read_parquet",
+    "read_npy",
+    "read_npz",
+    "read_csv",
+    "open_zarr",
+]
+
+
+#: Column names that usually hold labels: read as features only with a warning.
+LABEL_LIKE = ("y", "label", "labels", "target", "class")
+
+#: Columns that hold a DataFrame index, not data, when a writer stored the index.
+_INDEX_COLUMN = re.compile(r"^(__null_dask_index__|__index_level_\d+__)$")
+
+
+def filesystem(path, storage_options: dict | None = None):
+    """(fsspec filesystem, path within it) of a local path or a URL."""
+    return fsspec.core.url_to_fs(str(path), **(storage_options or {}))
+
+
+def kind_of(fs, path: str) -> str:
+    """``"parquet"``, ``"npy"``, ``"npz"``, ``"csv"`` or ``"zarr"``, from the name (and, for
+    a directory, whether it holds ``.parquet`` files)."""
+    name = path.rstrip("/").rsplit("/", 1)[-1].lower()
+    for suffix, kind in ((".parquet", "parquet"), (".npy", "npy"), (".npz", "npz")):
+        if name.endswith(suffix):
+            return kind
+    if name.endswith((".csv", ".txt")):
+        return "csv"
+    if fs.isdir(path):
+        root = path.rstrip("/")
+        if any(fs.exists(f"{root}/{meta}") for meta in ("zarr.json", ".zgroup", ".zarray")):
+            return "zarr"
+        if _parquet_files(fs, root):
+            return "parquet"
+    return "zarr"
+
+
+def _parquet_files(fs, root: str) -> list[str]:
+    return sorted(f for f in fs.find(root) if f.endswith(".parquet"))
+
+
+# --- columns -------------------------------------------------------------------------------
+
+
+def check_feature_columns(names, kinds, label_column, source) -> None:
+    """Refuse non-numeric feature columns by name; warn when a column named like a label is
+    read as a feature because no ``label_column`` was given."""
+    bad = [name for name, kind in zip(names, kinds) if kind not in "biuf"]
+    if bad:
+        raise ValueError(
+            f"{source}: feature column(s) {bad[:10]} are not numeric. Select the numeric "
+            "columns (feature_columns=, --feature-columns), encode the others as numbers, or "
+            "name the labels with label_column= (--label-column)."
+        )
+    if label_column is None:
+        named = [name for name in names if str(name).lower() in LABEL_LIKE]
+        if named:
+            warnings.warn(
+                f"{source}: column {named[0]!r} is read as a feature because no label column "
+                f"was named; pass label_column={named[0]!r} (--label-column {named[0]}) if it "
+                "holds the labels.",
+                DataWarning,
+                stacklevel=5,
+            )
+
+
+def _select(names, index_columns, label_column, feature_columns, source) -> list[str]:
+    """The feature columns: ``feature_columns`` (names, or one glob pattern) or every
+    column but the label and the index columns, in the file's order."""
+    if label_column is not None and label_column not in names:
+        raise ValueError(f"{source} has no column {label_column!r}; its columns are {names[:20]}.")
+    data = [c for c in names if c not in index_columns and not _INDEX_COLUMN.match(str(c))]
+    if feature_columns is None:
+        return [c for c in data if c != label_column]
+    if isinstance(feature_columns, str):
+        chosen = [c for c in data if fnmatch.fnmatchcase(str(c), feature_columns)]
+        if not chosen:
+            raise ValueError(
+                f"{source}: no column matches feature_columns={feature_columns!r}; its "
+                f"columns are {data[:20]}."
+            )
+        return [c for c in chosen if c != label_column]
+    missing = [c for c in feature_columns if c not in data]
+    if missing:
+        raise ValueError(f"{source} has no column(s) {missing}; its columns are {data[:20]}.")
+    if label_column in feature_columns:
+        raise ValueError(f"label_column {label_column!r} is also among feature_columns.")
+    return list(feature_columns)
+
+
+def split_frame(frame, label_column, source, feature_columns=None):
+    """(features, labels) of an in-memory DataFrame, as NumPy arrays."""
+    names = list(frame.columns)
+    features = _select(names, (), label_column, feature_columns, source)
+    kinds = [getattr(frame[c].dtype, "kind", "O") for c in features]
+    check_feature_columns(features, kinds, label_column, source)
+    y = frame[label_column].to_numpy() if label_column is not None else None
+    return frame[features].to_numpy(), y
+
+
+# --- Parquet -------------------------------------------------------------------------------
+
+
+def _read_row_group(fs, path: str, index: int, columns: list[str]) -> np.ndarray:
+    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
+
+    with fs.open(path, "rb") as fh:
+        table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
+    return np.column_stack([table.column(c).to_numpy(zero_copy_only=False) for c in columns])
+
+
+def _read_labels_row_group(fs, path: str, index: int, column: str) -> np.ndarray:
+    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
+
+    with fs.open(path, "rb") as fh:
+        table = pq.ParquetFile(fh).read_row_group(index, columns=[column])
+    return table.column(column).to_numpy(zero_copy_only=False)
+
+
+def _index_columns(schema) -> set[str]:
+    """The columns the pandas metadata names as the stored index."""
+    meta = schema.metadata or {}
+    raw = meta.get(b"pandas")
+    if not raw:
+        return set()
+    try:
+        entries = json.loads(raw).get("index_columns", [])
+    except (ValueError, AttributeError):
+        return set()
+    return {entry for entry in entries if isinstance(entry, str)}
+
+
+def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, source=None):
+    """A Parquet file or dataset directory as lazy (X, y): one block per row group."""
+    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
+
+    source = source or path
+    files = _parquet_files(fs, path.rstrip("/")) if fs.isdir(path) else [path]
+    if not files:
+        raise FileNotFoundError(f"No .parquet files under {source!r}.")
+    footers = []
+    for file in files:
+        with fs.open(file, "rb") as fh:
+            handle = pq.ParquetFile(fh)
+            footers.append((file, handle.schema_arrow, handle.metadata))
+    schema = footers[0][1]
+    names = list(schema.names)
+    features = _select(names, _index_columns(schema), label_column, feature_columns, source)
+    kinds = [np.dtype(schema.field(c).type.to_pandas_dtype()).kind for c in features]
+    check_feature_columns(features, kinds, label_column, source)
+    dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
+    x_blocks, y_blocks = [], []
+    for file, _, meta in footers:
+        for group in range(meta.num_row_groups):
+            rows = meta.row_group(group).num_rows
+            if rows == 0:
+                continue
+            read = dask.delayed(_read_row_group, pure=True)(fs, file, group, features)
+            x_blocks.append(da.from_delayed(read, shape=(rows, len(features)), dtype=dtype))
+            if label_column is not None:
+                y_dtype = schema.field(label_column).type.to_pandas_dtype()
+                labels = dask.delayed(_read_labels_row_group, pure=True)(
+                    fs, file, group, label_column
+                )
+                y_blocks.append(
+                    da.from_delayed(
+                        labels,
+                        shape=(rows,),
+                        dtype=np.dtype(y_dtype) if y_dtype is not object else object,
+                    )
+                )
+    X = da.concatenate(x_blocks, axis=0)
+    y = da.concatenate(y_blocks, axis=0) if y_blocks else None
+    return X, y
+
+
+# --- NumPy files and CSV ----------------------------------------------------------------------
+
+
+def _read_npy_rows(fs, path: str, offset: int, start: int, stop: int, dtype, shape):
+    row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    with fs.open(path, "rb") as fh:
+        fh.seek(offset + start * row_bytes)
+        data = fh.read((stop - start) * row_bytes)
+    return np.frombuffer(data, dtype=dtype).reshape((stop - start, *shape[1:]))
+
+
+def read_npy(fs, path: str, *, rows_per_block: int):
+    """A ``.npy`` file: memory-mapped when local, else lazy row blocks read by the workers
+    (the header alone is read on the client)."""
+    if "file" in np.atleast_1d(fs.protocol):
+        return np.load(path, mmap_mode="r")
+    with fs.open(path, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"{path}: .npy format version {version} is not supported.")
+        offset = fh.tell()
+    if fortran or dtype.hasobject:
+        raise ValueError(f"{path}: a Fortran-ordered or object .npy cannot be read in row blocks.")
+    blocks = []
+    for start in range(0, shape[0], rows_per_block):
+        stop = min(shape[0], start + rows_per_block)
+        read = dask.delayed(_read_npy_rows, pure=True)(fs, path, offset, start, stop, dtype, shape)
+        blocks.append(da.from_delayed(read, shape=(stop - start, *shape[1:]), dtype=dtype))
+    return da.concatenate(blocks, axis=0)
+
+
+def read_npz(fs, path: str, *, with_labels: bool):
+    """``.npz`` (arrays ``X`` and optionally ``y``), read whole: for small data."""
+    with fs.open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
+        if "X" not in npz:
+            raise ValueError(f"{path} holds {list(npz.keys())}; scalenc expects an array 'X'.")
+        return npz["X"], (npz["y"] if "y" in npz and with_labels else None)
+
+
+def read_csv(fs, path: str, *, label_column=None, feature_columns=None, source=None):
+    """CSV with a header row, read whole (for small data)."""
+    import pandas as pd  # deferred: pandas is imported only for CSV input
+
+    with fs.open(path, "rb") as fh:
+        frame = pd.read_csv(fh)
+    return split_frame(frame, label_column, source or path, feature_columns)
+
+
+# --- Zarr ----------------------------------------------------------------------------------
+
+
+def open_zarr(url: str, storage_options: dict | None = None):
+    """A Zarr array or group at a path or URL, opened read-only (metadata only)."""
+    import zarr  # deferred: zarr is imported only for Zarr input
+
+    kwargs = {"storage_options": storage_options} if storage_options and "://" in url else {}
+    try:
+        return zarr.open(url, mode="r", **kwargs)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DamagedDataError(
+            f"Cannot read the metadata of the Zarr store {url!r} ({type(exc).__name__}: "
+            f"{exc}). Its zarr.json (or .zarray/.zgroup) is damaged; restore it from a good "
+            "copy or rewrite the store."
+        ) from exc
+    except Exception as exc:
+        raise FileNotFoundError(
+            f"Cannot open {url!r} as Zarr, Parquet, .npy, .npz or CSV ({exc}). Check the path."
+        ) from exc

@@ -1,0 +1,383 @@
+"""Small driver-side algebra on summaries (K×K, r×r, p×p, s×s): no data-sized arrays here.
+
+* :func:`lda_from_moments` — linear discriminant analysis from class counts, class
+  means and the pooled within-class scatter; the same algorithm as scikit-learn's
+  ``LinearDiscriminantAnalysis(solver="svd")``, written on the sufficient statistics
+  instead of on the centred data matrix (the encoder, CCDR's LDA head).
+* :func:`lda_decision` / :func:`lda_log_proba` — its decision function and posteriors.
+* :func:`ridge_solve`, :func:`regression_diagnostics`, :func:`numerical_rank` — the
+  regularised least squares D* = F Aᵀ (A Aᵀ + λ‖A‖²_F I)⁻¹ of nRBFN and LRC from A Aᵀ and
+  F Aᵀ, with the paper's fitting error and spectral risk.
+* :func:`graph_eigenvectors` — the smallest non-trivial solutions of L u = λ D u for a
+  graph G (CCDR's eq. 15), component by component, in a reproducible basis.
+* :func:`procrustes` — the orthogonal rotation aligning two embeddings.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.linalg.blas
+import scipy.sparse as sp
+import scipy.sparse.csgraph
+import scipy.sparse.linalg
+
+from scalenc.exceptions import ConvergenceWarning, NumericalWarning
+from scalenc.math.moments import log_softmax
+
+__all__ = [
+    "LDAModel",
+    "lda_from_moments",
+    "lda_decision",
+    "lda_log_proba",
+    "lda_proba",
+    "class_scores",
+    "stacked_class_scores",
+    "ridge_solve",
+    "regression_diagnostics",
+    "numerical_rank",
+    "MAX_RANK_BASIS",
+    "graph_eigenvectors",
+    "procrustes",
+]
+
+
+@dataclass(frozen=True)
+class LDAModel:
+    """A fitted LDA: ``decision(z) = z @ coef.T + intercept`` (binary: one column)."""
+
+    coef: np.ndarray  # (K, d), or (1, d) for two classes
+    intercept: np.ndarray  # (K,), or (1,)
+    means: np.ndarray  # (K, d) class means of the input
+    priors: np.ndarray  # (K,)
+    scalings: np.ndarray  # (d, rank)
+    xbar: np.ndarray  # (d,)
+    explained_variance_ratio: np.ndarray
+
+
+def lda_from_moments(
+    counts: np.ndarray, means: np.ndarray, scatter: np.ndarray, *, tol: float = 1e-4
+) -> LDAModel:
+    """LDA from sufficient statistics, as ``LinearDiscriminantAnalysis(solver="svd")``.
+
+    Parameters
+    ----------
+    counts : ndarray of shape (K,)
+        Labeled rows per class, all > 0.
+    means : ndarray of shape (K, d)
+        Class means μ_k.
+    scatter : ndarray of shape (d, d)
+        Pooled within-class scatter S_w = Σ_k Σ_{y_i=k} (z_i − μ_k)(z_i − μ_k)ᵀ.
+    tol : float
+        Relative threshold below which singular values are discarded (sklearn's ``tol``).
+
+    Notes
+    -----
+    scikit-learn takes the SVD of the within-class centred data ``Xc`` scaled by its
+    column standard deviations. Its right singular vectors and singular values are the
+    eigenvectors and square roots of the eigenvalues of ``D⁻¹ S_w D⁻¹ / n``, which only
+    needs S_w; the between-class step works on the K class means. So the streamed
+    statistics give the same discriminant (predictions identical, probabilities equal to
+    rounding) without the n×d matrix.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    means = np.asarray(means, dtype=np.float64)
+    scatter = np.asarray(scatter, dtype=np.float64)
+    n_samples = counts.sum()
+    n_classes = counts.size
+    priors = counts / n_samples
+    xbar = priors @ means
+
+    # 1) within-class scaling by the pooled standard deviations
+    std = np.sqrt(np.clip(np.diag(scatter), 0.0, None) / n_samples)
+    std[std == 0] = 1.0
+    scaled = scatter / np.outer(std, std) / n_samples
+    eigvals, eigvecs = scipy.linalg.eigh((scaled + scaled.T) / 2.0)
+    order = np.argsort(eigvals)[::-1]
+    sing = np.sqrt(np.clip(eigvals[order], 0.0, None))
+    vt = eigvecs[:, order].T
+    rank = int(np.sum(sing > tol))
+    if rank == 0:
+        warnings.warn(
+            "The within-class scatter is zero: every class is a single point in this space. "
+            "LDA falls back to the nearest class mean (Euclidean metric).",
+            NumericalWarning,
+            stacklevel=2,
+        )
+        scalings = np.eye(means.shape[1])
+    else:
+        scalings = (vt[:rank] / std).T / sing[:rank]
+
+    # 2) between-class scaling
+    fac = 1.0 if n_classes == 1 else 1.0 / (n_classes - 1)
+    between = (np.sqrt(counts * fac) * (means - xbar).T).T @ scalings
+    _, sing_b, vt_b = scipy.linalg.svd(between, full_matrices=False)
+    max_components = min(n_classes - 1, means.shape[1])
+    total = np.sum(sing_b**2)
+    explained = (sing_b**2 / total if total > 0 else np.zeros_like(sing_b))[:max_components]
+    rank_b = int(np.sum(sing_b > tol * sing_b[0])) if sing_b.size and sing_b[0] > 0 else 0
+    scalings = scalings @ vt_b.T[:, :rank_b]
+
+    coef = (means - xbar) @ scalings
+    intercept = -0.5 * np.sum(coef**2, axis=1) + np.log(priors)
+    coef = coef @ scalings.T
+    intercept = intercept - xbar @ coef.T
+    if n_classes == 2:
+        coef = (coef[1] - coef[0])[None, :]
+        intercept = np.array([intercept[1] - intercept[0]])
+    return LDAModel(coef, intercept, means, priors, scalings, xbar, explained)
+
+
+def lda_decision(model: LDAModel, Z: np.ndarray) -> np.ndarray:
+    """Decision scores ``Z @ coef.T + intercept`` of shape (b, K), or (b, 1) for two classes."""
+    return np.asarray(Z, dtype=np.float64) @ model.coef.T + model.intercept
+
+
+def class_scores(model: LDAModel) -> tuple[np.ndarray, np.ndarray]:
+    """(coef, intercept) of the K class scores whose softmax is the posterior: the LDA's
+    own, or for two classes 0 and its log-odds of class 1."""
+    coef, intercept = model.coef, model.intercept
+    if coef.shape[0] == 1:
+        coef = np.vstack([np.zeros_like(coef), coef])
+        intercept = np.concatenate([[0.0], intercept])
+    return coef, intercept
+
+
+def stacked_class_scores(models, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """One block-diagonal (M·K × M·K) matrix and offsets giving every model's K class
+    scores (:func:`class_scores`) from a stacked embedding [Z_1 | … | Z_M]."""
+    K, M = n_classes, len(models)
+    W, b = np.zeros((M * K, M * K)), np.zeros(M * K)
+    for m, model in enumerate(models):
+        coef, intercept = class_scores(model)
+        W[m * K : (m + 1) * K, m * K : (m + 1) * K] = coef.T
+        b[m * K : (m + 1) * K] = intercept
+    return W, b
+
+
+def lda_log_proba(model: LDAModel, Z: np.ndarray) -> np.ndarray:
+    """Log posteriors (b, K): softmax of the scores, or the logistic for two classes."""
+    coef, intercept = class_scores(model)
+    return log_softmax(np.asarray(Z, dtype=np.float64) @ coef.T + intercept)
+
+
+def lda_proba(model: LDAModel, Z: np.ndarray) -> np.ndarray:
+    """Posteriors (b, K); rows sum to one."""
+    return np.exp(lda_log_proba(model, Z))
+
+
+# --- ridge regression (nRBFN and LRC) -------------------------------------------------------
+
+
+def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, str | None]:
+    """X* = B (M + λ' I)⁻¹ with λ' = λ tr(M) = λ‖A‖²_F (Algorithm 2 step 9, eq. 14).
+
+    ``M`` is symmetric; only its lower triangle is read (the Gram pass fills only that).
+    Solved by Cholesky (LAPACK ``potrf``/``potrs``) with LAPACK's condition estimate.
+    Returns the solution and None, or — if the system is singular or its reciprocal
+    condition is below ε — the minimum-norm least-squares solution and a message for the
+    caller to warn with.
+    """
+    system = np.tril(np.asarray(M, dtype=np.float64))
+    system[np.diag_indices_from(system)] += lam * np.trace(M)
+    magnitude = np.abs(system)
+    anorm = float((magnitude.sum(axis=0) + magnitude.sum(axis=1) - np.diag(magnitude)).max())
+    del magnitude
+    # the C-ordered lower triangle is the upper triangle of the Fortran-ordered transpose
+    factor, info = scipy.linalg.lapack.dpotrf(system.T, lower=0, clean=0, overwrite_a=1)
+    if info == 0:
+        rcond, _ = scipy.linalg.lapack.dpocon(factor, anorm, uplo="U")
+        if rcond >= np.finfo(np.float64).eps:
+            solution, _ = scipy.linalg.lapack.dpotrs(factor, np.asarray(B, np.float64).T, lower=0)
+            return solution.T, None
+        problem = f"reciprocal condition number {rcond:.2g}"
+    else:
+        problem = f"the Cholesky factorisation failed at pivot {info}"
+    full = _symmetrize_lower(np.asarray(M, dtype=np.float64))
+    full[np.diag_indices_from(full)] += lam * np.trace(M)
+    return scipy.linalg.lstsq(full, np.asarray(B, np.float64).T)[0].T, problem
+
+
+def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: float) -> dict:
+    """The paper's Section 5 measures of a fitted regression F ≈ D A, from A Aᵀ and F Aᵀ.
+
+    With ‖F‖²_F = n (one indicator per labeled row), ‖DA‖²_F = tr(D M Dᵀ) and
+    ‖F − DA‖²_F = n − 2 tr(D Bᵀ) + ‖DA‖²_F:
+
+    * fitting error ε = ‖F − DA‖²_F / ‖DA‖²_F + 1            (Definition 7, eq. 23)
+    * spectral risk γ = ‖D‖²_F ‖A‖²_F / ‖DA‖²_F              (Definition 5, eq. 19)
+
+    Only the lower triangle of the symmetric M is read.
+    """
+    M_t, D_t = np.asarray(M, np.float64).T, np.asarray(D, np.float64).T
+    MD = scipy.linalg.blas.dsymm(1.0, M_t, D_t, side=0, lower=0)
+    fit_sq = float(np.sum(MD.T * D))
+    residual = float(n_rows) - 2.0 * float(np.sum(D * B)) + fit_sq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        epsilon = residual / fit_sq + 1.0 if fit_sq > 0 else np.nan
+        gamma = float(np.sum(D * D)) * float(np.trace(M)) / fit_sq if fit_sq > 0 else np.nan
+    return {"fitting_error": epsilon, "spectral_risk": gamma, "residual": residual, "fit": fit_sq}
+
+
+#: Largest basis whose rank is computed in ``fit`` (pivoted Cholesky, O(r³/3)).
+MAX_RANK_BASIS = 4096
+
+
+def numerical_rank(M: np.ndarray) -> int:
+    """Numerical rank of A from its Gram M = A Aᵀ (pivoted Cholesky, O(r³/3)).
+
+    Counts the singular values of A above √(r ε) σ₁ — the smallest that the Gram can
+    resolve in float64. Only the lower triangle of M is read.
+    """
+    if M.size == 0 or not np.any(M):
+        return 0
+    tol = M.shape[0] * np.finfo(np.float64).eps * float(np.max(np.diag(M)))
+    lower = np.tril(np.asarray(M, dtype=np.float64))
+    _, _, rank, _ = scipy.linalg.lapack.dpstrf(lower.T, tol=tol, lower=0, overwrite_a=1)
+    return int(rank)
+
+
+def _symmetrize_lower(M: np.ndarray) -> np.ndarray:
+    return np.tril(M) + np.tril(M, -1).T
+
+
+# --- the generalised symmetric eigenproblem of a graph (CCDR) ----------------------------
+
+#: Components with at most this many nodes are solved densely (``scipy.linalg.eigh``);
+#: larger ones with ``scipy.sparse.linalg.eigsh`` in shift-invert mode.
+DENSE_MAX = 1000
+
+#: Eigenvalues closer than this are treated as one repeated eigenvalue.
+EIG_TOL = 1e-8
+
+
+def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
+    """The k smallest (λ, u) of L u = λ D u on one connected component (D-orthonormal u)."""
+    n = G.shape[0]
+    k = min(k, n)
+    inv_sqrt = 1.0 / np.sqrt(d)
+    A = sp.diags(inv_sqrt) @ G @ sp.diags(inv_sqrt)  # D^{-1/2} G D^{-1/2}
+    Lsym = (sp.identity(n, format="csr") - A).tocsr()
+    Lsym = ((Lsym + Lsym.T) * 0.5).tocsr()
+    if n > DENSE_MAX and k < n - 1:
+        try:
+            v0 = np.random.default_rng(0).standard_normal(n)
+            lam, V = scipy.sparse.linalg.eigsh(Lsym, k=k, sigma=-1e-3, which="LM", v0=v0, tol=1e-12)
+        except (
+            scipy.sparse.linalg.ArpackError,
+            scipy.sparse.linalg.ArpackNoConvergence,
+            RuntimeError,
+        ) as exc:
+            warnings.warn(
+                f"scipy.sparse.linalg.eigsh failed on a graph component of {n} nodes ({exc}); "
+                "falling back to the dense scipy.linalg.eigh, which costs O(n³) time and "
+                "O(n²) memory. Lower subsample_size if this is too slow.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        else:
+            order = np.argsort(lam)
+            return np.clip(lam[order], 0.0, None), V[:, order] * inv_sqrt[:, None]
+    lam, V = scipy.linalg.eigh(Lsym.toarray(), subset_by_index=[0, k - 1])
+    return np.clip(lam, 0.0, None), V * inv_sqrt[:, None]
+
+
+def _canonical_basis(U: np.ndarray, lam: np.ndarray, n_classes: int) -> np.ndarray:
+    """Fix the arbitrary parts of the eigenvectors so that results are reproducible.
+
+    Within a repeated eigenvalue (|Δλ| ≤ EIG_TOL) any D-orthonormal basis of the eigenspace
+    is a solution; rotate it to the principal axes of its rows (eigenvectors of UᵀU,
+    largest first). Then fix each vector's sign: its largest-magnitude class-centre entry
+    (or, if the centres are all 0, its largest entry overall) is positive.
+    """
+    U = U.copy()
+    start = 0
+    while start < lam.size:
+        stop = start + 1
+        while stop < lam.size and lam[stop] - lam[stop - 1] <= EIG_TOL:
+            stop += 1
+        if stop - start > 1:
+            block = U[:, start:stop]
+            _, Q = np.linalg.eigh(block.T @ block)
+            U[:, start:stop] = block @ Q[:, ::-1]
+        start = stop
+    for j in range(U.shape[1]):
+        centres = U[:n_classes, j]
+        ref = centres if np.abs(centres).max() > 1e-12 * np.abs(U[:, j]).max() else U[:, j]
+        if ref[np.argmax(np.abs(ref))] < 0:
+            U[:, j] = -U[:, j]
+    return U
+
+
+def graph_eigenvectors(G: sp.csr_matrix, n_components: int, n_classes: int):
+    """The m smallest non-trivial solutions of L u = λ D u, L = D − G, D = diag(G 1).
+
+    CCDR's eq. (15); the first ``n_classes`` nodes are the class centres (they fix the
+    eigenvectors' signs, see :func:`_canonical_basis`).
+
+    Returns ``(lam (m,), U (L+s, m), info)``; U is D-orthonormal and D-orthogonal to 1.
+    Nodes of zero degree (isolated unlabeled points) get 0 in every eigenvector.
+
+    Disconnected graphs are solved component by component (the spectrum of G is the
+    union of the components' spectra). λ = 0 then has one eigenvector per component;
+    the constant vector (the paper's u₁) is removed from their span and the remaining
+    ``components − 1`` directions — which place each component at its own point — are
+    the first coordinates of the embedding, as the minimisation (14) prescribes.
+    """
+    N = G.shape[0]
+    d = np.asarray(G.sum(axis=1)).ravel()
+    active = np.flatnonzero(d > 0)
+    isolated = N - active.size
+    n_comp, labels = scipy.sparse.csgraph.connected_components(G[active][:, active], directed=False)
+    usable = active.size - 1
+    if n_components > usable:
+        raise ValueError(
+            f"n_components={n_components} is too large: the CCDR graph has {active.size} "
+            f"connected nodes (L class centres + subsample rows), so at most {usable} "
+            "non-trivial eigenvectors exist. Lower n_components or raise subsample_size."
+        )
+    m = n_components
+    # λ = 0: one D-normalised indicator per component
+    vol = np.bincount(labels, weights=d[active], minlength=n_comp)
+    null = np.zeros((N, n_comp))
+    null[active, labels] = 1.0 / np.sqrt(vol[labels])
+    # coordinates orthogonal to the constant vector Σ_c sqrt(vol_c/vol) χ̂_c
+    w = np.sqrt(vol / vol.sum())
+    Q = scipy.linalg.null_space(w[None, :]) if n_comp > 1 else np.zeros((1, 0))
+    lams = [np.zeros(n_comp - 1)]
+    vecs = [null @ Q]
+    for c in range(n_comp):
+        nodes = active[labels == c]
+        if nodes.size < 2:
+            continue
+        want = min(nodes.size, m + 2)
+        lam_c, V_c = _component_eigs(G[nodes][:, nodes], d[nodes], want)
+        full = np.zeros((N, lam_c.size - 1))
+        full[nodes] = V_c[:, 1:]  # drop the component's own constant vector (λ = 0)
+        lams.append(lam_c[1:])
+        vecs.append(full)
+    lam = np.concatenate(lams)
+    U = np.hstack(vecs)
+    order = np.argsort(lam, kind="stable")
+    lam, U = lam[order], U[:, order]
+    gap_tied = lam.size > m and lam[m] - lam[m - 1] <= EIG_TOL
+    lam, U = lam[:m], U[:, :m]
+    U = _canonical_basis(U, lam, n_classes)
+    info = {
+        "n_graph_components": int(n_comp),
+        "n_isolated": int(isolated),
+        "gap_tied": bool(gap_tied),
+    }
+    return lam, U, info
+
+
+def procrustes(source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The orthogonal R minimising ‖source R − target‖_F (Schönemann).
+
+    R = U Vᵀ from the SVD U Σ Vᵀ of sourceᵀ target.
+    """
+    U, _, Vt = np.linalg.svd(source.T @ target)
+    return U @ Vt

@@ -1,0 +1,509 @@
+"""Per-block NumPy functions that the streaming passes call.
+
+Nothing here imports dask. Every function takes one row block (a NumPy array) and
+returns a small partial result: class counts, class means and pooled within-class
+scatter matrices, accumulated in float64 whatever the input dtype (a float32 block's
+scatter, and with it the class sums, come from float32 products over row tiles, each
+added to the float64 total: see :func:`class_moments`). Partials of two
+blocks are merged with :func:`merge_moments`, which is associative, so the passes can
+combine them in any tree order and get the same result to rounding.
+
+Class moments use Chan, Golub & LeVeque's pairwise update (means and centred scatter,
+not raw sums of squares), so merging many blocks does not lose precision to
+cancellation when class means are large compared to the spread within a class.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import scipy.sparse as sp
+
+from scalenc.math import labels
+
+__all__ = [
+    "class_moments",
+    "merge_moments",
+    "merge_partials",
+    "combine_partials",
+    "count_nonfinite",
+    "check_finite",
+    "log_softmax",
+    "labeled_log_likelihood",
+    "scratch",
+    "magnitude_limit",
+    "check_magnitude",
+    "confusion_counts",
+    "checked_class_moments",
+    "onehot",
+]
+
+
+_SCRATCH = threading.local()
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A reusable per-thread buffer of ``shape`` and ``dtype``; its contents are undefined.
+
+    Row-tile loops use these for their megabyte-sized temporaries. A fresh temporary of
+    that size is mapped from the kernel and page-faulted in on every call, and the page
+    faults of a Dask worker's threads serialise on the process's memory map: with two
+    threads the faults, not the arithmetic, set the pace. A buffer stays valid until the
+    same thread asks for ``name`` again.
+    """
+    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    buf = buffers.get(name)
+    if buf is None or buf.nbytes < nbytes:
+        buf = buffers[name] = np.empty(max(nbytes, 1), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
+    """Sparse K×b indicator of the labeled rows of a block (codes < 0 are unlabeled)."""
+    rows = np.flatnonzero(codes >= 0)
+    data = np.ones(rows.size)
+    return sp.csr_matrix((data, (codes[rows], rows)), shape=(n_classes, codes.size))
+
+
+def class_moments(
+    X: np.ndarray,
+    codes: np.ndarray,
+    n_classes: int,
+    *,
+    scatter: bool = True,
+    sqnorm: bool = False,
+    check_finite: bool = False,
+) -> dict[str, np.ndarray]:
+    """Class counts, class means and pooled within-class scatter of one block.
+
+    Parameters
+    ----------
+    X : ndarray of shape (b, d)
+        One row block (any float dtype; the statistics are float64).
+    codes : ndarray of shape (b,)
+        Class codes 0..K-1, or -1 for an unlabeled row (ignored).
+    n_classes : int
+        K.
+    scatter : bool
+        Also return the pooled within-class scatter
+        ``S_w = Σ_k Σ_{y_i=k} (x_i - μ_k)(x_i - μ_k)ᵀ`` (d×d).
+    sqnorm : bool
+        Also return the per-class sums of squared row norms Σ_{y_i=k} ‖x_i‖² (K,).
+    check_finite : bool
+        Also return ``all_finite``: True when every row of the block was seen to be finite
+        on the way (from float64 column totals, which cannot overflow for float32 rows),
+        False when that is not known — then :func:`count_nonfinite` must decide.
+
+    Precision: float64 blocks, and the class sums without ``scatter`` or with ``sqnorm``,
+    are float64 throughout. A float32 block with ``scatter`` (and no ``sqnorm``) takes the
+    scatter and the class sums from one float32 product per tile of centred rows: their
+    error is float32 rounding relative to the spread of the data (≈ 1e-8 of a feature's
+    standard deviation for the means), about what the float32 values themselves carry.
+
+    Returns
+    -------
+    dict with ``n`` (K,), ``mean`` (K, d) and, if asked, ``scatter`` (d, d),
+    ``sqnorm`` (K,) and ``all_finite``.
+    A class with no row in the block has count 0 and mean 0.
+    """
+    codes = np.asarray(codes)
+    labeled = codes >= 0
+    n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
+    all_labeled = bool(labeled.all())
+    if scatter and np.asarray(X).dtype == np.float32:
+        out = _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite)
+        return out
+    if scatter:
+        # one float64 copy of the labeled rows, centred in place at their block mean m;
+        # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
+        indicator = onehot(codes, n_classes)
+        centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
+        sums = (
+            np.asarray(indicator[:, labeled] @ centred)
+            if not all_labeled
+            else np.asarray(indicator @ centred)
+        )
+        total = n.sum()
+        block_mean = sums.sum(axis=0) / total if total else np.zeros(centred.shape[1])
+        sums -= np.outer(n, block_mean)  # class sums of the centred rows
+        centred -= block_mean
+        shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+        mean = shifted + block_mean
+        out_scatter = centred.T @ centred - (shifted * n[:, None]).T @ shifted
+        out = {"n": n, "mean": np.where(n[:, None] > 0, mean, 0.0), "scatter": out_scatter}
+        if sqnorm:
+            centred += block_mean
+            out["sqnorm"] = (indicator[:, labeled] if not all_labeled else indicator) @ np.einsum(
+                "ij,ij->i", centred, centred
+            )
+        if check_finite:
+            out["all_finite"] = False
+        return out
+    sums, sq, all_finite = _class_sums(np.asarray(X), codes, n_classes, sqnorm, check_finite)
+    mean = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    out = {"n": n, "mean": mean}
+    if sqnorm:
+        out["sqnorm"] = sq
+    if check_finite:
+        out["all_finite"] = all_finite
+    return out
+
+
+SCATTER_TILE = 4096
+#: Above K = this · d, a float32 block's class sums are not taken from the augmented
+#: scatter product (:func:`_float32_moments`): K² float32 products per row against 2Kd
+#: float64 ones, a float64 product costing about twice a float32 one on this machine's
+#: BLAS (177 against 360 GFLOP/s, benchmarks/README.md): K² < 4Kd.
+AUGMENT_MAX_CLASSES_PER_FEATURE = 4
+SUMS_TILE = 512
+#: From this many classes on, class sums come from a sparse indicator
+#: (:func:`_class_sums_sparse`), in tiles of ``SPARSE_SUMS_TILE`` rows.
+SPARSE_SUMS_MIN_CLASSES = 32
+SPARSE_SUMS_TILE = 32768
+
+
+def _as_float64(tile: np.ndarray) -> np.ndarray:
+    """A float64 view or copy of a row tile; a copy goes to a per-thread scratch buffer."""
+    if tile.dtype == np.float64:
+        return tile
+    out = scratch("moments.float64", tile.shape, np.float64)
+    out[...] = tile
+    return out
+
+
+def _class_sums(X, codes, n_classes, sqnorm, check_finite):
+    """Per-class sums of the labeled rows (K×d, float64), a tile of ``SUMS_TILE`` rows at a
+    time; with ``sqnorm`` the per-class sums of squared row norms; with ``check_finite``
+    whether every row (labeled or not) is finite.
+
+    The float64 copy of a tile stays in L2 and a dense indicator makes the sums one BLAS
+    product per tile. For ``check_finite`` the indicator has one more row of ones: the
+    column totals of all the tile's rows, which NaN or ±inf anywhere makes non-finite
+    under any summation order (float32 rows summed in float64 cannot overflow; for float64
+    rows an overflow only sends the caller to :func:`count_nonfinite`).
+    """
+    if n_classes >= SPARSE_SUMS_MIN_CLASSES:
+        return _class_sums_sparse(X, codes, n_classes, sqnorm, check_finite)
+    sums = np.zeros((n_classes, X.shape[1]))
+    sq = np.zeros(n_classes)
+    all_finite = True
+    classes = np.arange(n_classes + 1 if check_finite else n_classes)[:, None]
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
+        for start in range(0, X.shape[0], SUMS_TILE):
+            tile = _as_float64(X[start : start + SUMS_TILE])
+            indicator = (codes[start : start + SUMS_TILE] == classes).astype(np.float64)
+            if check_finite:
+                indicator[n_classes] = 1.0  # the row of totals over every row of the tile
+            part = indicator @ tile
+            sums += part[:n_classes]
+            if check_finite:
+                all_finite = all_finite and bool(np.isfinite(part[n_classes]).all())
+            if sqnorm:
+                sq += indicator[:n_classes] @ np.einsum("ij,ij->i", tile, tile)
+    return sums, sq, all_finite
+
+
+def _class_sums_sparse(X, codes, n_classes, sqnorm, check_finite):
+    """:func:`_class_sums` for many classes: a sparse K×rows indicator (one entry per
+    labeled row, no sort needed in CSC form) times each float64 tile, d additions a row
+    whatever K, where the dense indicator product costs 2Kd multiply-adds in small,
+    inefficient products (3× faster for K = 100, measured for d = 16 to 1024). The column
+    totals for ``check_finite`` and the squared norms are separate float64 reductions."""
+    sums = np.zeros((n_classes, X.shape[1]))
+    sq = np.zeros(n_classes)
+    all_finite = True
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
+        for start in range(0, X.shape[0], SPARSE_SUMS_TILE):
+            tile = X[start : start + SPARSE_SUMS_TILE]
+            tile_codes = codes[start : start + SPARSE_SUMS_TILE]
+            labeled = tile_codes >= 0
+            indptr = np.zeros(tile.shape[0] + 1, dtype=np.int64)
+            np.cumsum(labeled, out=indptr[1:])
+            indicator = sp.csc_matrix(
+                (np.ones(int(indptr[-1])), tile_codes[labeled], indptr),
+                shape=(n_classes, tile.shape[0]),
+            )
+            tile64 = np.asarray(tile, dtype=np.float64)
+            sums += indicator @ tile64
+            if check_finite:
+                totals = np.add.reduce(tile64, axis=0)
+                all_finite = all_finite and bool(np.isfinite(totals).all())
+            if sqnorm:
+                norms = np.einsum("ij,ij->i", tile64, tile64)
+                sq += np.bincount(tile_codes[labeled], norms[labeled], minlength=n_classes)
+    return sums, sq, all_finite
+
+
+def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
+    """Class moments of a float32 block from float32 products over tiles of
+    ``SCATTER_TILE`` rows, each added to a float64 total.
+
+    Each tile's labeled rows, less a centre c (the first tile's mean, as float32), are
+    augmented with their K class-indicator columns; one symmetric product of that
+    (rows × (d+K)) matrix gives the centred scatter Σ(x−c)(x−c)ᵀ and the class sums
+    Σ(x−c) together. Centring keeps the float32 sums exact in their leading digits when
+    the means are large against the spread; rounding is bounded by the tile (≈ √4096 ·
+    6e-8 ≈ 4e-6 relative to the spread per tile), at half the memory traffic and twice
+    the BLAS rate of float64, and with no separate pass for the class sums.
+
+    With ``sqnorm`` (not in that product), or with many classes for few features
+    (K > ``AUGMENT_MAX_CLASSES_PER_FEATURE`` · d: the K indicator columns would add K²
+    float32 products per row where a float64 indicator product costs 2Kd), the class
+    sums (and squared norms) come from float64 tiles instead (:func:`_class_sums`), and
+    the product is of the centred rows only.
+    """
+    K, n_cols = n.size, X.shape[1]
+    rows = X if all_labeled else X[labeled]
+    row_codes = codes if all_labeled else codes[labeled]
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
+        if sqnorm or K > AUGMENT_MAX_CLASSES_PER_FEATURE * n_cols:
+            sums, sq, all_finite = _class_sums(X, codes, K, sqnorm, check_finite)
+            total = n.sum()
+            centre = (sums.sum(axis=0) / total if total else np.zeros(n_cols)).astype(np.float32)
+            scatter = _centred_gram(rows, row_codes, centre, 0)
+            sums -= np.outer(n, centre.astype(np.float64))  # about the centre
+        else:
+            head = rows[:SCATTER_TILE]
+            centre = np.add.reduce(head, axis=0, dtype=np.float64) / max(head.shape[0], 1)
+            centre = centre.astype(np.float32)
+            gram = _centred_gram(rows, row_codes, centre, K)
+            scatter, sums = gram[:n_cols, :n_cols], gram[n_cols:, :n_cols]
+            # NaN/inf in a labeled row makes its diagonal non-finite (so may a square
+            # beyond float32's range: then count_nonfinite decides); unlabeled rows here
+            all_finite = check_finite and bool(np.isfinite(np.diagonal(gram)).all())
+            if all_finite and not all_labeled:
+                all_finite = bool(np.isfinite(X[~labeled]).all())
+    out = _moments_about(n, centre.astype(np.float64), sums, scatter)
+    if sqnorm:
+        out["sqnorm"] = sq
+    if check_finite:
+        out["all_finite"] = all_finite
+    return out
+
+
+def _centred_gram(rows, row_codes, centre, n_classes):
+    """Σ aᵢaᵢᵀ over the rows, aᵢ = [xᵢ − c, one-hot(yᵢ) (K columns)], as float32 products
+    over tiles of ``SCATTER_TILE`` rows summed in float64; (d+K)×(d+K)."""
+    n_rows, n_cols = rows.shape
+    width = n_cols + n_classes
+    classes = np.arange(n_classes, dtype=row_codes.dtype)
+    gram = np.zeros((width, width))
+    for start in range(0, n_rows, SCATTER_TILE):
+        tile = rows[start : start + SCATTER_TILE]
+        aug = scratch("moments.augmented", (tile.shape[0], width), np.float32)
+        np.subtract(tile, centre, out=aug[:, :n_cols])
+        if n_classes:
+            np.equal(row_codes[start : start + SCATTER_TILE, None], classes, out=aug[:, n_cols:])
+        gram += aug.T @ aug
+    return gram
+
+
+def _moments_about(n, centre, sums, scatter):
+    """Class moments from the class sums Σ(x−c) (K×d) and the pooled scatter
+    Σ(x−c)(x−c)ᵀ (d×d) of the labeled rows about a centre c."""
+    shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
+    scatter = scatter - (shifted * n[:, None]).T @ shifted  # μ_k − c = shifted
+    mean = np.where(n[:, None] > 0, shifted + centre, 0.0)
+    return {"n": n, "mean": mean, "scatter": scatter}
+
+
+def merge_moments(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Merge two class-moment partials (Chan et al.'s pairwise update).
+
+    Keys other than ``n``, ``mean`` and ``scatter`` are summed.
+    """
+    n = a["n"] + b["n"]
+    delta = b["mean"] - a["mean"]
+    frac = np.divide(b["n"], n, out=np.zeros_like(n), where=n > 0)
+    out = {"n": n, "mean": a["mean"] + delta * frac[:, None]}
+    if "scatter" in a:
+        weight = np.divide(a["n"] * b["n"], n, out=np.zeros_like(n), where=n > 0)
+        out["scatter"] = a["scatter"] + b["scatter"] + (delta * weight[:, None]).T @ delta
+    for key in a.keys() - {"n", "mean", "scatter"}:
+        out[key] = merge_partials(a[key], b[key])
+    return out
+
+
+def _is_moments(obj) -> bool:
+    return isinstance(obj, dict) and "n" in obj and "mean" in obj
+
+
+def merge_partials(a, b):
+    """Merge two partials of any pass.
+
+    Class-moment dicts (keys ``n`` and ``mean``) merge by :func:`merge_moments`; other
+    dicts, tuples and lists merge key by key; arrays and numbers are summed.
+    """
+    if _is_moments(a):
+        return merge_moments(a, b)
+    if isinstance(a, dict):
+        return {key: merge_partials(a[key], b[key]) for key in a}
+    if isinstance(a, (tuple, list)):
+        return type(a)(merge_partials(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def combine_partials(*partials):
+    """Merge any number of partials (one node of a tree reduction)."""
+    out = partials[0]
+    for part in partials[1:]:
+        out = merge_partials(out, part)
+    return out
+
+
+def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
+    """:func:`class_moments` of a block that may hold NaN/inf, with their count.
+
+    Returns the moments plus ``nonfinite`` (NaN/inf entries of the block) and ``rows``.
+    The float32 and scatter-free paths see every value on the way and say whether all
+    were finite; otherwise (or when some were not) the entries are counted. Non-finite
+    entries are read as 0 so the statistics stay finite until the caller refuses X.
+    """
+    out = None
+    if not scatter or X.dtype == np.float32:  # these paths see every row's values anyway
+        out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True)
+    all_finite = out is not None and out.pop("all_finite")
+    nonfinite = 0 if all_finite else count_nonfinite(X)
+    if nonfinite:  # the fit will refuse X; keep the statistics finite until then
+        X = np.where(np.isfinite(X), X, 0.0)
+        out = None
+    if out is None:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+    if not all_finite and not nonfinite and not _all_finite(out):
+        check_magnitude(X)  # finite values whose products overflowed: name them
+    out["nonfinite"] = nonfinite
+    out["rows"] = X.shape[0]
+    return out
+
+
+def _all_finite(stats: dict) -> bool:
+    return all(np.isfinite(value).all() for value in stats.values())
+
+
+def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
+    """Merge two tuples of per-kernel class moments, kernel by kernel."""
+    return tuple(merge_moments(x, y) for x, y in zip(a, b))
+
+
+def add_tuples(a: tuple, b: tuple) -> tuple:
+    """Element-wise sum of two tuples of per-kernel totals."""
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def over_row_tiles(func, merge, X, codes, rows: int):
+    """``func(X_tile, codes_tile)`` over row tiles of ``rows``, merged left to right."""
+    out = None
+    for start in range(0, max(X.shape[0], 1), rows):
+        part = func(X[start : start + rows], codes[start : start + rows])
+        out = part if out is None else merge(out, part)
+    return out
+
+
+def map_row_tiles(func, X, rows: int) -> np.ndarray:
+    """``func(X_tile)`` over row tiles of ``rows``, written into one output for the block
+    (its shape and dtype from the first tile's result): the temporaries of ``func`` stay
+    tile-sized while the output has the block's rows."""
+    n = X.shape[0]
+    if n <= rows:
+        return func(X)
+    first = func(X[:rows])
+    out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
+    out[:rows] = first
+    for start in range(rows, n, rows):
+        out[start : start + rows] = func(X[start : start + rows])
+    return out
+
+
+def check_finite(X: np.ndarray) -> None:
+    """Refuse a block holding NaN or infinite values (the per-block check of every output map)."""
+    bad = count_nonfinite(X)
+    if bad:
+        raise ValueError(
+            f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
+            "impute or drop them before predicting or transforming."
+        )
+
+
+def magnitude_limit(dtype) -> float:
+    """The largest |x| whose square the dtype holds: second-order statistics (scatters,
+    distances, Gram matrices) of larger values overflow or lose every other row's digits."""
+    return float(np.sqrt(np.finfo(dtype).max))
+
+
+def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
+    """Refuse a block holding a finite value too large for its dtype's statistics
+    (:func:`magnitude_limit`), naming the column and the value."""
+    if not np.issubdtype(X.dtype, np.floating) or X.size == 0:
+        return
+    limit = magnitude_limit(X.dtype)
+    with np.errstate(invalid="ignore"):
+        peaks = np.nanmax(np.where(np.isfinite(X), np.abs(X), 0.0), axis=0)
+    if np.any(peaks > limit):
+        column = int(np.argmax(peaks))
+        raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", X.dtype)
+
+
+def too_large(column: int, what: str, dtype) -> ValueError:
+    """The error for a column whose values are too large for ``dtype``'s statistics."""
+    return ValueError(
+        f"X column {column} {what}, too large for {np.dtype(dtype)} statistics: squares of "
+        f"values beyond {magnitude_limit(dtype):.3g} overflow. Scale or clip that feature "
+        "(e.g. sklearn.preprocessing.RobustScaler), drop the rows, or cast X to float64."
+    )
+
+
+def count_nonfinite(X: np.ndarray) -> int:
+    """Number of NaN or infinite entries of a block."""
+    if np.issubdtype(X.dtype, np.integer):
+        return 0
+    return int(X.size - np.count_nonzero(np.isfinite(X)))
+
+
+def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -> np.ndarray:
+    """Log of the softmax of ``scores`` along ``axis`` (rows of (b, K) by default), stably.
+
+    With ``overwrite`` the result is written into ``scores`` (a float array).
+    """
+    shifted = scores if overwrite else np.array(scores, dtype=np.float64, copy=True)
+    shifted -= shifted.max(axis=axis, keepdims=True)
+    # exp into a per-thread buffer: a fresh temporary the size of the scores is
+    # page-faulted in on every call (see :func:`scratch`)
+    expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
+    shifted -= np.log(expd.sum(axis=axis, keepdims=True))
+    return shifted
+
+
+def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
+    """Sum of ``log T(i, y_i)`` over the labeled rows of a block, and their number.
+
+    The cross-entropy of Shen's Section 3, Step 4, is minus the total over all blocks.
+    """
+    labeled = np.flatnonzero(codes >= 0)
+    return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
+
+
+def confusion_counts(
+    pred: np.ndarray, y: np.ndarray, classes: np.ndarray, *, marker=labels.UNLABELED
+):
+    """Confusion counts of one block of predictions and true labels.
+
+    Returns the K×K matrix (rows: true class, columns: predicted), ``[rows whose label is
+    not a class, unlabeled rows]`` and the predictions per class of the rows whose label is
+    not a class. Unlabeled rows (the ``marker``, −1 by default, and None/NaN) are left out
+    of the matrix.
+    """
+    y = np.asarray(y)
+    unlabeled = labels.unlabeled_mask(y, marker)
+    K = classes.size
+    p = labels.encode(np.asarray(pred)[~unlabeled], classes, unknown=-2, marker=None)
+    t = labels.encode(y[~unlabeled], classes, unknown=-2, marker=None)
+    known = t >= 0
+    matrix = np.bincount(t[known] * K + p[known], minlength=K * K).reshape(K, K)
+    other = np.bincount(p[~known], minlength=K)
+    counts = np.array([int((~known).sum()), int(unlabeled.sum())])
+    return matrix.astype(np.int64), counts, other.astype(np.int64)

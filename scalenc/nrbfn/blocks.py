@@ -1,0 +1,444 @@
+"""The formulas of Hu, Pan & Wu's nRBFN and LRC on one row block, in plain NumPy — no dask here.
+
+Paper: "nRBFN and LRC from spectral graph theory" (shared/seeds/nrbfn-lrc-spectral-graph.txt).
+
+* soft-KNN (Algorithm 1): the width σ of the neighbour weights, the confidence T of
+  each candidate and the basis chosen from it (:func:`knn_sigma`,
+  :func:`soft_knn_confidence`, :func:`select_basis`); the neighbours themselves come
+  from the exact search of :mod:`scalenc.math.neighbors`;
+* the network (Algorithms 2 and 3): W̃, the column-normalised Gaussian kernel between the
+  basis and a block (:func:`normalized_kernel`), and the block functions of the passes:
+  σ (:func:`sigma_block`), the Gram M = W̃W̃ᵀ and B = F W̃ᵀ per fold (:func:`gram_block`),
+  the held-out errors of the λ grid (:func:`cv_error_block`);
+* the scores of both classifiers and their probabilities.
+
+The ridge solve and the paper's diagnostics work on the r×r summaries and live in
+:mod:`scalenc.math.linalg`; :mod:`scalenc.engine.passes` wires these block functions into passes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalenc.math import moments as _blocks
+from scalenc.math.neighbors import labeled_rows, row_sq_norms, sq_distances_from_inner
+from scalenc.math.sampling import row_hash
+
+__all__ = [
+    "knn_sigma",
+    "soft_knn_confidence",
+    "select_basis",
+    "normalized_kernel",
+    "prepare_basis",
+    "kernel_tiles",
+    "fold_of",
+    "sigma_block",
+    "gram_block",
+    "sum_gram_partials",
+    "cv_error_block",
+    "cv_error_refit_block",
+    "nrbfn_scores",
+    "lrc_scores",
+    "scores_to_proba",
+    "decision_block",
+    "proba_block",
+    "predict_block",
+]
+
+
+#: Elements of one kernel tile (basis × rows) inside a block; 4M float64 = 32 MB.
+KERNEL_TILE_ELEMENTS = 4 * 2**20
+#: Elements of the kernel normalised at a time (float64 rows that stay in a core's cache).
+NORMALISE_ELEMENTS = 2**16
+#: Rows × r of W̃ per update of the Gram: at most 64M float64 = 512 MB per worker thread
+#: (a block's rows are split into equal steps under it). An update reads and writes the
+#: whole r×r Gram, so it must cover many rows (≥ 2000 for r ≈ 9000) to be bound by
+#: arithmetic rather than memory.
+GRAM_TILE_ELEMENTS = 64 * 2**20
+#: Rows of the Gram per strip of :func:`_syrk_lower_into` (the temporary product of a
+#: strip is GRAM_STRIP × r float64: 72 MB for r ≈ 9000).
+GRAM_STRIP = 1024
+
+
+# --- soft-KNN (Algorithm 1) -----------------------------------------------------------
+
+
+def knn_sigma(dist2: np.ndarray) -> float:
+    """Algorithm 1, step 4: σ = Σ_ij Q_ij / (k n), the mean neighbour distance."""
+    return float(np.sqrt(dist2).mean())
+
+
+def soft_knn_confidence(
+    dist2: np.ndarray,
+    neighbor_labels: np.ndarray,
+    labels: np.ndarray,
+    sigma: float,
+) -> np.ndarray:
+    """Algorithm 1, steps 5–7: the soft-KNN confidence T of each candidate.
+
+    W_ij = exp(−Q_ij² / (2σ²)) over the k neighbours of candidate j, normalised to sum to
+    one (W̃ = W diag(1ᵀW)⁻¹); T_j = Σ of W̃ over the neighbours that share j's label,
+    computed as (same-label weight) / (total weight) with both sums taken alike, so T is
+    exactly 1 when every neighbour shares the label: step 9's "lowest confidence" among
+    such rows is then an exact tie, which goes to the first row (as MATLAB's ``min``),
+    whatever the input's precision. The smallest Q_ij² of each candidate is subtracted
+    inside the exponential, which the normalisation cancels exactly, so T is defined even
+    when every W_ij underflows.
+    """
+    scale = 2.0 * sigma**2 if sigma > 0 else 1.0
+    logits = -(dist2 - dist2.min(axis=1, keepdims=True)) / scale
+    W = np.exp(logits)
+    same = neighbor_labels == np.asarray(labels)[:, None]
+    return np.where(same, W, 0.0).sum(axis=1) / W.sum(axis=1)
+
+
+def _by_confidence(confidence: np.ndarray) -> np.ndarray:
+    """Positions ordered by increasing confidence, ties by position."""
+    return np.lexsort((np.arange(confidence.size), confidence))
+
+
+def _least_confident_per_class(confidence, labels, n_classes) -> np.ndarray:
+    order = _by_confidence(confidence)
+    first = {}
+    for pos in order:
+        first.setdefault(int(labels[pos]), pos)
+        if len(first) == n_classes:
+            break
+    return np.array(sorted(first.values()), dtype=np.intp)
+
+
+def select_basis(
+    confidence: np.ndarray,
+    labels: np.ndarray,
+    threshold: float,
+    n_classes: int,
+    *,
+    n_basis: int | None = None,
+    max_basis: int | None = None,
+) -> tuple[np.ndarray, bool]:
+    """Algorithm 1, steps 8–9: positions (into the candidates) of the basis, ascending.
+
+    Without ``n_basis``: every candidate with T < ``threshold``, plus the least confident
+    candidate of any class left out. With ``n_basis`` (the paper's "same basis size as
+    SVM" mode, Section 7.1.3): exactly the ``n_basis`` least confident candidates, one per
+    class reserved first. ``max_basis`` cuts a larger threshold basis to that many rows:
+    the least confident of each class, then rows spread evenly over the rest in order of
+    confidence (:func:`_spread`). Returns the positions and whether the cap cut the basis.
+    """
+    labels = np.asarray(labels)
+    reserve = _least_confident_per_class(confidence, labels, n_classes)
+    reserved = np.zeros(confidence.size, dtype=bool)
+    reserved[reserve] = True
+    order = _by_confidence(confidence)
+    if n_basis is None:
+        chosen = np.union1d(np.flatnonzero(confidence < threshold), reserve)
+        if max_basis is None or chosen.size <= max_basis:
+            return chosen, False
+        wanted = order[(confidence[order] < threshold) & ~reserved[order]]
+        return np.union1d(reserve, _spread(wanted, max(0, max_basis - reserve.size))), True
+    fill = order[~reserved[order]][: max(0, n_basis - reserve.size)]
+    return np.union1d(reserve, fill), False
+
+
+def _spread(ordered: np.ndarray, size: int) -> np.ndarray:
+    """``size`` entries of ``ordered`` at evenly spaced ranks, the first and last included.
+
+    Why the cap spreads the basis over the confidence order instead of keeping the least
+    confident rows: the least confident rows are the most ambiguous ones, and where the
+    rule asks for most rows a basis of them alone fitted worse. With the same r, the
+    spread basis gave 0.2–0.65 point lower test error on Connect-4 and fars, and errors
+    within noise of it on adult and a simulated overlapping problem
+    (``benchmarks/README.md``, "Memory-aware defaults").
+    """
+    if size >= ordered.size:
+        return ordered
+    if size <= 0:
+        return ordered[:0]
+    return ordered[np.linspace(0, ordered.size - 1, size).astype(np.intp)]
+
+
+# --- the network (Algorithms 2 and 3) ----------------------------------------------------
+
+
+def prepare_basis(basis: np.ndarray, sigma: float, dtype) -> tuple:
+    """What :func:`normalized_kernel` derives from the basis, computed once per block
+    rather than once per row tile: the basis scaled by 1/σ² in the products' ``dtype``,
+    and ‖g‖²/(2σ²) per basis row (float64)."""
+    basis64 = np.asarray(basis, dtype=np.float64)
+    scaled_basis = (basis64 / sigma**2).astype(dtype)
+    basis_term = np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
+    return np.dtype(dtype), scaled_basis, basis_term
+
+
+def normalized_kernel(
+    X: np.ndarray,
+    basis: np.ndarray,
+    sigma: float,
+    *,
+    out: np.ndarray | None = None,
+    prepared: tuple | None = None,
+) -> np.ndarray:
+    """W̃ᵀ for a block: Gaussian kernel to the basis, each row normalised to sum to one.
+
+    ``W_ij = exp(−‖G_i − x_j‖² / (2σ²))`` and ``W̃ = W diag(1ᵀW)⁻¹`` (Algorithm 2 steps
+    6–7, Algorithm 3 steps 3–4). Returned transposed, shape (b, r), float64, written into
+    ``out`` when given. The smallest squared distance of each row is subtracted inside
+    the exponential, which the normalisation cancels exactly, so rows far from every
+    basis vector do not underflow. After the one matrix product, the exponentials and
+    normalisation run on cache-sized groups of rows (:data:`NORMALISE_ELEMENTS`).
+    ``prepared`` is :func:`prepare_basis` of (basis, sigma), for callers that call this
+    on many row tiles.
+    """
+    dtype = np.result_type(X.dtype, basis.dtype, np.float32)
+    if prepared is None or prepared[0] != dtype:
+        prepared = prepare_basis(basis, sigma, dtype)
+    # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
+    # the row and cancels in the normalisation, as does the row maximum subtracted below.
+    _, scaled_basis, basis_term = prepared
+    products = np.asarray(X, dtype=dtype) @ scaled_basis.T
+    W = np.empty(products.shape) if out is None else out
+    step = max(1, NORMALISE_ELEMENTS // max(products.shape[1], 1))
+    for start in range(0, products.shape[0], step):
+        logits = W[start : start + step]
+        np.subtract(products[start : start + step], basis_term, out=logits)
+        logits -= logits.max(axis=1, keepdims=True)
+        np.exp(logits, out=logits)
+        logits /= logits.sum(axis=1, keepdims=True)
+    return W
+
+
+def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
+    """(start, stop, W̃ᵀ of rows[start:stop]) over row tiles of :func:`_basis_tiles` rows.
+
+    Memory O(tile × r) whatever the block's rows (a 20 000-row block against a basis of
+    8 787 took 2 GB when W̃ᵀ was formed whole); each W̃ᵀ tile is a per-thread scratch
+    buffer, valid until the next one is yielded.
+    """
+    r = basis.shape[0]
+    prepared = prepare_basis(basis, sigma, np.result_type(rows.dtype, basis.dtype, np.float32))
+    step = _basis_tiles(rows.shape[0], r)
+    for start in range(0, rows.shape[0], step):
+        stop = min(rows.shape[0], start + step)
+        W = _blocks.scratch("nrbfn.kernel_tile", (stop - start, r), np.float64)
+        yield (
+            start,
+            stop,
+            normalized_kernel(rows[start:stop], basis, sigma, out=W, prepared=prepared),
+        )
+
+
+def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
+    """Cross-validation fold (0..n_folds−1) of each global row index (a hash, so chunk-free)."""
+    return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
+
+
+def _syrk_lower_into(M: np.ndarray, W: np.ndarray) -> None:
+    """M += Wᵀ W on the lower triangle of the C-ordered M (W is rows × r), in place.
+
+    The lower triangle is cut into strips of :data:`GRAM_STRIP` rows: each strip's
+    diagonal square is a NumPy ``Wₐᵀ Wₐ`` (which NumPy runs as BLAS ``syrk``) and the
+    part left of it one GEMM ``Wₐᵀ W[:, :a]``. The work is that of one ``dsyrk`` (r² flops
+    per row of W, half a GEMM), and W is read in place (no Fortran-ordered copy). Only
+    the lower triangle is meaningful afterwards (the diagonal squares also add to part
+    of the upper one, which nothing reads).
+
+    NumPy's matmul releases the GIL while BLAS runs; SciPy's ``scipy.linalg.blas.dsyrk``
+    wrapper does not, so with it the Gram updates of the threaded scheduler's worker
+    threads ran one at a time.
+    """
+    r = W.shape[1]
+    for a in range(0, r, GRAM_STRIP):
+        end = min(r, a + GRAM_STRIP)
+        Wa = W[:, a:end]
+        M[a:end, a:end] += Wa.T @ Wa
+        if a:
+            M[a:end, :a] += Wa.T @ W[:, :a]
+
+
+# --- block functions of the passes ------------------------------------------------------
+
+
+def _basis_tiles(n_rows: int, r: int) -> int:
+    return int(np.clip(KERNEL_TILE_ELEMENTS // max(r, 1), 1, 8192))
+
+
+def sigma_block(X, codes, *, row_start, basis):
+    """Σ_ij ‖G_i − x_j‖ over the labeled rows of a block, and their number (Algorithm 2, step 5).
+
+    Distances are formed in the data's precision (‖x‖² + ‖g‖² − 2 x·g, float32 for
+    float32 data, values below the expansion's rounding error set to 0) and summed in
+    float64.
+    """
+    rows, _, _ = labeled_rows(X, codes, row_start)
+    dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
+    basis_d = np.asarray(basis, np.float64).astype(dtype)
+    row_norms = row_sq_norms(rows).astype(dtype)
+    basis_norms = row_sq_norms(basis).astype(dtype)
+    eps = np.finfo(dtype).eps
+    total = 0.0
+    step = _basis_tiles(rows.shape[0], basis.shape[0])
+    for start in range(0, rows.shape[0], step):
+        stop = start + step
+        d2 = rows[start:stop].astype(dtype, copy=False) @ basis_d.T
+        sq_distances_from_inner(d2, row_norms[start:stop], basis_norms, zero_below=eps, out=d2)
+        total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
+    return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
+
+
+def _folds_of_block(index, codes, folds, n_folds, seed):
+    """The fold of each labeled row of a block: its entry of the aligned ``folds`` block
+    when the splits were given, else :func:`fold_of` its global row index."""
+    if folds is not None:
+        return np.asarray(folds)[np.asarray(codes) >= 0].astype(np.int64)
+    if n_folds > 1:
+        return fold_of(index, n_folds, seed)
+    return np.zeros(index.size, np.int64)
+
+
+def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed):
+    """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
+
+    One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
+    per labeled row). A row's fold is :func:`fold_of` its global index, or its entry of
+    the aligned ``folds`` block when the splits were given (the held-out sets then
+    partition the labeled rows: the solves take M − M_f as fold f's training Gram).
+    Memory: one W̃
+    tile (:data:`GRAM_TILE_ELEMENTS`), one strip product (:data:`GRAM_STRIP` × r) and
+    n_folds (r² + K r) float64.
+    """
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    r = basis.shape[0]
+    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    M = np.zeros((n_folds, r, r))
+    B = np.zeros((n_folds, n_classes, r))
+    n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
+    step = max(1, -(-rows.shape[0] // max(n_steps, 1)))  # equal steps under the tile size
+    sub = _basis_tiles(step, r)
+    prepared = prepare_basis(basis, sigma, np.result_type(rows.dtype, basis.dtype, np.float32))
+    for start in range(0, rows.shape[0], step):
+        stop = min(rows.shape[0], start + step)
+        Wt = np.empty((stop - start, r))
+        for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
+            normalized_kernel(
+                rows[s0 : min(stop, s0 + sub)],
+                basis,
+                sigma,
+                out=Wt[s0 - start : min(stop, s0 + sub) - start],
+                prepared=prepared,
+            )
+        fold_tile, label_tile = folds[start:stop], labels[start:stop]
+        for f in np.unique(fold_tile):
+            mine = fold_tile == f
+            Wf = Wt[mine] if not mine.all() else Wt
+            _syrk_lower_into(M[f], Wf)
+            B[f] += _blocks.onehot(label_tile[mine], n_classes) @ Wf
+    count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
+    return {"M": M, "B": B, "count": count}
+
+
+def sum_gram_partials(*partials):
+    """Tree node of the Gram pass: the sum of partials of :func:`gram_block`.
+
+    Adds into one copy of the first partial, left to right (the order of
+    :func:`scalenc.math.moments.combine_partials`, so the same sums), instead of a new r×r
+    array per addition: each is n_folds × 617 MB for r ≈ 9000.
+    """
+    total = {key: np.array(value, copy=True) for key, value in partials[0].items()}
+    for part in partials[1:]:
+        for key in total:
+            total[key] += part[key]
+    return total
+
+
+def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, seed):
+    """Misclassified labeled rows per λ, each row scored by its own fold's model.
+
+    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f. Folds as
+    in :func:`gram_block`.
+    """
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    n_folds, n_alphas = weights.shape[:2]
+    errors = np.zeros(n_alphas)
+    if rows.shape[0] == 0:
+        return errors
+    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    for start, stop, Wt in kernel_tiles(rows, basis, sigma):
+        tile_folds, tile_labels = folds[start:stop], labels[start:stop]
+        for f in np.unique(tile_folds):
+            mine = tile_folds == f
+            scores = (weights[f].reshape(-1, weights.shape[-1]) @ Wt[mine].T).reshape(
+                n_alphas, -1, int(mine.sum())
+            )  # (n_alphas, K, rows)
+            errors += (scores.argmax(axis=1) != tile_labels[mine]).sum(axis=1)
+    return errors
+
+
+def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, seed):
+    """Misclassified held-out rows per λ when each fold has a network of its own.
+
+    ``models[f]`` is ``(basis, sigma, weights)`` of the network fitted without fold f
+    (Algorithm 2 re-run on the fold's training rows), ``weights`` of shape
+    (n_alphas, K, r_f). Folds as in :func:`gram_block`.
+    """
+    rows, index, labels = labeled_rows(X, codes, row_start)
+    errors = np.zeros(models[0][2].shape[0])
+    if rows.shape[0] == 0:
+        return errors
+    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    for f in np.unique(folds):
+        basis, sigma, weights = models[f]
+        mine = folds == f
+        held, held_labels = rows[mine], labels[mine]
+        for start, stop, Wt in kernel_tiles(held, basis, sigma):
+            scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
+            errors += (scores.argmax(axis=1) != held_labels[start:stop]).sum(axis=1)
+    return errors
+
+
+def nrbfn_scores(X, *, basis, sigma, weights):
+    """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5), a row tile
+    at a time (:func:`kernel_tiles`)."""
+    _blocks.check_finite(X)
+    out = np.empty((X.shape[0], weights.shape[0]))
+    for start, stop, Wt in kernel_tiles(np.asarray(X), basis, sigma):
+        np.matmul(Wt, weights.T, out=out[start:stop])
+    return out
+
+
+def lrc_scores(X, *, coef, intercept):
+    """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
+    _blocks.check_finite(X)
+    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+
+
+def scores_to_proba(scores: np.ndarray) -> np.ndarray:
+    """Probabilities from F̂: negative entries clipped to 0, each row renormalised.
+
+    F̂ approximates an indicator and its columns sum to about one, but entries may be
+    negative (the paper's "quasi-probability"). Clipping keeps the argmax, so the most
+    probable class is always the predicted one; a row with no positive entry gets all
+    its mass on its argmax.
+    """
+    proba = np.clip(scores, 0.0, None)
+    total = proba.sum(axis=1, keepdims=True)
+    empty = total[:, 0] <= 0
+    if empty.any():
+        proba[empty] = 0.0
+        proba[empty, scores[empty].argmax(axis=1)] = 1.0
+        total[empty] = 1.0
+    return proba / total
+
+
+def decision_block(X, *, score_fn, out_dtype, binary, **kwargs):
+    scores = score_fn(X, **kwargs)
+    if binary:
+        scores = scores[:, 1:2] - scores[:, 0:1]
+    return scores.astype(out_dtype, copy=False)
+
+
+def proba_block(X, *, score_fn, out_dtype, **kwargs):
+    return scores_to_proba(score_fn(X, **kwargs)).astype(out_dtype, copy=False)
+
+
+def predict_block(X, *, score_fn, classes, **kwargs):
+    return classes[score_fn(X, **kwargs).argmax(axis=1)]

@@ -1,0 +1,114 @@
+"""nRBFN's passes over the data (Hu, Pan & Wu): σ from the k-NN distances to the basis,
+the r×r normal equations ΦᵀΦ and ΦᵀY (per fold for cross-validation), and the folds'
+held-out errors. Each returns a Delayed; the per-block math is in :mod:`scalenc.nrbfn.blocks`.
+"""
+
+from __future__ import annotations
+
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed
+
+from scalenc.engine.reduce import (
+    SPLIT_EVERY,
+    reduce_rows,
+)
+from scalenc.nrbfn import blocks as _nrbfn_blocks
+
+__all__ = [
+    "sigma_pass",
+    "gram_pass",
+    "cv_error_pass",
+    "cv_error_refit_pass",
+]
+
+
+def sigma_pass(
+    X: da.Array, codes: da.Array, basis: np.ndarray, *, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """Σ ‖G_i − x_j‖ over the labeled rows and the basis, and the number of those rows
+    (:func:`scalenc.nrbfn.blocks.sigma_block`; Algorithm 2, step 5)."""
+    return reduce_rows(_nrbfn_blocks.sigma_block, X, codes, basis=basis, split_every=split_every)
+
+
+def gram_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    sigma: float,
+    n_classes: int,
+    *,
+    n_folds: int = 1,
+    seed: int = 0,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
+    (:func:`scalenc.nrbfn.blocks.gram_block`), summed in place at each tree node.
+
+    A row's fold is a hash of its global index, or its entry of ``folds`` (row-aligned
+    with X, fold numbers 0..n_folds−1) when the splits were given."""
+    return reduce_rows(
+        _nrbfn_blocks.gram_block,
+        X,
+        codes,
+        folds,
+        basis=basis,
+        sigma=sigma,
+        n_classes=n_classes,
+        n_folds=n_folds,
+        seed=seed,
+        combine=_nrbfn_blocks.sum_gram_partials,
+        split_every=split_every,
+    )
+
+
+def cv_error_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    sigma: float,
+    weights: np.ndarray,
+    seed: int,
+    *,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Misclassified labeled rows per λ, each row scored by its own fold's model
+    (:func:`scalenc.nrbfn.blocks.cv_error_block`; folds as in :func:`gram_pass`)."""
+    return reduce_rows(
+        _nrbfn_blocks.cv_error_block,
+        X,
+        codes,
+        folds,
+        basis=basis,
+        sigma=sigma,
+        weights=weights,
+        seed=seed,
+        split_every=split_every,
+    )
+
+
+def cv_error_refit_pass(
+    X: da.Array,
+    codes: da.Array,
+    models: tuple,
+    n_folds: int,
+    seed: int,
+    *,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """Misclassified held-out rows per λ, each fold scored by its own network
+    (``models[f]`` = basis, σ and weights fitted without fold f;
+    :func:`scalenc.nrbfn.blocks.cv_error_refit_block`). One pass."""
+    return reduce_rows(
+        _nrbfn_blocks.cv_error_refit_block,
+        X,
+        codes,
+        folds,
+        models=models,
+        n_folds=n_folds,
+        seed=seed,
+        split_every=split_every,
+    )

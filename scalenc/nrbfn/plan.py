@@ -1,0 +1,236 @@
+"""The memory and work plan of an nRBFN fit, made before its first pass — arithmetic only.
+
+:class:`scalenc.nrbfn.estimator.NRBFNClassifier` estimates here, from the sizes of the problem alone
+(rows, features, classes, row blocks, threads, folds), the peak bytes of every stage of
+the fit, and chooses with them what its ``"auto"`` defaults run:
+
+* **soft-KNN** (Algorithm 1): the exact all-rows search (every labeled row a candidate,
+  the paper's algorithm) while it fits the budget and its work n² (p +
+  :data:`SELECT_FLOPS_PER_SCORE`) stays under :data:`EXACT_KNN_FLOPS`; otherwise a
+  class-stratified sample of candidates searched against all rows
+  (:func:`auto_candidates`).
+* **the basis**: the largest r whose Gram pass and solve fit the budget
+  (:func:`largest_basis`); a larger basis asked for by the confidence rule is capped to it.
+
+The estimates count the fit's own arrays (the k-NN tables, the r×r Gram partials alive
+at once in the tree reduction, the per-thread tiles of the block functions, the solve's
+copies), not the interpreter, Dask's bookkeeping or the caller's copy of X: the budget is
+what the fit may add. No dask here; the estimator reads the environment (the Dask
+workers' memory limit, the machine's available memory) and passes it in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scalenc.math import neighbors
+from scalenc.nrbfn import blocks as nb
+
+__all__ = [
+    "EXACT_KNN_FLOPS",
+    "SELECT_FLOPS_PER_SCORE",
+    "MAX_AUTO_BASIS",
+    "MIN_CANDIDATES",
+    "Problem",
+    "knn_exact_bytes",
+    "knn_sample_bytes",
+    "gram_bytes",
+    "solve_bytes",
+    "largest_basis",
+    "basis_bytes",
+    "fits",
+    "exact_knn_affordable",
+    "auto_candidates",
+]
+
+
+#: Largest n² p (flops of the block-pair products) for which ``n_candidates="auto"`` runs
+#: the exact all-rows soft-KNN: about two minutes of float32 products on the 2 cores this
+#: library was measured on (MNIST, n² p = 2.8e12, took 17 s). Beyond it the search grows
+#: with n² while every other stage grows with n, so a candidate sample is searched instead.
+EXACT_KNN_FLOPS = 2e13
+
+#: The selection of each row's k nearest, counted in the units of :data:`EXACT_KNN_FLOPS`
+#: (flops a score of the product costs, p): it costs about as much as the product at
+#: p = 784 (MNIST's soft-KNN ran at 50–54 % of BLAS peak), whatever p. The exact search's
+#: work is n² (p + this): for few features the selection, not the product, is its cost
+#: (the intrusion data, 329 346 rows × 41: n² p = 4.4e12 looked affordable, and the
+#: search ran for over 20 minutes).
+SELECT_FLOPS_PER_SCORE = 784
+
+
+#: Largest basis ``max_basis="auto"`` takes even when a larger one fits the memory budget.
+#: The Gram pass costs r² flops per training row (1e8 at r = 10 000: about 1 ms a row on
+#: 2 cores, 50 s for 50 000 rows) and the solve r³/3; the paper's largest basis (MNIST,
+#: r = 8787) is below it. Pass an int ``max_basis`` (or None) for a larger one.
+MAX_AUTO_BASIS = 10_000
+
+#: Fewest candidates of an ``"auto"`` sample (when the exact search is not affordable):
+#: at least this many, and at least twice the largest basis, so that the basis is chosen
+#: among candidates and not simply all of them.
+MIN_CANDIDATES = 10_000
+
+#: Bytes per neighbour in the k-NN tables (float64 squared distance, int64 index and
+#: label).
+_NEIGHBOR_BYTES = 24
+
+
+@dataclass
+class Problem:
+    """The sizes an estimate depends on.
+
+    ``threads`` is the number of tasks a process runs at once (Dask's thread pool, or a
+    worker's ``nthreads``); ``distributed`` says whether the block tasks run in worker
+    processes apart from the client (their memory is then checked against the worker
+    budget, the client's against the client budget) or in this process (both add up).
+    """
+
+    n_rows: int
+    n_labeled: int
+    n_features: int
+    itemsize: int
+    n_classes: int
+    n_neighbors: int
+    block_rows: list = field(default_factory=list)
+    threads: int = 1
+    split_every: int = 8
+    distributed: bool = False
+
+    @property
+    def n_blocks(self) -> int:
+        return max(1, len(self.block_rows))
+
+    @property
+    def max_block(self) -> int:
+        return max(self.block_rows) if self.block_rows else self.n_rows
+
+
+def _per_process(problem: Problem, worker: float, client: float) -> dict:
+    """Split a stage's bytes into worker and client parts (one process: their sum)."""
+    if problem.distributed:
+        return {"worker": int(worker), "client": int(client)}
+    return {"worker": 0, "client": int(worker + client)}
+
+
+def knn_exact_bytes(problem: Problem) -> dict:
+    """The exact all-rows soft-KNN (block pairs): every row block is held until its pairs
+    are done (n p in all), two pair tiles and two b×k partials per thread; on the client
+    the n×k neighbour tables (twice, while they are concatenated) and n-vectors."""
+    p, n, k = problem.n_features, problem.n_labeled, problem.n_neighbors
+    b = problem.max_block
+    tile = 2 * min(neighbors.PAIR_TILE_ELEMENTS, b * b) * max(problem.itemsize, 4)
+    partial = problem.max_block * k * _NEIGHBOR_BYTES
+    blocks = problem.n_rows * p * problem.itemsize
+    worker = blocks + problem.threads * (tile + 2 * partial)
+    client = 2 * n * k * _NEIGHBOR_BYTES + 5 * 8 * n
+    out = _per_process(problem, worker, client)
+    out["flops"] = float(n) * n * p
+    out["work"] = float(n) * n * (p + SELECT_FLOPS_PER_SCORE)
+    return out
+
+
+def knn_sample_bytes(problem: Problem, n_candidates: int) -> dict:
+    """Soft-KNN of ``n_candidates`` rows against all rows: the candidates (one copy per
+    process), a distance tile per thread and c×k partials alive in the tree."""
+    c, p, k = n_candidates, problem.n_features, problem.n_neighbors
+    candidates = c * p * 8
+    partial = c * k * _NEIGHBOR_BYTES
+    alive = min(problem.n_blocks, problem.split_every + problem.threads)
+    tile = 2 * 8 * min(neighbors.TILE_ELEMENTS, c * problem.max_block)
+    worker = candidates + problem.threads * tile + alive * partial
+    client = candidates + 2 * partial + 5 * 8 * c
+    out = _per_process(problem, worker, client)
+    out["flops"] = 2.0 * c * problem.n_labeled * p
+    return out
+
+
+def _gram_partial(r: int, n_classes: int, n_folds: int) -> int:
+    return 8 * n_folds * (r * r + n_classes * r + 1)
+
+
+def gram_bytes(problem: Problem, r: int, n_folds: int = 1) -> dict:
+    """The Gram pass: the r×r partials (``n_folds`` of them per block) alive at once in the
+    tree reduction of fan-in ``split_every`` — each running task's, the finished ones
+    waiting for their merge and the merge's output — plus each thread's W̃ tile, strip
+    product and kernel products."""
+    partial = _gram_partial(r, problem.n_classes, n_folds)
+    n_b, t, s = problem.n_blocks, problem.threads, problem.split_every
+    if problem.distributed:
+        alive = min(n_b, t) + (s + 1 if n_b > 1 else 0)
+    else:
+        alive = min(n_b, s + t - 1) + (1 if n_b > 1 else 0)
+    tile_rows = max(1, nb.GRAM_TILE_ELEMENTS // max(r, 1))
+    tile = 8 * min(tile_rows, problem.max_block) * r
+    kernel = 2 * 8 * min(nb.KERNEL_TILE_ELEMENTS, problem.max_block * r)
+    per_thread = tile + 8 * min(nb.GRAM_STRIP, r) * r + kernel
+    worker = alive * partial + min(n_b, t) * per_thread + 8 * r * problem.n_features
+    client = 8 * r * problem.n_features
+    out = _per_process(problem, worker, client)
+    out["flops"] = float(r) * r * problem.n_labeled + 2.0 * r * problem.n_labeled * (
+        problem.n_features + problem.n_classes
+    )
+    return out
+
+
+def solve_bytes(problem: Problem, r: int, n_folds: int = 1) -> dict:
+    """The solve on the client: the Gram pass's result, the summed Gram when there are
+    folds, a held-out Gram per fold in turn, the factorised system and the ridge solve's
+    work array (and the rank's pivoted Cholesky for small r)."""
+    square = 8 * r * r
+    copies = n_folds + 2 + (2 if n_folds > 1 else 0)
+    client = copies * square + 8 * n_folds * problem.n_classes * r * 4
+    out = _per_process(problem, 0, client)
+    out["flops"] = r**3 / 3.0
+    return out
+
+
+def fits(estimate: dict, budget: dict) -> bool:
+    return estimate["worker"] <= budget["worker"] and estimate["client"] <= budget["client"]
+
+
+def basis_bytes(problem: Problem, r: int, n_folds: int = 1) -> dict:
+    """The larger of the Gram pass's and the solve's estimates, per process."""
+    gram, solve = gram_bytes(problem, r, n_folds), solve_bytes(problem, r, n_folds)
+    return {key: max(gram[key], solve[key]) for key in ("worker", "client")}
+
+
+def largest_basis(problem: Problem, budget: dict, n_folds: int = 1) -> int:
+    """The largest r whose Gram pass and solve fit ``budget`` (0 if not even r = 1)."""
+    if not fits(basis_bytes(problem, 1, n_folds), budget):
+        return 0
+    lo, hi = 1, max(2, problem.n_labeled)
+    if fits(basis_bytes(problem, hi, n_folds), budget):
+        return hi
+    while hi - lo > 1:  # the estimate grows with r
+        mid = (lo + hi) // 2
+        if fits(basis_bytes(problem, mid, n_folds), budget):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def auto_candidates(problem: Problem, budget: dict, max_basis: int) -> int:
+    """Candidates of an ``"auto"`` sample: ``max(MIN_CANDIDATES, 2 max_basis)``, at most
+    the labeled rows, at most what :data:`EXACT_KNN_FLOPS` and the budget allow (and at
+    least the number of classes)."""
+    c = min(problem.n_labeled, max(MIN_CANDIDATES, 2 * max_basis))
+    by_work = int(EXACT_KNN_FLOPS / max(2.0 * problem.n_labeled * problem.n_features, 1.0))
+    c = max(problem.n_classes, min(c, by_work))
+    while c > problem.n_classes and not fits(knn_sample_bytes(problem, c), budget):
+        c = max(problem.n_classes, int(c * 0.8))
+    return c
+
+
+def exact_knn_affordable(problem: Problem, budget: dict) -> tuple[bool, str]:
+    """Whether the exact all-rows soft-KNN runs by default, and why (or why not)."""
+    est = knn_exact_bytes(problem)
+    if est["work"] > EXACT_KNN_FLOPS:
+        return False, (
+            f"the exact all-rows soft-KNN would cost n^2 (p + {SELECT_FLOPS_PER_SCORE}) = "
+            f"{est['work']:.2g} (the products and the selections), more than "
+            f"{EXACT_KNN_FLOPS:.0e} (EXACT_KNN_FLOPS)"
+        )
+    if not fits(est, budget):
+        return False, "the exact all-rows soft-KNN does not fit the memory budget"
+    return True, "the exact all-rows soft-KNN fits the memory and work budgets"
