@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from conftest import make_blobs
 
-from scalenc import cli
+from scalenc import CCDR, CCDRClassifier, LRClassifier, NRBFNClassifier, cli
 from scalenc.encoder.estimator import EncoderClassifier
 
 REPO = Path(__file__).resolve().parents[1]
@@ -221,7 +221,7 @@ def test_string_labels_to_zarr_and_parquet(blobs, tmp_path, capsys):
     code, _, err = run(
         capsys,
         "fit",
-        "lrc" if _has("scalenc.nrbfn") else "encoder",
+        "lrc",
         "--data",
         tmp_path / "s.parquet",
         "--label-column",
@@ -249,17 +249,17 @@ def test_string_labels_to_zarr_and_parquet(blobs, tmp_path, capsys):
     assert pd.read_parquet(tmp_path / "p.parquet")["prediction"].tolist() == zarr_pred.tolist()
 
 
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
-@pytest.mark.parametrize("method", ["nrbfn", "lrc", "ccdr", "ccdr-classifier"])
-def test_other_methods(method, inputs, tmp_path, capsys):
-    module = cli.METHODS[method].split(":")[0]
-    if not _has(module):
-        pytest.skip(f"{module} is not written yet")
+@pytest.mark.parametrize(
+    "method, estimator",
+    [
+        pytest.param("nrbfn", NRBFNClassifier, id="nrbfn"),
+        pytest.param("lrc", LRClassifier, id="lrc"),
+        pytest.param("ccdr", CCDR, id="ccdr"),
+        pytest.param("ccdr-classifier", CCDRClassifier, id="ccdr-classifier"),
+    ],
+)
+def test_other_methods(method, estimator, inputs, tmp_path, capsys):
+    assert cli.METHODS[method].split(":")[1] == estimator.__name__
     params = ["--set", "random_state=0"] if method != "lrc" else []
     code, fit, err = run(
         capsys, "fit", method, "--data", *inputs["zarr"], "--model-out", tmp_path / "m", *params
@@ -654,7 +654,11 @@ def test_killed_mid_write_leaves_no_complete_looking_output(tmp_path):
     assert [p.name.split(".tmp-")[0] for p in tmp_path.iterdir()] == ["big.zarr"]
     from scalenc.io.inputs import load
 
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(
+        FileNotFoundError,
+        match=rf"big\.zarr' does not exist; the nearest part that exists is "
+        rf"'{re.escape(str(tmp_path))}'\. Check the path\.",
+    ):
         load(out)
 
 
@@ -1063,7 +1067,7 @@ def test_argument_errors_use_argparses_layout(capsys):
     assert "argument COMMAND: invalid choice: 'fitt'" in err
     stock = argparse.ArgumentParser(prog="scalenc fit")
     stock.add_argument("--data", required=True)
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(SystemExit, match=r"^2$") as exit_info:  # str(SystemExit(2)) == "2"
         stock.parse_args([])
     stock_err = capsys.readouterr().err
     assert exit_info.value.code == 2 and stock_err.splitlines()[1].startswith("scalenc fit: error:")

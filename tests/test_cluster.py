@@ -5,8 +5,8 @@ dashboards on 127.0.0.1:0, workers with one thread and no nanny so that the PID 
 started is the worker), and always terminates them. Against them:
 
 * fits through :func:`scalenc.connect` equal the threaded scheduler's, on the same
-  chunking and on another one (every method that is importable);
-* the ``scalenc`` command with ``--scheduler tcp://...`` (when ``scalenc.cli`` exists);
+  chunking and on another one (every method);
+* the ``scalenc`` command with ``--scheduler tcp://...``;
 * a worker SIGKILLed mid-fit: the fit completes with the same model;
 * the scheduler SIGKILLed mid-fit: :class:`ClusterUnavailableError` (library), exit
   code 3 and no complete-looking output (CLI);
@@ -18,7 +18,6 @@ The deploy/ files (compose, Kubernetes, SSH, SLURM, TLS) are parsed and checked 
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import json
 import os
@@ -38,6 +37,9 @@ import pytest
 from conftest import make_blobs
 
 import scalenc
+from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
+from scalenc.cli.app import build_parser
+from scalenc.cli.jobs import read_job, step_argv
 from scalenc.engine.cluster import ClusterUnavailableError, active_client
 from scalenc.engine.connect import make_security
 
@@ -51,43 +53,26 @@ SLOW_ENV = "SCALENC_TEST_SLOW_KERNEL"  # seconds a slow_linear call sleeps; set 
 MARKER_ENV = "SCALENC_TEST_MARKERS"  # where slow_linear notes the PIDs of workers calling it
 
 
-# --- estimators, picked up as their modules land ----------------------------------------
+# --- estimators --------------------------------------------------------------------------
 
 METHODS = {
-    # name: (module, class, constructor arguments, CLI method name)
+    # name: (class, constructor arguments, CLI method name)
     "encoder": (
-        "scalenc.encoder",
-        "EncoderClassifier",
+        EncoderClassifier,
         {"kernels": ("linear", "euclidean", "spearman")},
         "encoder",
     ),
-    "encoder-linear": (
-        "scalenc.encoder",
-        "EncoderClassifier",
-        {"kernels": ("linear",)},
-        None,
-    ),
-    "nrbfn": (
-        "scalenc.nrbfn",
-        "NRBFNClassifier",
-        {"n_neighbors": 7, "alpha": 1e-9},
-        "nrbfn",
-    ),
-    "lrc": ("scalenc.nrbfn", "LRClassifier", {}, "lrc"),
-    "ccdr": ("scalenc.ccdr", "CCDRClassifier", {"n_neighbors": 8}, "ccdr-classifier"),
-    "ccdr-transformer": ("scalenc.ccdr", "CCDR", {"n_neighbors": 8}, "ccdr"),
+    "encoder-linear": (EncoderClassifier, {"kernels": ("linear",)}, None),
+    "nrbfn": (NRBFNClassifier, {"n_neighbors": 7, "alpha": 1e-9}, "nrbfn"),
+    "lrc": (LRClassifier, {}, "lrc"),
+    "ccdr": (CCDRClassifier, {"n_neighbors": 8}, "ccdr-classifier"),
+    "ccdr-transformer": (CCDR, {"n_neighbors": 8}, "ccdr"),
 }
 
 
 def make_estimator(method: str):
-    """A fresh estimator for ``method``, or a skip naming what is missing."""
-    module_name, class_name, kwargs, _ = METHODS[method]
-    if importlib.util.find_spec(module_name) is None:
-        pytest.skip(f"{module_name} does not exist yet; {class_name} is tested once it lands")
-    try:
-        cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        pytest.skip(f"{module_name}.{class_name} is not importable yet ({exc})")
+    """A fresh estimator for ``method``."""
+    cls, kwargs, _ = METHODS[method]
     est = cls(**kwargs)
     if "random_state" in est.get_params():
         est.set_params(random_state=0)
@@ -452,7 +437,6 @@ def test_local_cluster_binds_loopback():
 @pytest.mark.parametrize("method", list(METHODS))
 def test_fit_predict_on_cluster_equals_threads(method, dask_processes, store):
     X, y = scalenc.load(store)
-    make_estimator(method)  # skip early when the method has not landed
     with scalenc.connect(scheduler_file=dask_processes.scheduler_file, quiet=True) as client:
         assert client is not None and len(client.nthreads()) == 2
         model = make_estimator(method).fit(X, y)
@@ -471,8 +455,6 @@ def test_fit_predict_on_cluster_equals_threads(method, dask_processes, store):
 
 
 def scalenc_command() -> list[str]:
-    if importlib.util.find_spec("scalenc.cli") is None:
-        pytest.skip("scalenc.cli does not exist yet; the CLI is tested once it lands")
     exe = BIN / "scalenc"
     if exe.exists():
         return [str(exe)]
@@ -483,7 +465,7 @@ def set_options(method) -> list[str]:
     """``--set PARAM=VALUE`` for the arguments :func:`make_estimator` uses."""
     args = []
     for name, value in make_estimator(method).get_params().items():
-        if name in METHODS[method][2] or (name == "random_state" and value is not None):
+        if name in METHODS[method][1] or (name == "random_state" and value is not None):
             text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
             args += ["--set", f"{name}={text}"]
     return args
@@ -514,13 +496,13 @@ def read_predictions(path: Path) -> np.ndarray:
     [
         m if m == "encoder" else pytest.param(m, marks=pytest.mark.slow)  # ~15 s each
         for m, spec in METHODS.items()
-        if spec[3]
+        if spec[2]
     ],
 )
 def test_cli_fit_predict_with_scheduler(method, dask_processes, store, tmp_path):
     command = scalenc_command()
     model_dir, pred = tmp_path / "model", tmp_path / "pred.zarr"
-    cli_name = METHODS[method][3]
+    cli_name = METHODS[method][2]
     fit = run_cli(
         "fit",
         cli_name,
@@ -532,8 +514,6 @@ def test_cli_fit_predict_with_scheduler(method, dask_processes, store, tmp_path)
         "--scheduler",
         dask_processes.address,
     )
-    if fit.returncode == 2 and re.search(r"invalid choice|unknown method", fit.stderr, re.I):
-        pytest.skip(f"`scalenc fit {cli_name}` is not available yet: {fit.stderr.strip()[-200:]}")
     assert fit.returncode == 0, (command, fit.stdout, fit.stderr)
     X, y = scalenc.load(store)
     _, want = fit_threaded(method, X, y)
@@ -590,8 +570,6 @@ def slow_fit_data(n=6000, p=6, chunk=250):
 
 
 def test_worker_killed_mid_fit_same_model(fresh_processes):
-    from scalenc import EncoderClassifier
-
     X, y = slow_fit_data()
     make = lambda: EncoderClassifier(kernels=(slow_linear,))  # noqa: E731
     with scalenc.connect(scheduler_file=fresh_processes.scheduler_file, quiet=True) as client:
@@ -615,8 +593,6 @@ def test_worker_killed_mid_fit_same_model(fresh_processes):
 
 
 def test_scheduler_killed_mid_fit_is_a_clear_error(fresh_processes):
-    from scalenc import EncoderClassifier
-
     X, y = slow_fit_data()
     with scalenc.connect(scheduler_file=fresh_processes.scheduler_file, quiet=True):
         killer = threading.Thread(
@@ -792,24 +768,12 @@ def bash_blocks(readme: Path) -> str:
 
 
 def check_cli_accepts(argv: list[str]):
-    """The `scalenc` command line parses (when the CLI exists)."""
-    if importlib.util.find_spec("scalenc.cli") is None:
-        return
-    from scalenc.cli.app import build_parser
-
+    """The `scalenc` command line parses."""
     assert argv[0] == "scalenc"
     build_parser().parse_args(argv[1:])
 
 
 def test_deploy_job_file_runs_with_the_cli():
-    if (
-        importlib.util.find_spec("scalenc.cli.jobs") is None
-        or importlib.util.find_spec("scalenc.cli") is None
-    ):
-        pytest.skip("scalenc.cli.jobs / scalenc.cli are not there yet")
-    from scalenc.cli.app import build_parser
-    from scalenc.cli.jobs import read_job, step_argv
-
     job = read_job(DEPLOY / "jobs" / "job.toml")
     assert str(job.workdir) == "/data/scalenc-job"
     assert "scheduler" not in job.settings  # given by each deployment, not the file

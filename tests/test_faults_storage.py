@@ -86,7 +86,7 @@ def test_a_read_only_input_is_read_and_never_written(tmp_path, data):
         write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
                       store / "d.zarr")  # fmt: skip
         subprocess.run(["mount", "-o", "remount,ro", str(store)], check=True)
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match=r"Read-only file system"):
             (store / "probe").write_text("x")  # really read-only, even for root
         Xd, yd = load(store / "d.zarr")
         model = EncoderClassifier(kernels=("linear", "euclidean")).fit(Xd, yd)

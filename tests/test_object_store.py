@@ -240,7 +240,11 @@ def test_models_saved_to_and_loaded_from_s3(s3, data):
     fs = fsspec.filesystem("s3", **s3)
     assert not [p for p in fs.find("scalenc-bucket/models") if ".tmp-" in p or INCOMPLETE in p]
     fs.pipe(f"scalenc-bucket/models/encoder/{INCOMPLETE}", b"")
-    with pytest.raises(IncompleteOutputError):
+    with pytest.raises(
+        IncompleteOutputError,
+        match=f"{url} is an incomplete result: its writer stopped while publishing it "
+        rf"\(it holds the marker {INCOMPLETE}\)",
+    ):
         load_model(url, storage_options=s3)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 from pathlib import Path
@@ -12,61 +11,27 @@ import numpy as np
 import pytest
 from conftest import make_blobs
 
-from scalenc import persist
+from scalenc import CCDR, CCDRClassifier, LRClassifier, NRBFNClassifier, persist
 from scalenc.encoder.estimator import EncoderClassifier
 from scalenc.encoder.kernels import Gaussian
 from scalenc.persist import ModelFileError, load_model, read_model_metadata, save_model
 
-
-def _estimator(module: str, name: str, **params):
-    try:
-        cls = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        pytest.skip(f"{module}.{name} is not available yet ({exc})")
-    return cls(**params)
-
-
-# (id, module, class, params, string labels?)
+# (id, class, params, string labels?)
 CASES = [
-    ("encoder-linear", "scalenc.encoder", "EncoderClassifier", {}, False),
+    ("encoder-linear", EncoderClassifier, {}, False),
     (
         "encoder-multikernel",
-        "scalenc.encoder",
-        "EncoderClassifier",
+        EncoderClassifier,
         {"kernels": ("linear", "euclidean", "spearman", Gaussian(sigma=2.0), "gaussian")},
         False,
     ),
-    (
-        "encoder-strings",
-        "scalenc.encoder",
-        "EncoderClassifier",
-        {"kernels": ["linear", "euclidean"]},
-        True,
-    ),
-    (
-        "nrbfn",
-        "scalenc.nrbfn",
-        "NRBFNClassifier",
-        {"random_state": 0, "alpha": "cv", "cv": 3},
-        False,
-    ),
-    ("lrc", "scalenc.nrbfn", "LRClassifier", {}, True),
-    ("ccdr", "scalenc.ccdr", "CCDR", {"random_state": 0, "n_subsamples": 2}, False),
-    ("ccdr-linear", "scalenc.ccdr", "CCDRClassifier", {"random_state": 0}, False),
-    (
-        "ccdr-lda",
-        "scalenc.ccdr",
-        "CCDRClassifier",
-        {"random_state": 0, "classifier": "lda"},
-        True,
-    ),
-    (
-        "ccdr-knn",
-        "scalenc.ccdr",
-        "CCDRClassifier",
-        {"random_state": 0, "classifier": "knn"},
-        False,
-    ),
+    ("encoder-strings", EncoderClassifier, {"kernels": ["linear", "euclidean"]}, True),
+    ("nrbfn", NRBFNClassifier, {"random_state": 0, "alpha": "cv", "cv": 3}, False),
+    ("lrc", LRClassifier, {}, True),
+    ("ccdr", CCDR, {"random_state": 0, "n_subsamples": 2}, False),
+    ("ccdr-linear", CCDRClassifier, {"random_state": 0}, False),
+    ("ccdr-lda", CCDRClassifier, {"random_state": 0, "classifier": "lda"}, True),
+    ("ccdr-knn", CCDRClassifier, {"random_state": 0, "classifier": "knn"}, False),
 ]
 
 
@@ -86,13 +51,13 @@ def _outputs(est, X):
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_saved_model_predicts_identically(case, data, tmp_path):
-    _, module, name, params, strings = case
+    _, estimator, params, strings = case
     X, y = data
     if strings:
         y = np.where(y < 0, None, np.array(["ant", "bee", "cat"], dtype=object)[y % 3]).astype(
             object
         )
-    est = _estimator(module, name, **params).fit(X, y)
+    est = estimator(**params).fit(X, y)
     path = save_model(est, tmp_path / "model")
     loaded = load_model(path)
     assert type(loaded) is type(est)

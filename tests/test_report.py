@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import importlib
 import json
 import struct
 import sys
@@ -15,7 +14,7 @@ import pytest
 from _counting import TaskLog, counted
 from conftest import make_blobs
 
-from scalenc import cli, report
+from scalenc import CCDR, CCDRClassifier, NRBFNClassifier, cli, report
 from scalenc.encoder.estimator import EncoderClassifier
 from scalenc.persist import save_model
 
@@ -158,16 +157,9 @@ def test_single_kernel_report_says_why_no_cross_entropy(data):
     assert {alt for alt, _ in _parse(page).images} == {"Class sizes"}
 
 
-def _optional(module: str, name: str, **params):
-    try:
-        return getattr(importlib.import_module(module), name)(**params)
-    except (ImportError, AttributeError) as exc:
-        pytest.skip(f"{module}.{name} is not available yet ({exc})")
-
-
 def test_nrbfn_report_has_diagnostics_and_cv_curve(data):
     X, y = data
-    est = _optional("scalenc.nrbfn", "NRBFNClassifier", random_state=0, alpha="cv", cv=3).fit(X, y)
+    est = NRBFNClassifier(random_state=0, alpha="cv", cv=3).fit(X, y)
     page = report.build_report(est)
     parsed = _parse(page)
     assert "Diagnostics" in parsed.headings
@@ -178,13 +170,13 @@ def test_nrbfn_report_has_diagnostics_and_cv_curve(data):
 
 def test_ccdr_report_has_eigenvalues_and_scatter(data):
     X, y = data
-    est = _optional("scalenc.ccdr", "CCDRClassifier", random_state=0).fit(X, y)
+    est = CCDRClassifier(random_state=0).fit(X, y)
     xs, ys = report.sample_rows(
         da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100), n=300
     )
     page = report.build_report(est, embedding=est.transform(xs), embedding_labels=ys)
     _check_pngs(_parse(page), {"CCDR eigenvalues", "CCDR embedding (2-D)"})
-    transformer = _optional("scalenc.ccdr", "CCDR", random_state=0).fit(X, y)
+    transformer = CCDR(random_state=0).fit(X, y)
     _check_pngs(
         _parse(report.build_report(transformer)), {"CCDR eigenvalues", "CCDR embedding (2-D)"}
     )
