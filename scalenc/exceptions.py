@@ -1,7 +1,16 @@
 """The errors and warnings scalenc raises, in one place, so they can be caught or filtered.
 
-Every error is a :class:`ScalencError` and also a subclass of the built-in error a caller
-would catch anyway (``ValueError`` for bad input, ``ConnectionError`` for a lost cluster).
+Every error scalenc raises is a :class:`ScalencError` and also a subclass of the built-in
+error a caller would catch anyway: :class:`InputError` (``ValueError``) for data or
+arguments that cannot be used as given, :class:`InputTypeError` (``TypeError``),
+:class:`InputNotFoundError` (``FileNotFoundError``), :class:`InputPermissionError`
+(``PermissionError``), :class:`OutputExistsError` (``FileExistsError``),
+:class:`MemoryBudgetError` (``MemoryError``) for a stage that would not fit the memory a
+fit may use, :class:`ClusterUnavailableError` (``ConnectionError``)
+for a lost cluster, and the file errors below. A bad parameter raises
+:class:`scalenc.base.validation.ParameterError`, a ``ScalencError`` that is also
+scikit-learn's ``InvalidParameterError``; the command's own errors
+(:mod:`scalenc.cli.errors`) are ``ScalencError`` too, each with its exit code.
 Every warning is a :class:`ScalencWarning` (a ``UserWarning``), in three families:
 
 * :class:`DataWarning` — something about the input data the user should look at
@@ -32,6 +41,12 @@ from __future__ import annotations
 
 __all__ = [
     "ScalencError",
+    "InputError",
+    "InputTypeError",
+    "InputNotFoundError",
+    "InputPermissionError",
+    "OutputExistsError",
+    "MemoryBudgetError",
     "DamagedDataError",
     "IncompleteOutputError",
     "ModelFileError",
@@ -72,6 +87,32 @@ class ScalencError(Exception):
     >>> issubclass(ModelFileError, ValueError)
     True
     """
+
+
+class InputError(ScalencError, ValueError):
+    """The data or an argument cannot be used as given; the message says what is wrong (the
+    shape, the chunks, the value) and how to fix it."""
+
+
+class InputTypeError(ScalencError, TypeError):
+    """An argument of the wrong type; the message names the types accepted."""
+
+
+class InputNotFoundError(ScalencError, FileNotFoundError):
+    """An input path or URL that does not exist."""
+
+
+class InputPermissionError(ScalencError, PermissionError):
+    """An input this process may not read."""
+
+
+class OutputExistsError(ScalencError, FileExistsError):
+    """An output that exists already and may not be replaced (pass ``overwrite=True``)."""
+
+
+class MemoryBudgetError(ScalencError, MemoryError):
+    """A stage would need more memory than the fit may use; the message gives the sizes
+    and the settings (``memory_limit``, a smaller basis or subsample) that fit."""
 
 
 class DamagedDataError(ScalencError, ValueError):

@@ -33,6 +33,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from scalenc.exceptions import InputError
+
 __all__ = [
     "SETTINGS",
     "TILE",
@@ -190,9 +192,9 @@ def simulate(
     1.0
     """
     if setting not in SETTINGS:
-        raise ValueError(f"Unknown simulation {setting!r}; choose one of {list(SETTINGS)}.")
+        raise InputError(f"Unknown simulation {setting!r}; choose one of {list(SETTINGS)}.")
     if n < 1 or n_features < n_classes or n_classes < 2:
-        raise ValueError(
+        raise InputError(
             f"A simulation needs n ≥ 1, K ≥ 2 and p ≥ K; got n={n}, p={n_features}, K={n_classes}."
         )
     itemsize = np.dtype(dtype).itemsize

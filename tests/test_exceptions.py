@@ -1,6 +1,9 @@
 """The library's errors and warnings: one hierarchy, raised where documented, filterable."""
 
+import ast
+import builtins
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,7 +34,46 @@ def test_every_class_is_in_its_family(name):
         assert issubclass(cls, exc.ScalencWarning) and issubclass(cls, UserWarning)
     else:
         assert issubclass(cls, exc.ScalencError)
-        assert cls is exc.ScalencError or issubclass(cls, (ValueError, ConnectionError))
+        builtin_bases = (ValueError, TypeError, OSError, MemoryError, ConnectionError)
+        assert cls is exc.ScalencError or issubclass(cls, builtin_bases)
+
+
+#: Built-in errors scalenc may raise as they are: a module's missing attribute (Python's
+#: protocol), an abstract method, a system call's errno (caught by its caller), and a line
+#: that cannot run.
+PLAIN_RAISES = {"AttributeError", "NotImplementedError", "OSError", "AssertionError"}
+
+
+def test_scalenc_raises_only_its_own_errors():
+    """Every ``raise SomeBuiltinError(...)`` in scalenc is one of :data:`PLAIN_RAISES`: the
+    rest raise a ScalencError subclass (which keeps the built-in base users catch)."""
+    root = Path(__file__).resolve().parents[1] / "scalenc"
+    plain = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
+                continue
+            name = getattr(node.exc.func, "id", None)
+            if isinstance(getattr(builtins, name or "", None), type) and name not in PLAIN_RAISES:
+                plain.append(f"{path.relative_to(root.parent)}:{node.lineno} raises {name}")
+    assert not plain, "\n".join(plain)
+
+
+def test_the_command_errors_and_parameter_errors_are_scalenc_errors():
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from scalenc.base.validation import ParameterError
+    from scalenc.cli.errors import BadInput, CLIError, UsageError
+
+    for cls in (CLIError, BadInput, UsageError, ParameterError):
+        assert issubclass(cls, exc.ScalencError)
+    assert issubclass(ParameterError, InvalidParameterError)
+    from scalenc.base.estimator import memory_budget
+
+    model = LRClassifier()
+    model.memory_limit = "lots"  # LRC has no such parameter: the rule is shared
+    with pytest.raises(ParameterError, match="The 'memory_limit' parameter of LRClassifier"):
+        memory_budget(model)
 
 
 def test_a_label_like_column_is_a_data_warning(tmp_path):

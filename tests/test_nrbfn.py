@@ -16,7 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from scalenc import LRClassifier, NRBFNClassifier
 from scalenc.base.estimator import expected_failed_checks
-from scalenc.nrbfn.blocks import fold_of
+from scalenc.math.sampling import fold_of
 
 # --- the oracle: Algorithms 1–3 on the full matrices (rows = samples) -------------------
 
@@ -66,15 +66,12 @@ def weights_for(A, Y, G, sigma, lam):
     return F @ W_tilde.T @ np.linalg.inv(W_tilde @ W_tilde.T + lam * (W_tilde**2).sum() * np.eye(r))
 
 
-def test_oracle(B, G, sigma, X):
+def predict_oracle(B, G, sigma, X):
     """Algorithm 3. Returns F̂ (K×m) and labels."""
     W_B = np.exp(-((G[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * sigma**2))  # step 3
     W_B_tilde = W_B / W_B.sum(axis=0, keepdims=True)  # step 4
     F_hat = X @ W_B_tilde  # step 5
     return F_hat, F_hat.argmax(axis=0)  # step 6
-
-
-test_oracle.__test__ = False  # an oracle, not a pytest test
 
 
 def lrc_oracle(A, Y, lam, beta=1.0):
@@ -122,7 +119,7 @@ def test_nrbfn_equals_algorithms_1_to_3(data, reference):
         X, y, PARAMS["n_neighbors"], PARAMS["confidence_threshold"]
     )
     _, G, sigma, W = train_oracle(X, y, PARAMS["alpha"], PARAMS["n_neighbors"], 0.9)
-    F_hat, labels = test_oracle(X_test, G, sigma, W)
+    F_hat, labels = predict_oracle(X_test, G, sigma, W)
     m = reference
     assert 0 < basis_idx.size < X.shape[0]
     np.testing.assert_allclose(m.confidence_, T, rtol=1e-10, atol=1e-12)
@@ -162,7 +159,7 @@ def test_cv_picks_the_brute_force_alpha(data):
         train, held = folds != f, folds == f
         for a, lam in enumerate(grid):
             W = weights_for(X[train], y[train], m.basis_, m.sigma_, lam)
-            _, labels = test_oracle(X[held], m.basis_, m.sigma_, W)
+            _, labels = predict_oracle(X[held], m.basis_, m.sigma_, W)
             errors[a] += np.count_nonzero(labels != y[held])
     np.testing.assert_allclose(m.cv_error_, errors / X.shape[0])
     assert m.alpha_ == grid[int(np.argmin(errors))]
@@ -698,7 +695,7 @@ def _brute_force_cv(X, y, basis, sigma, grid, splits):
     for train, held in splits:
         for a, lam in enumerate(grid):
             W = weights_for(X[train], y[train], basis, sigma, lam)
-            _, labels = test_oracle(X[held], basis, sigma, W)
+            _, labels = predict_oracle(X[held], basis, sigma, W)
             errors[a] += np.count_nonzero(labels != y[held])
     return errors / X.shape[0]
 
@@ -747,7 +744,7 @@ def test_cv_refit_basis_runs_algorithm_2_on_each_fold(data):
         train, held = folds != f, folds == f
         for a, lam in enumerate(grid):
             _, G, sigma, W = train_oracle(X[train], y[train], lam, 7, 0.9)
-            _, labels = test_oracle(X[held], G, sigma, W)
+            _, labels = predict_oracle(X[held], G, sigma, W)
             errors[a] += np.count_nonzero(labels != y[held])
     np.testing.assert_allclose(m.cv_error_, errors / X.shape[0])
     assert m.alpha_ == grid[int(np.argmin(errors))]

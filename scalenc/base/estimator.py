@@ -20,11 +20,14 @@ from scalenc.base.validation import check_feature_names, invalid
 from scalenc.engine import memory as engine_memory
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.engine.reads import counting_passes
+from scalenc.exceptions import InputError
 from scalenc.io.inputs import check_xy, encode_labels, is_dask_frame
 from scalenc.math import moments as _blocks
 from scalenc.math.labels import UNLABELED, unlabeled_mask
 
 __all__ = [
+    "fit_streaming",
     "memory_budget",
     "StreamingClassifierMixin",
     "fit_stage",
@@ -111,12 +114,12 @@ def check_classes(classes: np.ndarray, owner: str, marker=UNLABELED) -> None:
     """Refuse a class list with fewer than two classes, naming the estimator and saying
     which labels were read as unlabeled."""
     if classes.size == 0:
-        raise ValueError(
+        raise InputError(
             f"All rows of y are unlabeled; {owner} needs labeled rows of at least 2 classes "
             f"({_marker_text(marker)})."
         )
     if classes.size == 1:
-        raise ValueError(
+        raise InputError(
             f"y has labeled rows of only one class ({classes.tolist()[0]!r}); {owner} needs "
             f"at least 2 classes. Add rows of another class ({_marker_text(marker)})."
         )
@@ -125,7 +128,7 @@ def check_classes(classes: np.ndarray, owner: str, marker=UNLABELED) -> None:
 def check_n_features(estimator, X) -> None:
     """Refuse X whose number of columns differs from the one seen in ``fit``."""
     if X.shape[1] != estimator.n_features_in_:
-        raise ValueError(
+        raise InputError(
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input."
         )
@@ -134,7 +137,7 @@ def check_n_features(estimator, X) -> None:
 def refuse_nonfinite(count) -> None:
     """Refuse X after a pass counted ``count`` NaN or infinite values in it."""
     if count:
-        raise ValueError(
+        raise InputError(
             f"X contains {int(count)} NaN or infinite value(s); impute or drop them "
             "(e.g. with sklearn.impute.SimpleImputer) before fitting."
         )
@@ -154,6 +157,27 @@ def _columns_of(X):
     """What scikit-learn reads column names from: a Dask DataFrame's empty pandas meta
     (same columns, nothing computed), anything else as it is."""
     return X._meta if is_dask_frame(X) else X
+
+
+def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
+    """The one way into every scalenc estimator's ``fit``; returns the estimator.
+
+    1. The parameters are checked (``estimator._check_params()``: scikit-learn's
+       constraints, then what they cannot express), before anything is read.
+    2. (X, y) become aligned row-chunked Dask arrays (:func:`prepare_fit`), with the
+       class codes in place of y when ``find_classes`` (one pass over y).
+    3. The estimator's steps run, ``estimator._fit(X, y, params, **fit_params)`` with
+       ``params`` what step 1 returned, timing its stages in ``stage_times_``.
+    4. ``n_passes_`` is the number of passes over X the steps computed, counted by the
+       engine where X is read (:func:`scalenc.engine.reads.counting_passes`).
+    """
+    params = estimator._check_params()
+    X, y = prepare_fit(estimator, X, y, find_classes=find_classes)
+    estimator.stage_times_ = {}
+    with counting_passes(X) as count:
+        estimator._fit(X, y, params, **fit_params)
+    estimator.n_passes_ = count.passes
+    return estimator
 
 
 def prepare_fit(estimator, X, y, *, find_classes: bool = True):

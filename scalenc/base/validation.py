@@ -22,7 +22,10 @@ from numbers import Integral, Real
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.validation import _check_feature_names as check_feature_names
 
+from scalenc.exceptions import ScalencError
+
 __all__ = [
+    "ParameterError",
     "Integral",
     "Real",
     "Interval",
@@ -33,9 +36,15 @@ __all__ = [
 ]
 
 
-def invalid(estimator, name: str, expectation: str, value) -> InvalidParameterError:
+class ParameterError(ScalencError, InvalidParameterError):
+    """A parameter value an estimator cannot use, for the checks that constraints cannot
+    express: scikit-learn's ``InvalidParameterError`` (a ``ValueError`` and a ``TypeError``)
+    and a :class:`~scalenc.exceptions.ScalencError`, in scikit-learn's message format."""
+
+
+def invalid(estimator, name: str, expectation: str, value) -> ParameterError:
     """The error for ``estimator``'s parameter ``name``, in scikit-learn's format."""
-    return InvalidParameterError(
+    return ParameterError(
         f"The {name!r} parameter of {type(estimator).__name__} must be {expectation}. "
         f"Got {value!r} instead."
     )

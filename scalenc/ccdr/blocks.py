@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from scalenc.exceptions import GraphWarning
+from scalenc.exceptions import GraphWarning, InputError
 from scalenc.math import moments as _blocks
 from scalenc.math.linalg import graph_eigenvectors, lda_from_moments, lda_log_proba, procrustes
 from scalenc.math.neighbors import nearest
@@ -227,14 +227,14 @@ def solve_ccdr(
     """
     codes = np.asarray(codes)
     if not (codes >= 0).any():
-        raise ValueError(
+        raise InputError(
             f"The subsample of {codes.size} rows has no labeled rows, so CCDR has no class "
             "to constrain the embedding. Label some rows (−1 marks unlabeled ones) or raise "
             "subsample_size."
         )
     present = np.bincount(codes[codes >= 0], minlength=n_classes)
     if (present == 0).any():
-        raise ValueError(
+        raise InputError(
             f"Class code(s) {np.flatnonzero(present == 0).tolist()} have no row in the subsample "
             f"of {codes.size} rows; every class needs at least one labeled row in S. Raise "
             "subsample_size."
@@ -280,7 +280,7 @@ def solve_ccdr(
             stacklevel=3,
         )
     if np.any(np.abs(1.0 - lam) < 1e-10):
-        raise ValueError(
+        raise InputError(
             f"An eigenvalue λ = 1 is among the {n_components} smallest; the Nyström extension "
             "(eq. 20) divides by 1 − λ. Lower n_components."
         )

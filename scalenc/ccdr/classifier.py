@@ -16,8 +16,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from scalenc.base.estimator import (
     StreamingClassifierMixin,
+    fit_streaming,
     map_output,
-    prepare_fit,
 )
 from scalenc.base.validation import Integral, Interval, StrOptions
 from scalenc.ccdr import blocks as cb
@@ -178,9 +178,15 @@ class CCDRClassifier(
         >>> clf.head_.__class__.__name__, clf.score(X, y) > 0.9
         ('LinearHead', True)
         """
+        return fit_streaming(self, X, y, find_classes=False)
+
+    def _check_params(self) -> None:
         self._validate_params()
+
+    def _fit(self, Xd, yd, params):
+        """CCDR on (X, y), then the head's statistics on the embedding (one more pass,
+        unless the subsample is all of X)."""
         ccdr = CCDR(**self._ccdr_params())
-        Xd, yd = prepare_fit(self, X, y, find_classes=False)
         ccdr.fit(Xd, yd)
         self.ccdr_ = ccdr
         for name in (
@@ -194,9 +200,7 @@ class CCDRClassifier(
             "n_features_in_",
         ):
             setattr(self, name, getattr(ccdr, name))
-        self.n_passes_ = ccdr.n_passes_
         self.head_ = self._fit_head(Xd, yd)
-        return self
 
     def _fit_head(self, X, y):
         L = self.classes_.size
@@ -224,7 +228,6 @@ class CCDRClassifier(
                     split_every=self.split_every,
                 )
             )
-            self.n_passes_ += 1
         if self.classifier == "linear":
             return cb.LinearHead(stats["gram"], stats["cross"])
         return cb.LDAHead(stats)

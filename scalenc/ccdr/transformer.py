@@ -22,9 +22,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from scalenc.base.estimator import (
+    fit_streaming,
     known_row_chunks,
     memory_budget,
-    prepare_fit,
     prepare_input,
     refuse_nonfinite,
 )
@@ -34,6 +34,7 @@ from scalenc.ccdr import passes as ccdr_passes
 from scalenc.engine import passes
 from scalenc.engine.cluster import blas_single_thread, compute
 from scalenc.engine.memory import format_bytes
+from scalenc.exceptions import InputError, MemoryBudgetError
 from scalenc.io.inputs import check_xy, encode_labels
 from scalenc.math import sampling as _sampling
 
@@ -248,14 +249,19 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> ccdr.intrinsic_dimension_.shape
         (3,)
         """
+        return fit_streaming(self, X, y)
+
+    def _check_params(self) -> None:
         self._validate_params()
-        X, codes = prepare_fit(self, X, y)
+
+    def _fit(self, X, codes, params):
+        """Draw the subsamples, gather their rows in one pass, solve each, and keep the
+        Nyström reference."""
         draws = self._draw_subsamples(codes)
         self._check_memory(X, draws)
         rows = self._gather(X, draws)
         self.solutions_ = self._solve_all(draws, rows)
         self._set_reference()
-        return self
 
     def _draw_subsamples(self, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
         """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
@@ -266,7 +272,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         counts = per_block.sum(axis=0)
         n = int(counts.sum())
         if self.subsample_size < L:
-            raise ValueError(
+            raise InputError(
                 f"subsample_size={self.subsample_size} is smaller than the number of classes "
                 f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
             )
@@ -293,7 +299,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         need = rows * p * (X.dtype.itemsize + 8)  # the gathered rows + the float64 solutions
         budget, source = memory_budget(self)
         if need > budget["client"]:
-            raise MemoryError(
+            raise MemoryBudgetError(
                 f"CCDR would hold {len(draws)} subsample(s) of {draws[0][0].size} rows × {p} "
                 f"features on the client, about {format_bytes(need)}: more than its budget "
                 f"of {format_bytes(budget['client'])} ({source}). Lower subsample_size or "
@@ -304,7 +310,6 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
         wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
         (got,) = compute(ccdr_passes.gather_rows_pass(X, wanted, split_every=self.split_every))
-        self.n_passes_ = 1
         refuse_nonfinite(got["nonfinite"].sum())
         order = np.argsort(got["index"])
         return {"index": got["index"][order], "rows": got["rows"][order]}

@@ -35,7 +35,6 @@ from scalenc.cli.errors import (
     EXIT_TERMINATED,
     BadInput,
     CLIError,
-    ClusterUnreachable,
     Terminated,
 )
 from scalenc.cli.jobs import JobError, read_job, step_argv
@@ -143,12 +142,12 @@ def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
     except (ValueError, TypeError, FileNotFoundError) as exc:
         stack.close()
         raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
-    except ClusterUnavailableError as exc:
+    except ClusterUnavailableError:
         stack.close()
-        raise ClusterUnreachable(str(exc)) from exc
+        raise
     except Exception as exc:
         stack.close()
-        raise ClusterUnreachable(
+        raise ClusterUnavailableError(
             f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
             f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
             "scheduler is running, or drop --scheduler to run on local threads."
@@ -819,7 +818,7 @@ def _exit_code(exc: BaseException) -> int:
     """Map an exception to an exit code: input problems vs failures while computing."""
     if isinstance(exc, CLIError):
         return exc.code
-    if isinstance(exc, ClusterUnavailableError):  # scalenc.engine.cluster: scheduler lost
+    if isinstance(exc, ClusterUnavailableError):  # unreachable, or the scheduler lost
         return EXIT_CLUSTER
     if isinstance(exc, Terminated):
         return EXIT_TERMINATED

@@ -1,10 +1,14 @@
 """Exit codes of the ``scalenc`` command and the errors that carry one.
 
 The bottom of the command's modules (:mod:`scalenc.cli.parser` raises :class:`BadInput` and
-documents the codes in ``--help``), so it imports nothing.
+documents the codes in ``--help``), so it imports only :mod:`scalenc.exceptions`: every
+error here is a :class:`~scalenc.exceptions.ScalencError`. A lost or unreachable cluster
+is the library's :class:`~scalenc.exceptions.ClusterUnavailableError` (exit code 3).
 """
 
 from __future__ import annotations
+
+from scalenc.exceptions import ScalencError
 
 __all__ = [
     "EXIT_OK",
@@ -16,7 +20,6 @@ __all__ = [
     "CLIError",
     "BadInput",
     "UsageError",
-    "ClusterUnreachable",
     "Terminated",
 ]
 
@@ -29,13 +32,15 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
-class CLIError(Exception):
+class CLIError(ScalencError):
     """An error with its exit code; the message is shown as is."""
 
     code = EXIT_COMPUTE
 
 
-class BadInput(CLIError):
+class BadInput(CLIError, ValueError):
+    """Arguments, files or a job the command cannot run as given (exit code 2)."""
+
     code = EXIT_BAD_INPUT
 
 
@@ -50,10 +55,6 @@ class UsageError(BadInput):
     def report(self) -> str:
         """The text argparse would print on stderr: the usage, then the error line."""
         return f"{self.usage}{self}\n"
-
-
-class ClusterUnreachable(CLIError):
-    code = EXIT_CLUSTER
 
 
 class Terminated(KeyboardInterrupt):

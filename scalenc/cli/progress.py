@@ -30,6 +30,8 @@ from typing import TextIO
 
 from dask.callbacks import Callback
 
+from scalenc.exceptions import InputError
+
 __all__ = [
     "Progress",
     "choose_mode",
@@ -79,7 +81,7 @@ def data_layers(data) -> frozenset:
 def choose_mode(mode: str, stream: TextIO, client=None) -> str:
     """Resolve ``"auto"``: a bar on a terminal, lines otherwise."""
     if mode not in MODES:
-        raise ValueError(f"Unknown progress mode {mode!r}; choose one of {list(MODES)}.")
+        raise InputError(f"Unknown progress mode {mode!r}; choose one of {list(MODES)}.")
     if mode != "auto":
         return mode
     isatty = getattr(stream, "isatty", None)

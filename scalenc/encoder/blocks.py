@@ -31,30 +31,30 @@ __all__ = [
 # --- per-block outputs (module level so that they pickle for any scheduler) ------------
 
 
-def _embed_block(X, *, kernel, U, out_dtype):
+def embed_block(X, *, kernel, U, out_dtype):
     _blocks.check_finite(X)
-    return _by_row_tiles(lambda x: kernel(x, U).astype(out_dtype, copy=False), X, U)
+    return by_row_tiles(lambda x: kernel(x, U).astype(out_dtype, copy=False), X, U)
 
 
-def _decision_block(X, *, kernel, U, model, out_dtype):
+def decision_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
 
     def tile(x):
         return lda_decision(model, kernel(x, U)).astype(out_dtype, copy=False)
 
-    return _by_row_tiles(tile, X, U)
+    return by_row_tiles(tile, X, U)
 
 
-def _proba_block(X, *, kernel, U, model, out_dtype):
+def proba_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
 
     def tile(x):
         return np.exp(lda_log_proba(model, kernel(x, U))).astype(out_dtype, copy=False)
 
-    return _by_row_tiles(tile, X, U)
+    return by_row_tiles(tile, X, U)
 
 
-def _predict_block(X, *, kernel, U, model, classes):
+def predict_block(X, *, kernel, U, model, classes):
     _blocks.check_finite(X)
 
     def tile(x):
@@ -62,22 +62,22 @@ def _predict_block(X, *, kernel, U, model, classes):
         index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(1)
         return classes[index]
 
-    return _by_row_tiles(tile, X, U)
+    return by_row_tiles(tile, X, U)
 
 
-def _by_row_tiles(func, X, U):
+def by_row_tiles(func, X, U):
     """A block's output computed a row tile at a time: the embedding and the class scores
     (K float64 columns each) stay about :data:`scalenc.encoder.blocks.STACKED_TILE_BYTES`."""
     return _blocks.map_row_tiles(func, X, blocks.stacked_tile_rows(U.shape[0]))
 
 
-def _apply_to_embedding(Z, *, block_fn, **kwargs):
+def apply_to_embedding(Z, *, block_fn, **kwargs):
     """Apply an output block function to a precomputed embedding (method='full')."""
-    identity = CallableKernel(_identity_embedding)
+    identity = CallableKernel(identity_embedding)
     return block_fn(Z, kernel=identity, U=np.empty((Z.shape[1], 0)), **kwargs)
 
 
-def _identity_embedding(Z, U):
+def identity_embedding(Z, U):
     return Z
 
 
@@ -180,3 +180,13 @@ def full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, count
     out = np.zeros((X_rows.shape[0], n_classes))
     np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)
     return out / counts
+
+
+def linear_embedding_moments(moments: dict) -> dict:
+    """The linear kernel's embedding statistics from X's class moments, with no pass.
+
+    Z = X Uᵀ with U the class means, so the class means of Z are U Uᵀ and its within-class
+    scatter is U S_w Uᵀ (S_w the within-class scatter of X): Shen's one-pass linear fit.
+    """
+    U, Sw = moments["mean"], moments["scatter"]
+    return {"n": moments["n"], "mean": U @ U.T, "scatter": U @ Sw @ U.T}

@@ -28,6 +28,7 @@ from scalenc.base.estimator import (
     check_feature_names_of,
     check_n_features,
     fit_stage,
+    fit_streaming,
     known_row_chunks,
     memory_budget,
     prepare_input,
@@ -37,11 +38,12 @@ from scalenc.base.estimator import (
 from scalenc.base.validation import Integral, Interval, Real, StrOptions, invalid
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import (
-    _apply_to_embedding,
-    _decision_block,
-    _embed_block,
-    _predict_block,
-    _proba_block,
+    apply_to_embedding,
+    decision_block,
+    embed_block,
+    linear_embedding_moments,
+    predict_block,
+    proba_block,
 )
 from scalenc.encoder.kernels import Kernel, Linear, get_kernel
 from scalenc.encoder.plan import (
@@ -52,6 +54,8 @@ from scalenc.encoder.plan import (
 )
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
+from scalenc.engine.reads import counting_passes
+from scalenc.exceptions import InputError
 from scalenc.io.inputs import check_xy, encode_labels
 from scalenc.math import moments as _blocks
 from scalenc.math.labels import check_class_values, sorted_classes
@@ -303,11 +307,11 @@ class EncoderClassifier(
         >>> EncoderClassifier().fit(X, y_half).class_counts_
         array([25, 25, 25])
         """
-        kernels = self._check_params()
-        check_feature_names_of(self, X, reset=True)
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
-        self.n_features_in_ = X.shape[1]
-        self.stage_times_ = {}
+        return fit_streaming(self, X, y, find_classes=False)
+
+    def _fit(self, X, y, kernels):
+        """Pass 1 (the class list and class moments together), then the embedding's
+        statistics and the kernel choice, or Section 2's full method."""
         self.n_cached_passes_ = 0
         full = self.method == "full"
         one_pass = not full and self._one_pass(kernels, X.shape[1])
@@ -367,8 +371,7 @@ class EncoderClassifier(
         return self._check_moments(moments, X.dtype)
 
     def _check_moments(self, moments, dtype):
-        """Count the pass over X and refuse NaN/inf that it found."""
-        self.n_passes_ = 1
+        """Refuse NaN/inf found by the pass over X, and class means too large to square."""
         refuse_nonfinite(moments["nonfinite"])
         check_class_means(moments["mean"], dtype)
         return moments
@@ -379,8 +382,7 @@ class EncoderClassifier(
         if resolve:
             self.kernels_ = [k.resolve(moments) for k in kernels]
         if one_pass:
-            U, Sw = moments["mean"], moments["scatter"]
-            self._z_moments = [{"n": moments["n"], "mean": U @ U.T, "scatter": U @ Sw @ U.T}]
+            self._z_moments = [linear_embedding_moments(moments)]
         else:
             self._z_moments = None
 
@@ -401,7 +403,6 @@ class EncoderClassifier(
                         )
                     )
                 self._z_moments = list(z_moments)
-                self.n_passes_ += 1
             self.lda_models_ = [self._lda(m) for m in self._z_moments]
             if len(self.kernels_) > 1:
                 with fit_stage(self, "cross_entropy"):
@@ -416,7 +417,6 @@ class EncoderClassifier(
                         )
                     )
                 self.cross_entropy_ = -np.array([float(v) for v in loglik])
-                self.n_passes_ += 1
         self._select_kernel()
 
     def _plan(self, X) -> dict:
@@ -473,7 +473,6 @@ class EncoderClassifier(
                     )
                 )
             self._z_moments = list(z_moments)
-            self.n_passes_ += 1
             self.lda_models_ = [self._lda(m) for m in self._z_moments]
             with fit_stage(self, "cross_entropy"):
                 (loglik,) = compute(
@@ -502,7 +501,7 @@ class EncoderClassifier(
         empty = self.class_counts_ == 0
         if empty.any():
             names = self.classes_[empty].tolist()
-            raise ValueError(
+            raise InputError(
                 f"Class(es) {names} have no labeled rows; the encoder needs at least one labeled "
                 "row per class. Feed rows of those classes, or leave them out of `classes`."
             )
@@ -523,7 +522,6 @@ class EncoderClassifier(
             for Z in embeddings
         ]
         self._z_moments = list(compute(*stats))
-        self.n_passes_ += 1  # Z = A W in one compute: each block of X read once, shared
         self.lda_models_ = [self._lda(m) for m in self._z_moments]
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         if len(self.kernels_) > 1:
@@ -532,7 +530,6 @@ class EncoderClassifier(
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
             self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
-            self.n_passes_ += 1
         self._select_kernel()
         return self
 
@@ -593,9 +590,9 @@ class EncoderClassifier(
         if first:
             kernels = self._check_params()
             if self.method != "fast":
-                raise ValueError("partial_fit needs method='fast'; the full method keeps all of X.")
+                raise InputError("partial_fit needs method='fast'; the full method keeps all of X.")
             if classes is None:
-                raise ValueError(
+                raise InputError(
                     "classes must be passed on the first call to partial_fit, listing every "
                     "class that will ever appear (e.g. classes=np.unique(y_all))."
                 )
@@ -613,10 +610,18 @@ class EncoderClassifier(
         else:
             check_n_features(self, X)
             if classes is not None and not np.array_equal(sorted_classes(classes), self.classes_):
-                raise ValueError(
+                raise InputError(
                     f"classes={list(classes)} differs from the classes of the first "
                     f"partial_fit call {list(self.classes_)}."
                 )
+        with counting_passes(X) as count:
+            self._partial_update(X, y, first)
+        self.n_passes_ = count.passes
+        return self
+
+    def _partial_update(self, X, y, first):
+        """partial_fit's steps on a checked batch: its class moments merged with the
+        totals, then (all classes seen) its embedding statistics."""
         codes = encode_labels(y, self.classes_, unlabeled_marker(self))
         batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
         total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
@@ -625,12 +630,10 @@ class EncoderClassifier(
         self._set_class_stats(total, self._kernel_specs, self._one_pass_mode, resolve=resolve)
         if self._one_pass_mode:
             self._refit_from_totals()
-            return self
-        if (self.class_counts_ == 0).any():
+        elif (self.class_counts_ == 0).any():
             self._model_ready = False  # wait for rows of every class before fitting LDA
-            return self
-        self._partial_embedding_update(X, codes)
-        return self
+        else:
+            self._partial_embedding_update(X, codes)
 
     def _partial_embedding_update(self, X, codes):
         U = self.class_means_
@@ -639,7 +642,6 @@ class EncoderClassifier(
                 X, codes, self.kernels_, U, split_every=self.split_every
             )
         )
-        self.n_passes_ += 1
         prev = self._z_totals
         self._z_totals = (
             list(z_batch)
@@ -655,7 +657,6 @@ class EncoderClassifier(
                 )
             )
             self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
-            self.n_passes_ += 1
             self.cross_entropy_ = -self._loglik_total
         else:
             self.cross_entropy_ = np.full(1, np.nan)
@@ -692,7 +693,7 @@ class EncoderClassifier(
         if self.method == "full":
             Z = self._full_embedding(known_row_chunks(Xd), self.kernel_)
             out = passes.map_rows(
-                _apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+                apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
             )
         else:
             out = passes.map_rows(
@@ -729,7 +730,7 @@ class EncoderClassifier(
         True
         """
         self._check_fitted()
-        return self._map(X, _embed_block, self.classes_.size, None)
+        return self._map(X, embed_block, self.classes_.size, None)
 
     def decision_function(self, X):
         """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA.
@@ -753,7 +754,7 @@ class EncoderClassifier(
         self._check_fitted()
         n_out = 1 if self.classes_.size == 2 else self.classes_.size
         out = self._map(
-            X, _decision_block, n_out, np.float64, model=self._chosen_model(), out_dtype=np.float64
+            X, decision_block, n_out, np.float64, model=self._chosen_model(), out_dtype=np.float64
         )
         return out[:, 0] if n_out == 1 else out
 
@@ -775,7 +776,7 @@ class EncoderClassifier(
         self._check_fitted()
         return self._map(
             X,
-            _proba_block,
+            proba_block,
             self.classes_.size,
             np.float64,
             model=self._chosen_model(),
@@ -823,7 +824,7 @@ class EncoderClassifier(
         self._check_fitted()
         return self._map(
             X,
-            _predict_block,
+            predict_block,
             None,
             self.classes_.dtype,
             model=self._chosen_model(),

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalenc.exceptions import InputError
 from scalenc.math import moments as _blocks
 from scalenc.math.neighbors import sq_distances_from_inner
 
@@ -552,7 +553,7 @@ class Gaussian(Kernel):
 
     def tile(self, tile):
         if self.sigma is None:
-            raise ValueError("The Gaussian kernel's width sigma is not set; fit resolves it.")
+            raise InputError("The Gaussian kernel's width sigma is not set; fit resolves it.")
         return np.exp(tile.sq_distances / (-2.0 * self.sigma**2))
 
     def resolve(self, stats):
@@ -610,7 +611,7 @@ class CallableKernel(Kernel):
     >>> CallableKernel(row_sums)(np.ones((2, 2)), np.ones((3, 2)))
     Traceback (most recent call last):
     ...
-    ValueError: The kernel callable 'row_sums' must return ... (2, 3); it returned (2,).
+    scalenc.exceptions.InputError: The kernel callable 'row_sums' must return ...; it returned (2,).
     """
 
     func: Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -633,7 +634,7 @@ class CallableKernel(Kernel):
     def __call__(self, X, U):
         Z = np.asarray(self.func(X, U), dtype=np.float64)
         if Z.shape != (X.shape[0], U.shape[0]):
-            raise ValueError(
+            raise InputError(
                 f"The kernel callable {self.name!r} must return an array of shape "
                 f"(rows, K) = {(X.shape[0], U.shape[0])}; it returned {Z.shape}."
             )
@@ -663,7 +664,7 @@ def get_kernel(spec) -> Kernel:
     >>> get_kernel("cosine")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown kernel 'cosine'. Valid names are ['euclidean', 'gaussian', ...
+    scalenc.exceptions.InputError: Unknown kernel 'cosine'. Valid names are [...
     """
     if isinstance(spec, Kernel):
         return spec
@@ -671,13 +672,13 @@ def get_kernel(spec) -> Kernel:
         try:
             return KERNELS[spec]()
         except KeyError:
-            raise ValueError(
+            raise InputError(
                 f"Unknown kernel {spec!r}. Valid names are {sorted(KERNELS)}, "
                 "or pass a callable f(X_block, U) -> (rows, K)."
             ) from None
     if callable(spec):
         return CallableKernel(spec)
-    raise ValueError(
+    raise InputError(
         f"A kernel must be a name in {sorted(KERNELS)}, a scalenc.encoder.kernels.Kernel or a "
         f"callable f(X_block, U) -> (rows, K); got {spec!r}."
     )

@@ -28,6 +28,7 @@ from concurrent.futures import CancelledError
 import dask
 from dask.system import CPU_COUNT
 
+from scalenc.engine.reads import note_computation
 from scalenc.engine.resend import rescatter_lost
 from scalenc.exceptions import ClusterUnavailableError
 
@@ -230,6 +231,7 @@ def compute(*collections, **kwargs):
     >>> float(total), squares
     (10.0, array([0, 1, 4, 9]))
     """
+    note_computation(collections)
     if _threaded_in_process():
         with blas_single_thread():
             return dask.compute(*collections, **kwargs)

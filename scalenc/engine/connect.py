@@ -15,7 +15,7 @@ from pathlib import Path
 import dask
 
 from scalenc.engine.cluster import _address, logger
-from scalenc.exceptions import ClusterUnavailableError
+from scalenc.exceptions import ClusterUnavailableError, InputError, InputTypeError
 
 __all__ = [
     "ENV_SCHEDULER",
@@ -74,7 +74,7 @@ def make_security(security):
     >>> make_security("certificates/")  # a directory that does not exist
     Traceback (most recent call last):
     ...
-    ValueError: security='certificates/' is not a directory. Pass a directory holding ca.pem, ...
+    scalenc.exceptions.InputError: security='certificates/' is not a directory. Pass ...
 
     The directory ``deploy/tls/make-certs.sh ~/scalenc-certs`` writes:
 
@@ -91,7 +91,7 @@ def make_security(security):
     if isinstance(security, (str, os.PathLike)):
         folder = Path(security).expanduser()
         if not folder.is_dir():
-            raise ValueError(
+            raise InputError(
                 f"security={os.fspath(security)!r} is not a directory. Pass a directory holding "
                 "ca.pem, client.pem and client-key.pem (deploy/tls/make-certs.sh makes them), "
                 "a dict of file names, or a distributed.security.Security."
@@ -99,7 +99,7 @@ def make_security(security):
         files = {key: folder / name for key, name in _CERT_FILES.items()}
         missing = [str(p) for p in files.values() if not p.is_file()]
         if missing:
-            raise ValueError(f"The certificate directory {folder} lacks {missing}.")
+            raise InputError(f"The certificate directory {folder} lacks {missing}.")
         for role in ("scheduler", "worker"):  # what connect("local", security=...) needs
             if (folder / f"{role}.pem").is_file() and (folder / f"{role}-key.pem").is_file():
                 files[f"tls_{role}_cert"] = folder / f"{role}.pem"
@@ -114,12 +114,12 @@ def make_security(security):
         for key, value in kwargs.items():
             is_path = key.endswith(("_file", "_cert", "_key")) and value is not None
             if is_path and not Path(value).is_file():
-                raise ValueError(f"security[{key!r}] = {value!r} is not a file.")
+                raise InputError(f"security[{key!r}] = {value!r} is not a file.")
         try:
             return Security(**kwargs)
         except TypeError as exc:
-            raise ValueError(f"Bad security settings {sorted(security)}: {exc}") from None
-    raise TypeError(
+            raise InputError(f"Bad security settings {sorted(security)}: {exc}") from None
+    raise InputTypeError(
         "security must be a distributed.security.Security, a dict of certificate files, or "
         f"a certificate directory; got {type(security).__name__}."
     )
@@ -150,14 +150,14 @@ def _read_scheduler_file(path) -> str:
 def _check_address(address: str) -> str:
     if "://" not in address:
         if ":" not in address:
-            raise ValueError(
+            raise InputError(
                 f"Cannot tell a Dask scheduler from {address!r}. Use 'tcp://host:8786', "
                 "'tls://host:8786', 'local', or a scheduler file."
             )
         address = f"tcp://{address}"
     scheme = address.split("://", 1)[0]
     if scheme not in ("tcp", "tls", "inproc", "ucx", "ws", "wss"):
-        raise ValueError(
+        raise InputError(
             f"Unknown scheduler protocol {scheme!r} in {address!r}; use tcp:// or tls://."
         )
     return address
@@ -241,7 +241,7 @@ def connect(
     """
     address, scheduler_file = _scheduler_from_env(address, scheduler_file)
     if scheduler_file is not None and address is not None:
-        raise ValueError("Pass either a scheduler address or a scheduler file, not both.")
+        raise InputError("Pass either a scheduler address or a scheduler file, not both.")
     if scheduler_file is None and address in (None, "threads", "threading"):
         with dask.config.set(scheduler="threads"):
             yield None
@@ -253,7 +253,7 @@ def connect(
                 yield client
         return
     if threads_per_worker is not None or memory_limit is not None:
-        raise ValueError(
+        raise InputError(
             "threads_per_worker and memory_limit apply to connect('local') only; a remote "
             "cluster's workers set them with `dask worker --nthreads ... --memory-limit ...`."
         )

@@ -36,16 +36,18 @@ from scalenc.engine.cluster import (
     no_workers_timeout,
     uses_distributed,
 )
-from scalenc.exceptions import ClusterUnavailableError
+from scalenc.exceptions import ClusterUnavailableError, InputError
 from scalenc.math import moments as _blocks
 
 try:
     from dask._task_spec import DataNode
 except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
     DataNode = ()
+from scalenc.engine.reads import note_computation, note_reader
 from scalenc.engine.resend import _SCATTERED, remember_scattered
 
 __all__ = [
+    "from_numpy_rows",
     "SPLIT_EVERY",
     "SCATTER_BYTES",
     "reduce_rows",
@@ -72,9 +74,9 @@ def tree_reduce(
 ) -> Delayed:
     """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks))."""
     if not partials:
-        raise ValueError("Nothing to reduce: the input has no row blocks.")
+        raise InputError("Nothing to reduce: the input has no row blocks.")
     if split_every < 2:
-        raise ValueError(f"split_every must be at least 2; got {split_every}.")
+        raise InputError(f"split_every must be at least 2; got {split_every}.")
     combine_task = dask.delayed(combine, pure=True)
     partials = list(partials)
     while len(partials) > 1:
@@ -85,18 +87,18 @@ def tree_reduce(
 
 def _check_aligned(X: da.Array, aligned) -> None:
     if X.ndim == 2 and len(X.chunks[1]) != 1:
-        raise ValueError(
+        raise InputError(
             f"X must have a single chunk along its columns for a pass; got column chunks "
             f"{X.chunks[1]}. Call X.rechunk({{1: -1}}) (scalenc.io.inputs.as_dask_array does this)."
         )
     for arr in aligned:
         if arr is not None and arr.chunks[0] != X.chunks[0]:
-            raise ValueError(
+            raise InputError(
                 f"Row chunks of an aligned array {arr.chunks[0]} differ from X's "
                 f"{X.chunks[0]}; align them with arr.rechunk({{0: X.chunks[0]}})."
             )
         if arr is not None and arr.ndim == 2 and len(arr.chunks[1]) != 1:
-            raise ValueError(
+            raise InputError(
                 f"An aligned array must have a single chunk along its columns; got "
                 f"{arr.chunks[1]}. Call arr.rechunk({{1: -1}})."
             )
@@ -179,6 +181,41 @@ def scatter_values(client, values: list, *, broadcast: bool) -> list:
     for future, value in zip(futures, values):
         remember_scattered(future, value, broadcast)
     return futures
+
+
+def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
+    """An in-memory array as a Dask array of row blocks (``rows``: rows per block, or the
+    row chunks), its other axes whole.
+
+    With a distributed client, an array over :data:`SCATTER_BYTES` has
+    its blocks scattered to the workers once (``Client.scatter``) and the graph refers to
+    them; ``da.from_array`` would embed the data in every graph that reads it, sent to
+    the scheduler at each pass ("Sending large graph"). Elsewhere, ``da.from_array``
+    (no copy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.engine.reduce import from_numpy_rows
+    >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
+    ((4, 4, 2), (3,))
+    """
+    A = np.asarray(A)
+    n = A.shape[0]
+    if isinstance(rows, (int, np.integer)):
+        step = max(int(rows), 1)
+        rows = tuple(min(step, n - s) for s in range(0, n, step)) or (0,)
+    chunks = (tuple(rows), *((size,) for size in A.shape[1:]))
+    if not (uses_distributed() and A.nbytes > SCATTER_BYTES):
+        return da.from_array(A, chunks=chunks)
+    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
+    parts = [A[s : s + c] for s, c in zip(starts, rows)]
+    futures = scatter_values(active_client(), parts, broadcast=False)
+    blocks = [
+        da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
+        for future, c in zip(futures, rows)
+    ]
+    return da.concatenate(blocks, axis=0)
 
 
 def _literal(value):
@@ -287,7 +324,9 @@ def reduce_rows(
         **_shared(kwargs),
     )
     partials = list(blocks.to_delayed(optimize_graph=True).ravel())
-    return tree_reduce(partials, combine, split_every=split_every)
+    result = tree_reduce(partials, combine, split_every=split_every)
+    note_reader(X, result)
+    return result
 
 
 def keep_on_workers(arr: da.Array) -> da.Array:
@@ -319,6 +358,7 @@ class RowCache:
 
     def __enter__(self):
         if self.distributed:
+            note_computation([self._source])  # the persist reads it now
             self._persisted = active_client().persist(self._source)
         else:
             root = dask.config.get("temporary-directory", None)

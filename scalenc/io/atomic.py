@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 import fsspec
 import numpy as np
 
-from scalenc.exceptions import IncompleteOutputError
+from scalenc.exceptions import IncompleteOutputError, OutputExistsError
 from scalenc.io.tempnames import backup_sibling, claim, temporary_sibling
 
 __all__ = [
@@ -91,7 +91,7 @@ def atomic_path(
     spath = os.fspath(path)
     tmp = claim(spath)  # first: it may restore a backup a killed swap left
     if os.path.lexists(spath) and not overwrite:
-        raise FileExistsError(_exists_message(spath))
+        raise OutputExistsError(_exists_message(spath))
     try:
         yield tmp
         publish(tmp, spath, overwrite=overwrite)
@@ -111,7 +111,7 @@ def write_text(path, text: str, *, overwrite: bool = False, storage_options=None
         fs, fs_path = fsspec.core.url_to_fs(text_path, **(storage_options or {}))
         if "file" not in np.atleast_1d(fs.protocol):
             if fs.exists(fs_path) and not overwrite:
-                raise FileExistsError(_exists_message(text_path))
+                raise OutputExistsError(_exists_message(text_path))
             fs.pipe_file(fs_path, text.encode("utf-8"))
             return text_path
         path = fs_path
@@ -129,7 +129,7 @@ def publish(tmp: str, path: str, *, overwrite: bool) -> None:
     if not os.path.lexists(path):
         _rename_new(tmp, path, overwrite)
     elif not overwrite:
-        raise FileExistsError(_exists_message(path))
+        raise OutputExistsError(_exists_message(path))
     else:
         if _swap_hook is not None and _renameat2() is not None:
             _swap_hook(path)
@@ -147,10 +147,10 @@ def _rename_new(tmp: str, path: str, overwrite: bool) -> None:
     try:
         done = _rename2(tmp, path, _RENAME_NOREPLACE)
     except FileExistsError:
-        raise FileExistsError(_exists_message(path)) from None
+        raise OutputExistsError(_exists_message(path)) from None
     if not done:
         if os.path.lexists(path):
-            raise FileExistsError(_exists_message(path))
+            raise OutputExistsError(_exists_message(path))
         os.rename(tmp, path)
 
 
@@ -264,7 +264,7 @@ def atomic_prefix(
     """
     path = path.rstrip("/")
     if fs.exists(path) and not overwrite:
-        raise FileExistsError(_exists_message(url or fs.unstrip_protocol(path)))
+        raise OutputExistsError(_exists_message(url or fs.unstrip_protocol(path)))
     tmp = temporary_sibling(path)
     try:
         yield fs.unstrip_protocol(tmp)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -19,8 +18,8 @@ from dask.system import CPU_COUNT
 from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
-from scalenc.engine.cluster import active_client, uses_distributed
-from scalenc.engine.reduce import SCATTER_BYTES, scatter_values
+from scalenc.engine.reduce import from_numpy_rows
+from scalenc.exceptions import InputError, InputNotFoundError, InputPermissionError
 from scalenc.io import readers
 from scalenc.io.atomic import check_complete
 from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
@@ -66,7 +65,7 @@ def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
         return np.dtype(np.float64)
     if np.issubdtype(dtype, np.floating):
         return np.dtype(np.float64)
-    raise ValueError(
+    raise InputError(
         f"{name} must hold numbers; got dtype {dtype}. Convert it with "
         f"{name}.astype('float32') or select the numeric columns."
     )
@@ -88,42 +87,6 @@ def _auto_rows(n_features: int, itemsize: int, n_rows: int | None = None) -> int
         return by_bytes
     per_core = -(-n_rows // CPU_COUNT)
     return min(by_bytes, max(MIN_PARALLEL_ROWS, per_core))
-
-
-def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
-    """An in-memory array as a Dask array of row blocks (``rows``: rows per block, or the
-    row chunks), its other axes whole.
-
-    With a distributed client, an array over :data:`scalenc.engine.reduce.SCATTER_BYTES` has
-    its blocks scattered to the workers once (``Client.scatter``) and the graph refers to
-    them; ``da.from_array`` would embed the data in every graph that reads it, sent to
-    the scheduler at each pass ("Sending large graph"). Elsewhere, ``da.from_array``
-    (no copy).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from scalenc.io.inputs import from_numpy_rows
-    >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
-    ((4, 4, 2), (3,))
-    """
-
-    A = np.asarray(A)
-    n = A.shape[0]
-    if isinstance(rows, (int, np.integer)):
-        step = max(int(rows), 1)
-        rows = tuple(min(step, n - s) for s in range(0, n, step)) or (0,)
-    chunks = (tuple(rows), *((size,) for size in A.shape[1:]))
-    if not (uses_distributed() and A.nbytes > SCATTER_BYTES):
-        return da.from_array(A, chunks=chunks)
-    starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
-    parts = [A[s : s + c] for s, c in zip(starts, rows)]
-    futures = scatter_values(active_client(), parts, broadcast=False)
-    blocks = [
-        da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
-        for future, c in zip(futures, rows)
-    ]
-    return da.concatenate(blocks, axis=0)
 
 
 def as_dask_array(
@@ -155,7 +118,7 @@ def as_dask_array(
     >>> as_dask_array(da.arange(5))
     Traceback (most recent call last):
     ...
-    ValueError: X must be 2-D (rows, features); got shape (5,). Reshape it, ...
+    scalenc.exceptions.InputError: X must be 2-D (rows, features); got shape (5,). Reshape it, ...
     """
     if isinstance(X, (str, os.PathLike)):
         X, _ = load(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
@@ -169,12 +132,12 @@ def as_dask_array(
             rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
             X = from_numpy_rows(X, rows)
     if X.ndim != 2:
-        raise ValueError(
+        raise InputError(
             f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
             f"e.g. {name}.reshape(-1, 1) for a single feature."
         )
     if known_lengths and any(np.isnan(c) for c in X.chunks[0]):
-        raise ValueError(
+        raise InputError(
             f"{name} has unknown row chunk sizes {X.chunks[0]}; scalenc needs them to align "
             f"labels and outputs. Call {name}.compute_chunk_sizes() first, or build it with "
             "dataframe.to_dask_array(lengths=True)."
@@ -310,7 +273,7 @@ def as_dask_labels(
     >>> as_dask_labels(np.zeros(5), X)
     Traceback (most recent call last):
     ...
-    ValueError: X has 6 rows but y has 5 labels; pass one label per row (use -1 ...).
+    scalenc.exceptions.InputError: X has 6 rows but y has 5 labels; pass one label per row ...
     """
     if _is_zarr_array(y):
         y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
@@ -323,12 +286,12 @@ def as_dask_labels(
         if y.ndim == 2 and y.shape[1] == 1:
             y = column_or_1d(y, warn=True)
         if y.ndim != 1:
-            raise ValueError(
+            raise InputError(
                 f"{name} should be a 1d array (one label per row); got shape {y.shape}. "
                 "Multi-output labels are not supported."
             )
         if y.shape[0] != X.shape[0]:
-            raise ValueError(
+            raise InputError(
                 f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
                 "pass one label per row (use -1 for unlabeled rows)."
             )
@@ -336,13 +299,13 @@ def as_dask_labels(
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one label per row); got shape {y.shape}.")
+        raise InputError(f"{name} must be 1-D (one label per row); got shape {y.shape}.")
     if any(np.isnan(c) for c in y.chunks[0]):
-        raise ValueError(
+        raise InputError(
             f"{name} has unknown chunk sizes {y.chunks[0]}; call {name}.compute_chunk_sizes()."
         )
     if y.shape[0] != X.shape[0]:
-        raise ValueError(
+        raise InputError(
             f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
             "pass one label per row (use -1 for unlabeled rows)."
         )
@@ -413,21 +376,21 @@ def check_xy(
     >>> check_xy(X, y[:9])
     Traceback (most recent call last):
     ...
-    ValueError: X has 10 rows but y has 9 labels; pass one label per row ...
+    scalenc.exceptions.InputError: X has 10 rows but y has 9 labels; pass one label per row ...
     """
     if require_y and y is None:
         owner = type(estimator).__name__ if estimator is not None else "This estimator"
-        raise ValueError(
+        raise InputError(
             f"{owner} requires y to be passed, but the target y is None. Pass one label per "
             "row (-1 for unlabeled rows)."
         )
     X = as_dask_array(X, chunk_rows=chunk_rows, known_lengths=known_lengths or y is not None)
     if X.shape[0] == 0:
-        raise ValueError(
+        raise InputError(
             f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is required."
         )
     if X.shape[1] == 0:
-        raise ValueError(
+        raise InputError(
             f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of 1 is required."
         )
     if y is None:
@@ -575,7 +538,7 @@ def _check_readable(fs, path: str, url: str) -> None:
             pass
         found = fs.exists(parent) and parent.strip("/") != path.strip("/")
     except PermissionError as exc:
-        raise PermissionError(
+        raise InputPermissionError(
             f"Cannot read {url!r}: {exc}. Check the credentials (storage_options=, "
             "--storage-option KEY=VALUE, or the AWS_* environment variables)."
         ) from exc
@@ -584,7 +547,7 @@ def _check_readable(fs, path: str, url: str) -> None:
         if found
         else "no part of it exists (check the bucket or root name and the credentials)"
     )
-    raise FileNotFoundError(f"{url!r} does not exist; {where}. Check the path.")
+    raise InputNotFoundError(f"{url!r} does not exist; {where}. Check the path.")
 
 
 def _looks_like_path(value: str) -> bool:
@@ -615,14 +578,14 @@ def _load_zarr(url: str, labels, storage_options=None):
             "restore it from a good copy or rewrite the store."
         ) from exc
     if "X" not in keys:
-        raise ValueError(
+        raise InputError(
             f"The Zarr group {spath!r} holds arrays {sorted(keys)}; scalenc reads features "
             "from an array named 'X' (and labels from 'y'). Point --data at the array itself."
         )
     y = None
     if isinstance(labels, str) and not _looks_like_path(labels):
         if labels not in keys:
-            raise ValueError(f"The Zarr group {spath!r} has no labels array {labels!r}.")
+            raise InputError(f"The Zarr group {spath!r} has no labels array {labels!r}.")
         y = node[labels]
     elif labels is None and "y" in keys:
         y = node["y"]

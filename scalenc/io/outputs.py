@@ -16,6 +16,7 @@ import dask.array as da
 import numpy as np
 
 from scalenc.engine.cluster import compute
+from scalenc.exceptions import InputError
 from scalenc.io import readers
 from scalenc.io.atomic import atomic_path, atomic_prefix
 from scalenc.io.inputs import as_dask_labels
@@ -32,14 +33,14 @@ __all__ = [
 def _output_format(path: str, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in ("zarr", "parquet"):
-            raise ValueError(f"Unknown output format {fmt!r}; use 'zarr' or 'parquet'.")
+            raise InputError(f"Unknown output format {fmt!r}; use 'zarr' or 'parquet'.")
         return fmt
     suffix = Path(path.rstrip("/")).suffix.lower()
     if suffix == ".parquet":
         return "parquet"
     if suffix == ".zarr":
         return "zarr"
-    raise ValueError(
+    raise InputError(
         f"Cannot tell the output format of {path!r}: name it *.zarr or *.parquet, "
         "or pass format='zarr' / format='parquet'."
     )
@@ -205,7 +206,7 @@ def write_output(
     >>> write_output(pred, os.path.join(folder, "pred.zarr"))
     Traceback (most recent call last):
     ...
-    FileExistsError: ...
+    scalenc.exceptions.OutputExistsError: ...
     >>> shutil.rmtree(folder)
     """
     spath = os.fspath(path).rstrip("/")
@@ -213,7 +214,7 @@ def write_output(
     n_cols = 1 if arr.ndim == 1 else arr.shape[1]
     cols = columns or (["value"] if arr.ndim == 1 else [f"c{j}" for j in range(n_cols)])
     if fmt == "parquet" and len(cols) != n_cols:
-        raise ValueError(f"{len(cols)} column names for {n_cols} output columns.")
+        raise InputError(f"{len(cols)} column names for {n_cols} output columns.")
     with _output_target(spath, overwrite, storage_options) as (tmp, fs):
         if fmt == "zarr":
             options = {"storage_options": storage_options} if fs is not None else {}

@@ -24,7 +24,7 @@ import dask.array as da
 import fsspec
 import numpy as np
 
-from scalenc.exceptions import DataWarning
+from scalenc.exceptions import DataWarning, InputError, InputNotFoundError
 from scalenc.io.integrity import DamagedDataError
 
 __all__ = [
@@ -83,7 +83,7 @@ def check_feature_columns(names, kinds, label_column, source) -> None:
     read as a feature because no ``label_column`` was given."""
     bad = [name for name, kind in zip(names, kinds) if kind not in "biuf"]
     if bad:
-        raise ValueError(
+        raise InputError(
             f"{source}: feature column(s) {bad[:10]} are not numeric. Select the numeric "
             "columns (feature_columns=, --feature-columns), encode the others as numbers, or "
             "name the labels with label_column= (--label-column)."
@@ -104,23 +104,23 @@ def _select(names, index_columns, label_column, feature_columns, source) -> list
     """The feature columns: ``feature_columns`` (names, or one glob pattern) or every
     column but the label and the index columns, in the file's order."""
     if label_column is not None and label_column not in names:
-        raise ValueError(f"{source} has no column {label_column!r}; its columns are {names[:20]}.")
+        raise InputError(f"{source} has no column {label_column!r}; its columns are {names[:20]}.")
     data = [c for c in names if c not in index_columns and not _INDEX_COLUMN.match(str(c))]
     if feature_columns is None:
         return [c for c in data if c != label_column]
     if isinstance(feature_columns, str):
         chosen = [c for c in data if fnmatch.fnmatchcase(str(c), feature_columns)]
         if not chosen:
-            raise ValueError(
+            raise InputError(
                 f"{source}: no column matches feature_columns={feature_columns!r}; its "
                 f"columns are {data[:20]}."
             )
         return [c for c in chosen if c != label_column]
     missing = [c for c in feature_columns if c not in data]
     if missing:
-        raise ValueError(f"{source} has no column(s) {missing}; its columns are {data[:20]}.")
+        raise InputError(f"{source} has no column(s) {missing}; its columns are {data[:20]}.")
     if label_column in feature_columns:
-        raise ValueError(f"label_column {label_column!r} is also among feature_columns.")
+        raise InputError(f"label_column {label_column!r} is also among feature_columns.")
     return list(feature_columns)
 
 
@@ -173,7 +173,7 @@ def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, sour
     source = source or path
     files = _parquet_files(fs, path.rstrip("/")) if fs.isdir(path) else [path]
     if not files:
-        raise FileNotFoundError(f"No .parquet files under {source!r}.")
+        raise InputNotFoundError(f"No .parquet files under {source!r}.")
     footers = []
     for file in files:
         with fs.open(file, "rb") as fh:
@@ -233,10 +233,10 @@ def read_npy(fs, path: str, *, rows_per_block: int):
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
         else:
-            raise ValueError(f"{path}: .npy format version {version} is not supported.")
+            raise InputError(f"{path}: .npy format version {version} is not supported.")
         offset = fh.tell()
     if fortran or dtype.hasobject:
-        raise ValueError(f"{path}: a Fortran-ordered or object .npy cannot be read in row blocks.")
+        raise InputError(f"{path}: a Fortran-ordered or object .npy cannot be read in row blocks.")
     blocks = []
     for start in range(0, shape[0], rows_per_block):
         stop = min(shape[0], start + rows_per_block)
@@ -249,7 +249,7 @@ def read_npz(fs, path: str, *, with_labels: bool):
     """``.npz`` (arrays ``X`` and optionally ``y``), read whole: for small data."""
     with fs.open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
         if "X" not in npz:
-            raise ValueError(f"{path} holds {list(npz.keys())}; scalenc expects an array 'X'.")
+            raise InputError(f"{path} holds {list(npz.keys())}; scalenc expects an array 'X'.")
         return npz["X"], (npz["y"] if "y" in npz and with_labels else None)
 
 
@@ -279,6 +279,6 @@ def open_zarr(url: str, storage_options: dict | None = None):
             "copy or rewrite the store."
         ) from exc
     except Exception as exc:
-        raise FileNotFoundError(
+        raise InputNotFoundError(
             f"Cannot open {url!r} as Zarr, Parquet, .npy, .npz or CSV ({exc}). Check the path."
         ) from exc

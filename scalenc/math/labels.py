@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalenc.exceptions import InputError
+
 __all__ = [
     "UNLABELED",
     "unlabeled_mask",
@@ -93,7 +95,7 @@ def refuse_missing(values: np.ndarray) -> None:
     else:
         missing = False
     if missing:
-        raise ValueError(
+        raise InputError(
             "Input y contains None or NaN labels, and unlabeled=None says every row is "
             "labeled. Drop those rows, or pass unlabeled=-1 (the default) to treat "
             "None/NaN (and -1) as unlabeled rows."
@@ -146,7 +148,7 @@ def encode(
             bad = np.zeros(found.size, dtype=bool)
     if bad.any():
         value = found[bad][0]
-        raise ValueError(
+        raise InputError(
             f"Label {getattr(value, 'item', lambda: value)()!r} is not one of the classes "
             f"{classes.tolist()}; declare every class (partial_fit's `classes`) or mark the "
             "row as unlabeled."
@@ -158,12 +160,12 @@ def encode(
 def check_class_values(classes: np.ndarray) -> None:
     """Refuse infinite and continuous targets, as scikit-learn's classifiers do."""
     if classes.dtype.kind == "f" and not np.all(np.isfinite(classes)):
-        raise ValueError(
+        raise InputError(
             f"Input y contains infinity or a value too large for {classes.dtype!r}; "
             "mark unknown labels with -1 or NaN instead."
         )
     if classes.dtype.kind == "f" and not np.all(np.mod(classes, 1) == 0):
-        raise ValueError(
+        raise InputError(
             "Unknown label type: continuous. y holds non-integer floats such as "
             f"{classes[np.mod(classes, 1) != 0][0]!r}; a classifier needs class labels "
             "(for regression use another estimator)."

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 import scipy.sparse.csgraph
 import scipy.sparse.linalg
 
-from scalenc.exceptions import ConvergenceWarning, NumericalWarning
+from scalenc.exceptions import ConvergenceWarning, InputError, NumericalWarning
 from scalenc.math.moments import log_softmax
 
 __all__ = [
@@ -334,7 +334,7 @@ def graph_eigenvectors(G: sp.csr_matrix, n_components: int, n_classes: int):
     n_comp, labels = scipy.sparse.csgraph.connected_components(G[active][:, active], directed=False)
     usable = active.size - 1
     if n_components > usable:
-        raise ValueError(
+        raise InputError(
             f"n_components={n_components} is too large: the CCDR graph has {active.size} "
             f"connected nodes (L class centres + subsample rows), so at most {usable} "
             "non-trivial eigenvectors exist. Lower n_components or raise subsample_size."

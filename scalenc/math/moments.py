@@ -21,6 +21,7 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from scalenc.exceptions import InputError
 from scalenc.math import labels
 
 __all__ = [
@@ -423,7 +424,7 @@ def check_finite(X: np.ndarray) -> None:
     """Refuse a block holding NaN or infinite values (the per-block check of every output map)."""
     bad = count_nonfinite(X)
     if bad:
-        raise ValueError(
+        raise InputError(
             f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
             "impute or drop them before predicting or transforming."
         )
@@ -448,9 +449,9 @@ def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
         raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", X.dtype)
 
 
-def too_large(column: int, what: str, dtype) -> ValueError:
+def too_large(column: int, what: str, dtype) -> InputError:
     """The error for a column whose values are too large for ``dtype``'s statistics."""
-    return ValueError(
+    return InputError(
         f"X column {column} {what}, too large for {np.dtype(dtype)} statistics: squares of "
         f"values beyond {magnitude_limit(dtype):.3g} overflow. Scale or clip that feature "
         "(e.g. sklearn.preprocessing.RobustScaler), drop the rows, or cast X to float64."

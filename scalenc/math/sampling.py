@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
+    "fold_of",
     "row_hash",
     "stratum_shares",
     "class_shares",
@@ -189,3 +190,8 @@ def combine_gather(*parts):
         "rows": np.concatenate([p["rows"] for p in parts]),
         "nonfinite": sum(p["nonfinite"] for p in parts),
     }
+
+
+def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
+    """Cross-validation fold (0..n_folds−1) of each global row index (a hash, so chunk-free)."""
+    return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)

@@ -22,7 +22,7 @@ import numpy as np
 
 from scalenc.math import moments as _blocks
 from scalenc.math.neighbors import labeled_rows, row_sq_norms, sq_distances_from_inner
-from scalenc.math.sampling import row_hash
+from scalenc.math.sampling import fold_of
 
 __all__ = [
     "knn_sigma",
@@ -31,7 +31,6 @@ __all__ = [
     "normalized_kernel",
     "prepare_basis",
     "kernel_tiles",
-    "fold_of",
     "sigma_block",
     "gram_block",
     "sum_gram_partials",
@@ -227,11 +226,6 @@ def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
         )
 
 
-def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
-    """Cross-validation fold (0..n_folds−1) of each global row index (a hash, so chunk-free)."""
-    return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
-
-
 def _syrk_lower_into(M: np.ndarray, W: np.ndarray) -> None:
     """M += Wᵀ W on the lower triangle of the C-ordered M (W is rows × r), in place.
 
@@ -393,6 +387,26 @@ def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, se
             scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
             errors += (scores.argmax(axis=1) != held_labels[start:stop]).sum(axis=1)
     return errors
+
+
+def lrc_normal_equations(moments: dict, beta: float) -> tuple[np.ndarray, ...]:
+    """The linear regression classifier's normal equations from class moments (one pass).
+
+    With Ã the centred rows augmented by √β (Hu, Pan & Wu's bias row) and F the class
+    indicators: returns the mean x̄ (p,), ÃÃᵀ ((p+1)×(p+1): β·n in the corner, the total
+    scatter about x̄ in the rest) and FÃᵀ (K×(p+1): √β·n_k, then n_k (μ_k − x̄)).
+    """
+    counts, means = moments["n"], moments["mean"]
+    total = counts.sum()
+    mean = counts @ means / total
+    centred = means - mean
+    scatter = moments["scatter"] + (centred * counts[:, None]).T @ centred
+    p = means.shape[1]
+    gram = np.zeros((p + 1, p + 1))
+    gram[0, 0] = beta * total
+    gram[1:, 1:] = (scatter + scatter.T) / 2.0
+    cross = np.hstack([np.sqrt(beta) * counts[:, None], counts[:, None] * centred])
+    return mean, gram, cross
 
 
 def nrbfn_scores(X, *, basis, sigma, weights):

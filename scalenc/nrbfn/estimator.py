@@ -25,24 +25,23 @@ import warnings
 
 import dask.array as da
 import numpy as np
-from sklearn.base import clone
-from sklearn.model_selection import check_cv
 from sklearn.utils import check_random_state
 
 from scalenc.base.estimator import (
     fit_stage,
+    fit_streaming,
     memory_budget,
-    refuse_nonfinite,
 )
 from scalenc.base.validation import Integral, Interval, Real, StrOptions, invalid
-from scalenc.engine import memory, passes
-from scalenc.engine.cluster import compute, task_threads, uses_distributed
-from scalenc.exceptions import BasisCappedWarning, DataWarning
-from scalenc.io.inputs import from_numpy_rows
+from scalenc.engine import passes
+from scalenc.engine.cluster import compute
+from scalenc.engine.folds import held_out, row_folds
+from scalenc.exceptions import BasisCappedWarning, DataWarning, InputError
 from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
+from scalenc.nrbfn.network import fit_network, problem_of
 from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
 
 __all__ = [
@@ -57,17 +56,6 @@ DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
 #: k of ``n_neighbors="auto"``: the paper's k = 20 (Section 7.1.1), at most the labeled
 #: rows − 1.
 AUTO_NEIGHBORS = 20
-
-#: Most rows for which a splitter or an iterable of splits is accepted as ``cv``: their
-#: fold of every row is built on the client (8 bytes a row).
-MAX_SPLIT_ROWS = 10_000_000
-
-
-def _hash_fold_block(codes, *, n_folds, seed, fold, block_info=None):
-    """Whether each row of a block is in the hash fold ``fold`` (:func:`fold_of`)."""
-    start = block_info[0]["array-location"][0][0]
-    return nb.fold_of(np.arange(start, start + codes.shape[0]), n_folds, seed) == fold
-
 
 # --- nRBFN --------------------------------------------------------------------------------
 
@@ -376,64 +364,73 @@ class NRBFNClassifier(_RegressionClassifier):
         >>> model.alpha_, model.cv_error_.shape  # the error of each λ of the grid
         (1e-05, (3,))
         """
-        grid = self._check_params()
-        X, codes = self._prepare_fit(X, y)
+        return fit_streaming(self, X, y, groups=groups)
+
+    def _fit(self, X, codes, grid, groups=None):
+        """Algorithm 2 (soft-KNN and the basis, σ, the Gram), λ by cross-validation where
+        asked (Algorithm 3), and the solve."""
         seed = self._seed()
-        self.n_passes_ = 0
-        self.stage_times_ = {}
         (counts,) = compute(
             passes.label_counts_pass(codes, self.classes_.size, split_every=self.split_every)
         )
-        self._check_sizes(counts)
-        folds, n_folds = self._cv_folds(X, codes, groups, grid, seed)
+        n_labeled = self._check_sizes(counts)
+        self.n_neighbors_ = self._neighbors_for(n_labeled)
+        cv = 5 if self.cv is None else self.cv
+        owner = type(self).__name__
+        folds, n_folds = (
+            (None, 1) if len(grid) == 1 else row_folds(cv, X, codes, groups, owner=owner)
+        )
         refit = n_folds > 1 and self.cv_refit_basis
-        self._plan_fit(X, 1 if refit else n_folds)
+        fit_plan = self._plan(X, n_labeled, 1 if refit else n_folds)
+        self.memory_plan_ = fit_plan.memory_report()
+        network = dict(
+            fit_plan=fit_plan, n_neighbors=self.n_neighbors_, stage_times=self.stage_times_
+        )
         if refit:
             with fit_stage(self, "cv"):
-                self.alpha_, self.cv_error_ = self._cv_refit(X, codes, folds, n_folds, grid, seed)
-            gram = self._network(X, codes, counts, seed, 1)
+                self.alpha_, self.cv_error_ = self._cv_refit(
+                    X, codes, folds, n_folds, grid, seed, fit_plan, n_labeled
+                )
+            net = fit_network(self, X, codes, counts, seed, **network)
         else:
-            gram = self._network(X, codes, counts, seed, n_folds, folds)
+            net = fit_network(self, X, codes, counts, seed, folds=folds, n_folds=n_folds, **network)
+        self._keep_network(net)
+        if not refit:
             with fit_stage(self, "cv"):
-                self.alpha_, self.cv_error_ = self._choose_alpha(X, codes, gram, grid, seed, folds)
+                self.alpha_, self.cv_error_ = self._choose_alpha(
+                    X, codes, net.gram, grid, seed, folds, n_labeled
+                )
         with fit_stage(self, "solve"):
-            self._solve(gram, self.alpha_)
-        del self._plan  # the working plan (memory_plan_ keeps its figures)
-        return self
+            self._solve(net.gram, self.alpha_)
 
-    def _network(self, X, codes, counts, seed, n_folds, folds=None) -> dict:
-        """Steps 1–3 on the labeled rows of ``codes``: soft-KNN and the basis, σ, the Gram."""
-        with fit_stage(self, "soft_knn"):
-            candidates, cand_index, cand_codes = self._soft_knn(X, codes, counts, seed)
-            self._choose_basis(X, candidates, cand_index, cand_codes)
-        with fit_stage(self, "sigma"):
-            self.sigma_ = self._sigma_pass(X, codes)
-        if not self.sigma_ > 0:
-            raise ValueError(
-                "Every labeled row is at distance 0 from every basis row (sigma_ = 0): the "
-                "training rows are identical, so the Gaussian basis has no width. Check the "
-                "data (a constant X, or one row repeated), or use LRClassifier."
-            )
-        with fit_stage(self, "gram"):
-            return self._gram_pass(X, codes, n_folds, seed, folds)
+    def _keep_network(self, net) -> None:
+        """The fitted attributes of the network that ``fit`` keeps."""
+        self.knn_sigma_, self.confidence_ = net.knn_sigma, net.confidence
+        self.candidate_indices_, self.basis_indices_ = net.candidate_indices, net.basis_indices
+        self.basis_, self.basis_fraction_, self.fit_mode_ = (
+            net.basis,
+            net.basis_fraction,
+            net.fit_mode,
+        )
+        self.sigma_ = net.sigma
+        self.memory_plan_.update(net.memory)
 
-    def _check_sizes(self, counts):
-        n_labeled = int(counts.sum())
+    def _check_sizes(self, counts) -> int:
+        """The number of labeled rows, after refusing a basis or sample smaller than K."""
         K = self.classes_.size
         for name in ("n_basis", "max_basis"):
             value = getattr(self, name)
             if isinstance(value, numbers.Integral) and value < K:
-                raise ValueError(
+                raise InputError(
                     f"{name}={value} is smaller than the number of classes ({K}); the basis "
                     f"needs one row per class. Pass {name} >= {K}."
                 )
         if isinstance(self.n_candidates, numbers.Integral) and self.n_candidates < K:
-            raise ValueError(
+            raise InputError(
                 f"n_candidates={self.n_candidates} is smaller than the number of classes ({K}); "
                 f"the stratified sample needs one row per class. Pass n_candidates >= {K}."
             )
-        self._n_labeled = n_labeled
-        self.n_neighbors_ = self._neighbors_for(n_labeled)
+        return int(counts.sum())
 
     def _neighbors_for(self, n_rows: int) -> int:
         """k for a soft-KNN over ``n_rows`` labeled rows: each row's neighbours are the
@@ -447,218 +444,56 @@ class NRBFNClassifier(_RegressionClassifier):
                 f"n_neighbors={n_rows - 1} is used. Pass n_neighbors <= {n_rows - 1} (or "
                 "'auto') to silence this warning.",
                 DataWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
             return n_rows - 1
         return int(self.n_neighbors)
 
-    # --- the plan: what fits the memory budget ------------------------------------
-
-    def _problem(self, X) -> plan.Problem:
-        threads, _ = task_threads()
-        distributed = uses_distributed()
-        return plan.Problem(
-            n_rows=int(X.shape[0]),
-            n_labeled=self._n_labeled,
-            n_features=int(X.shape[1]),
-            itemsize=int(X.dtype.itemsize),
-            n_classes=int(self.classes_.size),
-            n_neighbors=self.n_neighbors_,
-            block_rows=[int(c) for c in X.chunks[0]],
-            threads=threads,
-            split_every=int(self.split_every),
-            distributed=distributed,
-        )
-
-    def _plan_fit(self, X, n_folds: int) -> None:
+    def _plan(self, X, n_labeled: int, n_folds: int) -> plan.FitPlan:
         """Before the first pass over X: the soft-KNN mode, the largest basis that fits the
         budget, and a refusal if even the sampled mode cannot fit (``memory_plan_``)."""
-        problem = self._problem(X)
+        problem = problem_of(X, n_labeled, self.classes_.size, self.n_neighbors_, self.split_every)
         budget, source = memory_budget(self)
-        fmt = memory.format_bytes
-        limit_hint = (
-            "raise memory_limit"
-            if self.memory_limit is not None
-            else "pass a larger memory_limit (bytes or e.g. '8GB')"
+        return plan.plan_fit(
+            self.get_params(), type(self).__name__, problem, budget, source, n_folds
         )
-        r_fit = plan.largest_basis(problem, budget, n_folds)
-        K = problem.n_classes
-        folds_note = f" with {n_folds} cross-validation folds" if n_folds > 1 else ""
-        if r_fit < K:
-            need = plan.basis_bytes(problem, K, n_folds)
-            raise MemoryError(
-                f"{type(self).__name__} cannot fit in the memory budget of {fmt(budget['client'])}"
-                f" ({source}): even the smallest basis (one row per class, r={K}) needs "
-                f"about {fmt(max(need.values()))} for the Gram pass{folds_note} (per-thread "
-                f"tiles, split_every={self.split_every} partials). {limit_hint.capitalize()}, "
-                "or lower split_every or chunk_rows."
-            )
-        for name in ("n_basis", "max_basis"):
-            value = getattr(self, name)
-            if isinstance(value, numbers.Integral) and value > r_fit:
-                need = plan.basis_bytes(problem, int(value), n_folds)
-                raise MemoryError(
-                    f"{name}={value} needs about {fmt(max(need.values()))} for the r×r Gram "
-                    f"partials and the solve{folds_note}, more than the memory budget of "
-                    f"{fmt(budget['client'])} ({source}); at most r={r_fit} fits. Pass "
-                    f"{name} <= {r_fit} (or max_basis='auto'), or {limit_hint}."
-                )
-        cap = min(r_fit, plan.MAX_AUTO_BASIS) if self.max_basis == "auto" else self.max_basis
-        if self.n_basis is not None:
-            cap = None
-        mode, reason, c = self._plan_candidates(problem, budget, cap or r_fit, source)
-        est = plan.knn_exact_bytes(problem) if c is None else plan.knn_sample_bytes(problem, c)
-        self._plan = {"candidates": c, "max_basis": cap, "r_fit": r_fit, "problem": problem}
-        self._plan["budget"] = budget
-        self._plan["n_folds"] = n_folds
-        self.memory_plan_ = {
-            "budget": dict(budget),
-            "budget_source": source,
-            "threads": problem.threads,
-            "n_folds": n_folds,
-            "soft_knn": {"mode": mode, "n_candidates": c, "reason": reason, **est},
-            "max_basis": cap,
-            "largest_basis_that_fits": r_fit,
-        }
 
-    def _plan_candidates(self, problem, budget, max_basis, source):
-        """(mode, reason, candidates or None for the exact all-rows search)."""
-        fmt = memory.format_bytes
-        n = problem.n_labeled
-        if isinstance(self.n_candidates, numbers.Integral):
-            c = min(int(self.n_candidates), n)
-            est = plan.knn_sample_bytes(problem, c)
-            if not plan.fits(est, budget):
-                raise MemoryError(
-                    f"n_candidates={self.n_candidates} needs about "
-                    f"{fmt(max(est['worker'], est['client']))} for the soft-KNN search, more "
-                    f"than the memory budget of {fmt(budget['client'])} ({source}). Pass a "
-                    "smaller n_candidates (or 'auto'), or raise memory_limit."
-                )
-            if c >= n:
-                return "exact", "n_candidates covers every labeled row", c
-            return "sampled", f"n_candidates={self.n_candidates} was given", c
-        if self.n_candidates is None:
-            est = plan.knn_exact_bytes(problem)
-            if not plan.fits(est, budget):
-                raise MemoryError(
-                    "n_candidates=None (the exact all-rows soft-KNN) needs about "
-                    f"{fmt(max(est['worker'], est['client']))} (every row block held, the n×k "
-                    f"neighbour tables), more than the memory budget of "
-                    f"{fmt(budget['client'])} ({source}). Pass n_candidates='auto' or an int, "
-                    "or raise memory_limit."
-                )
-            return "exact", "n_candidates=None was given", None
-        affordable, why = plan.exact_knn_affordable(problem, budget)
-        if affordable:
-            return "exact", why, None
-        c = plan.auto_candidates(problem, budget, max_basis)
-        est = plan.knn_sample_bytes(problem, c)
-        if not plan.fits(est, budget):
-            raise MemoryError(
-                f"{type(self).__name__} cannot fit in the memory budget of "
-                f"{fmt(budget['client'])} ({source}): {why}, and even a sample of {c} "
-                f"soft-KNN candidates needs about {fmt(max(est['worker'], est['client']))}. "
-                "Raise memory_limit, or lower chunk_rows."
-            )
-        return "sampled", f"{why}; a class-stratified sample of {c} candidates", c
+    # --- cross-validation of λ ------------------------------------------------------
 
-    # --- cross-validation folds -----------------------------------------------------
-
-    def _cv_folds(self, X, codes, groups, grid, seed):
-        """(folds, n_folds): ``folds`` None for the hash folds of an int ``cv``, else a
-        Dask array of each row's held-out fold, row-aligned with X."""
-        if len(grid) == 1:
-            return None, 1
-        cv = 5 if self.cv is None else self.cv
-        if isinstance(cv, numbers.Integral):
-            if groups is not None:
-                raise ValueError(
-                    "groups were given but cv is an int (hash folds of the row index); pass a "
-                    "group splitter such as cv=GroupKFold(5) to use them."
-                )
-            return None, int(cv)
-        n = X.shape[0]
-        if n > MAX_SPLIT_ROWS:
-            raise ValueError(
-                f"cv={cv!r} needs the row indices of every split on the client, but X has "
-                f"{n} rows (more than {MAX_SPLIT_ROWS}). Pass an int cv: its folds are a hash "
-                "of the global row index, computed on the workers block by block."
-            )
-        (code_values,) = compute(codes)
-        code_values = np.asarray(code_values)
-        if groups is not None:
-            groups = np.asarray(compute(groups)[0] if isinstance(groups, da.Array) else groups)
-        splits = check_cv(cv, code_values, classifier=True)
-        fold = np.full(n, -1, dtype=np.int64)
-        labeled = code_values >= 0
-        n_splits = 0
-        dummy = np.zeros((n, 0))
-        for s, (train, test) in enumerate(splits.split(dummy, code_values, groups)):
-            test, train = np.asarray(test), np.asarray(train)
-            held = np.zeros(n, dtype=bool)
-            held[test] = True
-            rest = np.zeros(n, dtype=bool)
-            rest[train] = True
-            overlap = (fold[test] >= 0) & labeled[test]
-            if overlap.any() or not np.array_equal(rest & labeled, ~held & labeled):
-                raise ValueError(
-                    f"cv={cv!r}: NRBFNClassifier cross-validates λ from the Gram of all rows "
-                    "minus the held-out rows' Gram, so each split's training rows must be all "
-                    "labeled rows outside its held-out rows, and the held-out rows of the "
-                    "splits disjoint (KFold, StratifiedKFold, GroupKFold, LeaveOneGroupOut, "
-                    f"PredefinedSplit without -1). Split {s} is not of that kind."
-                )
-            fold[test] = s
-            n_splits += 1
-        missing = labeled & (fold < 0)
-        if missing.any():
-            raise ValueError(
-                f"cv={cv!r} leaves {int(missing.sum())} labeled rows in no held-out set; every "
-                "labeled row must be held out once (the splits must partition the rows)."
-            )
-        if n_splits < 2:
-            raise ValueError(f"cv={cv!r} gives {n_splits} split(s); at least 2 are needed.")
-        return from_numpy_rows(fold, X.chunks[0]), n_splits
-
-    def _cv_refit(self, X, codes, folds, n_folds, grid, seed):
+    def _cv_refit(self, X, codes, folds, n_folds, grid, seed, fit_plan, n_labeled):
         """λ by cross-validation as the paper runs it: Algorithm 2 (soft-KNN, basis, σ and
         the Gram) re-run on each fold's training rows, every λ of the grid solved from that
         fold's Gram, and the held-out rows of all folds scored in one pass."""
         models, problems = [], []
         for f in range(n_folds):
-            held = self._held_out(codes, folds, f, n_folds, seed)
-            train_codes = da.where(held, -1, codes)
+            train_codes = da.where(held_out(codes, folds, f, n_folds, seed), -1, codes)
             (counts,) = compute(
                 passes.label_counts_pass(
                     train_codes, self.classes_.size, split_every=self.split_every
                 )
             )
-            fold_fit = clone(self)
-            fold_fit.classes_, fold_fit.n_passes_ = self.classes_, 0
-            fold_fit.stage_times_ = {}
-            fold_fit._n_labeled = int(counts.sum())
-            if fold_fit._n_labeled < 2 or np.count_nonzero(counts) < self.classes_.size:
-                raise ValueError(
+            n_train = int(counts.sum())
+            if n_train < 2 or np.count_nonzero(counts) < self.classes_.size:
+                raise InputError(
                     f"Cross-validation fold {f} leaves training rows of only "
                     f"{np.count_nonzero(counts)} of the {self.classes_.size} classes; use "
                     "fewer folds or a stratified splitter (cv=StratifiedKFold(...))."
                 )
-            fold_fit.n_neighbors_ = fold_fit._neighbors_for(fold_fit._n_labeled)
-            fold_fit._plan, fold_fit.memory_plan_ = self._plan, dict(self.memory_plan_)
+            k = self._neighbors_for(n_train)
             with warnings.catch_warnings():  # the final fit warns once for a cap or sample
                 warnings.simplefilter("ignore", BasisCappedWarning)
-                gram = fold_fit._network(X, train_codes, counts, seed, 1)
-            self.n_passes_ += fold_fit.n_passes_
-            M, B = gram["M"][0], gram["B"][0]
+                net = fit_network(
+                    self, X, train_codes, counts, seed, fit_plan=fit_plan, n_neighbors=k
+                )
+            M, B = net.gram["M"][0], net.gram["B"][0]
             weights = []
             for lam in grid:
                 w, problem = ridge_solve(M, B, lam)
                 weights.append(w)
                 if problem:
                     problems.append(lam)
-            del gram, M, B
-            models.append((fold_fit.basis_, fold_fit.sigma_, np.stack(weights)))
+            del net.gram, M, B
+            models.append((net.basis, net.sigma, np.stack(weights)))
         if problems:
             _warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
         (errors,) = compute(
@@ -666,173 +501,12 @@ class NRBFNClassifier(_RegressionClassifier):
                 X, codes, tuple(models), n_folds, seed, folds=folds, split_every=self.split_every
             )
         )
-        self.n_passes_ += 1
-        cv_error = errors / self._n_labeled
+        cv_error = errors / n_labeled
         return grid[int(np.argmin(cv_error))], cv_error
 
-    def _held_out(self, codes, folds, f, n_folds, seed):
-        """Dask boolean array: the rows of held-out fold ``f``."""
-        if folds is not None:
-            return folds == f
-        return codes.map_blocks(
-            _hash_fold_block,
-            n_folds=n_folds,
-            seed=seed,
-            fold=f,
-            dtype=bool,
-            meta=np.empty(0, dtype=bool),
-        )
-
-    # --- step 1: soft-KNN -----------------------------------------------------------
-
-    def _soft_knn(self, X, codes, counts, seed):
-        """Neighbours of the candidates and their confidence; returns the candidates."""
-        size = self._plan["candidates"]
-        k = self.n_neighbors_
-        if size is None:
-            candidates = None
-            neighbors, cand_index, cand_codes = self._knn_all_rows(X, codes)
-        else:
-            size = min(size, self._n_labeled)
-            (sample,) = compute(
-                passes.stratified_sample_pass(
-                    codes, counts, size, seed, split_every=self.split_every
-                )
-            )
-            order = np.argsort(sample["index"])
-            cand_index, cand_codes = sample["index"][order], sample["code"][order]
-            candidates = passes.gather_rows(X, cand_index)
-            self.n_passes_ += 1
-            (neighbors,) = compute(
-                passes.kneighbors_pass(
-                    X, codes, candidates, cand_index, k, split_every=self.split_every
-                )
-            )
-            self.n_passes_ += 1
-        refuse_nonfinite(neighbors["nonfinite"])
-        self.knn_sigma_ = nb.knn_sigma(neighbors["dist2"])
-        self.confidence_ = nb.soft_knn_confidence(
-            neighbors["dist2"], neighbors["label"], cand_codes, self.knn_sigma_
-        )
-        self.candidate_indices_ = cand_index
-        return candidates, cand_index, cand_codes
-
-    def _knn_all_rows(self, X, codes):
-        """Exact search for every labeled row: block pairs, one pass per row block of X."""
-        (results,) = compute(
-            passes.kneighbors_all_rows(X, codes, self.n_neighbors_, split_every=self.split_every)
-        )
-        self.n_passes_ += 1  # one compute: each block is read once, shared by its pairs
-        neighbors = {
-            key: np.concatenate([res[0][key] for res in results])
-            for key in ("dist2", "index", "label")
-        }
-        neighbors["nonfinite"] = sum(int(res[0]["nonfinite"]) for res in results)
-        return (
-            neighbors,
-            np.concatenate([res[1] for res in results]),
-            np.concatenate([res[2] for res in results]),
-        )
-
-    def _choose_basis(self, X, candidates, cand_index, cand_codes):
-        cap = self._plan["max_basis"]
-        positions, capped = nb.select_basis(
-            self.confidence_,
-            cand_codes,
-            self.confidence_threshold,
-            self.classes_.size,
-            n_basis=self.n_basis,
-            max_basis=cap,
-        )
-        wanted = int(np.count_nonzero(self.confidence_ < self.confidence_threshold))
-        sampled = cand_index.size < self._n_labeled
-        self.fit_mode_ = "+".join(["sampled"] * sampled + ["capped"] * capped) or "exact"
-        self.memory_plan_["basis"] = {
-            "wanted": wanted if self.n_basis is None else int(self.n_basis),
-            "r": int(positions.size),
-        }
-        if capped:
-            reason = (
-                f"max_basis={self.max_basis}"
-                if self.max_basis != "auto"
-                else f"max_basis='auto' = {cap} (the rows whose Gram pass and solve fit the "
-                f"memory budget of {memory.format_bytes(self._plan['budget']['worker'])} per "
-                f"worker and {memory.format_bytes(self._plan['budget']['client'])} on the "
-                f"client: {self.memory_plan_['budget_source']}; at most MAX_AUTO_BASIS="
-                f"{plan.MAX_AUTO_BASIS})"
-            )
-            hint = (
-                "Raise max_basis or lower confidence_threshold."
-                if self.max_basis != "auto"
-                else "Pass an int max_basis (within memory_limit) for a larger basis, or "
-                "lower confidence_threshold."
-            )
-            warnings.warn(
-                f"The soft-KNN basis has {wanted} rows with confidence below "
-                f"confidence_threshold={self.confidence_threshold}, more than {reason}; "
-                f"keeping {cap} of them: the least confident of each class and rows spread "
-                f"evenly over the rest in order of confidence. {hint}",
-                BasisCappedWarning,
-                stacklevel=4,
-            )
-        elif sampled and self.n_candidates == "auto":
-            warnings.warn(
-                f"The basis was chosen among a class-stratified sample of {cand_index.size} "
-                f"soft-KNN candidates, not all {self._n_labeled} labeled rows: "
-                f"{self.memory_plan_['soft_knn']['reason']}. Pass n_candidates=None for "
-                "the paper's exact search, or an int to choose the sample size.",
-                BasisCappedWarning,
-                stacklevel=4,
-            )
-        r = positions.size
-        if cap is None and self.n_basis is None and r > self._plan["r_fit"]:
-            need = plan.basis_bytes(self._plan["problem"], r, self._plan["n_folds"])
-            raise MemoryError(
-                f"The soft-KNN rule asks for a basis of r={r} rows, whose Gram pass and "
-                f"solve need about {memory.format_bytes(max(need.values()))}, more than the "
-                f"memory budget of {memory.format_bytes(self._plan['budget']['client'])} "
-                f"({self.memory_plan_['budget_source']}); at most r={self._plan['r_fit']} "
-                "fits. Pass max_basis='auto' (or an int), lower confidence_threshold, or "
-                "raise memory_limit."
-            )
-        self.basis_indices_ = cand_index[positions]
-        if candidates is not None:
-            self.basis_ = candidates[positions]
-        else:
-            self.basis_ = passes.gather_rows(X, self.basis_indices_)
-            self.n_passes_ += 1
-        self.basis_fraction_ = positions.size / self._n_labeled
-        problem, n_folds = self._plan["problem"], self._plan["n_folds"]
-        self.memory_plan_["gram"] = plan.gram_bytes(problem, r, n_folds)
-        self.memory_plan_["solve"] = plan.solve_bytes(problem, r, n_folds)
-
-    # --- steps 2–4 ---------------------------------------------------------------------
-
-    def _sigma_pass(self, X, codes) -> float:
-        (stats,) = compute(
-            nrbfn_passes.sigma_pass(X, codes, self.basis_, split_every=self.split_every)
-        )
-        self.n_passes_ += 1
-        return float(stats["dist_sum"]) / (float(stats["rows"]) * self.basis_.shape[0])
-
-    def _gram_pass(self, X, codes, n_folds, seed, folds=None) -> dict:
-        (gram,) = compute(
-            nrbfn_passes.gram_pass(
-                X,
-                codes,
-                self.basis_,
-                self.sigma_,
-                self.classes_.size,
-                n_folds=n_folds,
-                seed=seed,
-                folds=folds,
-                split_every=self.split_every,
-            )
-        )
-        self.n_passes_ += 1
-        return gram  # M holds lower triangles; the solves read only those
-
-    def _choose_alpha(self, X, codes, gram, grid, seed, folds=None):
+    def _choose_alpha(self, X, codes, gram, grid, seed, folds, n_labeled):
+        """λ of the grid with the least held-out error, each fold's weights solved from
+        the Gram of all rows minus the fold's (no refit of the basis)."""
         if len(grid) == 1:
             return grid[0], None
         n_folds = gram["M"].shape[0]
@@ -859,8 +533,7 @@ class NRBFNClassifier(_RegressionClassifier):
                 split_every=self.split_every,
             )
         )
-        self.n_passes_ += 1
-        cv_error = errors / self._n_labeled
+        cv_error = errors / n_labeled
         return grid[int(np.argmin(cv_error))], cv_error
 
     def _solve(self, gram, lam):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from scalenc.base.estimator import (
+    fit_streaming,
     refuse_nonfinite,
 )
 from scalenc.base.validation import Integral, Interval, Real
@@ -121,32 +122,21 @@ class LRClassifier(_RegressionClassifier):
         >>> float(model.score(X, y)) > 0.8
         True
         """
+        return fit_streaming(self, X, y)
+
+    def _check_params(self) -> None:
         self._validate_params()
-        X, codes = self._prepare_fit(X, y)
+
+    def _fit(self, X, codes, params):
+        """One pass of class moments, then ÃÃᵀ, FÃᵀ and the ridge solve."""
         (moments,) = compute(
             passes.class_moments_pass(
                 X, codes, self.classes_.size, scatter=True, split_every=self.split_every
             )
         )
-        self.n_passes_ = 1
         refuse_nonfinite(moments["nonfinite"])
-        gram, cross = self._augmented_gram(moments)
+        self.mean_, gram, cross = nb.lrc_normal_equations(moments, self.beta)
         self._solve(gram, cross, moments["n"].sum())
-        return self
-
-    def _augmented_gram(self, moments):
-        """ÃÃᵀ ((p+1)×(p+1)) and FÃᵀ (K×(p+1)) from class moments."""
-        counts, means = moments["n"], moments["mean"]
-        total = counts.sum()
-        self.mean_ = counts @ means / total
-        centred = means - self.mean_
-        scatter = moments["scatter"] + (centred * counts[:, None]).T @ centred
-        p = means.shape[1]
-        gram = np.zeros((p + 1, p + 1))
-        gram[0, 0] = self.beta * total
-        gram[1:, 1:] = (scatter + scatter.T) / 2.0
-        cross = np.hstack([np.sqrt(self.beta) * counts[:, None], counts[:, None] * centred])
-        return gram, cross
 
     def _solve(self, gram, cross, n_rows):
         self.weights_, problem = ridge_solve(gram, cross, self.alpha)

@@ -16,13 +16,18 @@ The estimates count the fit's own arrays (the k-NN tables, the r×r Gram partial
 at once in the tree reduction, the per-thread tiles of the block functions, the solve's
 copies), not the interpreter, Dask's bookkeeping or the caller's copy of X: the budget is
 what the fit may add. No dask here; the estimator reads the environment (the Dask
-workers' memory limit, the machine's available memory) and passes it in.
+workers' memory limit, the machine's available memory) and passes it in, and
+:func:`plan_fit` turns the estimator's parameters and these sizes into the fit's
+:class:`FitPlan`.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
+from scalenc.engine.memory import format_bytes
+from scalenc.exceptions import MemoryBudgetError
 from scalenc.math import neighbors
 from scalenc.nrbfn import blocks as nb
 
@@ -41,6 +46,8 @@ __all__ = [
     "fits",
     "exact_knn_affordable",
     "auto_candidates",
+    "FitPlan",
+    "plan_fit",
 ]
 
 
@@ -234,3 +241,125 @@ def exact_knn_affordable(problem: Problem, budget: dict) -> tuple[bool, str]:
     if not fits(est, budget):
         return False, "the exact all-rows soft-KNN does not fit the memory budget"
     return True, "the exact all-rows soft-KNN fits the memory and work budgets"
+
+
+@dataclass
+class FitPlan:
+    """The plan of one fit, made before its first pass over X (:func:`plan_fit`)."""
+
+    problem: Problem
+    budget: dict
+    budget_source: str
+    n_folds: int
+    #: soft-KNN candidates to sample, or None for the exact all-rows search
+    candidates: int | None
+    #: "exact" or "sampled", and why the soft-KNN runs so
+    knn_mode: str
+    knn_reason: str
+    #: the basis cap (None: the rule's basis, or ``n_basis``)
+    max_basis: int | None
+    #: the largest r whose Gram pass and solve fit the budget
+    r_fit: int
+
+    def memory_report(self) -> dict:
+        """The plan's figures, as ``memory_plan_`` reports them."""
+        c = self.candidates
+        est = knn_exact_bytes(self.problem) if c is None else knn_sample_bytes(self.problem, c)
+        return {
+            "budget": dict(self.budget),
+            "budget_source": self.budget_source,
+            "threads": self.problem.threads,
+            "n_folds": self.n_folds,
+            "soft_knn": {
+                "mode": self.knn_mode,
+                "n_candidates": c,
+                "reason": self.knn_reason,
+                **est,
+            },
+            "max_basis": self.max_basis,
+            "largest_basis_that_fits": self.r_fit,
+        }
+
+
+def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: str, n_folds: int):
+    """The fit's :class:`FitPlan` from its parameters (``n_basis``, ``max_basis``,
+    ``n_candidates``, ``memory_limit``, ``split_every``) and the problem's sizes: the
+    soft-KNN mode, the largest basis that fits the budget, and a ``MemoryBudgetError``
+    naming the setting that fits when even the smallest cannot."""
+    fmt = format_bytes
+    limit_hint = (
+        "raise memory_limit"
+        if params["memory_limit"] is not None
+        else "pass a larger memory_limit (bytes or e.g. '8GB')"
+    )
+    r_fit = largest_basis(problem, budget, n_folds)
+    K = problem.n_classes
+    folds_note = f" with {n_folds} cross-validation folds" if n_folds > 1 else ""
+    if r_fit < K:
+        need = basis_bytes(problem, K, n_folds)
+        raise MemoryBudgetError(
+            f"{owner} cannot fit in the memory budget of {fmt(budget['client'])}"
+            f" ({source}): even the smallest basis (one row per class, r={K}) needs "
+            f"about {fmt(max(need.values()))} for the Gram pass{folds_note} (per-thread "
+            f"tiles, split_every={params['split_every']} partials). "
+            f"{limit_hint.capitalize()}, or lower split_every or chunk_rows."
+        )
+    for name in ("n_basis", "max_basis"):
+        value = params[name]
+        if isinstance(value, numbers.Integral) and value > r_fit:
+            need = basis_bytes(problem, int(value), n_folds)
+            raise MemoryBudgetError(
+                f"{name}={value} needs about {fmt(max(need.values()))} for the r×r Gram "
+                f"partials and the solve{folds_note}, more than the memory budget of "
+                f"{fmt(budget['client'])} ({source}); at most r={r_fit} fits. Pass "
+                f"{name} <= {r_fit} (or max_basis='auto'), or {limit_hint}."
+            )
+    cap = min(r_fit, MAX_AUTO_BASIS) if params["max_basis"] == "auto" else params["max_basis"]
+    if params["n_basis"] is not None:
+        cap = None
+    mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
+    return FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit)
+
+
+def _plan_candidates(params, owner, problem, budget, max_basis, source):
+    """(mode, reason, candidates or None for the exact all-rows search)."""
+    fmt = format_bytes
+    n = problem.n_labeled
+    n_candidates = params["n_candidates"]
+    if isinstance(n_candidates, numbers.Integral):
+        c = min(int(n_candidates), n)
+        est = knn_sample_bytes(problem, c)
+        if not fits(est, budget):
+            raise MemoryBudgetError(
+                f"n_candidates={n_candidates} needs about "
+                f"{fmt(max(est['worker'], est['client']))} for the soft-KNN search, more "
+                f"than the memory budget of {fmt(budget['client'])} ({source}). Pass a "
+                "smaller n_candidates (or 'auto'), or raise memory_limit."
+            )
+        if c >= n:
+            return "exact", "n_candidates covers every labeled row", c
+        return "sampled", f"n_candidates={n_candidates} was given", c
+    if n_candidates is None:
+        est = knn_exact_bytes(problem)
+        if not fits(est, budget):
+            raise MemoryBudgetError(
+                "n_candidates=None (the exact all-rows soft-KNN) needs about "
+                f"{fmt(max(est['worker'], est['client']))} (every row block held, the n×k "
+                f"neighbour tables), more than the memory budget of "
+                f"{fmt(budget['client'])} ({source}). Pass n_candidates='auto' or an int, "
+                "or raise memory_limit."
+            )
+        return "exact", "n_candidates=None was given", None
+    affordable, why = exact_knn_affordable(problem, budget)
+    if affordable:
+        return "exact", why, None
+    c = auto_candidates(problem, budget, max_basis)
+    est = knn_sample_bytes(problem, c)
+    if not fits(est, budget):
+        raise MemoryBudgetError(
+            f"{owner} cannot fit in the memory budget of "
+            f"{fmt(budget['client'])} ({source}): {why}, and even a sample of {c} "
+            f"soft-KNN candidates needs about {fmt(max(est['worker'], est['client']))}. "
+            "Raise memory_limit, or lower chunk_rows."
+        )
+    return "sampled", f"{why}; a class-stratified sample of {c} candidates", c

@@ -14,7 +14,6 @@ from sklearn.utils.validation import check_is_fitted
 from scalenc.base.estimator import (
     StreamingClassifierMixin,
     map_output,
-    prepare_fit,
 )
 from scalenc.exceptions import NumericalWarning
 from scalenc.nrbfn import blocks as nb
@@ -24,9 +23,6 @@ from scalenc.nrbfn import blocks as nb
 
 class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstimator):
     """Validation, class handling and block-wise prediction shared by nRBFN and LRC."""
-
-    def _prepare_fit(self, X, y):
-        return prepare_fit(self, X, y)
 
     def _score_kwargs(self) -> dict:  # pragma: no cover - abstract
         raise NotImplementedError

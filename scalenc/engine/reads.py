@@ -1,0 +1,109 @@
+"""Passes over X, counted where X is read: the one place ``n_passes_`` comes from.
+
+A fit runs its steps inside :func:`counting_passes` on its prepared X. Every graph that
+:func:`~scalenc.engine.reduce.reduce_rows` builds over X (or over an array computed
+from X) is registered as a reader of X when it is built (its optimised graph may no
+longer name X's layer), and :func:`note_computation`, called by
+:func:`~scalenc.engine.cluster.compute` (and by the row cache when it persists an array
+on a cluster), counts one pass for each computation whose graphs read X: a registered
+reader, or X's own blocks. Graphs that read only y, or a cache of X's embedding, do not
+count. (The estimators compute at most one reduction over X at a time, or several over
+one array computed from X whose blocks they share.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterable, Iterator
+
+from dask.base import is_dask_collection
+
+__all__ = ["PassCount", "counting_passes", "note_reader", "note_computation"]
+
+
+class PassCount:
+    """The passes over one array (by its Dask layer) computed while it is counted."""
+
+    def __init__(self, layer: str):
+        self.layer = layer
+        self.passes = 0
+        self._readers: set = set()
+
+    def derives_from_x(self, arr) -> bool:
+        """Whether ``arr``'s graph holds the counted array (it is X, or computed from X)."""
+        layers = getattr(arr.__dask_graph__(), "layers", None)
+        return self.layer in layers if layers is not None else arr.name == self.layer
+
+    def read_by(self, collections: Iterable) -> bool:
+        """Whether computing ``collections`` reads the counted array."""
+        for collection in collections:
+            graph = collection.__dask_graph__()
+            layers = getattr(graph, "layers", None)
+            if layers is not None and self.layer in layers:
+                return True
+            for key in graph.keys():
+                name = key[0] if isinstance(key, tuple) else key
+                if key in self._readers or name == self.layer:
+                    return True
+        return False
+
+
+_COUNTS: contextvars.ContextVar[tuple[PassCount, ...]] = contextvars.ContextVar(
+    "scalenc_pass_counts", default=()
+)
+
+
+@contextlib.contextmanager
+def counting_passes(X) -> Iterator[PassCount]:
+    """Count the passes over the Dask array ``X`` computed inside the block.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from scalenc.engine.cluster import compute
+    >>> from scalenc.engine.reads import counting_passes
+    >>> X = da.ones((10, 2), chunks=(5, 2))
+    >>> with counting_passes(X) as count:
+    ...     _ = compute(X.sum())  # one pass
+    ...     _ = compute(X.max(), (2 * X).min())  # computed together: X read once
+    ...     _ = compute(da.ones(3).sum())  # does not read X
+    >>> count.passes
+    2
+    """
+    count = PassCount(X.name)
+    token = _COUNTS.set((*_COUNTS.get(), count))
+    try:
+        yield count
+    finally:
+        _COUNTS.reset(token)
+
+
+def note_reader(source, result) -> None:
+    """Register ``result`` (a Delayed whose computation reads every block of ``source``)
+    as a reader of each counted array ``source`` derives from."""
+    for count in _COUNTS.get():
+        if count.derives_from_x(source):
+            count._readers.add(result.key)
+
+
+def note_computation(collections: Iterable) -> None:
+    """Count the passes over each counted array that computing ``collections`` performs."""
+    counts = _COUNTS.get()
+    if not counts:
+        return
+    collections = list(_dask_collections(collections))
+    for count in counts:
+        count.passes += count.read_by(collections)
+
+
+def _dask_collections(values) -> Iterator:
+    """The Dask collections in ``values``, looking inside lists, tuples and dicts as
+    ``dask.compute`` does."""
+    for value in values:
+        if is_dask_collection(value):
+            yield value
+        elif isinstance(value, (list, tuple, set)):
+            yield from _dask_collections(value)
+        elif isinstance(value, dict):
+            yield from _dask_collections(value.values())
