@@ -52,6 +52,7 @@ __all__ = [
     "ModelFileError",
     "JobError",
     "ClusterUnavailableError",
+    "MissingPlotDependency",
     "ScalencWarning",
     "DataWarning",
     "MissingChunksWarning",
@@ -129,6 +130,24 @@ class ModelFileError(ScalencError, ValueError):
 
 class JobError(ScalencError, ValueError):
     """A job file that cannot be run as written."""
+
+
+class MissingPlotDependency(ScalencError, ImportError):
+    """matplotlib, needed for plots, is not installed.
+
+    An ``ImportError``, so that code which already catches a missing optional dependency
+    catches it too.
+
+    Examples
+    --------
+    >>> from scalenc.report import MissingPlotDependency, require_matplotlib
+    >>> try:
+    ...     Figure, FigureCanvas = require_matplotlib()
+    ... except MissingPlotDependency as error:  # the message says what to install
+    ...     print(error)
+    >>> issubclass(MissingPlotDependency, ImportError)
+    True
+    """
 
 
 class ClusterUnavailableError(ScalencError, ConnectionError):

@@ -24,6 +24,7 @@ import numpy as np
 
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.exceptions import MissingPlotDependency
 from scalenc.math.labels import UNLABELED, unlabeled_mask
 
 __all__ = [
@@ -38,24 +39,6 @@ __all__ = [
 
 
 INSTALL_HINT = 'pip install "scalenc[plot]"'
-
-
-class MissingPlotDependency(ImportError):
-    """matplotlib, needed for plots, is not installed.
-
-    An ``ImportError``, so that code which already catches a missing optional dependency
-    catches it too.
-
-    Examples
-    --------
-    >>> from scalenc.report import MissingPlotDependency, require_matplotlib
-    >>> try:
-    ...     Figure, FigureCanvas = require_matplotlib()
-    ... except MissingPlotDependency as error:  # the message says what to install
-    ...     print(error)
-    >>> issubclass(MissingPlotDependency, ImportError)
-    True
-    """
 
 
 def require_matplotlib():

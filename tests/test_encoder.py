@@ -8,7 +8,7 @@ from conftest import make_blobs
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
 from scalenc import EncoderClassifier
-from scalenc.encoder.estimator import choose_kernel
+from scalenc.encoder import choose_kernel
 from scalenc.encoder.kernels import Gaussian, get_kernel
 
 KERNELS = ["linear", "euclidean", "spearman", "gaussian"]

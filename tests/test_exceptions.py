@@ -34,7 +34,7 @@ def test_every_class_is_in_its_family(name):
         assert issubclass(cls, exc.ScalencWarning) and issubclass(cls, UserWarning)
     else:
         assert issubclass(cls, exc.ScalencError)
-        builtin_bases = (ValueError, TypeError, OSError, MemoryError, ConnectionError)
+        builtin_bases = (ValueError, TypeError, OSError, MemoryError, ConnectionError, ImportError)
         assert cls is exc.ScalencError or issubclass(cls, builtin_bases)
 
 

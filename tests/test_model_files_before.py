@@ -42,3 +42,18 @@ def test_model_file_of_earlier_version_names_its_estimator():
     meta = read_model_metadata(ROOT / "encoder")
     assert meta["estimator"] == "scalenc.encoder.EncoderClassifier"
     assert meta["versions"]["scalenc"] == "0.1.0.dev0"
+
+
+def test_model_file_of_earlier_version_takes_new_batches():
+    """An encoder saved before the layout change keeps its running sums: partial_fit on a
+    loaded model merges a new batch (its stored totals are read as they were saved)."""
+    from conftest import make_blobs
+
+    X, y = make_blobs(n=200, p=4, K=3, seed=1, sep=1.0, unlabeled=0.05)
+    np.testing.assert_array_equal(X[:40], np.load(ROOT / "X.npy"))
+    model = load_model(ROOT / "encoder")
+    before = model.class_counts_.copy()
+    model.partial_fit(X[:40], y[:40])
+    added = np.bincount(y[:40][y[:40] >= 0], minlength=3)
+    np.testing.assert_array_equal(model.class_counts_, before + added)
+    assert model.predict(X[:5]).shape == (5,)

@@ -149,7 +149,7 @@ def _rewrite(path: Path, edit) -> None:
     """Edit model.json and re-sign it, as a careful forger (or an old scalenc) would."""
     doc = json.loads((path / "model.json").read_text())
     edit(doc)
-    doc["checksum"] = persist._canonical_sha256(doc)
+    doc["checksum"] = persist.files._canonical_sha256(doc)
     (path / "model.json").write_text(json.dumps(doc))
 
 
@@ -256,8 +256,8 @@ def test_older_schema_is_migrated_when_compatible(saved, data, monkeypatch):
         return doc
 
     _rewrite(saved, downgrade)
-    monkeypatch.setattr(persist, "MIN_SCHEMA_VERSION", 0)
-    monkeypatch.setitem(persist._MIGRATIONS, 0, upgrade)
+    monkeypatch.setattr(persist.files, "MIN_SCHEMA_VERSION", 0)
+    monkeypatch.setitem(persist.files._MIGRATIONS, 0, upgrade)
     est = load_model(saved)
     assert read_model_metadata(saved)["schema_version"] == 1
     X, _ = data

@@ -1,6 +1,6 @@
 """The ``scalenc`` command (``scalenc.cli:main``); see :mod:`scalenc.cli.app`.
 
-Importing it loads no Dask: :mod:`scalenc.cli.commands` is imported once the arguments
+Importing it loads no Dask: :mod:`scalenc.cli.execute` is imported once the arguments
 have parsed, so ``scalenc --help`` and argument errors stay fast.
 """
 

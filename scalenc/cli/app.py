@@ -10,10 +10,11 @@ then ``scalenc COMMAND: error: ...``) with exit code 2.
 
 The command's modules import downward only::
 
-    cli ──> _parser ──> _errors
-     └────> _commands ──> _parser, jobs, progress and the library
+    app ──> parser ──> errors
+     └────> execute ──> run ──> commands ──> session, jobs, progress, summary, the library
+                  └──> outcome (exit codes and error summaries)
 
-:mod:`scalenc.cli.commands` (which loads dask and distributed) is imported only once the
+:mod:`scalenc.cli.execute` (which loads dask and distributed) is imported only once the
 arguments have parsed, so ``scalenc --help`` and argument errors stay fast.
 """
 
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0)
-    from scalenc.cli.commands import execute  # deferred: loads dask and distributed (see above)
+    from scalenc.cli.execute import execute  # deferred: loads dask and distributed (see above)
 
     return execute(args, argv)
 

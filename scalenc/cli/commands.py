@@ -10,45 +10,25 @@ estimator module ``fit`` loads is looked up in :data:`~scalenc.cli.parser.METHOD
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import os
-import signal
-import sys
-import threading
 import time
-import traceback
-from datetime import datetime, timezone
 from pathlib import Path
 
 import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
 import numpy as np
 
-from scalenc import __version__
 from scalenc.cli.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_CLUSTER,
-    EXIT_COMPUTE,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_TERMINATED,
     BadInput,
-    CLIError,
-    Terminated,
 )
-from scalenc.cli.jobs import JobError, read_job, step_argv
-from scalenc.cli.parser import METHODS, build_parser, parse_set, parse_value
-from scalenc.cli.progress import Progress
-from scalenc.cli.summary import plural, to_json, to_text
-from scalenc.engine.cluster import ClusterUnavailableError
-from scalenc.engine.connect import connect
+from scalenc.cli.parser import METHODS, parse_set, parse_value
+from scalenc.cli.summary import plural
 from scalenc.io.atomic import write_text
 from scalenc.io.inputs import load
 from scalenc.io.outputs import write_dataset, write_output
-from scalenc.persist import ModelFileError, load_model, read_model_metadata, save_model
+from scalenc.persist import load_model, read_model_metadata, save_model
 from scalenc.report import (
-    MissingPlotDependency,
     build_report,
     describe_model,
     evaluate,
@@ -58,111 +38,13 @@ from scalenc.report import (
 )
 from scalenc.simulate import simulate
 
-__all__ = [
-    "execute",
-    "COMMANDS",
-]
+__all__ = ["STEPS", "estimator_class", "storage_options", "redact"]
 
 
 log = logging.getLogger("scalenc.cli")
 
 
 # --- session: logging, scheduler, progress ------------------------------------------------
-
-
-class Session:
-    """What the steps of one invocation share: the log, the client, progress settings."""
-
-    def __init__(self, args):
-        self.args = args
-        self.client = None
-        self.scheduler_info = {"kind": "threads"}
-        self.quiet = args.quiet
-
-    def progress(self, label: str, data=None, passes: int | None = None):
-        """Progress of the computations of one step; those reading ``data`` are its
-        ``passes`` (when known) over the data."""
-        mode = "none" if self.quiet else self.args.progress
-        return Progress(
-            label,
-            mode=mode,
-            stream=sys.stderr,
-            interval=self.args.progress_interval,
-            client=self.client,
-            data=data,
-            passes=passes,
-        )
-
-    @contextlib.contextmanager
-    def connected(self, address=None, scheduler_file=None, n_workers=None, timeout=None):
-        """Connect through :func:`scalenc.connect` (which also reads ``$SCALENC_SCHEDULER``
-        and ``$SCALENC_SCHEDULER_FILE``); threads in this process when nothing is set."""
-        address = address or self.args.scheduler
-        scheduler_file = scheduler_file or self.args.scheduler_file
-        n_workers = n_workers or self.args.n_workers
-        timeout = timeout or self.args.connect_timeout
-        with contextlib.ExitStack() as stack:
-            self.client = stack.enter_context(
-                _connect(address, scheduler_file, n_workers, timeout, self.args.tls_dir)
-            )
-            if self.client is None:
-                yield None
-                return
-            info = {"kind": "distributed", "address": self.client.scheduler.address}
-            link = getattr(self.client, "dashboard_link", None)
-            if link:
-                info["dashboard"] = link
-            self.scheduler_info = info
-            log.info(
-                "connected to Dask scheduler %s%s",
-                info["address"],
-                f"; dashboard: {link}" if link else "",
-            )
-            try:
-                yield self.client
-            finally:
-                self.client = None
-
-
-@contextlib.contextmanager
-def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
-    """scalenc.connect, with its failures mapped to exit codes 2 (bad setting) and 3."""
-    stack = contextlib.ExitStack()
-    try:
-        client = stack.enter_context(
-            connect(
-                address,
-                scheduler_file=scheduler_file,
-                n_workers=n_workers,
-                security=tls_dir,
-                timeout=timeout,
-                quiet=True,
-            )
-        )
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        stack.close()
-        raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
-    except ClusterUnavailableError:
-        stack.close()
-        raise
-    except Exception as exc:
-        stack.close()
-        raise ClusterUnavailableError(
-            f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
-            f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
-            "scheduler is running, or drop --scheduler to run on local threads."
-        ) from exc
-    with stack:
-        yield client
-
-
-def _setup_logging(args) -> logging.Handler:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s scalenc %(message)s", "%H:%M:%S"))
-    log.handlers = [handler]
-    log.propagate = False
-    log.setLevel(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
-    return handler
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -288,7 +170,7 @@ def _load_model(path: str, args=None):
     return est
 
 
-def _timed(fn, *args, **kwargs):
+def timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
     result = fn(*args, **kwargs)
     return result, round(time.perf_counter() - t0, 4)
@@ -296,7 +178,7 @@ def _timed(fn, *args, **kwargs):
 
 def _write(session, label, arr, args, columns, data=None):
     with session.progress(label, data, passes=1):
-        path, seconds = _timed(
+        path, seconds = timed(
             write_output,
             arr,
             args.out,
@@ -322,11 +204,11 @@ def cmd_fit(args, session) -> dict:
     X, y = _open_data(args, labels=True, require_labels=True)
     log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
     with session.progress("fit", X):
-        _, fit_s = _timed(est.fit, X, y)
+        _, fit_s = timed(est.fit, X, y)
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""
     log.info("fit: done in %.2fs%s", fit_s, over)
-    path, save_s = _timed(
+    path, save_s = timed(
         save_model,
         est,
         args.model_out,
@@ -486,7 +368,7 @@ def cmd_make_data(args, session) -> dict:
         "generator": "scalenc.simulate.simulate",
     }
     with session.progress("make-data", passes=1):  # the writes are its one pass
-        path, seconds = _timed(
+        path, seconds = timed(
             write_dataset,
             X,
             y,
@@ -538,11 +420,11 @@ def cmd_report(args, session) -> dict:
             passes += 1
         if hasattr(est, "transform") and hasattr(getattr(est, "ccdr_", est), "eigenvalues_"):
             with session.progress("report/sample", X, passes=1):
-                (xs, ys), timings["sample_seconds"] = _timed(sample_rows, X, y, n=args.sample)
+                (xs, ys), timings["sample_seconds"] = timed(sample_rows, X, y, n=args.sample)
                 embedding = est.transform(xs)
                 emb_labels = ys
             passes += 1
-    page, timings["render_seconds"] = _timed(
+    page, timings["render_seconds"] = timed(
         build_report,
         est,
         metadata=meta,
@@ -567,127 +449,11 @@ def cmd_report(args, session) -> dict:
     }
 
 
-#: Options that apply to the whole job: in [job] or on the `scalenc run` command line.
-_JOB_WIDE = {
-    "scheduler",
-    "scheduler_file",
-    "n_workers",
-    "connect_timeout",
-    "json",
-    "format",
-    "quiet",
-    "verbose",
-}
+# --- running a parsed command line -------------------------------------------------------
 
 
-def cmd_run(args, session) -> dict:
-    job = read_job(args.job)
-    planned = _plan_steps(args.job, job)
-    job.workdir.mkdir(parents=True, exist_ok=True)
-    log.info("run %s: %d steps in %s", args.job, len(planned), job.workdir)
-    results = []
-    settings = job.settings
-    with session.connected(
-        settings.get("scheduler"),
-        settings.get("scheduler_file"),
-        settings.get("n_workers"),
-        settings.get("connect_timeout"),
-    ):
-        for step, step_args in planned:
-            step_args.progress = settings.get("progress", args.progress)
-            step_args.progress_interval = settings.get("progress_interval", args.progress_interval)
-            try:
-                results.append(_run_step(step, step_args, session))
-            except BaseException as exc:
-                what = f"{step.name} of {args.job}"
-                error = {"step": step.index, "command": step.command, "status": "error"}
-                results.append({**error, "error": _error_dict(exc, what, step_args)})
-                raise _StepFailed(exc, results, what, step_args) from exc
-    return {"job": str(job.path), "workdir": str(job.workdir), "steps": results}
-
-
-def _plan_steps(job_file, job) -> list:
-    """(step, parsed arguments) of every step, all checked before any runs."""
-    parser = build_parser()
-    steps = {name: sub for name, sub in parser.commands.items() if name != "run"}
-    planned = []
-    for step in job.steps:
-        misplaced = sorted(_JOB_WIDE & set(step.options))
-        if misplaced:
-            raise BadInput(
-                f"{job_file}: {step.name}: {misplaced} apply to the whole job; set them "
-                "in [job] (scheduler, ...) or on the `scalenc run` command line."
-            )
-        if step.command not in steps:
-            raise BadInput(f"{job_file}: {step.name}: unknown command; use one of {sorted(steps)}.")
-        argv = step_argv(step, steps[step.command], job.defaults)
-        planned.append((step, parser.parse_args([step.command, *argv])))
-    _check_plan(job_file, planned)
-    return planned
-
-
-#: Step arguments that name inputs and outputs, for the plan's check.
-_INPUTS = (("data", "--data"), ("model", "--model"), ("labels", "--labels"))
-_OUTPUTS = (("model_out", "--model-out"), ("out", "--out"))
-
-
-def _check_plan(job_file, planned) -> None:
-    """Every step's local inputs exist or are written by an earlier step, and no output
-    exists without overwrite or is written twice: all checked before the first step runs."""
-    written: dict[str, str] = {}
-    for step, step_args in planned:
-        for attr, flag in _INPUTS:
-            path = getattr(step_args, attr, None)
-            if not path or "://" in str(path) or (attr == "labels" and "/" not in str(path)):
-                continue
-            if not os.path.exists(path) and os.path.abspath(path) not in written:
-                raise BadInput(
-                    f"{job_file}: {step.name}: {flag} {path!r} does not exist, and no earlier "
-                    "step writes it. Nothing was run."
-                )
-        for attr, flag in _OUTPUTS:
-            path = getattr(step_args, attr, None)
-            if not path or "://" in str(path):
-                continue
-            key = os.path.abspath(path)
-            if key in written:
-                raise BadInput(
-                    f"{job_file}: {step.name}: {flag} {path!r} is also written by "
-                    f"{written[key]}. Nothing was run."
-                )
-            if os.path.exists(path) and not getattr(step_args, "overwrite", False):
-                raise BadInput(
-                    f"{job_file}: {step.name}: {path} exists; set overwrite = true for that "
-                    "step to replace it. Nothing was run."
-                )
-            written[key] = step.name
-
-
-def _run_step(step, step_args, session) -> dict:
-    log.info("run: %s", step.name)
-    result, seconds = _timed(COMMANDS[step.command], step_args, session)
-    return {
-        "step": step.index,
-        "command": step.command,
-        "status": "ok",
-        "seconds": seconds,
-        **result,
-    }
-
-
-class _StepFailed(Exception):
-    """A failed step of a job: its exception, the results so far, what ran and its arguments."""
-
-    def __init__(self, exc, results, what, step_args):
-        super().__init__(str(exc))
-        self.exc = exc
-        self.results = results
-        self.what = what
-        self.step_args = step_args
-
-
-#: Command name → function running it (``scalenc run`` dispatches its steps here too).
-COMMANDS = {
+#: Command name → function running it, for the commands a job's step can run.
+STEPS = {
     "fit": cmd_fit,
     "predict": cmd_predict,
     "embed": cmd_embed,
@@ -695,154 +461,4 @@ COMMANDS = {
     "info": cmd_info,
     "make-data": cmd_make_data,
     "report": cmd_report,
-    "run": cmd_run,
 }
-
-
-# --- running a parsed command line -------------------------------------------------------
-
-
-def execute(args, argv: list[str]) -> int:
-    """Run the command of the parsed ``args``; write its summary; return the exit code.
-
-    The summary goes to stdout as text (``--format text``, the default; nothing with
-    ``--quiet``) or JSON (``--format json``), and as JSON to ``--json FILE`` when given.
-
-    ``argv`` is recorded in the summary as given. SIGTERM is handled like Ctrl-C while the
-    command runs (exit code 143 instead of 130).
-    """
-    handler = _setup_logging(args)
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    session = Session(args)
-    summary = {
-        "scalenc": __version__,
-        "command": args.command,
-        "argv": redact(argv),  # storage options may hold credentials
-        "started": started,
-    }
-    code = EXIT_OK
-    with _sigterm_interrupts():
-        try:
-            if args.command == "run":
-                result = cmd_run(args, session)
-            else:
-                with session.connected():
-                    result = COMMANDS[args.command](args, session)
-            summary.update(status="ok", **result)
-        except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
-            what, failed_args = f"scalenc {args.command}", args
-            if isinstance(exc, _StepFailed):
-                summary["steps"] = exc.results
-                what, failed_args, exc = exc.what, exc.step_args, exc.exc
-            if isinstance(exc, SystemExit):
-                raise
-            code = _exit_code(exc)
-            summary.update(status="error", error=_error_dict(exc, what, failed_args))
-            log.error("error (exit %d): %s", code, summary["error"]["message"])
-            if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
-                log.debug("%s", "".join(traceback.format_exception(exc)))
-        summary["exit_code"] = code
-        summary["scheduler"] = session.scheduler_info
-        summary["seconds"] = round(time.perf_counter() - t0, 4)
-        try:
-            _emit(summary, args, storage_options(getattr(args, "storage_option", [])))
-        except OSError as exc:
-            log.error("cannot write the JSON summary to %s: %s", args.json, exc)
-            code = code or EXIT_BAD_INPUT
-        except KeyboardInterrupt as exc:
-            code = _exit_code(exc)
-            log.error("error (exit %d): interrupted while writing the JSON summary", code)
-        finally:
-            log.removeHandler(handler)
-    return code
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """While the command runs, SIGTERM raises :class:`Terminated` in the main thread (as
-    Ctrl-C raises KeyboardInterrupt), so the same clean-up runs; the previous handler is
-    restored after. Off the main thread (no handler can be set there), nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
-
-
-def _emit(summary: dict, args, options: dict | None = None) -> None:
-    """The summary as JSON to ``args.json`` (a file or URL) if set, then to stdout as
-    ``args.format`` says. A JSON file that cannot be written raises after stdout is done."""
-    ready = jsonable(summary, max_items=10**6)
-    json_path, failure = getattr(args, "json", None), None
-    if json_path:
-        try:
-            write_text(json_path, to_json(ready) + "\n", overwrite=True, storage_options=options)
-        except OSError as exc:
-            json_path, failure = None, exc
-    if getattr(args, "format", "text") == "json":
-        text = to_json(ready) + "\n"
-    else:
-        text = "" if args.quiet else to_text(ready, json_path)
-    if text:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    if failure is not None:
-        raise failure
-
-
-#: Exceptions that mean the input is wrong (exit code 2), not the computation.
-_BAD_INPUT_ERRORS = (
-    ModelFileError,
-    JobError,
-    MissingPlotDependency,
-    ValueError,
-    TypeError,
-    KeyError,
-    FileNotFoundError,
-    FileExistsError,
-    NotADirectoryError,
-    IsADirectoryError,
-    PermissionError,
-)
-
-
-def _exit_code(exc: BaseException) -> int:
-    """Map an exception to an exit code: input problems vs failures while computing."""
-    if isinstance(exc, CLIError):
-        return exc.code
-    if isinstance(exc, ClusterUnavailableError):  # unreachable, or the scheduler lost
-        return EXIT_CLUSTER
-    if isinstance(exc, Terminated):
-        return EXIT_TERMINATED
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    if isinstance(exc, _BAD_INPUT_ERRORS):
-        return EXIT_BAD_INPUT
-    return EXIT_COMPUTE
-
-
-def _error_dict(exc: BaseException, what: str, args) -> dict:
-    """The summary's ``error``: the exception's type, message and exit code. ``what`` (the
-    command or job step) and its ``args`` name what an interrupt stopped."""
-    message = _interrupted(exc, what, args) if isinstance(exc, KeyboardInterrupt) else str(exc)
-    return {"type": type(exc).__name__, "message": message, "exit_code": _exit_code(exc)}
-
-
-def _interrupted(exc: KeyboardInterrupt, what: str, args) -> str:
-    """What an interrupt stopped and what it left on disk: outputs are published whole or
-    not at all (:mod:`scalenc.io.atomic`), so an unfinished one leaves its path as it was."""
-    signame = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT (Ctrl-C)"
-    paths = [str(p) for p in (getattr(args, "model_out", None), getattr(args, "out", None)) if p]
-    where = f" ({', '.join(paths)})" if paths else ""
-    return (
-        f"{what} was interrupted by {signame}; outputs it had not finished were discarded "
-        f"and their paths{where} left as they were."
-    )

@@ -7,6 +7,7 @@
 * :mod:`~scalenc.encoder.plan` — cache the embedding or recompute it, from measured rates.
 """
 
-from scalenc.encoder.estimator import EncoderClassifier, choose_kernel
+from scalenc.encoder.blocks import choose_kernel
+from scalenc.encoder.estimator import EncoderClassifier
 
 __all__ = ["EncoderClassifier", "choose_kernel"]

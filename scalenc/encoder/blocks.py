@@ -25,6 +25,8 @@ __all__ = [
     "stacked_class_moments",
     "stacked_log_likelihood",
     "full_embedding_block",
+    "linear_embedding_moments",
+    "choose_kernel",
 ]
 
 
@@ -190,3 +192,29 @@ def linear_embedding_moments(moments: dict) -> dict:
     """
     U, Sw = moments["mean"], moments["scatter"]
     return {"n": moments["n"], "mean": U @ U.T, "scatter": U @ Sw @ U.T}
+
+
+def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:
+    """Index of the kernel chosen by Shen's rule.
+
+    The first kernel is the benchmark; another replaces it only if its cross-entropy is
+    at most ``(1 − min_improvement)`` times the benchmark's, and then the smallest such
+    cross-entropy wins. With one kernel (or NaN cross-entropies) the first is chosen.
+
+    Examples
+    --------
+    >>> from scalenc.encoder.blocks import choose_kernel
+    >>> choose_kernel([10.0, 7.5, 8.0], min_improvement=0.3)  # 25 % better: not enough
+    0
+    >>> choose_kernel([10.0, 7.0, 6.0], min_improvement=0.3)  # both qualify: smallest wins
+    2
+    """
+    ce = np.asarray(cross_entropy, dtype=float)
+    if ce.size <= 1 or np.isnan(ce).all():
+        return 0
+    threshold = (1.0 - min_improvement) * ce[0]
+    better = np.flatnonzero(ce <= threshold)
+    better = better[better > 0]
+    if better.size == 0:
+        return 0
+    return int(better[np.argmin(ce[better])])

@@ -25,8 +25,6 @@ from scalenc.base.estimator import (
     StreamingClassifierMixin,
     check_class_means,
     check_classes,
-    check_feature_names_of,
-    check_n_features,
     fit_stage,
     fit_streaming,
     known_row_chunks,
@@ -39,12 +37,14 @@ from scalenc.base.validation import Integral, Interval, Real, StrOptions, invali
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import (
     apply_to_embedding,
+    choose_kernel,
     decision_block,
     embed_block,
     linear_embedding_moments,
     predict_block,
     proba_block,
 )
+from scalenc.encoder.incremental import IncrementalFitMixin
 from scalenc.encoder.kernels import Kernel, Linear, get_kernel
 from scalenc.encoder.plan import (
     cache_memory_refusal,
@@ -54,19 +54,16 @@ from scalenc.encoder.plan import (
 )
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
-from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
-from scalenc.io.inputs import check_xy, encode_labels
-from scalenc.math import moments as _blocks
-from scalenc.math.labels import check_class_values, sorted_classes
+from scalenc.io.inputs import encode_labels
+from scalenc.math.labels import check_class_values
 from scalenc.math.linalg import LDAModel, lda_from_moments
 
-__all__ = [
-    "EncoderClassifier",
-]
+__all__ = ["EncoderClassifier"]
 
 
 class EncoderClassifier(
+    IncrementalFitMixin,
     StreamingClassifierMixin,
     ClassifierMixin,
     ClassNamePrefixFeaturesOutMixin,
@@ -335,18 +332,18 @@ class EncoderClassifier(
         moments = self._check_moments(first["moments"], X.dtype)
         codes = encode_labels(y, self.classes_, unlabeled_marker(self))
         if full:
-            return self._fit_full(X, codes, kernels, moments)
-        self._set_class_stats(moments, kernels, one_pass)
-        self._finish_fit(X, codes)
-        self._keep_running_totals(moments, kernels, one_pass)
-        return self
+            self._fit_full(X, codes, kernels, moments)
+            return
+        z_moments = self._set_class_stats(moments, kernels, one_pass)
+        z_moments = self._finish_fit(X, codes, z_moments)
+        self._keep_running_totals(moments, kernels, one_pass, z_moments)
 
-    def _keep_running_totals(self, moments, kernels, one_pass):
+    def _keep_running_totals(self, moments, kernels, one_pass, z_moments):
         """Keep fit's sums so that partial_fit can extend them with new batches."""
         self._kernel_specs = kernels
         self._one_pass_mode = one_pass
         self._x_moments_total = moments
-        self._z_totals = None if one_pass else list(self._z_moments)
+        self._z_totals = None if one_pass else list(z_moments)
         finite = ~np.isnan(self.cross_entropy_)
         self._loglik_total = -self.cross_entropy_ if finite.all() else 0.0
 
@@ -377,33 +374,33 @@ class EncoderClassifier(
         return moments
 
     def _set_class_stats(self, moments, kernels, one_pass, *, resolve=True):
+        """U and the class counts from X's class moments; returns the embedding's
+        statistics where they need no pass (the linear kernel in one-pass mode), else None."""
         self.class_counts_ = moments["n"].astype(np.int64)
         self.class_means_ = moments["mean"]
         if resolve:
             self.kernels_ = [k.resolve(moments) for k in kernels]
-        if one_pass:
-            self._z_moments = [linear_embedding_moments(moments)]
-        else:
-            self._z_moments = None
+        return [linear_embedding_moments(moments)] if one_pass else None
 
-    def _finish_fit(self, X, codes):
-        """Passes 2 and 3 as needed, then the LDA models and the kernel choice."""
+    def _finish_fit(self, X, codes, z_moments):
+        """Passes 2 and 3 as needed, then the LDA models and the kernel choice; returns the
+        embedding's class statistics, one per kernel."""
         self._require_all_classes()
         U = self.class_means_
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
-        self.fit_plan_ = self._plan(X)
+        self.fit_plan_ = self._plan(X, one_pass=z_moments is not None)
         if self.fit_plan_["name"] == "cache":
-            self._fit_kernels_cached(X, codes, U)
+            z_moments = self._fit_kernels_cached(X, codes, U)
         else:
-            if self._z_moments is None:
+            if z_moments is None:
                 with fit_stage(self, "embedding"):
                     (z_moments,) = compute(
                         encoder_passes.embedding_moments_pass(
                             X, codes, self.kernels_, U, split_every=self.split_every
                         )
                     )
-                self._z_moments = list(z_moments)
-            self.lda_models_ = [self._lda(m) for m in self._z_moments]
+                z_moments = list(z_moments)
+            self.lda_models_ = [self._lda(m) for m in z_moments]
             if len(self.kernels_) > 1:
                 with fit_stage(self, "cross_entropy"):
                     (loglik,) = compute(
@@ -417,11 +414,12 @@ class EncoderClassifier(
                         )
                     )
                 self.cross_entropy_ = -np.array([float(v) for v in loglik])
-        self._select_kernel()
+        self._select_kernel(z_moments)
+        return z_moments
 
-    def _plan(self, X) -> dict:
+    def _plan(self, X, *, one_pass: bool) -> dict:
         """The fit's plan after pass 1 (see ``fit_plan_``), chosen by measured costs."""
-        if self._z_moments is not None:
+        if one_pass:
             return {"name": "one_pass", "passes_over_X": 1}
         if len(self.kernels_) == 1:
             return {"name": "two_pass", "passes_over_X": 2}
@@ -472,8 +470,8 @@ class EncoderClassifier(
                         cache.first_pass_input(), codes, M, K, split_every=self.split_every
                     )
                 )
-            self._z_moments = list(z_moments)
-            self.lda_models_ = [self._lda(m) for m in self._z_moments]
+            z_moments = list(z_moments)
+            self.lda_models_ = [self._lda(m) for m in z_moments]
             with fit_stage(self, "cross_entropy"):
                 (loglik,) = compute(
                     encoder_passes.stacked_cross_entropy_pass(
@@ -482,20 +480,22 @@ class EncoderClassifier(
                 )
         self.cross_entropy_ = -np.array([float(v) for v in loglik])
         self.n_cached_passes_ = 1
+        return z_moments
 
     def _lda(self, z_moments) -> LDAModel:
         return lda_from_moments(
             z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
         )
 
-    def _select_kernel(self):
+    def _select_kernel(self, z_moments):
+        """The kernel by the paper's cross-entropy rule, with its LDA model and Z's means."""
         index = choose_kernel(self.cross_entropy_, self.min_improvement)
         self.kernel_index_ = index
         self.kernel_ = self.kernels_[index]
         model = self.lda_models_[index]
         self.coef_ = model.coef
         self.intercept_ = model.intercept
-        self.embedding_means_ = self._z_moments[index]["mean"]
+        self.embedding_means_ = z_moments[index]["mean"]
 
     def _require_all_classes(self):
         empty = self.class_counts_ == 0
@@ -521,8 +521,8 @@ class EncoderClassifier(
             encoder_passes.moments_pass(Z, codes, K, split_every=self.split_every)
             for Z in embeddings
         ]
-        self._z_moments = list(compute(*stats))
-        self.lda_models_ = [self._lda(m) for m in self._z_moments]
+        z_moments = list(compute(*stats))
+        self.lda_models_ = [self._lda(m) for m in z_moments]
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         if len(self.kernels_) > 1:
             logliks = [
@@ -530,8 +530,7 @@ class EncoderClassifier(
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
             self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
-        self._select_kernel()
-        return self
+        self._select_kernel(z_moments)
 
     def _full_embedding(self, X, kernel) -> da.Array:
         """Z = A W of X against the training data kept by ``fit`` (Section 2)."""
@@ -543,134 +542,6 @@ class EncoderClassifier(
             self.class_counts_,
             split_every=self.split_every,
         )
-
-    # --- partial_fit ----------------------------------------------------------------
-
-    def partial_fit(self, X, y, classes=None):
-        """Update the model with a new batch of rows, without re-reading earlier batches.
-
-        All statistics are sums, merged exactly with the stored ones. With the linear
-        kernel alone and p ≤ ``max_scatter_features`` the result equals ``fit`` on all
-        batches together (to rounding). For other kernels Z depends on U, which moves
-        as batches arrive: each batch's embedding statistics (and, with several kernels,
-        its cross-entropy) are computed with U as updated by that batch, so the model
-        approaches ``fit``'s as U settles (Shen's Theorem 1: U converges to E(X|Y)).
-
-        Parameters
-        ----------
-        X, y : the new batch.
-        classes : array-like, required on the first call
-            Every class that will ever appear.
-
-        Notes
-        -----
-        Passes over the batch: 1 (linear, one-pass mode), 2, or 3 (several kernels).
-        Until every class has had a labeled row, U is incomplete and Z cannot be formed;
-        batches seen until then update U but (for non-linear kernels) not the LDA.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn.datasets import load_iris
-        >>> from scalenc import EncoderClassifier
-        >>> X, y = load_iris(return_X_y=True)
-        >>> batches = np.array_split(np.random.default_rng(0).permutation(len(y)), 3)
-        >>> model = EncoderClassifier()
-        >>> for rows in batches:
-        ...     model = model.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
-        >>> model.class_counts_
-        array([50, 50, 50])
-
-        With the linear kernel alone, the batches give ``fit``'s model on all rows:
-
-        >>> bool(np.allclose(model.coef_, EncoderClassifier().fit(X, y).coef_))
-        True
-        """
-        first = not hasattr(self, "_x_moments_total")
-        if first:
-            kernels = self._check_params()
-            if self.method != "fast":
-                raise InputError("partial_fit needs method='fast'; the full method keeps all of X.")
-            if classes is None:
-                raise InputError(
-                    "classes must be passed on the first call to partial_fit, listing every "
-                    "class that will ever appear (e.g. classes=np.unique(y_all))."
-                )
-            classes = sorted_classes(classes)
-            check_classes(classes, type(self).__name__, unlabeled_marker(self))
-        check_feature_names_of(self, X, reset=first)
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
-        if first:
-            self.classes_ = classes
-            self.n_features_in_ = X.shape[1]
-            self._kernel_specs = kernels
-            self._one_pass_mode = self._one_pass(kernels, X.shape[1])
-            self._z_totals = None
-            self._loglik_total = 0.0
-        else:
-            check_n_features(self, X)
-            if classes is not None and not np.array_equal(sorted_classes(classes), self.classes_):
-                raise InputError(
-                    f"classes={list(classes)} differs from the classes of the first "
-                    f"partial_fit call {list(self.classes_)}."
-                )
-        with counting_passes(X) as count:
-            self._partial_update(X, y, first)
-        self.n_passes_ = count.passes
-        return self
-
-    def _partial_update(self, X, y, first):
-        """partial_fit's steps on a checked batch: its class moments merged with the
-        totals, then (all classes seen) its embedding statistics."""
-        codes = encode_labels(y, self.classes_, unlabeled_marker(self))
-        batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
-        total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
-        self._x_moments_total = total
-        resolve = not hasattr(self, "kernels_") or (self.class_counts_ == 0).any()
-        self._set_class_stats(total, self._kernel_specs, self._one_pass_mode, resolve=resolve)
-        if self._one_pass_mode:
-            self._refit_from_totals()
-        elif (self.class_counts_ == 0).any():
-            self._model_ready = False  # wait for rows of every class before fitting LDA
-        else:
-            self._partial_embedding_update(X, codes)
-
-    def _partial_embedding_update(self, X, codes):
-        U = self.class_means_
-        (z_batch,) = compute(
-            encoder_passes.embedding_moments_pass(
-                X, codes, self.kernels_, U, split_every=self.split_every
-            )
-        )
-        prev = self._z_totals
-        self._z_totals = (
-            list(z_batch)
-            if prev is None
-            else [_blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)]
-        )
-        self._z_moments = self._z_totals
-        self.lda_models_ = [self._lda(m) for m in self._z_moments]
-        if len(self.kernels_) > 1:
-            (loglik,) = compute(
-                encoder_passes.cross_entropy_pass(
-                    X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every
-                )
-            )
-            self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
-            self.cross_entropy_ = -self._loglik_total
-        else:
-            self.cross_entropy_ = np.full(1, np.nan)
-        self._select_kernel()
-        self._model_ready = True
-
-    def _refit_from_totals(self):
-        if (self.class_counts_ == 0).any():
-            self._model_ready = False
-            return
-        self.lda_models_ = [self._lda(m) for m in self._z_moments]
-        self.cross_entropy_ = np.full(1, np.nan)  # the one-pass mode has one kernel
-        self._select_kernel()
-        self._model_ready = True
 
     # --- prediction -----------------------------------------------------------------
 
@@ -830,29 +701,3 @@ class EncoderClassifier(
             model=self._chosen_model(),
             classes=self.classes_,
         )
-
-
-def choose_kernel(cross_entropy: np.ndarray, min_improvement: float) -> int:
-    """Index of the kernel chosen by Shen's rule.
-
-    The first kernel is the benchmark; another replaces it only if its cross-entropy is
-    at most ``(1 − min_improvement)`` times the benchmark's, and then the smallest such
-    cross-entropy wins. With one kernel (or NaN cross-entropies) the first is chosen.
-
-    Examples
-    --------
-    >>> from scalenc.encoder.estimator import choose_kernel
-    >>> choose_kernel([10.0, 7.5, 8.0], min_improvement=0.3)  # 25 % better: not enough
-    0
-    >>> choose_kernel([10.0, 7.0, 6.0], min_improvement=0.3)  # both qualify: smallest wins
-    2
-    """
-    ce = np.asarray(cross_entropy, dtype=float)
-    if ce.size <= 1 or np.isnan(ce).all():
-        return 0
-    threshold = (1.0 - min_improvement) * ce[0]
-    better = np.flatnonzero(ce <= threshold)
-    better = better[better > 0]
-    if better.size == 0:
-        return 0
-    return int(better[np.argmin(ce[better])])

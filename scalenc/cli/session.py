@@ -1,0 +1,113 @@
+"""A command's session: logging, the scheduler it runs on (connected once, kept for a job's
+steps), and its progress display.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+
+from scalenc.cli.errors import (
+    BadInput,
+)
+from scalenc.cli.progress import Progress
+from scalenc.engine.cluster import ClusterUnavailableError
+from scalenc.engine.connect import connect
+
+log = logging.getLogger("scalenc.cli")
+
+
+class Session:
+    """What the steps of one invocation share: the log, the client, progress settings."""
+
+    def __init__(self, args):
+        self.args = args
+        self.client = None
+        self.scheduler_info = {"kind": "threads"}
+        self.quiet = args.quiet
+
+    def progress(self, label: str, data=None, passes: int | None = None):
+        """Progress of the computations of one step; those reading ``data`` are its
+        ``passes`` (when known) over the data."""
+        mode = "none" if self.quiet else self.args.progress
+        return Progress(
+            label,
+            mode=mode,
+            stream=sys.stderr,
+            interval=self.args.progress_interval,
+            client=self.client,
+            data=data,
+            passes=passes,
+        )
+
+    @contextlib.contextmanager
+    def connected(self, address=None, scheduler_file=None, n_workers=None, timeout=None):
+        """Connect through :func:`scalenc.connect` (which also reads ``$SCALENC_SCHEDULER``
+        and ``$SCALENC_SCHEDULER_FILE``); threads in this process when nothing is set."""
+        address = address or self.args.scheduler
+        scheduler_file = scheduler_file or self.args.scheduler_file
+        n_workers = n_workers or self.args.n_workers
+        timeout = timeout or self.args.connect_timeout
+        with contextlib.ExitStack() as stack:
+            self.client = stack.enter_context(
+                _connect(address, scheduler_file, n_workers, timeout, self.args.tls_dir)
+            )
+            if self.client is None:
+                yield None
+                return
+            info = {"kind": "distributed", "address": self.client.scheduler.address}
+            link = getattr(self.client, "dashboard_link", None)
+            if link:
+                info["dashboard"] = link
+            self.scheduler_info = info
+            log.info(
+                "connected to Dask scheduler %s%s",
+                info["address"],
+                f"; dashboard: {link}" if link else "",
+            )
+            try:
+                yield self.client
+            finally:
+                self.client = None
+
+
+@contextlib.contextmanager
+def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
+    """scalenc.connect, with its failures mapped to exit codes 2 (bad setting) and 3."""
+    stack = contextlib.ExitStack()
+    try:
+        client = stack.enter_context(
+            connect(
+                address,
+                scheduler_file=scheduler_file,
+                n_workers=n_workers,
+                security=tls_dir,
+                timeout=timeout,
+                quiet=True,
+            )
+        )
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        stack.close()
+        raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
+    except ClusterUnavailableError:
+        stack.close()
+        raise
+    except Exception as exc:
+        stack.close()
+        raise ClusterUnavailableError(
+            f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
+            f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
+            "scheduler is running, or drop --scheduler to run on local threads."
+        ) from exc
+    with stack:
+        yield client
+
+
+def setup_logging(args) -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s scalenc %(message)s", "%H:%M:%S"))
+    log.handlers = [handler]
+    log.propagate = False
+    log.setLevel(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
+    return handler

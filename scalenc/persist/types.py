@@ -1,0 +1,78 @@
+"""The types a model file may hold, by the names files give them (stable across scalenc's
+own code moves), and where each lives now.
+"""
+
+from __future__ import annotations
+
+from scalenc.ccdr import CCDR, CCDRClassifier
+from scalenc.ccdr.blocks import CCDRSolution, KNNHead, LDAHead, LinearHead
+from scalenc.encoder import EncoderClassifier
+from scalenc.encoder.kernels import KERNELS, Euclidean, Gaussian, Linear, Spearman
+from scalenc.exceptions import ModelFileError
+from scalenc.math.linalg import LDAModel
+from scalenc.nrbfn import LRClassifier, NRBFNClassifier
+
+#: The types a model file may name, by the name files use, with what each is rebuilt as.
+#: Nothing else is ever rebuilt. The names are the module paths of scalenc 0.1.0.dev0 and
+#: stay as they are when the code moves, so that files written before a move still load
+#: (``tests/test_model_files_before.py``); :data:`_TYPES` says where each type lives now.
+ALLOWED_TYPES: dict[str, str] = {
+    # estimators (rebuilt with their __init__, which only stores parameters)
+    "scalenc.encoder.EncoderClassifier": "estimator",
+    "scalenc.nrbfn.NRBFNClassifier": "estimator",
+    "scalenc.nrbfn.LRClassifier": "estimator",
+    "scalenc.ccdr.CCDR": "estimator",
+    "scalenc.ccdr.CCDRClassifier": "estimator",
+    # frozen dataclasses holding arrays and numbers
+    "scalenc.linalg.LDAModel": "dataclass",
+    "scalenc.kernels.Linear": "dataclass",
+    "scalenc.kernels.Euclidean": "dataclass",
+    "scalenc.kernels.Spearman": "dataclass",
+    "scalenc.kernels.Gaussian": "dataclass",
+    "scalenc._ccdr_blocks.CCDRSolution": "dataclass",
+    # small private helper objects: rebuilt without calling __init__, attributes restored
+    "scalenc._ccdr_blocks.LinearHead": "object",
+    "scalenc._ccdr_blocks.LDAHead": "object",
+    "scalenc._ccdr_blocks.KNNHead": "object",
+}
+
+
+#: Where each type of :data:`ALLOWED_TYPES` lives now.
+_TYPES: dict[str, type] = {
+    "scalenc.encoder.EncoderClassifier": EncoderClassifier,
+    "scalenc.nrbfn.NRBFNClassifier": NRBFNClassifier,
+    "scalenc.nrbfn.LRClassifier": LRClassifier,
+    "scalenc.ccdr.CCDR": CCDR,
+    "scalenc.ccdr.CCDRClassifier": CCDRClassifier,
+    "scalenc.linalg.LDAModel": LDAModel,
+    "scalenc.kernels.Linear": Linear,
+    "scalenc.kernels.Euclidean": Euclidean,
+    "scalenc.kernels.Spearman": Spearman,
+    "scalenc.kernels.Gaussian": Gaussian,
+    "scalenc._ccdr_blocks.CCDRSolution": CCDRSolution,
+    "scalenc._ccdr_blocks.LinearHead": LinearHead,
+    "scalenc._ccdr_blocks.LDAHead": LDAHead,
+    "scalenc._ccdr_blocks.KNNHead": KNNHead,
+}
+
+
+_NAMES: dict[type, str] = {cls: name for name, cls in _TYPES.items()}
+
+
+def type_name(obj_type: type) -> str:
+    """The name a model file gives ``obj_type`` (:data:`ALLOWED_TYPES`), else its own."""
+    return _NAMES.get(obj_type, f"{obj_type.__module__}.{obj_type.__qualname__}")
+
+
+def kernel_names():
+    return KERNELS
+
+
+def allowed_class(name, kind: str, where: str) -> type:
+    if not isinstance(name, str) or ALLOWED_TYPES.get(name) != kind:
+        raise ModelFileError(
+            f"{where} names the type {name!r}, which is not one a scalenc model file may hold "
+            f"(allowed: {sorted(k for k, v in ALLOWED_TYPES.items() if v == kind)}). The file "
+            "was not written by scalenc or has been altered; it is refused."
+        )
+    return _TYPES[name]
