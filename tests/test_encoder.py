@@ -459,7 +459,7 @@ def test_every_plan_matches_the_numpy_oracle(plan, chunks):
 def test_auto_plan_follows_the_measured_costs(monkeypatch, cache_cost, name, passes):
     """With writing Z made dear (or free), "auto" computes it again (or caches it); both
     give the plain-NumPy model and say so in fit_plan_ and n_passes_."""
-    monkeypatch.setattr("scalenc.encoder.estimator.cache_seconds_per_byte", lambda: cache_cost)
+    monkeypatch.setattr("scalenc.encoder.plan.cache_seconds_per_byte", lambda: cache_cost)
     X, y = make_blobs(300, 5, 3, seed=51)
     model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
     plan = model.fit_plan_
@@ -488,7 +488,7 @@ def test_plans_on_a_cluster(client, monkeypatch):
     Xd, yd = da.from_array(X, chunks=(90, 6)), da.from_array(y, chunks=90)
     expected = None
     for cost in (1e3, 0.0):
-        monkeypatch.setattr("scalenc.encoder.estimator.cache_seconds_per_byte", lambda c=cost: c)
+        monkeypatch.setattr("scalenc.encoder.plan.cache_seconds_per_byte", lambda c=cost: c)
         model = EncoderClassifier(kernels=KERNELS).fit(Xd, yd)
         if expected is None:
             expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
@@ -530,7 +530,7 @@ def test_row_tiles_of_the_embedding_match_the_numpy_oracle(monkeypatch, plan):
 def test_auto_plan_recomputes_when_the_cache_would_not_fit(monkeypatch):
     """A block of Z larger than half of a task's budget: "auto" computes Z again (and says
     why in fit_plan_), even when caching is free."""
-    monkeypatch.setattr("scalenc.encoder.estimator.cache_seconds_per_byte", lambda: 0.0)
+    monkeypatch.setattr("scalenc.encoder.plan.cache_seconds_per_byte", lambda: 0.0)
     monkeypatch.setattr(
         "scalenc.encoder.estimator.memory_budget",
         lambda est: ({"worker": 4000, "client": 4000}, "test"),

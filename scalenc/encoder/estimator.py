@@ -6,10 +6,6 @@ multi-kernel-encoder-classifier.md), Sections 2 and 3.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-
-import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import (
@@ -47,13 +43,10 @@ from scalenc.encoder.blocks import (
 from scalenc.encoder.incremental import IncrementalFitMixin
 from scalenc.encoder.kernels import Kernel, Linear, get_kernel
 from scalenc.encoder.plan import (
-    cache_memory_refusal,
-    cache_seconds_per_byte,
-    choose_cache_plan,
-    kernel_seconds_per_row,
+    fit_plan,
 )
 from scalenc.engine import passes
-from scalenc.engine.cluster import compute, task_threads, uses_distributed
+from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
 from scalenc.io.inputs import encode_labels
 from scalenc.math.labels import check_class_values
@@ -388,7 +381,15 @@ class EncoderClassifier(
         self._require_all_classes()
         U = self.class_means_
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
-        self.fit_plan_ = self._plan(X, one_pass=z_moments is not None)
+        self.fit_plan_ = fit_plan(
+            X,
+            self.kernels_,
+            U,
+            one_pass=z_moments is not None,
+            cache_embedding=self.cache_embedding,
+            read_seconds=self.stage_times_["class_means"],
+            budget=lambda: memory_budget(self)[0],
+        )
         if self.fit_plan_["name"] == "cache":
             z_moments = self._fit_kernels_cached(X, codes, U)
         else:
@@ -416,49 +417,6 @@ class EncoderClassifier(
                 self.cross_entropy_ = -np.array([float(v) for v in loglik])
         self._select_kernel(z_moments)
         return z_moments
-
-    def _plan(self, X, *, one_pass: bool) -> dict:
-        """The fit's plan after pass 1 (see ``fit_plan_``), chosen by measured costs."""
-        if one_pass:
-            return {"name": "one_pass", "passes_over_X": 1}
-        if len(self.kernels_) == 1:
-            return {"name": "two_pass", "passes_over_X": 2}
-        if self.cache_embedding != "auto":
-            name = "cache" if self.cache_embedding else "recompute"
-            return {"name": name, "passes_over_X": 2 if self.cache_embedding else 3}
-        width = len(self.kernels_) * self.classes_.size
-        refusal = cache_memory_refusal(**self._cache_room(X, width))
-        if refusal is not None:
-            return {"name": "recompute", "passes_over_X": 3, "memory": refusal}
-        rates = {
-            "read_s": self.stage_times_["class_means"],
-            "kernel_s_per_row": kernel_seconds_per_row(self.kernels_, self.class_means_, X.dtype),
-            "cache_s_per_row": width * 8 * cache_seconds_per_byte(),
-        }
-        plan = choose_cache_plan(
-            n_rows=X.shape[0],
-            read_seconds=rates["read_s"],
-            kernel_seconds=rates["kernel_s_per_row"],
-            cache_seconds=rates["cache_s_per_row"],
-        )
-        return {**plan, "passes_over_X": 2 if plan["name"] == "cache" else 3, **rates}
-
-    def _cache_room(self, X, width: int) -> dict:
-        """Sizes of the embedding cache and the memory (or disk) it would have."""
-        budget, _ = memory_budget(self)
-        threads, workers = task_threads()
-        if uses_distributed():
-            store_budget, store = budget["worker"] * workers, "the workers' memory"
-        else:
-            root = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
-            store_budget, store = shutil.disk_usage(root).free, f"the free disk space of {root}"
-        return {
-            "block_bytes": max(X.chunks[0]) * width * 8,
-            "total_bytes": X.shape[0] * width * 8,
-            "task_budget": budget["worker"] // threads,
-            "store_budget": store_budget,
-            "store": store,
-        }
 
     def _fit_kernels_cached(self, X, codes, U):
         """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""

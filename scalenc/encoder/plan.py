@@ -46,16 +46,20 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import shutil
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import dask
 import numpy as np
 
 from scalenc.encoder.kernels import embed
-from scalenc.engine.cluster import task_threads
+from scalenc.engine.cluster import task_threads, uses_distributed
 
 __all__ = [
+    "fit_plan",
+    "cache_room",
     "cache_seconds_per_byte",
     "kernel_seconds_per_row",
     "choose_cache_plan",
@@ -95,8 +99,6 @@ def cache_seconds_per_byte() -> float:
     threads, so one thread alone (3–4 ns/B here) would flatter the cache, and so would a
     small block that stays in the CPU caches.
     """
-    import dask
-
     block = np.random.default_rng(0).standard_normal((32768, 128))
     root = dask.config.get("temporary-directory", None)
     with tempfile.TemporaryDirectory(prefix="scalenc-rate-", dir=root) as folder:
@@ -200,4 +202,55 @@ def choose_cache_plan(
         "name": "cache" if cache <= recompute else "recompute",
         "cache_s": cache,
         "recompute_s": recompute,
+    }
+
+
+def fit_plan(
+    X, kernels, U, *, one_pass: bool, cache_embedding, read_seconds: float, budget
+) -> dict:
+    """The fit's plan after pass 1 (``fit_plan_``): one pass, two, or with several kernels
+    cache the embedding or recompute it, chosen by the costs measured now (the first
+    pass's ``read_seconds``, the kernels' and the cache's rates) where ``cache_embedding``
+    is ``"auto"`` and the cache fits ``budget()`` (the memory a fit may use)."""
+    if one_pass:
+        return {"name": "one_pass", "passes_over_X": 1}
+    if len(kernels) == 1:
+        return {"name": "two_pass", "passes_over_X": 2}
+    if cache_embedding != "auto":
+        name = "cache" if cache_embedding else "recompute"
+        return {"name": name, "passes_over_X": 2 if cache_embedding else 3}
+    width = len(kernels) * U.shape[0]
+    refusal = cache_memory_refusal(**cache_room(X, width, budget()))
+    if refusal is not None:
+        return {"name": "recompute", "passes_over_X": 3, "memory": refusal}
+    rates = {
+        "read_s": read_seconds,
+        "kernel_s_per_row": kernel_seconds_per_row(kernels, U, X.dtype),
+        "cache_s_per_row": width * 8 * cache_seconds_per_byte(),
+    }
+    plan = choose_cache_plan(
+        n_rows=X.shape[0],
+        read_seconds=rates["read_s"],
+        kernel_seconds=rates["kernel_s_per_row"],
+        cache_seconds=rates["cache_s_per_row"],
+    )
+    return {**plan, "passes_over_X": 2 if plan["name"] == "cache" else 3, **rates}
+
+
+def cache_room(X, width: int, budget: dict) -> dict:
+    """Sizes of the embedding cache (``width`` columns of float64) and the memory it would
+    have: the workers' memory on a cluster, else the free disk of Dask's temporary
+    directory; and a task's share of ``budget``."""
+    threads, workers = task_threads()
+    if uses_distributed():
+        store_budget, store = budget["worker"] * workers, "the workers' memory"
+    else:
+        root = dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+        store_budget, store = shutil.disk_usage(root).free, f"the free disk space of {root}"
+    return {
+        "block_bytes": max(X.chunks[0]) * width * 8,
+        "total_bytes": X.shape[0] * width * 8,
+        "task_budget": budget["worker"] // threads,
+        "store_budget": store_budget,
+        "store": store,
     }
