@@ -135,13 +135,13 @@ def block_profile(X, model, repeats: int) -> dict:
     from threadpoolctl import threadpool_limits
 
     from scalenc.ccdr import blocks as _ccdr_blocks
-    from scalenc.math import neighbors
+    from scalenc.math import nearest
 
     block = X.blocks[0]
     with dask.config.set(scheduler="synchronous"):
         xb = block.compute()
     sol = model.solutions_[0]
-    ref = neighbors._Reference(sol.X, xb.dtype)
+    ref = nearest._Reference(sol.X, xb.dtype)
     xa = np.hstack([xb, np.ones((xb.shape[0], 1), xb.dtype)])
     out = np.empty((ref.size, 1024), ref.dtype)
 

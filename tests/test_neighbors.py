@@ -269,7 +269,8 @@ def test_exact_search_with_rows_repeated_hundreds_of_times(dtype):
     Rows with k + 1 identical rows before them are dropped before the float64
     recomputation; neighbours and distances stay those of float64 brute force, with and
     without excluding the query's own row."""
-    from scalenc.math.neighbors import _Reference, nearest
+    from scalenc.math.nearest import _Reference
+    from scalenc.math.neighbors import nearest
 
     rng = np.random.default_rng(7)
     distinct = rng.integers(0, 4, (40, 6)).astype(dtype)

@@ -29,7 +29,7 @@ import numpy as np
 
 from scalenc.exceptions import InputError
 from scalenc.math import moments as _blocks
-from scalenc.math.neighbors import sq_distances_from_inner
+from scalenc.math.distances import sq_distances_from_inner
 
 __all__ = [
     "Kernel",

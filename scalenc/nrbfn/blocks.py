@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalenc.math import moments as _blocks
-from scalenc.math.neighbors import labeled_rows, row_sq_norms, sq_distances_from_inner
+from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
+from scalenc.math.neighbors import labeled_rows
 from scalenc.math.sampling import fold_of
 
 __all__ = [

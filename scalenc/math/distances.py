@@ -1,0 +1,90 @@
+"""Squared Euclidean distances from inner products, written once, and the rounding bounds of
+the scores a float product gives (what the exact searches of :mod:`scalenc.math.neighbors`
+and :mod:`scalenc.math.nearest` widen their bounds by).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def row_sq_norms(A: np.ndarray) -> np.ndarray:
+    """‖a_i‖² of every row, float64."""
+    A = np.asarray(A, dtype=np.float64)
+    return np.einsum("ij,ij->i", A, A)
+
+
+def sq_distances_from_inner(
+    inner: np.ndarray,
+    a_sq: np.ndarray,
+    b_sq: np.ndarray,
+    *,
+    zero_below: float | None = None,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """‖a_i − b_j‖² = ‖a_i‖² − 2⟨a_i, b_j⟩ + ‖b_j‖² from the inner products, clipped at 0.
+
+    The one place the expansion is written. The result has ``out``'s dtype (default
+    float64, or the dtype of ``inner`` when ``out`` is ``inner`` itself). With
+    ``zero_below`` = the working precision's ε, values below the expansion's rounding
+    error 8 ε (‖a‖² + max ‖b‖²) are set to 0, so a row's distance to itself is exactly 0
+    (it matters under a square root).
+    """
+    if out is None:
+        out = np.empty(inner.shape)
+    np.multiply(inner, -2.0, out=out)
+    out += a_sq[:, None]
+    out += b_sq[None, :]
+    np.maximum(out, 0.0, out=out)
+    if zero_below is not None and out.size:
+        tol = 8.0 * zero_below * (a_sq + b_sq.max())
+        out[out < tol[:, None]] = 0.0
+    return out
+
+
+def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True) -> np.ndarray:
+    """‖a_i − b_j‖² (len(A)×len(B), float64, clipped at 0).
+
+    The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
+    data keeps BLAS at its float32 speed); row norms and the sum are float64. With
+    ``tol_zero``, values below the expansion's rounding error are set to 0
+    (:func:`sq_distances_from_inner`).
+    """
+    dtype = np.result_type(A.dtype, B.dtype, np.float32)
+    cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
+    eps = np.finfo(dtype).eps if tol_zero else None
+    return sq_distances_from_inner(cross, row_sq_norms(A), row_sq_norms(B), zero_below=eps)
+
+
+def score_bound(q_norms, max_norm2, p, dtype) -> np.ndarray:
+    """δ per query: |(‖q‖² + ranking score) − ‖q − r‖²| ≤ δ for every row r with
+    ‖r‖² ≤ ``max_norm2``, ‖q − r‖² computed by any formula in float64 or the ranking
+    precision.
+
+    The score ‖r‖² − 2 q·r is a (p+1)-term product in the ranking precision (unit
+    roundoff u, inputs rounded once), the distance a sum of p terms: both err by
+    at most about (p+3)·u·(‖q‖² + ‖r‖² + 2‖q‖‖r‖) (the classic bound of a length-p dot
+    product, any summation order). Doubled for safety.
+    """
+    u = np.finfo(dtype).eps / 2 + np.finfo(np.float64).eps / 2
+    scale = q_norms + max_norm2 + 2.0 * np.sqrt(q_norms * max_norm2)
+    return 2.0 * (p + 3) * u * scale
+
+
+def duplicate_rank(R: np.ndarray) -> np.ndarray:
+    """For each row of R, how many identical rows come before it (a sort of the rows)."""
+    size = R.shape[0]
+    if size == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, group = np.unique(R, axis=0, return_inverse=True)
+    order = np.argsort(group.ravel(), kind="stable")
+    sorted_group = group.ravel()[order]
+    first = np.r_[True, sorted_group[1:] != sorted_group[:-1]]
+    start = np.maximum.accumulate(np.where(first, np.arange(size), 0))
+    rank = np.empty(size, dtype=np.int64)
+    rank[order] = np.arange(size) - start
+    return rank
+
+
+#: Elements of one gather of reference rows for the float64 recomputation (8 MB).
+GATHER_ELEMENTS = 2**20
