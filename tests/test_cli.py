@@ -1132,3 +1132,31 @@ def test_quickstart_removes_its_files_unless_kept(tmp_path, monkeypatch, capsys)
     assert f"JSON summary: {kept / 'summary.json'}" in out
     assert summary["predictions"] == str(kept / "pred.zarr") and summary["test_accuracy"] == 1.0
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_an_output_without_a_format_names_the_commands_option(inputs, model_dir, tmp_path, capsys):
+    """`predict --out pred.csv` says to pass --out-format (the command's option, not the
+    Python argument), before anything is read or written."""
+    for command in ("predict", "embed"):
+        out = tmp_path / f"{command}.csv"
+        code, summary, _ = run(
+            capsys, command, "--model", model_dir, "--data", *inputs["npz"], "--out", out
+        )
+        assert code == cli.EXIT_BAD_INPUT
+        message = summary["error"]["message"]
+        assert f"Cannot tell the output format of --out '{out}'" in message
+        assert "pass --out-format zarr (or parquet)" in message and "format=" not in message
+        assert not out.exists()
+
+
+def test_a_misspelt_job_key_lists_every_valid_key(tmp_path, capsys):
+    """The job file's [job] keys listed in the error include the step defaults it accepts
+    there (overwrite, chunk_rows, storage_option), which the example job file uses."""
+    job = tmp_path / "job.toml"
+    job.write_text('[job]\noverwite = true\n[[step]]\ncommand = "info"\nmodel = "m"\n')
+    code, summary, _ = run(capsys, "run", job)
+    assert code == cli.EXIT_BAD_INPUT
+    message = summary["error"]["message"]
+    assert "unknown [job] key(s) ['overwite']" in message
+    for key in ("'overwrite'", "'chunk_rows'", "'storage_option'", "'scheduler'", "'workdir'"):
+        assert key in message

@@ -69,6 +69,17 @@ def _check_exists(path: str, what: str) -> None:
         raise BadInput(f"{what} {path!r} does not exist.")
 
 
+def _check_out_format(args) -> None:
+    """``--out`` names its format (*.zarr, *.parquet), or ``--out-format`` does: said in the
+    command's own options before anything is read."""
+    suffix = os.path.splitext(str(args.out).rstrip("/"))[1].lower()
+    if getattr(args, "out_format", None) is None and suffix not in (".zarr", ".parquet"):
+        raise BadInput(
+            f"Cannot tell the output format of --out {args.out!r}: name it *.zarr or "
+            "*.parquet, or pass --out-format zarr (or parquet)."
+        )
+
+
 def _check_free(path: str, overwrite: bool) -> None:
     if os.path.exists(path) and not overwrite:
         raise BadInput(f"{path} exists; pass --overwrite to replace it.")
@@ -241,6 +252,7 @@ def cmd_predict(args, session) -> dict:
             )
         )
     _check_inputs(args)  # inputs before output conflicts
+    _check_out_format(args)
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     out = getattr(est, method)(X)
@@ -269,6 +281,7 @@ def cmd_embed(args, session) -> dict:
     if not hasattr(est, "transform"):
         raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
     _check_inputs(args)  # inputs before output conflicts
+    _check_out_format(args)
     _check_free(args.out, args.overwrite)
     X, _ = _open_data(args, labels=True)
     Z = est.transform(X)

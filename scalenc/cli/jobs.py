@@ -115,7 +115,8 @@ def read_job(path) -> Job:
     settings = {_norm(k): v for k, v in raw.get("job", {}).items()}
     bad = sorted(set(settings) - JOB_KEYS - DEFAULT_SHORTHANDS)
     if bad:
-        raise JobError(f"Job file {path}: unknown [job] key(s) {bad}; valid: {sorted(JOB_KEYS)}.")
+        valid = sorted(JOB_KEYS | DEFAULT_SHORTHANDS)
+        raise JobError(f"Job file {path}: unknown [job] key(s) {bad}; valid: {valid}.")
     defaults = {_norm(k): v for k, v in settings.pop("defaults", {}).items()}
     for key in DEFAULT_SHORTHANDS:  # shorthands for [job.defaults]
         if key in settings:
