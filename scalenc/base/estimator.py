@@ -101,13 +101,19 @@ _NAMES_CHECKED = contextvars.ContextVar("scalenc_names_checked", default=False)
 
 
 @contextlib.contextmanager
-def fit_stage(estimator, stage: str):
-    """Record the wall-clock seconds of a fit stage in ``estimator.stage_times_[stage]``."""
+def timed_stage(stage_times: dict | None, stage: str):
+    """Record the wall-clock seconds of a stage in ``stage_times[stage]`` (nothing if None)."""
     start = time.perf_counter()
     try:
         yield
     finally:
-        estimator.stage_times_[stage] = time.perf_counter() - start
+        if stage_times is not None:
+            stage_times[stage] = time.perf_counter() - start
+
+
+def fit_stage(estimator, stage: str):
+    """Record the wall-clock seconds of a fit stage in ``estimator.stage_times_[stage]``."""
+    return timed_stage(estimator.stage_times_, stage)
 
 
 def check_classes(classes: np.ndarray, owner: str, marker=UNLABELED) -> None:

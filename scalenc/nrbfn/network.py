@@ -8,15 +8,13 @@ the basis re-chosen on each fold's training rows (``cv_refit_basis``); it return
 
 from __future__ import annotations
 
-import contextlib
-import time
 import warnings
 from dataclasses import dataclass, field
 
 import dask.array as da
 import numpy as np
 
-from scalenc.base.estimator import refuse_nonfinite
+from scalenc.base.estimator import refuse_nonfinite, timed_stage
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
@@ -68,16 +66,6 @@ def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, sp
     )
 
 
-@contextlib.contextmanager
-def _timed(stage_times: dict | None, stage: str):
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        if stage_times is not None:
-            stage_times[stage] = time.perf_counter() - start
-
-
 def fit_network(
     est,
     X,
@@ -98,10 +86,10 @@ def fit_network(
     ``stage_times``, if given, receives each step's seconds.
     """
     n_labeled = int(counts.sum())
-    with _timed(stage_times, "soft_knn"):
+    with timed_stage(stage_times, "soft_knn"):
         knn = _soft_knn(est, X, codes, counts, seed, fit_plan, n_neighbors, n_labeled)
         net = _choose_basis(est, X, knn, fit_plan, n_labeled)
-    with _timed(stage_times, "sigma"):
+    with timed_stage(stage_times, "sigma"):
         (stats,) = compute(
             nrbfn_passes.sigma_pass(X, codes, net["basis"], split_every=est.split_every)
         )
@@ -112,7 +100,7 @@ def fit_network(
             "training rows are identical, so the Gaussian basis has no width. Check the "
             "data (a constant X, or one row repeated), or use LRClassifier."
         )
-    with _timed(stage_times, "gram"):
+    with timed_stage(stage_times, "gram"):
         (gram,) = compute(
             nrbfn_passes.gram_pass(
                 X,
