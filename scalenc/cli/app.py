@@ -2,11 +2,11 @@
 
 Every option is an estimator parameter (``--set NAME=VALUE``) or an argument of an IO
 function (:func:`scalenc.io.inputs.load`, :func:`scalenc.io.outputs.write_output`,
-:func:`scalenc.persist.save_model`). A human log goes to stderr, one line per event; a
-short summary of what ran goes to stdout (the full JSON summary with ``--format json``,
-and to ``--json FILE``); the exit code says what kind of failure happened, so batch
-systems can act on it. Argument errors are printed as argparse prints them (the usage,
-then ``scalenc COMMAND: error: ...``) with exit code 2.
+:func:`scalenc.persist.save_model`). Warnings and errors go to stderr, one line each (a
+line per event too with ``--verbose``); a short summary of what ran goes to stdout (the
+full JSON summary with ``--format json``, and to ``--json FILE``); the exit code says what
+kind of failure happened, so batch systems can act on it. Argument errors are printed as
+argparse prints them (the usage, then ``scalenc COMMAND: error: ...``) with exit code 2.
 
 The command's modules import downward only::
 
@@ -14,13 +14,20 @@ The command's modules import downward only::
      └────> execute ──> run ──> commands ──> session, jobs, progress, summary, the library
                   └──> outcome (exit codes and error summaries)
 
-:mod:`scalenc.cli.execute` (which loads dask and distributed) is imported only once the
+This module imports only :mod:`scalenc.cli.errors` when it loads: :func:`main` handles
+SIGINT and SIGTERM from its first line (:class:`CommandSignals`), before argparse loads,
+and :mod:`scalenc.cli.execute` (which loads dask and distributed) is imported only once the
 arguments have parsed, so ``scalenc --help`` and argument errors stay fast.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+import signal
 import sys
+import threading
+import time
 
 from scalenc.cli.errors import (
     EXIT_BAD_INPUT,
@@ -30,40 +37,152 @@ from scalenc.cli.errors import (
     EXIT_OK,
     EXIT_TERMINATED,
     BadInput,
+    Terminated,
     UsageError,
 )
-from scalenc.cli.parser import METHODS, build_parser, parse_value
 
 __all__ = [
     "main",
-    "build_parser",
-    "METHODS",
     "EXIT_OK",
     "EXIT_BAD_INPUT",
     "EXIT_CLUSTER",
     "EXIT_COMPUTE",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
-    "parse_value",
+    "CommandSignals",
 ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``scalenc`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    """Run ``scalenc`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
+
+    A SIGINT or SIGTERM at any moment of the call ends it with exit code 130 or 143 and a
+    one-line message on stderr, never a traceback (see :class:`CommandSignals`).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
+    with CommandSignals(argv) as signals:
+        try:
+            return _main(argv, signals)
+        except KeyboardInterrupt as exc:  # one the command could not report itself
+            return _report_interrupt(exc, argv, signals.started)
+
+
+def _main(argv: list[str], signals: CommandSignals) -> int:
+    from scalenc.cli.parser import build_parser  # deferred: after the signal handlers
+
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
         sys.stderr.write(exc.report())
-        return EXIT_BAD_INPUT
+        code = EXIT_BAD_INPUT
     except BadInput as exc:
         sys.stderr.write(f"{exc}\n")
-        return EXIT_BAD_INPUT
+        code = EXIT_BAD_INPUT
     except SystemExit as exc:  # --help, --version
-        return int(exc.code or 0)
-    from scalenc.cli.execute import execute  # deferred: loads dask and distributed (see above)
+        code = int(exc.code or 0)
+    else:
+        from scalenc.cli.execute import execute  # deferred: loads dask and distributed (see above)
 
-    return execute(args, argv)
+        return execute(args, argv, signals)
+    signals.start()  # a signal held while the arguments parsed is raised here
+    return code
+
+
+class CommandSignals:
+    """SIGINT and SIGTERM for the whole of one command, from the first line of :func:`main`.
+
+    Once the command has started (:meth:`start`), SIGINT raises :class:`KeyboardInterrupt`
+    and SIGTERM :class:`~scalenc.cli.errors.Terminated` in the main thread, so every
+    clean-up written for Ctrl-C runs for both, and the command reports the interruption
+    (exit code 130 or 143, a one-line message, its summary). Before, while the arguments
+    parse and the libraries load, nothing is read or written yet and an exception raised
+    inside a library's import could be swallowed there: a signal is held and raised by
+    :meth:`start`, so the command stops there, reporting it the same way. A second signal
+    while one is held stops the process at once with the exit code and one line on stderr
+    (a double Ctrl-C always ends a slow start). Once the command's summary is out
+    (:meth:`finish`), a signal is dropped: the command has finished.
+
+    The previous handlers are restored on exit; a signal that was ignored (``nohup``, a
+    background job) stays ignored. Off the main thread (no handler can be set there) this
+    does nothing.
+    """
+
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, argv: list[str]):
+        self.argv = argv
+        self.started = False
+        self.finished = False
+        self.held: int | None = None
+        self._previous: dict = {}
+
+    def __enter__(self) -> CommandSignals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self._SIGNALS:
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+    def start(self) -> None:
+        """The command reports an interruption itself from now on; one held until now is
+        raised here."""
+        self.started = True
+        if self.held is not None:
+            raise _interrupt(self.held)
+
+    def finish(self) -> None:
+        """The command has finished: a signal from now on is dropped."""
+        self.finished = True
+
+    def _handle(self, signum, frame) -> None:
+        if self.finished:
+            return
+        if self.started:
+            raise _interrupt(signum)
+        if self.held is None:
+            self.held = signum
+            return
+        code = _report_interrupt(_interrupt(signum), self.argv, started=False)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a write the signal interrupted; the process ends anyway
+                pass
+        os._exit(code)
+
+
+def _interrupt(signum: int) -> KeyboardInterrupt:
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _report_interrupt(exc: KeyboardInterrupt, argv: list[str], started: bool) -> int:
+    """Write the one line of a signal the command could not report itself (while the
+    arguments parsed or the libraries loaded: nothing read or written yet; or while it
+    reported its own error) on stderr; return its exit code."""
+    terminated = isinstance(exc, Terminated)
+    code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    signame = "SIGTERM" if terminated else "SIGINT (Ctrl-C)"
+    what = " ".join(["scalenc", *argv[:1]]) if argv[:1] and argv[0][:1] != "-" else "scalenc"
+    when = "" if started else " while starting; nothing was read or written"
+    stamp = time.strftime("%H:%M:%S")
+    sys.stderr.write(
+        f"{stamp} scalenc error (exit {code}): {what} was interrupted by {signame}{when}.\n"
+    )
+    return code
+
+
+#: The parser's names, still importable from here, loaded on first use.
+_PARSER_NAMES = ("build_parser", "METHODS", "parse_value")
+
+
+def __getattr__(name: str):
+    if name in _PARSER_NAMES:
+        return getattr(importlib.import_module("scalenc.cli.parser"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,11 @@
-"""Running a parsed command line: the command's session, its signals (SIGTERM raised as
-:class:`~scalenc.cli.errors.Terminated`), its summary printed and written, and its exit code.
+"""Running a parsed command line: the command's session, its log and warnings, its
+summary printed and written, and its exit code.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
 import sys
-import threading
 import time
 import traceback
 from datetime import datetime, timezone
@@ -22,11 +19,10 @@ from scalenc.cli.errors import (
     EXIT_COMPUTE,
     EXIT_OK,
     CLIError,
-    Terminated,
 )
 from scalenc.cli.outcome import error_dict, exit_code
 from scalenc.cli.run import StepFailed, cmd_run
-from scalenc.cli.session import Session, setup_logging
+from scalenc.cli.session import Session, one_line_warnings, setup_logging
 from scalenc.cli.summary import to_json, to_text
 from scalenc.io.atomic import write_text
 from scalenc.report import (
@@ -40,16 +36,27 @@ log = logging.getLogger("scalenc.cli")
 COMMANDS = {**STEPS, "run": cmd_run}
 
 
-def execute(args, argv: list[str]) -> int:
+def execute(args, argv: list[str], signals) -> int:
     """Run the command of the parsed ``args``; write its summary; return the exit code.
 
     The summary goes to stdout as text (``--format text``, the default; nothing with
     ``--quiet``) or JSON (``--format json``), and as JSON to ``--json FILE`` when given.
+    Warnings are shown one line each (:func:`~scalenc.cli.session.one_line_warnings`).
 
-    ``argv`` is recorded in the summary as given. SIGTERM is handled like Ctrl-C while the
-    command runs (exit code 143 instead of 130).
+    ``argv`` is recorded in the summary as given. ``signals`` are the
+    :class:`~scalenc.cli.app.CommandSignals` of :func:`~scalenc.cli.app.main`: SIGINT and
+    SIGTERM raise in the command, which ends with exit code 130 or 143, a one-line message
+    and its summary.
     """
     handler = setup_logging(args)
+    try:
+        with one_line_warnings():
+            return _execute(args, argv, signals)
+    finally:
+        log.removeHandler(handler)
+
+
+def _execute(args, argv: list[str], signals) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     session = Session(args)
@@ -60,59 +67,40 @@ def execute(args, argv: list[str]) -> int:
         "started": started,
     }
     code = EXIT_OK
-    with _sigterm_interrupts():
-        try:
-            if args.command == "run":
-                result = cmd_run(args, session)
-            else:
-                with session.connected():
-                    result = COMMANDS[args.command](args, session)
-            summary.update(status="ok", **result)
-        except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
-            what, failed_args = f"scalenc {args.command}", args
-            if isinstance(exc, StepFailed):
-                summary["steps"] = exc.results
-                what, failed_args, exc = exc.what, exc.step_args, exc.exc
-            if isinstance(exc, SystemExit):
-                raise
-            code = exit_code(exc)
-            summary.update(status="error", error=error_dict(exc, what, failed_args))
-            log.error("error (exit %d): %s", code, summary["error"]["message"])
-            if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
-                log.debug("%s", "".join(traceback.format_exception(exc)))
+    try:
+        signals.start()  # from here on, an interruption is reported in the summary
+        if args.command == "run":
+            result = cmd_run(args, session)
+        else:
+            with session.connected():
+                result = COMMANDS[args.command](args, session)
+        summary.update(status="ok", **result)
+    except BaseException as exc:  # noqa: BLE001 - everything becomes an exit code
+        what, failed_args = f"scalenc {args.command}", args
+        if isinstance(exc, StepFailed):
+            summary["steps"] = exc.results
+            what, failed_args, exc = exc.what, exc.step_args, exc.exc
+        if isinstance(exc, SystemExit):
+            raise
+        code = exit_code(exc)
+        summary.update(status="error", error=error_dict(exc, what, failed_args))
+        log.error("error (exit %d): %s", code, summary["error"]["message"])
+        if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
+            log.debug("%s", "".join(traceback.format_exception(exc)))
+    try:
         summary["exit_code"] = code
         summary["scheduler"] = session.scheduler_info
         summary["seconds"] = round(time.perf_counter() - t0, 4)
-        try:
-            _emit(summary, args, storage_options(getattr(args, "storage_option", [])))
-        except OSError as exc:
-            log.error("cannot write the JSON summary to %s: %s", args.json, exc)
-            code = code or EXIT_BAD_INPUT
-        except KeyboardInterrupt as exc:
-            code = exit_code(exc)
-            log.error("error (exit %d): interrupted while writing the JSON summary", code)
-        finally:
-            log.removeHandler(handler)
-    return code
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts():
-    """While the command runs, SIGTERM raises :class:`Terminated` in the main thread (as
-    Ctrl-C raises KeyboardInterrupt), so the same clean-up runs; the previous handler is
-    restored after. Off the main thread (no handler can be set there), nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
+        _emit(summary, args, storage_options(getattr(args, "storage_option", [])))
+    except OSError as exc:
+        log.error("cannot write the JSON summary to %s: %s", args.json, exc)
+        code = code or EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        code = exit_code(exc)
+        log.error("error (exit %d): interrupted while writing the JSON summary", code)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated()
+        signals.finish()  # the command has finished: a signal from now on is dropped
+    return code
 
 
 def _emit(summary: dict, args, options: dict | None = None) -> None:

@@ -1,5 +1,15 @@
-"""A command's session: logging, the scheduler it runs on (connected once, kept for a job's
-steps), and its progress display.
+"""A command's session: its log and warnings on stderr, the scheduler it runs on (connected
+once, kept for a job's steps), and its progress display.
+
+What stderr shows besides the progress:
+
+* always, warnings (``warning: MESSAGE``, each message once) and errors, and the scheduler
+  a command connects to with its dashboard;
+* a timestamped line per event too (data read, fit done, model saved, a job's steps) when
+  progress is shown as lines (``--progress lines``, the default where stderr is not a
+  terminal: a batch log), not beside a progress bar;
+* with ``--verbose``, every event and the traceback of a failure, whatever the progress;
+* with ``--quiet``, errors only.
 """
 
 from __future__ import annotations
@@ -7,15 +17,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import warnings
 
 from scalenc.cli.errors import (
     BadInput,
 )
-from scalenc.cli.progress import Progress
+from scalenc.cli.progress import Progress, choose_mode
 from scalenc.engine.cluster import ClusterUnavailableError
 from scalenc.engine.connect import connect
 
 log = logging.getLogger("scalenc.cli")
+
+#: The level of the log lines shown beside a progress bar too (between INFO and WARNING):
+#: the scheduler a command connects to and its dashboard.
+NOTICE = logging.INFO + 5
 
 
 class Session:
@@ -61,7 +76,8 @@ class Session:
             if link:
                 info["dashboard"] = link
             self.scheduler_info = info
-            log.info(
+            log.log(
+                NOTICE,
                 "connected to Dask scheduler %s%s",
                 info["address"],
                 f"; dashboard: {link}" if link else "",
@@ -105,9 +121,49 @@ def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
 
 
 def setup_logging(args) -> logging.Handler:
+    """The command's log on stderr, as the module's docstring says."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s scalenc %(message)s", "%H:%M:%S"))
+    handler.setFormatter(_LineFormatter("%(asctime)s scalenc %(message)s", "%H:%M:%S"))
     log.handlers = [handler]
     log.propagate = False
-    log.setLevel(logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO)
+    if args.quiet:
+        level = logging.ERROR
+    elif args.verbose:
+        level = logging.DEBUG
+    else:
+        lines = choose_mode(args.progress, sys.stderr) == "lines"
+        level = logging.INFO if lines else NOTICE
+    log.setLevel(level)
     return handler
+
+
+class _LineFormatter(logging.Formatter):
+    """``HH:MM:SS scalenc MESSAGE``; a warning as one line ``warning: MESSAGE``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.levelno == logging.WARNING:
+            return "warning: " + " ".join(record.getMessage().split())
+        return super().format(record)
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """While the command runs, Python's warnings (the library's, Dask's, ...) are shown in
+    the log, one line each (``warning: MESSAGE``, no file name or source line), and a
+    message that repeats only once; ``--quiet`` hides them. Which warnings are shown or
+    raised is left to the warning filters (``-W``, ``PYTHONWARNINGS``); the previous
+    display is restored after, so the library's own use is unchanged."""
+    seen: set[str] = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if text not in seen:
+            seen.add(text)
+            log.warning("%s", text)
+
+    previous = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous

@@ -255,6 +255,19 @@ def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
     return da.from_array(guard, chunks=array.chunks, name=name, lock=False, asarray=True)
 
 
+def _frame_labels(y) -> da.Array:
+    """Labels in a Dask Series (or one-column DataFrame) as a Dask array with known chunks.
+
+    A pandas extension dtype (``string``, ``category``, ``Int64``: what Parquet and pandas
+    give string or nullable labels) becomes an object array here, partition by partition,
+    as Dask's own conversion would make it, but without Dask's warning that it converts.
+    """
+    dtypes = [y.dtype] if y.ndim == 1 else list(y.dtypes)
+    if not all(isinstance(dtype, np.dtype) for dtype in dtypes):
+        y = y.astype(object)
+    return y.to_dask_array(lengths=True)
+
+
 def as_dask_labels(
     y, X: da.Array, *, name: str = "y", allow_missing_chunks: bool = False
 ) -> da.Array:
@@ -278,7 +291,7 @@ def as_dask_labels(
     if _is_zarr_array(y):
         y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
     if is_dask_frame(y):
-        y = y.to_dask_array(lengths=True)
+        y = _frame_labels(y)
     if not isinstance(y, da.Array):
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
