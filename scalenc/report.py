@@ -4,11 +4,13 @@
   pass over X, as a tree sum of per-block confusion counts (nothing n-sized reaches the
   client).
 * :func:`describe_model` — the small fitted facts of any scalenc estimator as JSON values.
-* :func:`build_report` — one HTML page with the model's parameters and diagnostics and
-  PNG plots embedded as base64 (matplotlib, the optional ``plot`` extra): the encoder's
-  cross-entropy per kernel; nRBFN's basis size, σ, fitting error, spectral risk and the
-  cross-validation curve over λ; CCDR's eigenvalues and a 2-D scatter of the embedding
-  coloured by class; with labelled data, the confusion matrix.
+* :func:`describe_data` — one line naming the data a report evaluated: its path or URL as
+  given (credentials left out), or the kind of in-memory array, with its shape.
+* :func:`build_report` — one HTML page naming its model and data, with the model's
+  parameters and diagnostics and PNG plots embedded as base64 (matplotlib, the optional
+  ``plot`` extra): the encoder's cross-entropy per kernel; nRBFN's basis size, σ, fitting
+  error, spectral risk and the cross-validation curve over λ; CCDR's eigenvalues and a 2-D
+  scatter of the embedding coloured by class; with labelled data, the confusion matrix.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import html
 import io
 import json
 import math
+import os
 import time
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -32,6 +36,7 @@ __all__ = [
     "require_matplotlib",
     "evaluate",
     "describe_model",
+    "describe_data",
     "jsonable",
     "sample_rows",
     "build_report",
@@ -114,6 +119,11 @@ def jsonable(value, *, max_items: int = 50):
 def describe_model(est) -> dict:
     """The small public fitted attributes of an estimator, JSON-ready (arrays summarised).
 
+    The encoder's ``cross_entropy_`` is keyed by kernel and kept as the paper's sum c_m
+    over the labeled training rows; ``cross_entropy_per_row`` adds c_m divided by those
+    rows (``cross_entropy_rows``, the sum of ``class_counts_``), comparable across data
+    sizes and with log K, the cross-entropy of guessing.
+
     Examples
     --------
     >>> from sklearn.datasets import load_iris
@@ -141,7 +151,90 @@ def describe_model(est) -> dict:
         out["cross_entropy_"] = {
             repr(k): jsonable(c) for k, c in zip(est.kernels_, est.cross_entropy_)
         }
+        rows = int(np.sum(getattr(est, "class_counts_", 0)))
+        out["cross_entropy_rows"] = rows
+        out["cross_entropy_per_row"] = {
+            repr(k): jsonable(c / rows) if rows else None
+            for k, c in zip(est.kernels_, est.cross_entropy_)
+        }
     return out
+
+
+# --- what a report is about --------------------------------------------------------------
+
+
+def _location(path) -> str:
+    """A path or URL as given, less what may be a secret: a URL's user and password, its
+    query (signed URLs carry their token there) and its fragment. Text after the first
+    space (a description's shape) is kept; applied twice, it changes nothing more."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    head, space, rest = text.partition(" ")
+    if "://" not in head:
+        return text
+    return _url(head) + space + rest
+
+
+def _url(text: str) -> str:
+    try:
+        parts = urlsplit(text)
+        host = parts.netloc.rpartition("@")[2]
+        netloc = f"***@{host}" if "@" in parts.netloc else parts.netloc
+        query = "***" if parts.query else ""
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return text.partition("://")[0] + "://***"
+
+
+def _plural(count, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def describe_data(X, source=None) -> str:
+    """One line naming the data a report is about.
+
+    Parameters
+    ----------
+    X : array-like or None
+        The data: NumPy, Dask, pandas, or anything with ``shape``.
+    source : str or path-like, optional
+        Where it was read from, as the user gave it. A URL is shown without its user,
+        password, query and fragment; storage options are never passed here.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> import numpy as np
+    >>> from scalenc.report import describe_data
+    >>> describe_data(np.zeros((1000, 20)))
+    'NumPy array 1000 × 20'
+    >>> describe_data(da.zeros((1000, 20), chunks=(250, 20)))
+    'Dask array 1000 × 20 (4 row blocks)'
+    >>> describe_data(da.zeros((600, 5), chunks=(600, 5)), "s3://key:secret@bucket/d.zarr?x=1")
+    's3://***@bucket/d.zarr?*** (600 rows × 5 features, 1 row block)'
+    """
+    shape = tuple(getattr(X, "shape", ()) or ())
+    rows = shape[0] if shape and isinstance(shape[0], (int, np.integer)) else "?"
+    features = shape[1] if len(shape) > 1 else 1
+    chunks = getattr(X, "chunks", None)
+    blocks = len(chunks[0]) if isinstance(chunks, tuple) and chunks else None
+    if source is not None:
+        size = f"{rows} rows × {_plural(features, 'feature')}" if shape else ""
+        size += f", {_plural(blocks, 'row block')}" if blocks and size else ""
+        return f"{_location(source)} ({size})" if size else _location(source)
+    module = type(X).__module__.partition(".")[0]
+    kinds = {
+        "numpy": "NumPy",
+        "dask": "Dask",
+        "dask_expr": "Dask",
+        "pandas": "pandas",
+        "zarr": "Zarr",
+    }
+    name = {"ndarray": "array", "Array": "array"}.get(type(X).__name__, type(X).__name__)
+    kind = f"{kinds.get(module, module)} {name}"
+    if not shape:
+        return kind
+    text = f"{kind} {rows} × {features}"
+    return text + (f" ({_plural(blocks, 'row block')})" if blocks else "")
 
 
 # --- evaluation ------------------------------------------------------------------------
@@ -516,6 +609,33 @@ def _figure_html(title: str, png: str) -> str:
     )
 
 
+def _subject(estimator, meta: dict, model, data, used: bool) -> str:
+    """The header's two lines: which model, on which data."""
+    name = type(estimator).__name__
+    where = f"<code>{html.escape(_location(model))}</code>, " if model is not None else ""
+    facts = [name if model is not None else f"{name} in memory (no model file named)"]
+    if meta.get("created"):
+        facts.append(f"saved {meta['created']}")
+    version = (meta.get("versions") or {}).get("scalenc")
+    if version:
+        facts.append(f"scalenc {version}")
+    if data is None:
+        about = (
+            "not named (pass data= to build_report)"
+            if used
+            else "none: the model's fitted diagnostics only"
+        )
+    else:
+        named = data if isinstance(data, (str, os.PathLike)) else describe_data(data)
+        about = html.escape(_location(named))
+        if not used:
+            about += " (not used: no labels to score, no embedding to plot)"
+    return (
+        f'<p class="subject"><b>Model:</b> {where}{html.escape(", ".join(facts))}<br>'
+        f"<b>Data:</b> {about}</p>"
+    )
+
+
 def build_report(
     estimator,
     *,
@@ -524,14 +644,27 @@ def build_report(
     embedding=None,
     embedding_labels=None,
     title: str | None = None,
+    data=None,
+    model=None,
 ) -> str:
     """A self-contained HTML page about a fitted model (PNG plots embedded as base64).
+
+    Its header names the model (file, type, when it was saved and by which scalenc) and
+    the data it evaluated.
 
     Parameters
     ----------
     estimator : fitted scalenc estimator
     metadata : dict, optional
         The model file's ``model.json`` (versions, creation time, schema).
+    data : str or array-like, optional
+        The data ``evaluation`` and ``embedding`` come from: a description (a str, such as
+        :func:`describe_data`'s, or a path or URL, shown without credentials) or the
+        array itself, described by :func:`describe_data` (``"NumPy array 1000 × 20"``).
+        Default: the page says that no data was named.
+    model : str or path-like, optional
+        The model file's path or URL (shown without credentials); default: the
+        estimator is described as in memory.
     evaluation : dict, optional
         :func:`evaluate`'s result on labelled data: adds the scores and confusion matrix.
     embedding, embedding_labels : arrays, optional
@@ -553,9 +686,11 @@ def build_report(
     >>> model = LRClassifier().fit(X, y)
     >>> from scalenc.report import build_report, evaluate
     >>> scores = evaluate(model, da.from_array(X), da.from_array(y))
-    >>> page = build_report(model, evaluation=scores, title="Iris")
+    >>> page = build_report(model, evaluation=scores, title="Iris", data=X)
     >>> page.startswith("<!DOCTYPE html>"), "<h2>Evaluation on data</h2>" in page
     (True, True)
+    >>> "NumPy array 150 × 4" in page
+    True
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     path = os.path.join(folder, "report.html")
     ...     with open(path, "w", encoding="utf-8") as fh:
@@ -567,7 +702,11 @@ def build_report(
     name = type(estimator).__name__
     parts = [f"<h1>{html.escape(title or f'scalenc model report: {name}')}</h1>"]
     meta = metadata or {}
+    used = evaluation is not None or embedding is not None
+    parts.append(_subject(estimator, meta, model, data, used))
     rows = [("estimator", meta.get("estimator", name))]
+    if model is not None:
+        rows.insert(0, ("model file", _location(model)))
     for key in ("created", "schema_version"):
         if key in meta:
             rows.append((key, meta[key]))

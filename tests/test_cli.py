@@ -860,7 +860,8 @@ def test_every_command_prints_a_short_text_summary(inputs, tmp_path, capsys):
             ["fit", "encoder", "--data", npz, "--model-out", m]
             + ["--set", "kernels=linear,euclidean", "--json", tmp_path / "fit.json"],
             [f"fit encoder (EncoderClassifier) on {npz} (600 rows × 5 features, 1 row block)",
-             "kernel chosen: linear (cross-entropy: linear ", "2 passes over the data in ",
+             "kernel chosen: linear (cross-entropy per labeled row: linear ",
+             "2 passes over the data in ",
              f"model: {m}", f"JSON summary: {tmp_path / 'fit.json'}"],
         ),
         "predict": (

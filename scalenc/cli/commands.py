@@ -30,6 +30,7 @@ from scalenc.io.outputs import write_dataset, write_output
 from scalenc.persist import load_model, read_model_metadata, save_model
 from scalenc.report import (
     build_report,
+    describe_data,
     describe_model,
     evaluate,
     jsonable,
@@ -421,11 +422,12 @@ def cmd_report(args, session) -> dict:
     est = _load_model(args.model, args)
     options = storage_options(args.storage_option)
     meta = read_model_metadata(args.model, verify=False, storage_options=options)
-    evaluation = embedding = emb_labels = None
+    evaluation = embedding = emb_labels = data = None
     timings = {}
     passes = 0
     if args.data:
         X, y = _open_data(args, labels=True)
+        data = _data_summary(args, X, y)
         if y is not None and hasattr(est, "predict"):
             with session.progress("report/evaluate", X, passes=1):
                 evaluation = evaluate(est, X, y)
@@ -444,6 +446,8 @@ def cmd_report(args, session) -> dict:
         evaluation=evaluation,
         embedding=embedding,
         embedding_labels=emb_labels,
+        data=describe_data(X, source=args.data) if args.data else None,
+        model=args.model,
     )
     path = write_text(
         args.out,
@@ -455,6 +459,7 @@ def cmd_report(args, session) -> dict:
     return {
         "model": args.model,
         "estimator": type(est).__name__,
+        "data": data,
         "passes": passes,
         "timings": timings,
         "scores": evaluation,

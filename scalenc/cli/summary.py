@@ -92,31 +92,139 @@ def _passes(summary: dict, seconds_key: str | None = None) -> str:
     return text
 
 
+# How the paper reads its diagnostics (Hu, Pan & Wu), the source of every threshold below:
+# * ε ≥ 1 (Definition 7, Proposition 9): ε − 1 = ‖F − D*A‖² / ‖D*A‖², the squared residual
+#   of the class indicators F relative to the fitted part; 1 is an exact fit. A larger basis
+#   (higher t) or a smaller λ lowers it and raises γ (Theorem 18, Section 7.2.3).
+# * γ ≥ 1 (Definition 5): by Proposition 7, γ is the mean of 1/σ̃ᵢ² over the directions of A
+#   weighted by the target's share in each, so γ = r when the singular values are uniform
+#   (Corollary 19) and an ideal nRBFN fit has K ≤ γ ≤ r (Corollary 11). γ > r means the fit
+#   leans on directions weaker than average, a warning of overfitting (Section 5.1.1), held
+#   in check by the ridge λ. The paper's cross-validated fits keep λγ below 1e-2 (nRBFN) and
+#   1e-1 (LRC) (Section 7.2.2, Table 6), where ε + λγ ≈ ε: the error, not the risk, decides.
+# * A rank below r (rank(W̃) < r) makes the unregularised fit fail (Section 7.2.1): λ > 0
+#   is what makes it solvable.
+_TUNED_LAMBDA_GAMMA = {"nrbfn": 1e-2, "lrc": 1e-1}
+
+
+def _length(value) -> int | None:
+    """The length of a list or of an array :func:`scalenc.report.jsonable` summarised."""
+    if isinstance(value, list):
+        return len(value)
+    if isinstance(value, dict):
+        return (value.get("shape") or [value.get("length")])[0]
+    return None
+
+
+def _columns(value) -> int | None:
+    """The columns of a matrix, as a nested list or :func:`jsonable`'s shape summary."""
+    if isinstance(value, dict):
+        shape = value.get("shape") or []
+        return shape[1] if len(shape) > 1 else None
+    if isinstance(value, list) and value and isinstance(value[0], list):
+        return len(value[0])
+    return None
+
+
+def _percent(fraction: float) -> str:
+    """``4.4 %``, ``0.0012 %``, ``115 %``."""
+    value = 100 * fraction
+    return f"{value:.2g} %" if value < 10 else f"{value:.0f} %"
+
+
+def _cross_entropy(model: dict) -> str:
+    """`` (cross-entropy per labeled row: linear 0.03, …; guessing: log K = …)``: the sums
+    c_m of the JSON divided by the labeled rows they were summed over."""
+    per_row = model.get("cross_entropy_per_row") or {}
+    if len(per_row) < 2 or all(value is None for value in per_row.values()):
+        return ""
+    detail = ", ".join(f"{name} {_num(value)}" for name, value in per_row.items())
+    n_classes = _length(model.get("classes_"))
+    chance = f"; guessing: log {n_classes} = {math.log(n_classes):.4g}" if n_classes else ""
+    return f" (cross-entropy per labeled row: {detail}{chance})"
+
+
+def _fitting_error(value, lever: str) -> str:
+    """ε with its reading (Definition 7)."""
+    if value is None:
+        return "fitting error ε = ?"
+    if value <= 1.0:
+        return f"fitting error ε = {_num(value)}: the training labels are fitted exactly"
+    return (
+        f"fitting error ε = {_num(value)}: squared residual {_percent(value - 1.0)} of the fit "
+        f"(ε = 1: labels fitted exactly; {lever} lowers it)"
+    )
+
+
+def _spectral_risk(value, size: int | None, lam, method: str, what: str) -> str:
+    """γ with its reading against the size r of A and the product λγ (Section 5)."""
+    text = f"spectral risk γ = {_num(value)}"
+    if value is None or not size:
+        return text
+    if value <= size:
+        return (
+            f"{text} ≤ r = {size}: the fit uses strong directions of the {what} "
+            "(low risk of overfitting)"
+        )
+    text += f" > r = {size}: the fit leans on weak directions of the {what} (overfitting warning)"
+    if not isinstance(lam, (int, float)) or isinstance(lam, bool):
+        return text
+    limit = _TUNED_LAMBDA_GAMMA[method]
+    if lam * value <= limit:
+        return (
+            f"{text}; λγ = {lam * value:.2g} ≤ {limit:g}, as in the paper's tuned fits (ε decides)"
+        )
+    advice = 'alpha="cv"' if method == "nrbfn" else "other alpha values"
+    return f"{text}; λγ = {lam * value:.2g} > {limit:g}, above the paper's tuned fits: try {advice}"
+
+
+def _rank(rank, size: int | None, rows: str) -> str:
+    """The numerical rank of A against its r rows: ``full rank``, or how many are redundant."""
+    if rank is None or not size:
+        return ""
+    if rank >= size:
+        return "full rank"
+    return f"rank {rank}: {plural(size - rank, rows)} redundant, so λ > 0 is needed"
+
+
+def _regression_results(model: dict, params: dict | None) -> list[str]:
+    """nRBFN's and LRC's basis, ε, γ and rank, each with its reading."""
+    lines = []
+    nrbfn = "basis_indices_" in model
+    if nrbfn:
+        basis = model.get("basis_") or {}
+        size = basis.get("shape", [None])[0] if isinstance(basis, dict) else len(basis)
+        fraction = model.get("basis_fraction_")
+        share = f" ({100 * fraction:.1f} % of the labeled rows)" if fraction is not None else ""
+        rank = _rank(model.get("rank_"), size, "basis row")
+        lines.append(
+            f"basis: {size} rows{share}{', ' + rank if rank else ''}; "
+            f"σ = {_num(model.get('sigma_'))}, λ = {_num(model.get('alpha_'))}"
+        )
+        lever = "a higher confidence_threshold or a smaller alpha"
+        lam, what = model.get("alpha_"), "basis"
+    else:
+        size = _columns(model.get("weights_"))  # D* is K × (p + 1): r = p + 1 rows of Ã
+        lam, lever, what = (params or {}).get("alpha"), "a smaller alpha", "data"
+    lines.append(_fitting_error(model.get("fitting_error_"), lever))
+    method = "nrbfn" if nrbfn else "lrc"
+    lines.append(_spectral_risk(model.get("spectral_risk_"), size, lam, method, what))
+    if not nrbfn:
+        rank = _rank(model.get("rank_"), size, "feature")
+        if rank:
+            lines.append(f"features and intercept (r = p + 1 = {size} rows): {rank}")
+    return lines
+
+
 def _model_results(model: dict | None, params: dict | None = None) -> list[str]:
     """The fitted attributes a user looks at first, by estimator (``describe_model``)."""
     if not model:
         return []
     lines = []
     if "kernel_" in model:
-        entropies = model.get("cross_entropy_") or {}
-        detail = ", ".join(f"{name} {_num(value)}" for name, value in entropies.items())
-        detail = f" (cross-entropy: {detail})" if len(entropies) > 1 else ""
-        lines.append(f"kernel chosen: {model['kernel_']}{detail}")
-    if "basis_indices_" in model:
-        basis = model.get("basis_") or {}
-        size = basis.get("shape", [None])[0] if isinstance(basis, dict) else len(basis)
-        fraction = model.get("basis_fraction_")
-        share = f" ({100 * fraction:.1f} % of the labeled rows)" if fraction is not None else ""
-        lines.append(
-            f"basis: {size} rows{share}; σ = {_num(model.get('sigma_'))}, "
-            f"λ = {_num(model.get('alpha_'))}"
-        )
+        lines.append(f"kernel chosen: {model['kernel_']}{_cross_entropy(model)}")
     if "spectral_risk_" in model:
-        rank = model.get("rank_")
-        lines.append(
-            f"fitting error ε = {_num(model.get('fitting_error_'))}, spectral risk "
-            f"γ = {_num(model.get('spectral_risk_'))}" + (f", rank {rank}" if rank else "")
-        )
+        lines += _regression_results(model, params)
     if "eigenvalues_" in model:
         eig = model["eigenvalues_"]
         shown = ", ".join(_num(v) for v in eig[:3]) + (", …" if len(eig) > 3 else "")
@@ -197,6 +305,8 @@ def _make_data(s: dict):
 
 def _report(s: dict):
     head = f"report on {s['model']} ({s['estimator']})"
+    if s.get("data"):
+        head += f" with {_data(s['data'])}"
     timings = s.get("timings", {})
     render = f"rendered in {_seconds(timings.get('render_seconds'))}"
     passes = _passes(s)
