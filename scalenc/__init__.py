@@ -5,7 +5,8 @@ Estimators
     :class:`NRBFNClassifier` and :class:`LRClassifier` (Hu, Pan & Wu),
     :class:`CCDR` and :class:`CCDRClassifier` (Raich, Costa, Damelin & Hero).
 Data in and out
-    :func:`load`, :func:`check_xy`, :func:`write_output`, :func:`write_dataset`.
+    :func:`load`, :func:`check_xy`, :func:`write_output`, :func:`write_dataset`,
+    :class:`Table` (a lazy table with string, categorical or boolean columns).
 Models
     :func:`save_model`, :func:`load_model`, :func:`read_model_metadata`.
 Clusters
@@ -47,6 +48,7 @@ _LAZY = {
     "write_output": "scalenc.io",
     "write_dataset": "scalenc.io",
     "check_xy": "scalenc.io",
+    "Table": "scalenc.io",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -12,7 +12,9 @@ from scalenc import EncoderClassifier
 from scalenc.engine.passes import find_classes
 from scalenc.io.inputs import as_dask_array, check_xy, encode_labels, load
 from scalenc.io.outputs import write_output
+from scalenc.io.tables import Table
 from scalenc.math.labels import unlabeled_mask
+from scalenc.nrbfn import LRClassifier
 
 
 @pytest.fixture
@@ -248,12 +250,14 @@ def test_a_write_removes_temporaries_that_killed_runs_left(tmp_path):
 
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
-def test_non_numeric_feature_columns_are_named(tmp_path, suffix):
+def test_non_numeric_feature_columns_come_as_a_table(tmp_path, suffix):
     frame = pd.DataFrame({"a": np.arange(5.0), "city": list("vwxyz"), "y": [0, 1, 0, 1, 0]})
     path = tmp_path / f"t.{suffix}"
     frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+    X, y = load(path, label_column="y")
+    assert isinstance(X, Table) and X.shape == (5, 2) and list(X.columns) == ["a", "city"]
     with pytest.raises(ValueError, match=r"feature column\(s\) \['city'\] are not numeric"):
-        load(path, label_column="y")
+        LRClassifier(categorical="error").fit(X, y)
     X, y = load(path, label_column="city")  # the text column as labels is fine
     assert X.shape == (5, 2) and y.compute().tolist() == list("vwxyz")
 

@@ -102,13 +102,16 @@ def test_transformers_keep_names_and_lazy_output(frames):
     )
 
 
-def test_non_numeric_dataframe_columns_are_named(frames):
+def test_non_numeric_dataframe_columns_are_encoded_or_named(frames):
     df, y, _, _ = frames
     bad = df.assign(city="x")
-    with pytest.raises(ValueError, match=r"feature column\(s\) \['city'\] are not numeric"):
-        EncoderClassifier().fit(bad, y)
-    with pytest.raises(ValueError, match=r"feature column\(s\) \['city'\] are not numeric"):
-        EncoderClassifier().fit(dd.from_pandas(bad, npartitions=2), y)
+    message = r"feature column\(s\) \['city'\] are not numeric and categorical='error'"
+    with pytest.raises(ValueError, match=message):
+        EncoderClassifier(categorical="error").fit(bad, y)
+    with pytest.raises(ValueError, match=message):
+        EncoderClassifier(categorical="error").fit(dd.from_pandas(bad, npartitions=2), y)
+    model = EncoderClassifier().fit(dd.from_pandas(bad, npartitions=2), y)  # one-hot
+    assert model.feature_encoder_.feature_names_out[-1] == "city=x"
 
 
 def test_row_aligned_outputs_of_a_dask_dataframe(frames):

@@ -22,6 +22,7 @@ from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
+from scalenc.io import tables
 from scalenc.io.inputs import check_xy, encode_labels, is_dask_frame
 from scalenc.math import moments as _blocks
 from scalenc.math.labels import UNLABELED, unlabeled_mask
@@ -37,6 +38,8 @@ __all__ = [
     "check_class_means",
     "prepare_fit",
     "prepare_input",
+    "table_params",
+    "fitted_width",
     "check_feature_names_of",
     "map_output",
     "known_row_chunks",
@@ -96,8 +99,9 @@ def _marker_text(marker) -> str:
     )
 
 
-#: Set while an estimator calls its own output map on input whose names it has checked.
-_NAMES_CHECKED = contextvars.ContextVar("scalenc_names_checked", default=False)
+#: Set while an estimator calls its own output map on input whose names it has checked
+#: and whose features it has encoded.
+_INPUT_PREPARED = contextvars.ContextVar("scalenc_input_prepared", default=False)
 
 
 @contextlib.contextmanager
@@ -131,9 +135,25 @@ def check_classes(classes: np.ndarray, owner: str, marker=UNLABELED) -> None:
         )
 
 
+def table_params(estimator) -> dict:
+    """The estimator's ``categorical``, ``handle_unknown`` and ``handle_missing`` (their
+    defaults for models saved before they existed)."""
+    defaults = {"categorical": "onehot", "handle_unknown": "error", "handle_missing": "error"}
+    return {name: getattr(estimator, name, value) for name, value in defaults.items()}
+
+
+def fitted_width(estimator) -> int:
+    """The number of features of the numeric matrix the estimator was fitted on:
+    ``n_features_in_``, or the encoded width when categorical columns were encoded."""
+    encoder = getattr(estimator, "feature_encoder_", None)
+    if encoder is not None and encoder.categorical:
+        return encoder.n_output
+    return estimator.n_features_in_
+
+
 def check_n_features(estimator, X) -> None:
     """Refuse X whose number of columns differs from the one seen in ``fit``."""
-    if X.shape[1] != estimator.n_features_in_:
+    if X.shape[1] != fitted_width(estimator):
         raise InputError(
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is expecting "
             f"{estimator.n_features_in_} features as input."
@@ -160,8 +180,10 @@ def check_class_means(means: np.ndarray, dtype) -> None:
 
 
 def _columns_of(X):
-    """What scikit-learn reads column names from: a Dask DataFrame's empty pandas meta
-    (same columns, nothing computed), anything else as it is."""
+    """What scikit-learn reads column names from: a Dask DataFrame's or a table's empty
+    pandas meta (same columns, nothing computed), anything else as it is."""
+    if isinstance(X, tables.Table):
+        return X.meta
     return X._meta if is_dask_frame(X) else X
 
 
@@ -187,13 +209,19 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
 
 
 def prepare_fit(estimator, X, y, *, find_classes: bool = True):
-    """(X, y) as aligned Dask arrays for ``fit``; sets ``n_features_in_`` and, for a
-    DataFrame with string column names, ``feature_names_in_``.
+    """(X, y) as aligned Dask arrays for ``fit``; sets ``n_features_in_``,
+    ``feature_encoder_`` and, for a DataFrame with string column names,
+    ``feature_names_in_``.
 
-    With ``find_classes`` (one pass over y), also sets ``classes_`` (at least two
-    classes) and returns the class codes instead of y.
+    A table's string, categorical and boolean columns are encoded, and missing values
+    imputed where the estimator's ``handle_missing`` asks (:mod:`scalenc.io.tables`: one
+    pass over a Dask table, one over X to impute an array); ``feature_encoder_`` holds what
+    was learned (None when nothing was). With ``find_classes`` (one pass over y), also
+    sets ``classes_`` (at least two classes) and returns the class codes instead of y.
     """
     check_feature_names(estimator, _columns_of(X), reset=True)
+    params = table_params(estimator)
+    X, encoder = tables.fit_features(X, params, split_every=estimator.split_every)
     X, y = check_xy(
         X,
         y,
@@ -201,7 +229,10 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
         estimator=estimator,
         require_y=True,
     )
-    estimator.n_features_in_ = X.shape[1]
+    if encoder is None:
+        X, encoder = tables.impute_array(X, params, split_every=estimator.split_every)
+    estimator.feature_encoder_ = encoder
+    estimator.n_features_in_ = len(encoder.columns) if encoder is not None else X.shape[1]
     if not find_classes:
         return X, y
     marker = unlabeled_marker(estimator)
@@ -211,15 +242,34 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
     return X, encode_labels(y, classes, marker)
 
 
+def _encode_input(estimator, X, *, known_lengths: bool = False):
+    """X with a table's columns encoded as in ``fit`` (nothing else changed)."""
+    encoder = getattr(estimator, "feature_encoder_", None)
+    if encoder is not None and encoder.categorical:
+        return tables.encode_features(X, encoder, known_lengths=known_lengths)
+    return X
+
+
+def _impute_input(estimator, Xd: da.Array) -> da.Array:
+    encoder = getattr(estimator, "feature_encoder_", None)
+    if encoder is not None and not encoder.categorical and encoder.handle_missing == "impute":
+        return tables.fill_array(Xd, encoder)
+    return Xd
+
+
 def prepare_input(estimator, X) -> tuple[da.Array, bool]:
     """X for an output map: a row-chunked Dask array with the fitted number of features
-    (and, if ``fit`` saw column names, the same names in the same order), and whether X
-    came as a Dask collection (then the output stays lazy)."""
-    if not _NAMES_CHECKED.get():
+    (and, if ``fit`` saw column names, the same names in the same order; a table's columns
+    encoded as in ``fit``), and whether X came as a Dask collection or a lazy table (then
+    the output stays lazy)."""
+    is_dask = isinstance(X, (da.Array, tables.Table)) or is_dask_frame(X)
+    if not _INPUT_PREPARED.get():
         check_feature_names(estimator, _columns_of(X), reset=False)
-    is_dask = isinstance(X, da.Array) or is_dask_frame(X)
+        X = _encode_input(estimator, X)
     Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None), known_lengths=False)
     check_n_features(estimator, Xd)
+    if not _INPUT_PREPARED.get():
+        Xd = _impute_input(estimator, Xd)
     return Xd, is_dask
 
 
@@ -279,7 +329,8 @@ class StreamingClassifierMixin:
         >>> model.score(Xd, yd) == model.score(X, y)
         True
         """
-        if sample_weight is not None or not (isinstance(X, da.Array) or is_dask_frame(X)):
+        lazy = isinstance(X, (da.Array, tables.Table)) or is_dask_frame(X)
+        if sample_weight is not None or not lazy:
             y_arr = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
             keep = ~unlabeled_mask(y_arr, unlabeled_marker(self))
             pred = self.predict(X)
@@ -287,13 +338,15 @@ class StreamingClassifierMixin:
             weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
             return float(np.average(pred[keep] == y_arr[keep], weights=weights))
         check_feature_names_of(self, X, reset=False)
+        X = _encode_input(self, X, known_lengths=True)  # labels align by rows
         Xd, yd = check_xy(X, y, chunk_rows=getattr(self, "chunk_rows", None))
+        Xd = _impute_input(self, Xd)
         codes = encode_labels(yd, self.classes_, unlabeled_marker(self))
-        token = _NAMES_CHECKED.set(True)  # X's names were checked above; Xd has none
+        token = _INPUT_PREPARED.set(True)  # X's names were checked and encoded above
         try:
             pred_codes = encode_labels(self.predict(Xd), self.classes_, None)
         finally:
-            _NAMES_CHECKED.reset(token)
+            _INPUT_PREPARED.reset(token)
         labeled = codes >= 0
         correct, total = compute((pred_codes == codes)[labeled].sum(), labeled.sum())
         return float(correct) / float(total)

@@ -33,6 +33,8 @@ __all__ = [
     "InvalidParameterError",
     "invalid",
     "check_feature_names",
+    "TABLE_CONSTRAINTS",
+    "document_table_parameters",
 ]
 
 
@@ -48,3 +50,38 @@ def invalid(estimator, name: str, expectation: str, value) -> ParameterError:
         f"The {name!r} parameter of {type(estimator).__name__} must be {expectation}. "
         f"Got {value!r} instead."
     )
+
+
+#: The constraints of the table parameters every estimator has (:mod:`scalenc.io.tables`).
+TABLE_CONSTRAINTS: dict = {
+    "categorical": [StrOptions({"onehot", "ordinal", "error"})],
+    "handle_unknown": [StrOptions({"error", "ignore"})],
+    "handle_missing": [StrOptions({"error", "impute"})],
+}
+
+_TABLE_TOKEN = "    {table parameters}\n"
+
+_TABLE_DOC = """\
+    categorical : {"onehot", "ordinal", "error"}, default="onehot"
+        String, categorical and boolean feature columns of a DataFrame, Parquet or CSV
+        file: one-hot encoded (one feature per category; the categories are learned in one
+        pass over a Dask table, or taken from a pandas ``category`` dtype), ``"ordinal"``
+        (one feature holding the category's code), or ``"error"`` (refused). Numeric
+        columns come first in the encoded features (see :mod:`scalenc.io.tables`).
+    handle_unknown : {"error", "ignore"}, default="error"
+        A category at predict that the fit never saw: an error naming the column and
+        values, or ``"ignore"`` (all zeros in one-hot, code −1 in ordinal).
+    handle_missing : {"error", "impute"}, default="error"
+        Missing feature values (NaN, None, NA): refused, naming the columns, or
+        ``"impute"``: replaced by the column's mean (numeric) or most frequent category,
+        learned over the fit's rows (scikit-learn's ``SimpleImputer``); for an array, one
+        more pass over X.
+"""
+
+
+def document_table_parameters(cls):
+    """Class decorator: the table parameters' documentation in place of the docstring's
+    ``{table parameters}`` line (one text for every estimator)."""
+    if cls.__doc__ and _TABLE_TOKEN in cls.__doc__:
+        cls.__doc__ = cls.__doc__.replace(_TABLE_TOKEN, _TABLE_DOC)
+    return cls

@@ -19,7 +19,7 @@ from scalenc.base.estimator import (
     fit_streaming,
     map_output,
 )
-from scalenc.base.validation import Integral, Interval, StrOptions
+from scalenc.base.validation import Integral, Interval, StrOptions, document_table_parameters
 from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes
 from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS
@@ -34,6 +34,7 @@ __all__ = [
 # --- the classifier ------------------------------------------------------------------------
 
 
+@document_table_parameters
 class CCDRClassifier(
     StreamingClassifierMixin,
     ClassifierMixin,
@@ -46,7 +47,8 @@ class CCDRClassifier(
     Parameters
     ----------
     n_components, beta, n_neighbors, epsilon, subsample_size, n_subsamples, random_state,
-    memory_limit, unlabeled, chunk_rows, split_every
+    memory_limit, unlabeled, categorical, handle_unknown, handle_missing, chunk_rows,
+    split_every
         As for :class:`CCDR`.
     classifier : {"linear", "knn", "lda"}, default="linear"
         ``"linear"``: the paper's least-squares classifier — for each class k,
@@ -119,6 +121,9 @@ class CCDRClassifier(
         classifier_neighbors=5,
         memory_limit=None,
         unlabeled=-1,
+        categorical="onehot",
+        handle_unknown="error",
+        handle_missing="error",
         chunk_rows=None,
         split_every=8,
     ):
@@ -133,6 +138,9 @@ class CCDRClassifier(
         self.classifier_neighbors = classifier_neighbors
         self.memory_limit = memory_limit
         self.unlabeled = unlabeled
+        self.categorical = categorical
+        self.handle_unknown = handle_unknown
+        self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -147,6 +155,9 @@ class CCDRClassifier(
             "random_state",
             "memory_limit",
             "unlabeled",
+            "categorical",
+            "handle_unknown",
+            "handle_missing",
             "chunk_rows",
             "split_every",
         )
@@ -197,9 +208,12 @@ class CCDRClassifier(
             "eigenvalues_",
             "embedding_",
             "subsample_indices_",
-            "n_features_in_",
         ):
             setattr(self, name, getattr(ccdr, name))
+        # the transformer was fitted on the encoded X: it encodes its input as this did
+        for name in ("feature_encoder_", "n_features_in_", "feature_names_in_"):
+            if hasattr(self, name):
+                setattr(ccdr, name, getattr(self, name))
         self.head_ = self._fit_head(Xd, yd)
 
     def _fit_head(self, X, y):

@@ -28,7 +28,14 @@ from scalenc.base.estimator import (
     prepare_input,
     refuse_nonfinite,
 )
-from scalenc.base.validation import Integral, Interval, Real, StrOptions
+from scalenc.base.validation import (
+    TABLE_CONSTRAINTS,
+    Integral,
+    Interval,
+    Real,
+    StrOptions,
+    document_table_parameters,
+)
 from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes as ccdr_passes
 from scalenc.engine import passes
@@ -57,11 +64,13 @@ CCDR_CONSTRAINTS: dict = {
     "random_state": ["random_state"],
     "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
     "unlabeled": [Real, str, None],
+    **TABLE_CONSTRAINTS,
     "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
     "split_every": [Interval(Integral, 2, None, closed="left")],
 }
 
 
+@document_table_parameters
 class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Classification constrained dimensionality reduction, solved on subsamples.
 
@@ -112,6 +121,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         rows (and rows labeled None or NaN) never enter a class statistic; they are graph
         nodes of the semi-supervised embedding. ``None`` for fully supervised data: then
         ``-1`` is an ordinary class and None/NaN labels are refused.
+    {table parameters}
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
     split_every : int, default=8
@@ -202,6 +212,9 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         random_state=None,
         memory_limit=None,
         unlabeled=-1,
+        categorical="onehot",
+        handle_unknown="error",
+        handle_missing="error",
         chunk_rows=None,
         split_every=8,
     ):
@@ -214,6 +227,9 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.memory_limit = memory_limit
         self.unlabeled = unlabeled
+        self.categorical = categorical
+        self.handle_unknown = handle_unknown
+        self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 

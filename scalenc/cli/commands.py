@@ -206,9 +206,40 @@ def _write(session, label, arr, args, columns, data=None):
 # --- commands ----------------------------------------------------------------------------
 
 
+#: ``scalenc fit`` options that set one estimator parameter each, with the parameter.
+_PARAMETER_OPTIONS = {
+    "unlabeled": "--unlabeled",
+    "categorical": "--categorical",
+    "handle_unknown": "--handle-unknown",
+    "handle_missing": "--handle-missing",
+}
+
+
+def _fit_params(args) -> dict:
+    """The estimator parameters of ``scalenc fit``: the ``--set`` items, and the options
+    that set one parameter each (:data:`_PARAMETER_OPTIONS`; ``--unlabeled none`` gives
+    ``unlabeled=None``, any other value is read like a ``--set`` value)."""
+    params = parse_set(args.set)
+    for name, flag in _PARAMETER_OPTIONS.items():
+        text = getattr(args, name, None)
+        if text is None:
+            continue
+        if name in params:
+            raise BadInput(
+                f"{flag} {text} and --set {name}={params[name]!r} both set {name}; give only "
+                "one of them."
+            )
+        text = text.strip()
+        if name == "unlabeled":
+            params[name] = None if text.lower() == "none" else parse_value(text)
+        else:
+            params[name] = text
+    return params
+
+
 def cmd_fit(args, session) -> dict:
     cls = estimator_class(args.method)
-    params = parse_set(args.set)
+    params = _fit_params(args)
     est = cls()
     est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
     _check_inputs(args)  # inputs before output conflicts

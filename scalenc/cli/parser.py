@@ -390,6 +390,32 @@ def _add_fit(sub, name):
         "min_improvement=0.2 (values are JSON or comma lists; the estimator "
         "validates them; `scalenc fit METHOD --help` lists them with their defaults)",
     )
+    p.add_argument(
+        "--unlabeled",
+        metavar="VALUE|none",
+        help="the label of unlabeled rows, left out of the fit (default -1, as in "
+        "sklearn.semi_supervised; None and NaN labels are unlabeled too); 'none' when every "
+        "row is labeled and -1 is a class (labels -1, 0, 1), or another marker such as 99 "
+        "or unknown (read like a --set value; same as --set unlabeled=VALUE)",
+    )
+    g = p.add_argument_group("tables (string, categorical and boolean columns; missing values)")
+    g.add_argument(
+        "--categorical",
+        choices=["onehot", "ordinal", "error"],
+        help="encode such feature columns one-hot (the default), as one ordinal code each, "
+        "or refuse them",
+    )
+    g.add_argument(
+        "--handle-unknown",
+        choices=["error", "ignore"],
+        help="a category at predict that the fit never saw: an error (default) or all zeros",
+    )
+    g.add_argument(
+        "--handle-missing",
+        choices=["error", "impute"],
+        help="missing feature values: refused naming the columns (default), or imputed by the "
+        "column's mean or most frequent category",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
     return p
 

@@ -71,6 +71,9 @@ def data_layers(data) -> frozenset:
     a computation whose graph holds one of them reads the collection."""
     if data is None:
         return frozenset()
+    data = getattr(data, "frame", data)  # a scalenc.Table: its Dask DataFrame, if lazy
+    if not hasattr(data, "__dask_graph__"):
+        return frozenset()
     graph = data.__dask_graph__()
     layers = getattr(graph, "layers", None)
     if layers is not None:

@@ -29,7 +29,15 @@ from scalenc.base.estimator import (
     refuse_nonfinite,
     unlabeled_marker,
 )
-from scalenc.base.validation import Integral, Interval, Real, StrOptions, invalid
+from scalenc.base.validation import (
+    TABLE_CONSTRAINTS,
+    Integral,
+    Interval,
+    Real,
+    StrOptions,
+    document_table_parameters,
+    invalid,
+)
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import (
     apply_to_embedding,
@@ -49,12 +57,13 @@ from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
 from scalenc.io.inputs import encode_labels
-from scalenc.math.labels import check_class_values
+from scalenc.math.labels import check_class_values, warn_marker_as_class
 from scalenc.math.linalg import LDAModel, lda_from_moments
 
 __all__ = ["EncoderClassifier"]
 
 
+@document_table_parameters
 class EncoderClassifier(
     IncrementalFitMixin,
     StreamingClassifierMixin,
@@ -119,6 +128,7 @@ class EncoderClassifier(
         rows (and rows labeled None or NaN) never enter a class statistic. ``None``
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
+    {table parameters}
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
         Dask input keeps its chunks unless this is set.
@@ -217,6 +227,9 @@ class EncoderClassifier(
         cache_embedding="auto",
         tol=1e-7,
         unlabeled=-1,
+        categorical="onehot",
+        handle_unknown="error",
+        handle_missing="error",
         chunk_rows=None,
         split_every=8,
     ):
@@ -227,6 +240,9 @@ class EncoderClassifier(
         self.cache_embedding = cache_embedding
         self.tol = tol
         self.unlabeled = unlabeled
+        self.categorical = categorical
+        self.handle_unknown = handle_unknown
+        self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -245,6 +261,8 @@ class EncoderClassifier(
         "cache_embedding": ["boolean", StrOptions({"auto"})],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "unlabeled": [Real, str, None],
+        **TABLE_CONSTRAINTS,
+        **TABLE_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }
@@ -322,6 +340,9 @@ class EncoderClassifier(
         self.classes_ = first["classes"]
         check_class_values(self.classes_)
         check_classes(self.classes_, type(self).__name__, self.unlabeled)
+        warn_marker_as_class(
+            self.classes_, first["moments"]["n"], first["marker_rows"], self.unlabeled
+        )
         moments = self._check_moments(first["moments"], X.dtype)
         codes = encode_labels(y, self.classes_, unlabeled_marker(self))
         if full:

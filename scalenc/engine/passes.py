@@ -9,8 +9,8 @@ Dask graphs. Each function returns a Delayed (computed by the caller, which coun
 pass) unless its docstring says otherwise.
 
 Labels and evaluation
-    :func:`classes_pass` / :func:`find_classes`, :func:`label_counts_pass`,
-    :func:`confusion_pass`.
+    :func:`classes_pass` / :func:`class_counts_pass` / :func:`find_classes`,
+    :func:`label_counts_pass`, :func:`confusion_pass`.
 Encoder (Shen)
     :func:`labeled_moments_pass` (pass 1 with the class list), :func:`class_moments_pass`,
     :func:`embedding_moments_pass`, :func:`cross_entropy_pass`, the cached-embedding
@@ -55,6 +55,7 @@ __all__ = [
     "keep_on_workers",
     "RowCache",
     "classes_pass",
+    "class_counts_pass",
     "find_classes",
     "label_counts_pass",
     "confusion_pass",
@@ -100,13 +101,15 @@ def class_moments_pass(
 
 
 def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm, marker=labels.UNLABELED):
-    """Class moments of one block keyed by the block's own label values."""
-    classes = labels.labeled_unique(y, marker)
+    """Class moments of one block keyed by the block's own label values, and its rows
+    labeled ``marker`` itself."""
+    counted = labels.class_counts(y, marker)
+    classes = counted["classes"]
     codes = labels.encode(y, classes, marker=marker)
     moments = _moments_block(
         X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
     )
-    return {"classes": classes, "moments": moments}
+    return {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
 
 
 def _align_classes(part: dict, classes: np.ndarray) -> dict:
@@ -114,7 +117,7 @@ def _align_classes(part: dict, classes: np.ndarray) -> dict:
     moments = part["moments"]
     if np.array_equal(part["classes"], classes):
         return moments
-    where = labels.encode(part["classes"], classes)
+    where = labels.encode(part["classes"], classes, marker=None)  # classes, none unlabeled
     out = dict(moments)
     for key in ("n", "mean", "sqnorm"):
         if key in moments:
@@ -128,7 +131,8 @@ def _merge_labeled(*parts: dict) -> dict:
     """Merge label-keyed partials: the union of their classes, moments aligned to it."""
     classes = labels.union(*(part["classes"] for part in parts))
     moments = _blocks.combine_partials(*(_align_classes(part, classes) for part in parts))
-    return {"classes": classes, "moments": moments}
+    marker_rows = sum(part["marker_rows"] for part in parts)
+    return {"classes": classes, "moments": moments, "marker_rows": marker_rows}
 
 
 def labeled_moments_pass(
@@ -145,9 +149,11 @@ def labeled_moments_pass(
     Each block keys its moments by its own label values (the unlabeled ``marker``, −1 by
     default, and None/NaN are unlabeled: :func:`scalenc.math.labels.unlabeled_mask`);
     the tree merge aligns them on the union of the classes. Returns ``{"classes": sorted
-    distinct labels, "moments": {...}}`` with the moments in the order of ``classes`` —
-    what :func:`find_classes` followed by :func:`class_moments_pass` give,
-    without a separate read of y and a round trip to the client between the two.
+    distinct labels, "moments": {...}, "marker_rows": rows labeled marker}`` with the
+    moments in the order of ``classes`` — what :func:`find_classes` followed by
+    :func:`class_moments_pass` give, without a separate read of y and a round trip to the
+    client between the two. ``moments["n"]`` and ``marker_rows`` are what
+    :func:`scalenc.math.labels.warn_marker_as_class` reads.
     """
     return reduce_rows(
         _labeled_moments_block,
@@ -175,12 +181,41 @@ def classes_pass(
     )
 
 
+def _class_counts_block(y, *, row_start, marker=labels.UNLABELED):
+    return labels.class_counts(y, marker)
+
+
+def class_counts_pass(
+    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
+) -> Delayed:
+    """:func:`classes_pass` with the rows of each class and the rows labeled ``marker``:
+    ``{"classes", "counts", "marker_rows"}`` (:func:`scalenc.math.labels.class_counts`).
+
+    One pass over y (not X), merged in a tree; each partial holds O(K) numbers.
+    """
+    return reduce_rows(
+        _class_counts_block,
+        y,
+        combine=labels.merge_class_counts,
+        marker=marker,
+        split_every=split_every,
+    )
+
+
 def find_classes(
     y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
 ) -> np.ndarray:
-    """:func:`classes_pass` computed, and checked to be class labels (not continuous)."""
-    (classes,) = compute(classes_pass(y, marker=marker, split_every=split_every))
+    """The sorted classes of y (:func:`class_counts_pass` computed: one pass over y, O(K)
+    memory), checked to be class labels (not continuous).
+
+    Warns (:class:`~scalenc.exceptions.DataWarning`) when the rows labeled with the
+    default marker −1 look like one more class, as with labels −1, 0, 1
+    (:func:`scalenc.math.labels.marker_looks_like_class`): they are fitted as unlabeled.
+    """
+    (found,) = compute(class_counts_pass(y, marker=marker, split_every=split_every))
+    classes = found["classes"]
     labels.check_class_values(classes)
+    labels.warn_marker_as_class(classes, found["counts"], found["marker_rows"], marker)
     return classes
 
 

@@ -4,5 +4,6 @@ atomic writer beneath them."""
 
 from scalenc.io.inputs import check_xy, load
 from scalenc.io.outputs import write_dataset, write_output
+from scalenc.io.tables import Table
 
-__all__ = ["load", "check_xy", "write_output", "write_dataset"]
+__all__ = ["load", "check_xy", "write_output", "write_dataset", "Table"]

@@ -23,6 +23,7 @@ from scalenc.exceptions import InputError, InputNotFoundError, InputPermissionEr
 from scalenc.io import readers
 from scalenc.io.atomic import check_complete
 from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
+from scalenc.io.tables import Table
 from scalenc.math.labels import UNLABELED, encode
 
 __all__ = [
@@ -478,8 +479,11 @@ def load(
 
     Returns
     -------
-    X : dask.array.Array
-        The features, 2-D, chunked along rows only (float32 stays float32).
+    X : dask.array.Array or Table
+        The features, 2-D, chunked along rows only (float32 stays float32); a
+        :class:`~scalenc.io.tables.Table` for a Parquet or CSV file with string,
+        categorical or boolean feature columns, which every estimator takes and encodes
+        (see their ``categorical`` parameter).
     y : dask.array.Array or None
         The labels with X's row chunks, or None when the dataset has none.
 
@@ -527,7 +531,8 @@ def load(
     else:
         X, y = _load_zarr(url, labels, storage_options)
         labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
-    X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
+    if not isinstance(X, Table):  # a table's columns are encoded by the estimator
+        X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
     if labels is not None:
         y = _open_labels(labels, storage_options)
     if y is not None:

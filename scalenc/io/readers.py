@@ -26,6 +26,7 @@ import numpy as np
 
 from scalenc.exceptions import DataWarning, InputError, InputNotFoundError
 from scalenc.io.integrity import DamagedDataError
+from scalenc.io.tables import Table, column_kind
 
 __all__ = [
     "LABEL_LIKE",
@@ -79,15 +80,22 @@ def _parquet_files(fs, root: str) -> list[str]:
 
 
 def check_feature_columns(names, kinds, label_column, source) -> None:
-    """Refuse non-numeric feature columns by name; warn when a column named like a label is
-    read as a feature because no ``label_column`` was given."""
+    """Refuse non-numeric feature columns by name (where they reach an array); warn when a
+    column named like a label is read as a feature because no ``label_column`` was given."""
     bad = [name for name, kind in zip(names, kinds) if kind not in "biuf"]
     if bad:
         raise InputError(
             f"{source}: feature column(s) {bad[:10]} are not numeric. Select the numeric "
-            "columns (feature_columns=, --feature-columns), encode the others as numbers, or "
-            "name the labels with label_column= (--label-column)."
+            "columns (feature_columns=, --feature-columns), pass the table itself (a "
+            "DataFrame or the file) so that scalenc encodes them, or name the labels with "
+            "label_column= (--label-column)."
         )
+    warn_label_like(names, label_column, source)
+
+
+def warn_label_like(names, label_column, source) -> None:
+    """Warn when a column named like a label is read as a feature because no
+    ``label_column`` was given."""
     if label_column is None:
         named = [name for name in names if str(name).lower() in LABEL_LIKE]
         if named:
@@ -125,12 +133,17 @@ def _select(names, index_columns, label_column, feature_columns, source) -> list
 
 
 def split_frame(frame, label_column, source, feature_columns=None):
-    """(features, labels) of an in-memory DataFrame, as NumPy arrays."""
+    """(features, labels) of an in-memory DataFrame: the features as a NumPy array, or as
+    a :class:`~scalenc.io.tables.Table` when some are not numbers (string, categorical or
+    boolean columns, which the estimators encode); the labels as a NumPy array."""
     names = list(frame.columns)
     features = _select(names, (), label_column, feature_columns, source)
+    y = frame[label_column].to_numpy() if label_column is not None else None
+    if any(column_kind(frame[c].dtype) != "numeric" for c in features):
+        warn_label_like(features, label_column, source)
+        return Table(frame[features]), y
     kinds = [getattr(frame[c].dtype, "kind", "O") for c in features]
     check_feature_columns(features, kinds, label_column, source)
-    y = frame[label_column].to_numpy() if label_column is not None else None
     return frame[features].to_numpy(), y
 
 
@@ -143,6 +156,44 @@ def _read_row_group(fs, path: str, index: int, columns: list[str]) -> np.ndarray
     with fs.open(path, "rb") as fh:
         table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
     return np.column_stack([table.column(c).to_numpy(zero_copy_only=False) for c in columns])
+
+
+def _read_row_group_frame(path: str, index: int, *, fs, columns: list[str]):
+    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
+
+    with fs.open(path, "rb") as fh:
+        table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
+    return table.to_pandas()
+
+
+def _parquet_table(fs, footers, features, meta) -> Table:
+    """The feature columns of the row groups as a :class:`Table`: a Dask DataFrame of one
+    partition per row group, read by the workers, with the rows from the footers."""
+    import dask.dataframe as dd  # deferred: only tables with non-numeric columns need it
+
+    groups = [
+        (file, group)
+        for file, _, footer in footers
+        for group in range(footer.num_row_groups)
+        if footer.row_group(group).num_rows
+    ]
+    lengths = [
+        footer.row_group(group).num_rows
+        for _, _, footer in footers
+        for group in range(footer.num_row_groups)
+        if footer.row_group(group).num_rows
+    ]
+    frame = dd.from_map(
+        _read_row_group_frame,
+        [file for file, _ in groups],
+        [group for _, group in groups],
+        args=None,
+        meta=meta,
+        enforce_metadata=False,
+        fs=fs,
+        columns=features,
+    )
+    return Table(frame, lengths)
 
 
 def _read_labels_row_group(fs, path: str, index: int, column: str) -> np.ndarray:
@@ -182,17 +233,26 @@ def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, sour
     schema = footers[0][1]
     names = list(schema.names)
     features = _select(names, _index_columns(schema), label_column, feature_columns, source)
-    kinds = [np.dtype(schema.field(c).type.to_pandas_dtype()).kind for c in features]
-    check_feature_columns(features, kinds, label_column, source)
-    dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
+    meta = schema.empty_table().select(features).to_pandas()
+    table = None
+    if any(column_kind(meta[c].dtype) != "numeric" for c in features):
+        warn_label_like(features, label_column, source)
+        table = _parquet_table(fs, footers, features, meta)
+    else:
+        kinds = [np.dtype(schema.field(c).type.to_pandas_dtype()).kind for c in features]
+        check_feature_columns(features, kinds, label_column, source)
+    dtype = None
+    if table is None:
+        dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
     x_blocks, y_blocks = [], []
     for file, _, meta in footers:
         for group in range(meta.num_row_groups):
             rows = meta.row_group(group).num_rows
             if rows == 0:
                 continue
-            read = dask.delayed(_read_row_group, pure=True)(fs, file, group, features)
-            x_blocks.append(da.from_delayed(read, shape=(rows, len(features)), dtype=dtype))
+            if table is None:
+                read = dask.delayed(_read_row_group, pure=True)(fs, file, group, features)
+                x_blocks.append(da.from_delayed(read, shape=(rows, len(features)), dtype=dtype))
             if label_column is not None:
                 y_dtype = schema.field(label_column).type.to_pandas_dtype()
                 labels = dask.delayed(_read_labels_row_group, pure=True)(
@@ -205,7 +265,7 @@ def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, sour
                         dtype=np.dtype(y_dtype) if y_dtype is not object else object,
                     )
                 )
-    X = da.concatenate(x_blocks, axis=0)
+    X = da.concatenate(x_blocks, axis=0) if table is None else table
     y = da.concatenate(y_blocks, axis=0) if y_blocks else None
     return X, y
 

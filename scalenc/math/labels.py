@@ -10,13 +10,23 @@ the sorted class list, −1 for an unlabeled row.
 Every module that reads labels goes through these functions, so the markers, the order of
 the classes and the encoding are defined once: the passes call them on each block of y,
 the estimators on the class lists the passes return.
+
+The class-finding pass also counts each block's rows per class and its rows labeled with
+the marker (:func:`class_counts`, merged by :func:`merge_class_counts`), so that
+:func:`warn_marker_as_class` can tell a −1 that is likely a class (labels −1, 0, 1) from
+the unlabeled rows of semi-supervised data at no cost of another read of y.
 """
 
 from __future__ import annotations
 
+import numbers
+import os
+import sys
+import warnings
+
 import numpy as np
 
-from scalenc.exceptions import InputError
+from scalenc.exceptions import DataWarning, InputError
 
 __all__ = [
     "UNLABELED",
@@ -27,6 +37,10 @@ __all__ = [
     "encode",
     "check_class_values",
     "refuse_missing",
+    "class_counts",
+    "merge_class_counts",
+    "marker_looks_like_class",
+    "warn_marker_as_class",
 ]
 
 
@@ -86,15 +100,23 @@ def sorted_classes(values) -> np.ndarray:
     return np.unique(values)
 
 
+def _missing_mask(values: np.ndarray) -> np.ndarray:
+    """True where a label is None or NaN."""
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind == "O":
+        out = np.fromiter(
+            (v is None or (isinstance(v, float) and np.isnan(v)) for v in values.ravel()),
+            dtype=bool,
+            count=values.size,
+        )
+        return out.reshape(values.shape)
+    return np.zeros(values.shape, dtype=bool)
+
+
 def refuse_missing(values: np.ndarray) -> None:
     """Refuse None/NaN labels where no label marks unlabeled rows (``marker=None``)."""
-    if values.dtype.kind == "f":
-        missing = np.isnan(values).any()
-    elif values.dtype.kind == "O":
-        missing = any(v is None or (isinstance(v, float) and np.isnan(v)) for v in values.flat)
-    else:
-        missing = False
-    if missing:
+    if _missing_mask(values).any():
         raise InputError(
             "Input y contains None or NaN labels, and unlabeled=None says every row is "
             "labeled. Drop those rows, or pass unlabeled=-1 (the default) to treat "
@@ -170,3 +192,120 @@ def check_class_values(classes: np.ndarray) -> None:
             f"{classes[np.mod(classes, 1) != 0][0]!r}; a classifier needs class labels "
             "(for regression use another estimator)."
         )
+
+
+# --- the marker −1 read as a class? ----------------------------------------------------------
+
+#: The −1 rows look like one more class when they are at most this many times the rows of
+#: the largest labeled class (see :func:`marker_looks_like_class`).
+CLASS_SIZED = 1.5
+
+
+def class_counts(values, marker=UNLABELED) -> dict:
+    """One block of labels counted: ``classes`` (its sorted distinct labeled values, as
+    :func:`labeled_unique`), ``counts`` (int64, its rows per class) and ``marker_rows``
+    (its rows labeled ``marker`` itself, None/NaN rows not counted)."""
+    values = np.asarray(values)
+    if marker is None:
+        refuse_missing(values)
+        labeled, marker_rows = values, 0
+    else:
+        unlabeled = unlabeled_mask(values, marker)
+        labeled = values[~unlabeled]
+        marker_rows = int(unlabeled.sum() - _missing_mask(values[unlabeled]).sum())
+    if labeled.dtype.kind == "O":
+        tally: dict = {}
+        for value in labeled.tolist():
+            tally[value] = tally.get(value, 0) + 1
+        classes = np.array(sorted(tally, key=_sort_key), dtype=object)
+        counts = np.array([tally[value] for value in classes.tolist()], dtype=np.int64)
+    else:
+        classes, counts = np.unique(labeled, return_counts=True)
+    return {"classes": classes, "counts": counts.astype(np.int64), "marker_rows": marker_rows}
+
+
+def merge_class_counts(*parts: dict) -> dict:
+    """Merge :func:`class_counts` partials: the union of the classes, the counts of each
+    class summed (associative: a tree merge of blocks)."""
+    classes = union(*(part["classes"] for part in parts))
+    counts = np.zeros(classes.size, dtype=np.int64)
+    for part in parts:
+        counts[encode(part["classes"], classes, marker=None)] += part["counts"]
+    marker_rows = sum(part["marker_rows"] for part in parts)
+    return {"classes": classes, "counts": counts, "marker_rows": marker_rows}
+
+
+def _integer_classes(classes: np.ndarray) -> np.ndarray | None:
+    """The classes as int64 when every one is an integer number (not a bool), else None."""
+    if classes.dtype.kind in "iu":
+        return classes.astype(np.int64)
+    if classes.dtype.kind == "f":
+        small = np.all(np.abs(classes) < 2.0**62)  # False for inf, NaN
+        whole = small and np.all(np.mod(classes, 1) == 0)
+        return classes.astype(np.int64) if whole else None
+    if classes.dtype.kind == "O":
+        values = classes.tolist()
+        if all(
+            isinstance(v, numbers.Real)
+            and not isinstance(v, bool)
+            and float(v).is_integer()
+            and abs(v) < 2**62
+            for v in values
+        ):
+            return np.array([int(v) for v in values], dtype=np.int64)
+    return None
+
+
+def marker_looks_like_class(classes, counts, marker_rows: int, marker=UNLABELED) -> bool:
+    """Whether the rows labeled with the marker −1 look like one more class.
+
+    True when all of these hold:
+
+    * the marker is the number −1 (``unlabeled=-1``, the default) and labels some rows;
+    * the labeled classes are at least two integers that −1 makes a signed encoding: with
+      −1 they are symmetric about 0, as {−1, 0, 1} or {−2, −1, 0, 1, 2} (labeled classes
+      {0, 1} or {−2, 0, 1, 2}). Not {0, 1, 2, …}, scikit-learn's semi-supervised labels,
+      where −1 = min − 1 is the marker; never string classes;
+    * the −1 rows are class-sized: at most :data:`CLASS_SIZED` (1.5) times the rows of the
+      largest labeled class. Semi-supervised data has more unlabeled rows than that: with
+      two balanced classes 0 and 1, data with more than 43% of its rows unlabeled is never
+      taken for a class encoding.
+    """
+    if isinstance(marker, (bool, np.bool_, str)) or not isinstance(marker, numbers.Real):
+        return False
+    if marker != -1 or marker_rows <= 0:
+        return False
+    values = _integer_classes(np.asarray(classes))
+    if values is None or values.size < 2:
+        return False
+    signed = np.union1d(values, [-1])
+    symmetric = np.array_equal(signed, -signed[::-1])
+    return bool(symmetric and marker_rows <= CLASS_SIZED * np.max(counts))
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside scalenc, for a warning issued by the
+    caller of this function: it points at the user's call (``fit``) at any depth."""
+    package = os.path.dirname(os.path.dirname(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_marker_as_class(classes, counts, marker_rows: int, marker=UNLABELED) -> None:
+    """A :class:`~scalenc.exceptions.DataWarning` when the −1 rows look like a class
+    (:func:`marker_looks_like_class`): they are fitted as unlabeled, not as class −1."""
+    if not marker_looks_like_class(classes, counts, marker_rows, marker):
+        return
+    shown = np.asarray(classes).tolist()
+    if len(shown) > 8:
+        shown = f"{len(shown)} classes {shown[0]}..{shown[-1]}"
+    warnings.warn(
+        f"y holds the labels -1 and {shown}: the {marker_rows} rows labeled -1 are taken as "
+        "unlabeled (unlabeled=-1, the default, as in sklearn.semi_supervised), so they are "
+        "left out of the fit and never predicted. If -1 is a class, pass unlabeled=None "
+        "(`--unlabeled none` on the command) to fit it as one.",
+        DataWarning,
+        stacklevel=_user_stacklevel(),
+    )

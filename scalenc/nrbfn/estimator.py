@@ -32,7 +32,15 @@ from scalenc.base.estimator import (
     fit_streaming,
     memory_budget,
 )
-from scalenc.base.validation import Integral, Interval, Real, StrOptions, invalid
+from scalenc.base.validation import (
+    TABLE_CONSTRAINTS,
+    Integral,
+    Interval,
+    Real,
+    StrOptions,
+    document_table_parameters,
+    invalid,
+)
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.folds import held_out, row_folds
@@ -60,6 +68,7 @@ AUTO_NEIGHBORS = 20
 # --- nRBFN --------------------------------------------------------------------------------
 
 
+@document_table_parameters
 class NRBFNClassifier(_RegressionClassifier):
     """Normalized RBF network with soft-KNN basis selection (Hu, Pan & Wu, Algorithms 1–3).
 
@@ -151,6 +160,7 @@ class NRBFNClassifier(_RegressionClassifier):
         rows (and rows labeled None or NaN) never enter a class statistic. ``None``
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
+    {table parameters}
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
     split_every : int, default=8
@@ -265,6 +275,9 @@ class NRBFNClassifier(_RegressionClassifier):
         memory_limit=None,
         random_state=None,
         unlabeled=-1,
+        categorical="onehot",
+        handle_unknown="error",
+        handle_missing="error",
         chunk_rows=None,
         split_every=8,
     ):
@@ -279,6 +292,9 @@ class NRBFNClassifier(_RegressionClassifier):
         self.memory_limit = memory_limit
         self.random_state = random_state
         self.unlabeled = unlabeled
+        self.categorical = categorical
+        self.handle_unknown = handle_unknown
+        self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -296,6 +312,8 @@ class NRBFNClassifier(_RegressionClassifier):
         "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
         "random_state": ["random_state"],
         "unlabeled": [Real, str, None],
+        **TABLE_CONSTRAINTS,
+        **TABLE_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }

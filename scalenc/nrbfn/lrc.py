@@ -10,7 +10,13 @@ from scalenc.base.estimator import (
     fit_streaming,
     refuse_nonfinite,
 )
-from scalenc.base.validation import Integral, Interval, Real
+from scalenc.base.validation import (
+    TABLE_CONSTRAINTS,
+    Integral,
+    Interval,
+    Real,
+    document_table_parameters,
+)
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
@@ -25,6 +31,7 @@ __all__ = [
 # --- LRC ------------------------------------------------------------------------------------
 
 
+@document_table_parameters
 class LRClassifier(_RegressionClassifier):
     """Regularised linear regression classifier (Hu, Pan & Wu, eqs. 1 and 14), one pass.
 
@@ -44,6 +51,7 @@ class LRClassifier(_RegressionClassifier):
         rows (and rows labeled None or NaN) never enter a class statistic. ``None``
         for fully supervised data: then ``-1`` is an ordinary class and None/NaN labels are
         refused.
+    {table parameters}
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
         Dask input keeps its chunks unless this is set.
@@ -88,10 +96,24 @@ class LRClassifier(_RegressionClassifier):
     True
     """
 
-    def __init__(self, alpha=1e-4, *, beta=1.0, unlabeled=-1, chunk_rows=None, split_every=8):
+    def __init__(
+        self,
+        alpha=1e-4,
+        *,
+        beta=1.0,
+        unlabeled=-1,
+        categorical="onehot",
+        handle_unknown="error",
+        handle_missing="error",
+        chunk_rows=None,
+        split_every=8,
+    ):
         self.alpha = alpha
         self.beta = beta
         self.unlabeled = unlabeled
+        self.categorical = categorical
+        self.handle_unknown = handle_unknown
+        self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
 
@@ -99,6 +121,8 @@ class LRClassifier(_RegressionClassifier):
         "alpha": [Interval(Real, 0.0, None, closed="left")],
         "beta": [Interval(Real, 0.0, None, closed="neither")],
         "unlabeled": [Real, str, None],
+        **TABLE_CONSTRAINTS,
+        **TABLE_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }

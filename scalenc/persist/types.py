@@ -9,6 +9,7 @@ from scalenc.ccdr.blocks import CCDRSolution, KNNHead, LDAHead, LinearHead
 from scalenc.encoder import EncoderClassifier
 from scalenc.encoder.kernels import KERNELS, Euclidean, Gaussian, Linear, Spearman
 from scalenc.exceptions import ModelFileError
+from scalenc.io.tables import FeatureEncoder
 from scalenc.math.linalg import LDAModel
 from scalenc.nrbfn import LRClassifier, NRBFNClassifier
 
@@ -30,6 +31,7 @@ ALLOWED_TYPES: dict[str, str] = {
     "scalenc.kernels.Spearman": "dataclass",
     "scalenc.kernels.Gaussian": "dataclass",
     "scalenc._ccdr_blocks.CCDRSolution": "dataclass",
+    "scalenc.io.tables.FeatureEncoder": "dataclass",
     # small private helper objects: rebuilt without calling __init__, attributes restored
     "scalenc._ccdr_blocks.LinearHead": "object",
     "scalenc._ccdr_blocks.LDAHead": "object",
@@ -50,6 +52,7 @@ _TYPES: dict[str, type] = {
     "scalenc.kernels.Spearman": Spearman,
     "scalenc.kernels.Gaussian": Gaussian,
     "scalenc._ccdr_blocks.CCDRSolution": CCDRSolution,
+    "scalenc.io.tables.FeatureEncoder": FeatureEncoder,
     "scalenc._ccdr_blocks.LinearHead": LinearHead,
     "scalenc._ccdr_blocks.LDAHead": LDAHead,
     "scalenc._ccdr_blocks.KNNHead": KNNHead,
