@@ -23,6 +23,7 @@ from scalenc import __version__
 from scalenc.exceptions import ModelFileError
 from scalenc.io.atomic import atomic_path, atomic_prefix, check_complete
 from scalenc.persist.codec import ARRAY_DIR, Reader, Writer
+from scalenc.persist.shapes import check_shapes
 from scalenc.persist.types import ALLOWED_TYPES, type_name
 
 __all__ = [
@@ -403,8 +404,9 @@ def load_model(directory, *, storage_options=None):
 
     The JSON metadata and every array file are checked against their recorded SHA-256
     first; arrays are read with ``allow_pickle=False``; only the types in
-    :data:`ALLOWED_TYPES` are rebuilt. A model written by an older schema version is
-    upgraded when possible.
+    :data:`ALLOWED_TYPES` are rebuilt, and their arrays' shapes and dtypes are checked
+    against each other and the parameters (:mod:`scalenc.persist.shapes`). A model
+    written by an older schema version is upgraded when possible.
 
     Parameters
     ----------
@@ -423,7 +425,8 @@ def load_model(directory, *, storage_options=None):
     ------
     ModelFileError
         The directory is not a model, is incomplete, truncated, altered, from an
-        unsupported schema version, or names a type that is not allowed.
+        unsupported schema version, names a type that is not allowed, or holds arrays
+        whose shapes or dtypes do not fit together.
 
     Examples
     --------
@@ -456,8 +459,10 @@ def load_model(directory, *, storage_options=None):
     if not isinstance(tree, dict) or tree.get("__estimator__") != doc.get("estimator"):
         raise ModelFileError(f"{root / META_FILE} does not describe an estimator.")
     try:
-        return Reader(arrays).estimator(tree, tree["__estimator__"].rsplit(".", 1)[-1])
+        model = Reader(arrays).estimator(tree, tree["__estimator__"].rsplit(".", 1)[-1])
     except (KeyError, TypeError, AttributeError) as exc:
         raise ModelFileError(
             f"{root / META_FILE} is malformed ({type(exc).__name__}: {exc})."
         ) from None
+    check_shapes(model, str(root / META_FILE))
+    return model
