@@ -52,6 +52,7 @@ __all__ = [
     "ModelFileError",
     "JobError",
     "ClusterUnavailableError",
+    "CheckpointMismatchError",
     "MissingPlotDependency",
     "ScalencWarning",
     "DataWarning",
@@ -61,6 +62,7 @@ __all__ = [
     "NumericalWarning",
     "GraphWarning",
     "ConvergenceWarning",
+    "CheckpointWarning",
 ]
 
 
@@ -157,6 +159,12 @@ class ClusterUnavailableError(ScalencError, ConnectionError):
     """
 
 
+class CheckpointMismatchError(ScalencError, ValueError):
+    """A fit's checkpoint was written by another fit (other data, parameters or scalenc
+    version), so it is not resumed; the message says what changed and how to start
+    afresh."""
+
+
 # --- warnings ---------------------------------------------------------------------------
 
 
@@ -207,3 +215,8 @@ class GraphWarning(NumericalWarning):
 
 class ConvergenceWarning(NumericalWarning):
     """An iterative solver did not converge and a fallback was used."""
+
+
+class CheckpointWarning(ScalencWarning):
+    """A checkpoint file was damaged or unreadable and its work was computed again, or a
+    pass could not be checkpointed; the fit's result is unaffected."""

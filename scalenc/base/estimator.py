@@ -16,19 +16,23 @@ import time
 import dask.array as da
 import numpy as np
 
+from scalenc import __version__
 from scalenc.base.validation import check_feature_names, invalid
+from scalenc.engine import checkpoint, passes
 from scalenc.engine import memory as engine_memory
-from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
 from scalenc.io import tables
+from scalenc.io.identity import IdentityUnavailable, input_identity
 from scalenc.io.inputs import check_xy, encode_labels, is_dask_frame
 from scalenc.math import moments as _blocks
-from scalenc.math.labels import UNLABELED, unlabeled_mask
+from scalenc.math.labels import UNLABELED, sorted_classes, unlabeled_mask
 
 __all__ = [
     "fit_streaming",
+    "fit_checkpoint",
+    "update_streaming",
     "memory_budget",
     "StreamingClassifierMixin",
     "fit_stage",
@@ -54,7 +58,11 @@ def memory_budget(estimator) -> tuple[dict, str]:
     ``memory_limit``; its block tasks import the estimator's package)."""
     value = getattr(estimator, "memory_limit", None)
     try:
-        return engine_memory.memory_budget(value, task_modules=(type(estimator).__module__,))
+        # a resumed fit plans with the budget its first run had (the memory free varies)
+        return checkpoint.remembered(
+            "memory-budget",
+            lambda: engine_memory.memory_budget(value, task_modules=(type(estimator).__module__,)),
+        )
     except ValueError:
         expectation = "an int of bytes, a string such as '4GB', or None"
         raise invalid(estimator, "memory_limit", expectation, value) from None
@@ -200,12 +208,113 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
        engine where X is read (:func:`scalenc.engine.reads.counting_passes`).
     """
     params = estimator._check_params()
-    X, y = prepare_fit(estimator, X, y, find_classes=find_classes)
-    estimator.stage_times_ = {}
-    with counting_passes(X) as count:
-        estimator._fit(X, y, params, **fit_params)
+    with fit_checkpoint(estimator, X, y) as run:
+        X, y = prepare_fit(estimator, X, y, find_classes=find_classes)
+        estimator.stage_times_ = {}
+        with counting_passes(X) as count:
+            estimator._fit(X, y, params, **fit_params)
     estimator.n_passes_ = count.passes
+    if run is not None:
+        estimator.checkpoint_summary_ = run.summary()
+    if hasattr(estimator, "_statistics"):
+        estimator.n_updates_ = 0
     return estimator
+
+
+def update_streaming(estimator, X, y, classes=None):
+    """The one way into ``partial_fit`` of the estimators whose statistics are sums (LRC,
+    nRBFN, CCDRClassifier's linear and LDA heads); returns the estimator.
+
+    The first call, on an estimator not fitted yet, is ``fit`` on the batch (which must
+    hold labeled rows of every class in ``classes``). Later calls, or a first call on a
+    fitted model (one loaded from a model file included), read only the new batch:
+    ``estimator._update(X, codes)`` merges its statistics with the stored ones
+    (``estimator._statistics`` names them) and solves again. ``n_passes_`` counts the
+    passes over the batch, ``n_updates_`` the updates since ``fit``.
+    """
+    wanted = None if classes is None else sorted_classes(classes)
+    if not hasattr(estimator, "classes_"):
+        fit_streaming(estimator, X, y)
+        if wanted is not None and not np.array_equal(wanted, estimator.classes_):
+            missing = sorted(set(wanted.tolist()) - set(estimator.classes_.tolist()))
+            raise InputError(
+                f"The first partial_fit batch of {type(estimator).__name__} has labeled rows "
+                f"of the classes {estimator.classes_.tolist()}, not of {missing}: the first "
+                "batch fits the model and must hold every class of classes=."
+            )
+        return estimator
+    if wanted is not None and not np.array_equal(wanted, estimator.classes_):
+        raise InputError(
+            f"classes={wanted.tolist()} differs from the model's classes "
+            f"{estimator.classes_.tolist()}; an update cannot add or remove classes."
+        )
+    if getattr(estimator, estimator._statistics, None) is None:
+        raise InputError(
+            f"This {type(estimator).__name__} holds no statistics to update (it was fitted "
+            f"{_no_statistics_reason(estimator)}); fit it again on all the data."
+        )
+    estimator._check_params()
+    Xd, _ = prepare_input(estimator, X)
+    Xd, y = check_xy(
+        Xd, y, chunk_rows=getattr(estimator, "chunk_rows", None), estimator=estimator,
+        require_y=True,
+    )  # fmt: skip
+    codes = encode_labels(y, estimator.classes_, unlabeled_marker(estimator))
+    estimator.stage_times_ = {}
+    with counting_passes(Xd) as count:
+        estimator._update(Xd, codes)
+    estimator.n_passes_ = count.passes
+    estimator.n_updates_ = getattr(estimator, "n_updates_", 0) + 1
+    return estimator
+
+
+def _no_statistics_reason(estimator) -> str:
+    reason = getattr(estimator, "_no_statistics_reason", None)
+    return reason() if callable(reason) else "by a scalenc that did not keep them"
+
+
+def fit_checkpoint(estimator, X, y):
+    """The checkpoint of ``estimator``'s fit on (X, y) (:mod:`scalenc.engine.checkpoint`),
+    a context giving its run, or giving None where the estimator has no ``checkpoint`` or
+    a checkpoint is already active (a fit inside another's, such as CCDRClassifier's CCDR).
+
+    The checkpoint's key: the estimator's class and parameters (``checkpoint`` aside), the
+    scalenc version and the identity of X and y (:func:`scalenc.io.identity.input_identity`:
+    their graphs, row chunks and files' sizes and modification times; no data is read).
+    """
+    url = getattr(estimator, "checkpoint", None)
+    if url is None or checkpoint.active_run() is not None:
+        return contextlib.nullcontext(None)
+    try:
+        key = {
+            "estimator": type(estimator).__name__,
+            "version": __version__,
+            "parameters": {
+                name: _key_value(value)
+                for name, value in sorted(estimator.get_params(deep=False).items())
+                if name != "checkpoint"
+            },
+            "X": input_identity(X),
+            "y": input_identity(y),
+        }
+    except IdentityUnavailable as exc:
+        raise InputError(f"The fit cannot be checkpointed at {url!r}: {exc}") from None
+    return checkpoint.checkpointing(url, key)
+
+
+def _key_value(value):
+    """A parameter as the checkpoint's key holds it: plain JSON, or a token."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if np.isfinite(value) else repr(value)
+    if isinstance(value, np.generic):
+        return _key_value(value.item())
+    if isinstance(value, (list, tuple)):
+        return [_key_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _key_value(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    return {"token": checkpoint.fingerprint(value) or repr(value)}
 
 
 def prepare_fit(estimator, X, y, *, find_classes: bool = True):

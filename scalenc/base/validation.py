@@ -17,6 +17,7 @@ that constraints cannot express (a parameter's elements, a relation between para
 
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
 
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
@@ -34,6 +35,7 @@ __all__ = [
     "invalid",
     "check_feature_names",
     "TABLE_CONSTRAINTS",
+    "CHECKPOINT_CONSTRAINTS",
     "document_table_parameters",
 ]
 
@@ -79,9 +81,36 @@ _TABLE_DOC = """\
 """
 
 
+#: The constraint of the ``checkpoint`` parameter every estimator has.
+CHECKPOINT_CONSTRAINTS: dict = {"checkpoint": [None, str, os.PathLike]}
+
+_CHECKPOINT_TOKEN = "    {checkpoint parameter}\n"
+
+_CHECKPOINT_DOC = """\
+    checkpoint : str or path-like, default=None
+        A directory (local path or fsspec URL, such as ``s3://bucket/prefix``) where the
+        fit writes what its passes have computed: the merged statistics of completed
+        groups of row blocks and each finished pass's result. Running the same fit again
+        with the same checkpoint, after a kill, reads them back and computes only the
+        rest; the model is the same as an uninterrupted fit's. The checkpoint is keyed to
+        the input (its files' sizes and modification times, its row chunking), the
+        parameters and the scalenc version: another fit's checkpoint is refused with
+        :class:`~scalenc.exceptions.CheckpointMismatchError` saying what changed, and a
+        damaged file is computed again, never merged. It is removed when the fit
+        succeeds. Settings in the Dask config (:mod:`scalenc.engine.checkpoint`):
+        ``scalenc.checkpoint.on-change`` (``"restart"`` starts another fit's checkpoint
+        afresh), ``scalenc.checkpoint.keep``, ``scalenc.checkpoint.storage-options``. On a
+        cluster, give a location every worker can write (a shared file system or an
+        object store). None: no checkpoint.
+"""
+
+
 def document_table_parameters(cls):
-    """Class decorator: the table parameters' documentation in place of the docstring's
-    ``{table parameters}`` line (one text for every estimator)."""
+    """Class decorator: the table parameters' and the checkpoint's documentation in place
+    of the docstring's ``{table parameters}`` and ``{checkpoint parameter}`` lines (one
+    text for every estimator)."""
     if cls.__doc__ and _TABLE_TOKEN in cls.__doc__:
         cls.__doc__ = cls.__doc__.replace(_TABLE_TOKEN, _TABLE_DOC)
+    if cls.__doc__ and _CHECKPOINT_TOKEN in cls.__doc__:
+        cls.__doc__ = cls.__doc__.replace(_CHECKPOINT_TOKEN, _CHECKPOINT_DOC)
     return cls

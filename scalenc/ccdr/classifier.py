@@ -18,6 +18,7 @@ from scalenc.base.estimator import (
     StreamingClassifierMixin,
     fit_streaming,
     map_output,
+    update_streaming,
 )
 from scalenc.base.validation import Integral, Interval, StrOptions, document_table_parameters
 from scalenc.ccdr import blocks as cb
@@ -25,6 +26,7 @@ from scalenc.ccdr import passes
 from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS
 from scalenc.engine.cluster import compute
 from scalenc.io.inputs import encode_labels
+from scalenc.math.moments import merge_partials
 
 __all__ = [
     "CCDRClassifier",
@@ -48,7 +50,7 @@ class CCDRClassifier(
     ----------
     n_components, beta, n_neighbors, epsilon, subsample_size, n_subsamples, random_state,
     memory_limit, unlabeled, categorical, handle_unknown, handle_missing, chunk_rows,
-    split_every
+    split_every, checkpoint
         As for :class:`CCDR`.
     classifier : {"linear", "knn", "lda"}, default="linear"
         ``"linear"``: the paper's least-squares classifier — for each class k,
@@ -126,6 +128,7 @@ class CCDRClassifier(
         handle_missing="error",
         chunk_rows=None,
         split_every=8,
+        checkpoint=None,
     ):
         self.n_components = n_components
         self.beta = beta
@@ -143,6 +146,7 @@ class CCDRClassifier(
         self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
+        self.checkpoint = checkpoint
 
     def _ccdr_params(self):
         names = (
@@ -225,6 +229,7 @@ class CCDRClassifier(
             rows = np.vstack([s.X for s in sols])[first]
             codes = np.concatenate([s.codes for s in sols])[first]
             F = cb.nystrom_ensemble(sols, rows, codes)
+            self._head_stats = None
             return cb.KNNHead(F, codes, L, self.classifier_neighbors)
         if len(sols) == 1 and sols[0].indices.size == X.shape[0]:
             # S is all of X: the eigenvectors are the training embedding (no pass needed)
@@ -242,9 +247,76 @@ class CCDRClassifier(
                     split_every=self.split_every,
                 )
             )
+        self._head_stats = stats
+        return self._head_from(stats)
+
+    def _head_from(self, stats):
         if self.classifier == "linear":
             return cb.LinearHead(stats["gram"], stats["cross"])
         return cb.LDAHead(stats)
+
+    #: the statistics :meth:`partial_fit` extends
+    _statistics = "_head_stats"
+
+    def partial_fit(self, X, y, classes=None):
+        """Update the classifier head with a new batch of rows, reading only the batch.
+
+        The embedding stays as ``fit`` solved it (CCDR's eigenproblem on its subsamples
+        is not a sum over rows: refit to let new rows shape it); the batch's rows are
+        embedded by the Nyström formula with their labels, as ``fit`` embeds the
+        training rows, and their statistics added to the head's: for ``"linear"`` and
+        ``"lda"`` exactly the head ``fit`` would give over every row seen with this
+        embedding. ``"knn"`` votes among the subsample and cannot be updated. On a model
+        not fitted yet, the first call is ``fit`` on the batch.
+
+        Parameters
+        ----------
+        X, y : the new batch.
+        classes : array-like, optional
+            Every class; checked against the model's (an update cannot add a class).
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> old, new = np.arange(178) % 4 != 0, np.arange(178) % 4 == 0
+        >>> clf = CCDRClassifier(n_neighbors=10, subsample_size=80, random_state=0)
+        >>> clf = clf.fit(X[old], y[old]).partial_fit(X[new], y[new])
+        >>> clf.n_passes_, clf.n_updates_, clf.score(X, y) > 0.9
+        (1, 1, True)
+        """
+        return update_streaming(self, X, y, classes)
+
+    def _update(self, X, codes):
+        """The batch's head statistics on the fixed embedding, merged with the model's."""
+        (batch,) = compute(
+            passes.embedding_stats_pass(
+                X,
+                codes,
+                self.classifier,
+                self.ccdr_._solutions_task(),
+                self.classes_.size,
+                split_every=self.split_every,
+            )
+        )
+        self._head_stats = merge_partials(self._head_stats, batch)
+        self.head_ = self._head_from(self._head_stats)
+
+    def _no_statistics_reason(self) -> str:
+        if self.classifier == "knn":
+            return (
+                "with classifier='knn', which votes among the subsample's rows: there is no "
+                "sum over rows to extend"
+            )
+        return "by a scalenc that did not keep them"
 
     def _map(self, X, block_fn, n_out, dtype, **kwargs):
         check_is_fitted(self, "head_")

@@ -29,6 +29,7 @@ from scalenc.base.estimator import (
     refuse_nonfinite,
 )
 from scalenc.base.validation import (
+    CHECKPOINT_CONSTRAINTS,
     TABLE_CONSTRAINTS,
     Integral,
     Interval,
@@ -65,6 +66,7 @@ CCDR_CONSTRAINTS: dict = {
     "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
     "unlabeled": [Real, str, None],
     **TABLE_CONSTRAINTS,
+    **CHECKPOINT_CONSTRAINTS,
     "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
     "split_every": [Interval(Integral, 2, None, closed="left")],
 }
@@ -126,6 +128,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
     split_every : int, default=8
         Fan-in of the tree reductions.
+    {checkpoint parameter}
 
     Attributes
     ----------
@@ -217,6 +220,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         handle_missing="error",
         chunk_rows=None,
         split_every=8,
+        checkpoint=None,
     ):
         self.n_components = n_components
         self.beta = beta
@@ -232,6 +236,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
+        self.checkpoint = checkpoint
 
     # --- fit --------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+import dask
 import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
 import numpy as np
 
@@ -212,6 +213,7 @@ _PARAMETER_OPTIONS = {
     "categorical": "--categorical",
     "handle_unknown": "--handle-unknown",
     "handle_missing": "--handle-missing",
+    "checkpoint": "--checkpoint",
 }
 
 
@@ -240,14 +242,29 @@ def _fit_params(args) -> dict:
 def cmd_fit(args, session) -> dict:
     cls = estimator_class(args.method)
     params = _fit_params(args)
-    est = cls()
-    est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
+    if args.update:
+        _check_update_args(args, params)
+        est = _load_model(args.update, args)
+        if type(est) is not cls:
+            raise BadInput(
+                f"--update {args.update} holds a {type(est).__name__} model, not the "
+                f"{cls.__name__} of METHOD {args.method}; give the model's method."
+            )
+        if not hasattr(est, "partial_fit"):
+            raise BadInput(f"A {cls.__name__} model cannot be updated; fit it again.")
+    else:
+        est = cls()
+        est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
     X, y = _open_data(args, labels=True, require_labels=True)
-    log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
-    with session.progress("fit", X):
-        _, fit_s = timed(est.fit, X, y)
+    if args.update:
+        log.info("update %s (%s) with %s", args.update, cls.__name__, args.data)
+    else:
+        log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
+    step = est.partial_fit if args.update else est.fit
+    with session.progress("fit", X), dask.config.set(_checkpoint_config(args)):
+        _, fit_s = timed(step, X, y)
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""
     log.info("fit: done in %.2fs%s", fit_s, over)
@@ -259,7 +276,7 @@ def cmd_fit(args, session) -> dict:
         storage_options=storage_options(getattr(args, "storage_option", [])),
     )
     log.info("fit: model saved to %s", path)
-    return {
+    summary = {
         "method": args.method,
         "estimator": cls.__name__,
         "params": jsonable(est.get_params(deep=False)),
@@ -269,6 +286,42 @@ def cmd_fit(args, session) -> dict:
         "model": describe_model(est),
         "outputs": {"model": path},
     }
+    if getattr(est, "checkpoint_summary_", None) is not None and not args.update:
+        summary["checkpoint"] = jsonable(est.checkpoint_summary_)
+    if args.update:
+        summary["update"] = {"model": args.update, "updates": getattr(est, "n_updates_", None)}
+    return summary
+
+
+def _check_update_args(args, params) -> None:
+    """``fit --update`` takes the model's parameters and writes a new model directory."""
+    if params:
+        raise BadInput(
+            f"--update {args.update} keeps the model's parameters; drop "
+            f"{', '.join(sorted(params))} (--set and the parameter options), or fit anew."
+        )
+    if os.path.abspath(args.update) == os.path.abspath(args.model_out):
+        raise BadInput(
+            f"--model-out {args.model_out} is the model given to --update; write the updated "
+            "model to another directory (the old one is left as it is)."
+        )
+    if getattr(args, "restart_checkpoint", False) or getattr(args, "keep_checkpoint", False):
+        raise BadInput("--update reads only the new data and takes no checkpoint options.")
+
+
+def _checkpoint_config(args) -> dict:
+    """The Dask config of ``fit``'s checkpoint options (:mod:`scalenc.engine.checkpoint`):
+    ``--restart-checkpoint``, ``--keep-checkpoint``, and the ``--storage-option`` pairs
+    for a checkpoint URL."""
+    config = {}
+    if getattr(args, "restart_checkpoint", False):
+        config["scalenc.checkpoint.on-change"] = "restart"
+    if getattr(args, "keep_checkpoint", False):
+        config["scalenc.checkpoint.keep"] = True
+    options = storage_options(getattr(args, "storage_option", []) or [])
+    if options:
+        config["scalenc.checkpoint.storage-options"] = options
+    return config
 
 
 def cmd_predict(args, session) -> dict:

@@ -398,6 +398,32 @@ def _add_fit(sub, name):
         "row is labeled and -1 is a class (labels -1, 0, 1), or another marker such as 99 "
         "or unknown (read like a --set value; same as --set unlabeled=VALUE)",
     )
+    p.add_argument(
+        "--update",
+        metavar="MODEL",
+        help="update the model directory MODEL with --data instead of fitting anew "
+        "(the estimator's partial_fit: only the new data is read) and write the updated "
+        "model to --model-out; MODEL itself is left as it is",
+    )
+    c = p.add_argument_group("checkpoints (a killed fit resumes where it stopped)")
+    c.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="write what the fit's passes compute to DIR (a path or URL every worker can "
+        "reach); running the same command again after a kill reads it back and computes "
+        "only the rest (same as --set checkpoint=DIR); removed when the fit succeeds",
+    )
+    c.add_argument(
+        "--restart-checkpoint",
+        action="store_true",
+        help="if DIR holds the checkpoint of another fit (other data, parameters or "
+        "version), start it afresh instead of refusing it",
+    )
+    c.add_argument(
+        "--keep-checkpoint",
+        action="store_true",
+        help="keep DIR after the fit succeeds (a rerun then reads every pass back)",
+    )
     g = p.add_argument_group("tables (string, categorical and boolean columns; missing values)")
     g.add_argument(
         "--categorical",

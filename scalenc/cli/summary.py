@@ -255,11 +255,32 @@ def _scores(scores: dict | None) -> list[str]:
 
 def _fit(s: dict):
     head = f"fit {s['method']} ({s['estimator']}) on {_data(s.get('data'))}"
+    if s.get("update"):
+        update = s["update"]
+        head = (
+            f"updated {s['method']} ({s['estimator']}) model {update['model']} with "
+            f"{_data(s.get('data'))} (update {update.get('updates')} since its fit)"
+        )
     timings = s.get("timings", {})
     body = _model_results(s.get("model"), s.get("params"))
     save = _seconds(timings.get("save_seconds"))
     body.append(f"{_passes(s, 'fit_seconds')}; model saved in {save}")
+    if s.get("checkpoint"):
+        body.append(_checkpoint(s["checkpoint"]))
     return head, body
+
+
+def _checkpoint(c: dict) -> str:
+    """What a checkpointed fit read back from its checkpoint and what it computed."""
+    if not c.get("resumed"):
+        return f"checkpoint {c.get('path')}: a new fit, nothing to reuse"
+    total = c.get("blocks_reused", 0) + c.get("blocks_computed", 0)
+    return (
+        f"checkpoint {c.get('path')}: resumed, "
+        f"{plural(c.get('passes_reused', 0), 'finished pass', 'finished passes')} and "
+        f"{plural(c.get('groups_reused', 0), 'group')} of row blocks read back; "
+        f"{c.get('blocks_computed', 0)} of {total} block reads computed"
+    )
 
 
 def _predict(s: dict):

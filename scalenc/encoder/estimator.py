@@ -30,6 +30,7 @@ from scalenc.base.estimator import (
     unlabeled_marker,
 )
 from scalenc.base.validation import (
+    CHECKPOINT_CONSTRAINTS,
     TABLE_CONSTRAINTS,
     Integral,
     Interval,
@@ -53,7 +54,7 @@ from scalenc.encoder.kernels import Kernel, Linear, get_kernel
 from scalenc.encoder.plan import (
     fit_plan,
 )
-from scalenc.engine import passes
+from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
 from scalenc.io.inputs import encode_labels
@@ -134,6 +135,7 @@ class EncoderClassifier(
         Dask input keeps its chunks unless this is set.
     split_every : int, default=8
         Fan-in of the tree reductions.
+    {checkpoint parameter}
 
     Attributes
     ----------
@@ -232,6 +234,7 @@ class EncoderClassifier(
         handle_missing="error",
         chunk_rows=None,
         split_every=8,
+        checkpoint=None,
     ):
         self.kernels = kernels
         self.min_improvement = min_improvement
@@ -245,6 +248,7 @@ class EncoderClassifier(
         self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
+        self.checkpoint = checkpoint
 
     # --- parameters ---------------------------------------------------------------
 
@@ -262,7 +266,7 @@ class EncoderClassifier(
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "unlabeled": [Real, str, None],
         **TABLE_CONSTRAINTS,
-        **TABLE_CONSTRAINTS,
+        **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }
@@ -402,14 +406,18 @@ class EncoderClassifier(
         self._require_all_classes()
         U = self.class_means_
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
-        self.fit_plan_ = fit_plan(
-            X,
-            self.kernels_,
-            U,
-            one_pass=z_moments is not None,
-            cache_embedding=self.cache_embedding,
-            read_seconds=self.stage_times_["class_means"],
-            budget=lambda: memory_budget(self)[0],
+        # measured rates decide the plan: a resumed fit keeps its first run's
+        self.fit_plan_ = checkpoint.remembered(
+            "encoder-fit-plan",
+            lambda: fit_plan(
+                X,
+                self.kernels_,
+                U,
+                one_pass=z_moments is not None,
+                cache_embedding=self.cache_embedding,
+                read_seconds=self.stage_times_["class_means"],
+                budget=lambda: memory_budget(self)[0],
+            ),
         )
         if self.fit_plan_["name"] == "cache":
             z_moments = self._fit_kernels_cached(X, codes, U)

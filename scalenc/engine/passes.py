@@ -33,6 +33,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
+from scalenc.engine import checkpoint
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
@@ -357,6 +358,10 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_
 
 def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
     """The rows of X at the sorted global indices ``index``, computed (one pass over X;
-    only the blocks that hold them are read)."""
-    (rows,) = compute(X[index])
-    return rows
+    only the blocks that hold them are read). In a checkpointed fit they are kept in the
+    checkpoint, so a resumed fit does not read them again."""
+    token = checkpoint.fingerprint(index, X.shape, X.chunks, str(X.dtype))
+    if token is None:
+        (rows,) = compute(X[index])
+        return rows
+    return checkpoint.remembered(f"rows-{token}", lambda: compute(X[index])[0])

@@ -17,6 +17,7 @@ The named passes of each method are in :mod:`scalenc.engine.passes`, built on th
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArraySliceDep
 from dask.sizeof import sizeof
 
+from scalenc.engine import checkpoint
 from scalenc.engine.cluster import (
     _no_workers_message,
     active_client,
@@ -311,9 +313,21 @@ def reduce_rows(
             args += [arr, index[arr.ndim]]
     out_index = "ij" if any(a.ndim == 2 for a in [X, *aligned] if a is not None) else "i"
     absent = tuple(position for position, arr in enumerate(aligned) if arr is None)
+    run = checkpoint.active_run()
+    plan = None
+    if run is not None:
+        plan = _checkpoint_plan(run, block_fn, X, aligned, combine, split_every, kwargs)
+        if plan is not None and plan.result is not None:
+            # the pass finished before: its result is read back and X is not read
+            run.reused["passes"] += 1
+            run.reused["blocks"] += X.numblocks[0]
+            return dask.delayed(_load_result, pure=False)(plan.fs, plan.result)
+    # with a checkpoint, each block's partial comes with its seconds (timed_block)
+    head = [_block_partial] if plan is None else [checkpoint.timed_block, _block_partial, None]
     blocks = da.blockwise(
-        _block_partial,
+        *head[:1],
         out_index,
+        *head[1:],
         *args,
         align_arrays=False,  # the 2-D inputs differ in their number of columns
         adjust_chunks={c: 1 for c in out_index},
@@ -324,9 +338,68 @@ def reduce_rows(
         **_shared(kwargs),
     )
     partials = list(blocks.to_delayed(optimize_graph=True).ravel())
-    result = tree_reduce(partials, combine, split_every=split_every)
-    note_reader(X, result)
+    if plan is None:
+        result = tree_reduce(partials, combine, split_every=split_every)
+        note_reader(X, result)
+        return result
+    root, computed = _checkpointed_tree(partials, combine, split_every, plan, run)
+    run.computed["passes"] += 1
+    run.computed["blocks"] += computed
+    run.reused["blocks"] += len(partials) - computed
+    result = dask.delayed(checkpoint.finish_pass, pure=False)(
+        root, fs=plan.fs, path=plan.result_path
+    )
+    if computed:
+        note_reader(X, result)
     return result
+
+
+def _checkpoint_plan(run, block_fn, X, aligned, combine, split_every, kwargs):
+    """The pass's checkpoint plan, or None where the pass cannot be fingerprinted (it is
+    then computed as without a checkpoint)."""
+    shapes = [None if a is None else (a.shape, a.chunks, str(a.dtype)) for a in (X, *aligned)]
+    token = checkpoint.fingerprint(block_fn, combine, split_every, shapes, kwargs)
+    if token is None:
+        run.unkeyed += 1
+        return None
+    return run.plan_pass(token)
+
+
+def _load_result(fs, path):
+    return checkpoint.load_node(fs, path).partial
+
+
+def _checkpointed_tree(partials, combine, split_every, plan, run):
+    """:func:`tree_reduce`'s tree, each node read back where the checkpoint holds it and
+    merged by :func:`scalenc.engine.checkpoint.combine_node` (which saves it when worth
+    it) elsewhere. Node (level, j) covers the nodes [j·s, (j+1)·s) of the level below: the
+    same tree, merged in the same order, as without a checkpoint. Returns the root and
+    the number of blocks still to compute."""
+    sizes = [len(partials)]
+    while sizes[-1] > 1:
+        sizes.append(-(-sizes[-1] // split_every))
+
+    def build(level: int, index: int):
+        if (level, index) in plan.nodes:
+            run.reused["groups"] += 1
+            load = dask.delayed(checkpoint.load_node, pure=False)
+            return load(plan.fs, plan.node_path(level, index)), 0
+        if level == 0:
+            return partials[index], 1
+        below = range(index * split_every, min((index + 1) * split_every, sizes[level - 1]))
+        children = [build(level - 1, j) for j in below]
+        if len(children) == 1:  # a lone node passes up unchanged, as in tree_reduce
+            return children[0]
+        node = dask.delayed(checkpoint.combine_node, pure=False)(
+            *[child for child, _ in children],
+            combine=combine,
+            fs=plan.fs,
+            path=plan.node_path(level, index),
+            rule=plan.rule,
+        )
+        return node, sum(count for _, count in children)
+
+    return build(len(sizes) - 1, 0)
 
 
 def keep_on_workers(arr: da.Array) -> da.Array:
@@ -343,7 +416,9 @@ class RowCache:
     their disks under memory pressure). With an in-process or multiprocessing scheduler
     the first pass writes each block through to a ``.npy`` file in a temporary directory
     (in Dask's ``temporary-directory``) as it computes it, and later passes read the files
-    back memory-mapped. The write happens inside the block's own task, so the first pass
+    back memory-mapped (a block the first pass did not compute, because a resumed fit read
+    its partial from a checkpoint, is computed from the source). The write happens inside
+    the block's own task, so the first pass
     computes every block once (a separate store of the same lazy array would be
     optimised into a second graph that recomputes it), and blocks of any row chunking
     are kept as they are. Nothing goes through the client. Use as a context manager; the
@@ -382,12 +457,20 @@ class RowCache:
             return self._persisted
         src = self._source
         name = f"scalenc-cached-{tokenize(src, self._path)}"
-        graph = {
-            (name, *index): (_read_back, _block_file(self._path, index))
-            for index in np.ndindex(*src.numblocks)
-        }
+        graph, missing = {}, False
+        for index in np.ndindex(*src.numblocks):
+            path = _block_file(self._path, index)
+            if os.path.exists(path):
+                graph[(name, *index)] = (_read_back, path)
+            else:  # not computed by the first pass (a resumed fit read its partial back)
+                graph[(name, *index)] = (src.name, *index)
+                missing = True
+        dependencies = [src] if missing else []
         return da.Array(
-            HighLevelGraph.from_collections(name, graph), name, src.chunks, meta=src._meta
+            HighLevelGraph.from_collections(name, graph, dependencies=dependencies),
+            name,
+            src.chunks,
+            meta=src._meta,
         )
 
     def __exit__(self, *exc):

@@ -22,6 +22,7 @@ from scalenc.engine.reduce import from_numpy_rows
 from scalenc.exceptions import InputError, InputNotFoundError, InputPermissionError
 from scalenc.io import readers
 from scalenc.io.atomic import check_complete
+from scalenc.io.identity import remember_source
 from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
 from scalenc.io.tables import Table
 from scalenc.math.labels import UNLABELED, encode
@@ -252,8 +253,23 @@ def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
     """
     check_chunks(array, allow_missing=allow_missing_chunks)
     guard = ReadGuard(array)
-    name = f"from-zarr-{tokenize(array, 'scalenc-read-guard')}"
+    name = f"from-zarr-{tokenize(_zarr_location(array), 'scalenc-read-guard')}"
     return da.from_array(guard, chunks=array.chunks, name=name, lock=False, asarray=True)
+
+
+def _zarr_location(array):
+    """What names a Zarr array's reads, the same in every process: its store's full
+    location and the array's path, shape, chunks and dtype (the array itself where the
+    store has no location)."""
+    store = getattr(getattr(array, "store_path", None), "store", None)
+    root = getattr(store, "root", None)
+    if root is not None:
+        where = f"file://{os.path.abspath(os.fspath(root))}"
+    elif getattr(store, "fs", None) is not None and getattr(store, "path", None) is not None:
+        where = store.fs.unstrip_protocol(store.path)
+    else:
+        return array
+    return (where, array.path, array.shape, array.chunks, str(array.dtype))
 
 
 def _frame_labels(y) -> da.Array:
@@ -533,10 +549,15 @@ def load(
         labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
     if not isinstance(X, Table):  # a table's columns are encoded by the estimator
         X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
+    remember_source(X, fs, fs_path)
     if labels is not None:
         y = _open_labels(labels, storage_options)
     if y is not None:
         y = as_dask_labels(y, X, allow_missing_chunks=allow_missing_chunks)
+        if labels is None:
+            remember_source(y, fs, fs_path)
+        elif isinstance(labels, (str, os.PathLike)) and _looks_like_path(os.fspath(labels)):
+            remember_source(y, *readers.filesystem(os.fspath(labels), storage_options))
     return X, y
 
 

@@ -25,6 +25,7 @@ import fsspec
 import numpy as np
 
 from scalenc.exceptions import DataWarning, InputError, InputNotFoundError
+from scalenc.io.identity import source_token
 from scalenc.io.integrity import DamagedDataError
 from scalenc.io.tables import Table, column_kind
 
@@ -147,6 +148,18 @@ def split_frame(frame, label_column, source, feature_columns=None):
     return frame[features].to_numpy(), y
 
 
+class StableFileSystem:
+    """An fsspec file system whose Dask token is the same in every process (fsspec's own
+    depends on the process), so a graph reading files has the same name wherever it is
+    built: what a checkpoint recognises a loaded input by (:mod:`scalenc.io.identity`)."""
+
+    def __init__(self, fs):
+        self.fs = fs
+
+    def __dask_tokenize__(self):
+        return ("scalenc-file-system", tuple(np.atleast_1d(self.fs.protocol)))
+
+
 # --- Parquet -------------------------------------------------------------------------------
 
 
@@ -161,7 +174,7 @@ def _read_row_group(fs, path: str, index: int, columns: list[str]) -> np.ndarray
 def _read_row_group_frame(path: str, index: int, *, fs, columns: list[str]):
     import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
 
-    with fs.open(path, "rb") as fh:
+    with fs.fs.open(path, "rb") as fh:
         table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
     return table.to_pandas()
 
@@ -190,7 +203,7 @@ def _parquet_table(fs, footers, features, meta) -> Table:
         args=None,
         meta=meta,
         enforce_metadata=False,
-        fs=fs,
+        fs=StableFileSystem(fs),
         columns=features,
     )
     return Table(frame, lengths)
@@ -251,18 +264,27 @@ def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, sour
             if rows == 0:
                 continue
             if table is None:
-                read = dask.delayed(_read_row_group, pure=True)(fs, file, group, features)
-                x_blocks.append(da.from_delayed(read, shape=(rows, len(features)), dtype=dtype))
+                token = source_token(fs, file, group, features)
+                read = dask.delayed(_read_row_group, pure=True)(
+                    fs, file, group, features, dask_key_name=f"read-row-group-{token}"
+                )
+                x_blocks.append(
+                    da.from_delayed(
+                        read, shape=(rows, len(features)), dtype=dtype, name=f"rows-{token}"
+                    )
+                )
             if label_column is not None:
                 y_dtype = schema.field(label_column).type.to_pandas_dtype()
+                token = source_token(fs, file, group, label_column)
                 labels = dask.delayed(_read_labels_row_group, pure=True)(
-                    fs, file, group, label_column
+                    fs, file, group, label_column, dask_key_name=f"read-labels-{token}"
                 )
                 y_blocks.append(
                     da.from_delayed(
                         labels,
                         shape=(rows,),
                         dtype=np.dtype(y_dtype) if y_dtype is not object else object,
+                        name=f"labels-{token}",
                     )
                 )
     X = da.concatenate(x_blocks, axis=0) if table is None else table
@@ -300,8 +322,15 @@ def read_npy(fs, path: str, *, rows_per_block: int):
     blocks = []
     for start in range(0, shape[0], rows_per_block):
         stop = min(shape[0], start + rows_per_block)
-        read = dask.delayed(_read_npy_rows, pure=True)(fs, path, offset, start, stop, dtype, shape)
-        blocks.append(da.from_delayed(read, shape=(stop - start, *shape[1:]), dtype=dtype))
+        token = source_token(fs, path, start, stop)
+        read = dask.delayed(_read_npy_rows, pure=True)(
+            fs, path, offset, start, stop, dtype, shape, dask_key_name=f"read-npy-{token}"
+        )
+        blocks.append(
+            da.from_delayed(
+                read, shape=(stop - start, *shape[1:]), dtype=dtype, name=f"npy-rows-{token}"
+            )
+        )
     return da.concatenate(blocks, axis=0)
 
 

@@ -35,6 +35,7 @@ from collections import Counter
 import dask
 import dask.array as da
 import numpy as np
+from dask.base import tokenize
 
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import SPLIT_EVERY, reduce_rows, tree_reduce
@@ -164,6 +165,9 @@ class Table:
         if hasattr(self.frame, "to_delayed"):
             return list(self.frame.to_delayed())
         return [dask.delayed(self.frame, traverse=False)]
+
+    def __dask_tokenize__(self):
+        return ("scalenc.Table", tokenize(self.frame), self.lengths)
 
     def __repr__(self) -> str:
         kinds = Counter(column_kind(t) for t in self.dtypes)

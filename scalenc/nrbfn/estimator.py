@@ -31,8 +31,10 @@ from scalenc.base.estimator import (
     fit_stage,
     fit_streaming,
     memory_budget,
+    update_streaming,
 )
 from scalenc.base.validation import (
+    CHECKPOINT_CONSTRAINTS,
     TABLE_CONSTRAINTS,
     Integral,
     Interval,
@@ -55,6 +57,7 @@ from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
 __all__ = [
     "NRBFNClassifier",
     "DEFAULT_ALPHA_GRID",
+    "KEEP_STATISTICS_BYTES",
 ]
 
 
@@ -64,6 +67,10 @@ DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
 #: k of ``n_neighbors="auto"``: the paper's k = 20 (Section 7.1.1), at most the labeled
 #: rows − 1.
 AUTO_NEIGHBORS = 20
+
+#: ``keep_statistics="auto"`` keeps ΦᵀΦ when it takes at most this many bytes (a basis of
+#: up to 5792 rows): what lets :meth:`NRBFNClassifier.partial_fit` update a model.
+KEEP_STATISTICS_BYTES = 256 * 2**20
 
 # --- nRBFN --------------------------------------------------------------------------------
 
@@ -165,6 +172,12 @@ class NRBFNClassifier(_RegressionClassifier):
         Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
     split_every : int, default=8
         Fan-in of the tree reductions.
+    {checkpoint parameter}
+    keep_statistics : bool or "auto", default="auto"
+        Keep ΦᵀΦ (r×r) and ΦᵀY (K×r) after ``fit``, in the model and its file, so that
+        :meth:`partial_fit` can update the model with new rows. ``"auto"``: when ΦᵀΦ
+        takes at most :data:`KEEP_STATISTICS_BYTES` (256 MiB: a basis of up to 5792
+        rows); a larger basis makes them too large to keep by default.
 
     Attributes
     ----------
@@ -280,6 +293,8 @@ class NRBFNClassifier(_RegressionClassifier):
         handle_missing="error",
         chunk_rows=None,
         split_every=8,
+        checkpoint=None,
+        keep_statistics="auto",
     ):
         self.n_neighbors = n_neighbors
         self.confidence_threshold = confidence_threshold
@@ -297,6 +312,8 @@ class NRBFNClassifier(_RegressionClassifier):
         self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
+        self.checkpoint = checkpoint
+        self.keep_statistics = keep_statistics
 
     # --- parameters ---------------------------------------------------------------
 
@@ -313,9 +330,10 @@ class NRBFNClassifier(_RegressionClassifier):
         "random_state": ["random_state"],
         "unlabeled": [Real, str, None],
         **TABLE_CONSTRAINTS,
-        **TABLE_CONSTRAINTS,
+        **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
+        "keep_statistics": ["boolean", StrOptions({"auto"})],
     }
 
     def _check_params(self) -> tuple[float, ...]:
@@ -420,6 +438,86 @@ class NRBFNClassifier(_RegressionClassifier):
                 )
         with fit_stage(self, "solve"):
             self._solve(net.gram, self.alpha_)
+
+    #: the statistics :meth:`partial_fit` extends
+    _statistics = "_gram_total"
+
+    def partial_fit(self, X, y, classes=None):
+        """Update the network with a new batch of rows, reading only the batch.
+
+        The basis G and the width σ stay as ``fit`` chose them; the batch's ΦᵀΦ and ΦᵀY
+        (one pass) are added to the model's and the weights solved again. With a fixed λ
+        this is exactly the network that the normal equations of every row seen give for
+        that basis and σ; what an update cannot do is choose the basis again (rows of a
+        new region of the data get no basis row of their own: refit when the data
+        drift). With several λ (``alpha="cv"`` or a sequence), λ is chosen again by the
+        error on the batch of each λ's weights solved before the batch was added (the
+        batch is held out from them): one more pass over the batch. On a model not fitted
+        yet, the first call is ``fit`` on the batch. Needs the statistics that ``fit``
+        keeps (``keep_statistics``).
+
+        Parameters
+        ----------
+        X, y : the new batch.
+        classes : array-like, optional
+            Every class; checked against the model's (an update cannot add a class).
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import NRBFNClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> old, new = np.arange(150) % 3 != 0, np.arange(150) % 3 == 0
+        >>> model = NRBFNClassifier(n_basis=20, random_state=0).fit(X[old], y[old])
+        >>> model = model.partial_fit(X[new], y[new])
+        >>> model.n_passes_, model.n_updates_, model.basis_.shape
+        (1, 1, (20, 4))
+        >>> float(model.score(X, y)) > 0.9
+        True
+        """
+        return update_streaming(self, X, y, classes)
+
+    def _update(self, X, codes):
+        """The batch's ΦᵀΦ and ΦᵀY added to the model's; λ chosen again on the batch
+        where there are several; the solve."""
+        grid = self._alpha_grid()
+        total = self._gram_total
+        errors = None
+        if len(grid) > 1:  # each λ's weights before the batch, scored on the batch
+            weights = np.stack([ridge_solve(total["M"][0], total["B"][0], lam)[0] for lam in grid])
+            with fit_stage(self, "cv"):
+                (errors,) = compute(
+                    nrbfn_passes.cv_error_pass(
+                        X, codes, self.basis_, self.sigma_, weights[None], 0,
+                        split_every=self.split_every,
+                    )
+                )  # fmt: skip
+        with fit_stage(self, "gram"):
+            (gram,) = compute(
+                nrbfn_passes.gram_pass(
+                    X, codes, self.basis_, self.sigma_, self.classes_.size,
+                    split_every=self.split_every,
+                )
+            )  # fmt: skip
+        merged = {key: total[key] + gram[key] for key in ("M", "B", "count")}
+        if errors is not None:
+            n_batch = max(int(gram["count"].sum()), 1)
+            self.alpha_, self.cv_error_ = grid[int(np.argmin(errors))], errors / n_batch
+        with fit_stage(self, "solve"):
+            self._solve(merged, self.alpha_)
+
+    def _no_statistics_reason(self) -> str:
+        r = self.basis_.shape[0]
+        return (
+            f"with keep_statistics={self.keep_statistics!r} and a basis of {r} rows, whose "
+            f"ΦᵀΦ of {8 * r * r / 2**20:.0f} MiB was not kept; fit with keep_statistics=True "
+            "to update it later"
+        )
 
     def _keep_network(self, net) -> None:
         """The fitted attributes of the network that ``fit`` keeps."""
@@ -559,6 +657,12 @@ class NRBFNClassifier(_RegressionClassifier):
             M, B = gram["M"][0], gram["B"][0]
         else:
             M, B = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
+        r = M.shape[0]
+        keep = self.keep_statistics
+        if keep is True or (keep == "auto" and 8 * r * r <= KEEP_STATISTICS_BYTES):
+            self._gram_total = {"M": M[None], "B": B[None], "count": gram["count"].sum()[None]}
+        else:
+            self._gram_total = None
         self.weights_, problem = ridge_solve(M, B, lam)
         if problem:
             _warn_singular(type(self).__name__, lam, problem)

@@ -9,8 +9,10 @@ import numpy as np
 from scalenc.base.estimator import (
     fit_streaming,
     refuse_nonfinite,
+    update_streaming,
 )
 from scalenc.base.validation import (
+    CHECKPOINT_CONSTRAINTS,
     TABLE_CONSTRAINTS,
     Integral,
     Interval,
@@ -19,6 +21,7 @@ from scalenc.base.validation import (
 )
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.math import moments as _blocks
 from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
@@ -57,6 +60,7 @@ class LRClassifier(_RegressionClassifier):
         Dask input keeps its chunks unless this is set.
     split_every : int, default=8
         Fan-in of the tree reduction that sums the blocks' normal equations.
+    {checkpoint parameter}
 
     Attributes
     ----------
@@ -73,7 +77,9 @@ class LRClassifier(_RegressionClassifier):
     rank_ : int or None
         Numerical rank of Ã; None when p + 1 exceeds :data:`MAX_RANK_BASIS`.
     n_passes_ : int
-        1.
+        1 (``partial_fit``: 1 over the new batch).
+    n_updates_ : int
+        ``partial_fit`` updates since ``fit`` (0 after ``fit``).
 
     Notes
     -----
@@ -81,6 +87,10 @@ class LRClassifier(_RegressionClassifier):
     scatter (Chan et al.'s pairwise merge, no cancellation); ÃÃᵀ and FÃᵀ follow exactly:
     ÃÃᵀ = diag(βn, S_w + Σ_k n_k (μ_k − x̄)(μ_k − x̄)ᵀ), FÃᵀ = [√β n_k, n_k (μ_k − x̄)].
     Memory per task: one block plus O(p² + K p). The solve is (p+1)×(p+1).
+
+    The class moments are kept (and saved in model files, O(K p + p²)), so
+    :meth:`partial_fit` updates the model with new rows exactly: the same model as ``fit``
+    on all rows, to rounding.
 
     Examples
     --------
@@ -107,6 +117,7 @@ class LRClassifier(_RegressionClassifier):
         handle_missing="error",
         chunk_rows=None,
         split_every=8,
+        checkpoint=None,
     ):
         self.alpha = alpha
         self.beta = beta
@@ -116,13 +127,14 @@ class LRClassifier(_RegressionClassifier):
         self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
+        self.checkpoint = checkpoint
 
     _parameter_constraints: dict = {
         "alpha": [Interval(Real, 0.0, None, closed="left")],
         "beta": [Interval(Real, 0.0, None, closed="neither")],
         "unlabeled": [Real, str, None],
         **TABLE_CONSTRAINTS,
-        **TABLE_CONSTRAINTS,
+        **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
     }
@@ -159,6 +171,56 @@ class LRClassifier(_RegressionClassifier):
             )
         )
         refuse_nonfinite(moments["nonfinite"])
+        self._from_moments(moments)
+
+    #: the statistics :meth:`partial_fit` extends
+    _statistics = "_moments_total"
+
+    def partial_fit(self, X, y, classes=None):
+        """Update the model with a new batch of rows, reading only the batch.
+
+        The class moments of the batch (one pass) are merged with the model's (Chan et
+        al.'s pairwise merge) and the normal equations solved again: exactly the model of
+        ``fit`` on every row seen, to rounding. On a model not fitted yet, the first call
+        is ``fit`` on the batch, which must hold labeled rows of every class.
+
+        Parameters
+        ----------
+        X, y : the new batch (y: ``unlabeled`` marks rows left out).
+        classes : array-like, optional
+            Every class; checked against the model's (an update cannot add a class).
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_iris
+        >>> from scalenc import LRClassifier
+        >>> X, y = load_iris(return_X_y=True)
+        >>> old, new = np.arange(150) % 3 != 0, np.arange(150) % 3 == 0
+        >>> model = LRClassifier().fit(X[old], y[old]).partial_fit(X[new], y[new])
+        >>> model.n_passes_, model.n_updates_
+        (1, 1)
+        >>> bool(np.allclose(model.coef_, LRClassifier().fit(X, y).coef_, rtol=1e-10))
+        True
+        """
+        return update_streaming(self, X, y, classes)
+
+    def _update(self, X, codes):
+        """One pass of the batch's class moments, merged with the model's, and the solve."""
+        (batch,) = compute(
+            passes.class_moments_pass(
+                X, codes, self.classes_.size, scatter=True, split_every=self.split_every
+            )
+        )
+        refuse_nonfinite(batch["nonfinite"])
+        self._from_moments(_blocks.merge_partials(self._moments_total, batch))
+
+    def _from_moments(self, moments):
+        self._moments_total = moments
         self.mean_, gram, cross = nb.lrc_normal_equations(moments, self.beta)
         self._solve(gram, cross, moments["n"].sum())
 

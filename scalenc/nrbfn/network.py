@@ -15,7 +15,7 @@ import dask.array as da
 import numpy as np
 
 from scalenc.base.estimator import refuse_nonfinite, timed_stage
-from scalenc.engine import passes
+from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
@@ -156,8 +156,14 @@ def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
 
 
 def _knn_all_rows(X, codes, k, split_every):
-    """Exact search for every labeled row: block pairs, one pass per row block of X."""
-    (results,) = compute(passes.kneighbors_all_rows(X, codes, k, split_every=split_every))
+    """Exact search for every labeled row: block pairs, one pass per row block of X (kept
+    in a checkpointed fit's checkpoint: its graph is not one reduction of X's blocks)."""
+
+    def search():
+        return compute(passes.kneighbors_all_rows(X, codes, k, split_every=split_every))[0]
+
+    token = checkpoint.fingerprint(X, codes, k, split_every)
+    results = search() if token is None else checkpoint.remembered(f"knn-{token}", search)
     neighbors = {
         key: np.concatenate([res[0][key] for res in results]) for key in ("dist2", "index", "label")
     }

@@ -1,0 +1,630 @@
+"""Checkpoints of a fit's passes: what a killed fit computed is read back, not redone.
+
+Every pass is a tree reduction of small partials (:func:`scalenc.engine.reduce.reduce_rows`),
+so one mechanism serves every pass of every estimator. While a fit runs inside
+:func:`checkpointing`, each pass writes, to the checkpoint location (a local path or an
+fsspec URL: a shared file system or an object store that every worker can reach):
+
+* the merged partial of a completed *group* of row blocks: a node of the pass's reduction
+  tree, written by the task that merged it (on a worker) when the work it would save is
+  worth the write (:func:`_worth_writing`: at least :data:`MIN_SECONDS` of computation
+  not yet saved, and a write estimated at no more than :data:`WRITE_SHARE` of it);
+* the pass's result, once it is complete.
+
+A rerun with the same checkpoint reads back a finished pass's result (no read of X) or,
+for a pass that was cut off, the saved groups, and computes only the blocks outside them.
+The resumed tree has the same shape and merge order as an uninterrupted one, so the
+result is the same to the bit.
+
+What is trusted:
+
+* A checkpoint is keyed to what its results depend on (:class:`CheckpointRun`'s ``key``:
+  the input's identity, its row chunking, the estimator's parameters, the scalenc
+  version). A rerun whose key differs is refused with
+  :class:`~scalenc.exceptions.CheckpointMismatchError` naming what changed, or, with the
+  Dask config ``scalenc.checkpoint.on-change: restart``, starts afresh.
+* A pass's files live under a fingerprint of the pass itself (its block function, merge,
+  shapes and chunks of its inputs, and every argument shared by its blocks, such as the
+  class means of an earlier pass), so a partial is only ever merged into the pass that
+  made it. A pass whose arguments cannot be fingerprinted deterministically is computed
+  without a checkpoint.
+* Each file carries a SHA-256 of its content, checked before the file is used; a
+  truncated, altered or unreadable file is removed and its blocks computed again (with a
+  :class:`~scalenc.exceptions.CheckpointWarning`), never merged. Files are written under
+  a temporary name and renamed (one ``put`` on an object store), so a kill mid-write
+  leaves no file that looks complete. Their content is a pickle read back by an
+  unpickler that builds only NumPy arrays, plain containers and scalenc's own classes,
+  so reading a checkpoint runs no other code.
+
+Settings, from the Dask config (``dask.config.set`` or ``DASK_SCALENC__CHECKPOINT__…``
+environment variables): ``scalenc.checkpoint.on-change`` (``"error"``, the default, or
+``"restart"``), ``scalenc.checkpoint.keep`` (keep the checkpoint after a successful fit;
+default False: it is removed), ``scalenc.checkpoint.storage-options`` (fsspec options
+for a URL, such as an object store's endpoint; never written to the checkpoint), and the
+group rule ``scalenc.checkpoint.min-seconds`` and ``scalenc.checkpoint.write-share``
+(defaults :data:`MIN_SECONDS` and :data:`WRITE_SHARE`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import io
+import json
+import os
+import pickle
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import dask
+import fsspec
+import numpy as np
+from dask.base import tokenize
+
+from scalenc.exceptions import CheckpointMismatchError, CheckpointWarning, InputError
+
+__all__ = [
+    "CheckpointRun",
+    "checkpointing",
+    "active_run",
+    "remembered",
+    "checkpoint_settings",
+    "MIN_SECONDS",
+    "WRITE_SHARE",
+]
+
+#: A group of blocks is saved only when at least this many seconds of its computation are
+#: not saved yet: losing less on a kill is cheaper than the files.
+MIN_SECONDS = 2.0
+#: A group is saved only when its write is estimated at no more than this share of the
+#: unsaved computation it protects; each second of computation is protected by at most
+#: one write, so the writes cost at most this share of a pass.
+WRITE_SHARE = 0.05
+#: The write rate assumed before a process has measured one (bytes per second): an object
+#: store's, conservatively.
+_ASSUMED_WRITE_RATE = 50e6
+
+_MAGIC = b"scalenc-checkpoint 1\n"
+_MANIFEST = "manifest.json"
+_CONFIG = "scalenc.checkpoint"
+_RESULT = "result"
+
+
+def checkpoint_settings() -> dict:
+    """The checkpoint settings of the Dask config: ``on_change``, ``keep`` and
+    ``storage_options``.
+
+    Examples
+    --------
+    >>> import dask
+    >>> from scalenc.engine.checkpoint import checkpoint_settings
+    >>> checkpoint_settings()["on_change"]
+    'error'
+    >>> with dask.config.set({"scalenc.checkpoint.keep": True}):
+    ...     checkpoint_settings()["keep"]
+    True
+    """
+    on_change = dask.config.get(f"{_CONFIG}.on-change", "error")
+    if on_change not in ("error", "restart"):
+        raise InputError(
+            f"The Dask config {_CONFIG}.on-change must be 'error' or 'restart'; got {on_change!r}."
+        )
+    rule = (
+        float(dask.config.get(f"{_CONFIG}.min-seconds", MIN_SECONDS)),
+        float(dask.config.get(f"{_CONFIG}.write-share", WRITE_SHARE)),
+    )
+    keep = dask.config.get(f"{_CONFIG}.keep", False)
+    if isinstance(keep, str):
+        keep = keep.strip().lower() in ("1", "true", "yes", "on")
+    options = dask.config.get(f"{_CONFIG}.storage-options", None) or {}
+    return {
+        "on_change": on_change,
+        "keep": bool(keep),
+        "storage_options": dict(options),
+        "rule": rule,
+    }
+
+
+# --- files --------------------------------------------------------------------------------
+
+
+def _encode(value) -> bytes:
+    payload = pickle.dumps(value, protocol=5)
+    header = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}
+    return _MAGIC + json.dumps(header).encode() + b"\n" + payload
+
+
+class _Damaged(Exception):
+    """A checkpoint file that cannot be trusted; the message says why."""
+
+
+def _read_header(fh) -> dict:
+    magic = fh.read(len(_MAGIC))
+    if magic != _MAGIC:
+        raise _Damaged("it does not start as a scalenc checkpoint file")
+    line = b""
+    while len(line) < 4096 and not line.endswith(b"\n"):  # fsspec files: no readline(size)
+        char = fh.read(1)
+        if not char:
+            break
+        line += char
+    try:
+        header = json.loads(line)
+        return {"sha256": str(header["sha256"]), "bytes": int(header["bytes"])}
+    except (ValueError, KeyError, TypeError):
+        raise _Damaged("its header is unreadable") from None
+
+
+def _verify(fs, path: str) -> None:
+    """Check a file's checksum, streaming (nothing of the size of its content is held)."""
+    with fs.open(path, "rb") as fh:
+        header = _read_header(fh)
+        digest = hashlib.sha256()
+        size = 0
+        while chunk := fh.read(1 << 24):
+            digest.update(chunk)
+            size += len(chunk)
+    if size != header["bytes"]:
+        raise _Damaged(f"it holds {size} bytes of content where its header says {header['bytes']}")
+    if digest.hexdigest() != header["sha256"]:
+        raise _Damaged("its content does not match its checksum")
+
+
+def _decode(data: bytes):
+    buffer = io.BytesIO(data)
+    header = _read_header(buffer)
+    payload = buffer.read()
+    if len(payload) != header["bytes"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
+        raise _Damaged("its content does not match its checksum")
+    try:
+        return _RestrictedUnpickler(io.BytesIO(payload)).load()
+    except _Damaged:
+        raise
+    except Exception as exc:
+        raise _Damaged(f"its content cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+_ALLOWED_GLOBALS = {
+    ("builtins", name) for name in ("set", "frozenset", "complex", "slice", "range", "bytearray")
+} | {
+    ("collections", "OrderedDict"),
+    ("collections", "Counter"),
+    ("copyreg", "_reconstructor"),
+    ("builtins", "object"),
+}
+_NUMPY_GLOBALS = {
+    "_reconstruct",
+    "scalar",
+    "_frombuffer",
+    "ndarray",
+    "dtype",
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Builds NumPy arrays and scalars, plain containers and scalenc's classes; refuses
+    any other global (a function to call, a class from elsewhere)."""
+
+    def find_class(self, module, name):
+        allowed = (
+            (module, name) in _ALLOWED_GLOBALS
+            or (module.split(".")[0] == "numpy" and (name in _NUMPY_GLOBALS or "dtypes" in module))
+            or module == "scalenc"
+            or module.startswith("scalenc.")
+        )
+        if allowed:
+            found = super().find_class(module, name)
+            if module.startswith("scalenc") and not isinstance(found, type):
+                raise _Damaged(f"it names {module}.{name}, which is not a class")
+            return found
+        raise _Damaged(f"it names {module}.{name}, which a checkpoint never holds")
+
+
+def _is_local(fs) -> bool:
+    protocols = np.atleast_1d(fs.protocol)
+    return any(p in ("file", "local", "memory") for p in protocols)
+
+
+def _write(fs, path: str, data: bytes) -> None:
+    """``data`` at ``path`` all at once: a temporary sibling renamed (one ``put`` on an
+    object store, which publishes it whole)."""
+    if not _is_local(fs):
+        fs.pipe_file(path, data)
+        return
+    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        with fs.open(tmp, "wb") as fh:
+            fh.write(data)
+            if hasattr(fh, "flush"):
+                fh.flush()
+            with contextlib.suppress(AttributeError, OSError, io.UnsupportedOperation):
+                os.fsync(fh.fileno())
+        fs.mv(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            if fs.exists(tmp):
+                fs.rm(tmp)
+
+
+# --- the runtime side: group saves inside the reduction's tasks ---------------------------
+
+#: Measured write rate of this process (bytes per second), updated after each write.
+_WRITE_RATE = [_ASSUMED_WRITE_RATE]
+
+
+@dataclass
+class Timed:
+    """A partial with the seconds of computation it holds that no saved file covers."""
+
+    partial: object
+    unsaved: float
+
+
+def _worth_writing(nbytes: int, unsaved: float, rule: tuple[float, float]) -> bool:
+    min_seconds, share = rule
+    return unsaved >= min_seconds and nbytes / _WRITE_RATE[0] <= share * unsaved
+
+
+def _save(fs, path: str, partial) -> None:
+    start = time.perf_counter()
+    data = _encode(partial)
+    _write(fs, path, data)
+    elapsed = max(time.perf_counter() - start, 1e-6)
+    _WRITE_RATE[0] = 0.5 * _WRITE_RATE[0] + 0.5 * (len(data) / elapsed)
+
+
+def timed_block(block_partial, *args, **kwargs) -> Timed:
+    """One block's partial (``block_partial(*args, **kwargs)``) with its seconds."""
+    start = time.perf_counter()
+    partial = block_partial(*args, **kwargs)
+    return Timed(partial, time.perf_counter() - start)
+
+
+def combine_node(
+    *children: Timed, combine, fs, path: str, rule=(MIN_SECONDS, WRITE_SHARE)
+) -> Timed:
+    """Merge a node's children; save the merged partial at ``path`` when worth it
+    (``rule``: the least unsaved seconds, and the largest share of them a write may
+    cost)."""
+    start = time.perf_counter()
+    partial = combine(*[child.partial for child in children])
+    unsaved = sum(child.unsaved for child in children) + (time.perf_counter() - start)
+    if _worth_writing(_nbytes(partial), unsaved, rule):
+        try:
+            _save(fs, path, partial)
+            unsaved = 0.0
+        except Exception as exc:  # a failed save loses nothing but the save
+            warnings.warn(
+                f"A checkpoint file could not be written at {path!r} "
+                f"({type(exc).__name__}: {exc}); the fit goes on without it.",
+                CheckpointWarning,
+                stacklevel=2,
+            )
+    return Timed(partial, unsaved)
+
+
+def load_node(fs, path: str) -> Timed:
+    """A saved node read back (its checksum checked again where it is read)."""
+    with fs.open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return Timed(_decode(data), 0.0)
+    except _Damaged as exc:
+        raise CheckpointMismatchError(
+            f"The checkpoint file {path!r} changed while the fit read it ({exc}); run the "
+            "fit again to compute its blocks again."
+        ) from None
+
+
+def finish_pass(root: Timed, *, fs, path: str):
+    """The pass's result, saved whole, then handed on as the plain partial."""
+    try:
+        _save(fs, path, root.partial)
+    except Exception as exc:
+        warnings.warn(
+            f"The checkpoint of a finished pass could not be written at {path!r} "
+            f"({type(exc).__name__}: {exc}); the fit goes on without it.",
+            CheckpointWarning,
+            stacklevel=2,
+        )
+    return root.partial
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if hasattr(value, "__dict__"):
+        return sum(_nbytes(v) for v in vars(value).values())
+    return 64
+
+
+# --- the client side: the run and its passes ----------------------------------------------
+
+
+@dataclass
+class PassPlan:
+    """What a pass finds in the checkpoint: its finished result, or its saved nodes."""
+
+    fs: object
+    directory: str
+    rule: tuple = (MIN_SECONDS, WRITE_SHARE)
+    result: str | None = None
+    nodes: set = field(default_factory=set)
+
+    def node_path(self, level: int, index: int) -> str:
+        return f"{self.directory}/node-{level}-{index}"
+
+    @property
+    def result_path(self) -> str:
+        return f"{self.directory}/{_RESULT}"
+
+
+class CheckpointRun:
+    """One fit's checkpoint: its location, its key and what it reused.
+
+    Parameters
+    ----------
+    url : str or path-like
+        The checkpoint location, a directory (created if absent).
+    key : dict
+        What the fit's results depend on, as JSON: sections such as ``"X"``, ``"y"``,
+        ``"parameters"``, ``"version"``; compared section by section on a rerun.
+    on_change : {"error", "restart"}
+    storage_options : dict, optional
+    """
+
+    def __init__(self, url, key: dict, *, on_change="error", storage_options=None, rule=None):
+        self.url = os.fspath(url)
+        self.rule = rule or (MIN_SECONDS, WRITE_SHARE)
+        self.key = json.loads(json.dumps(key, sort_keys=True, default=str))
+        self.on_change = on_change
+        self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
+        self.root = self.root.rstrip("/") or "/"
+        self.reused = {"passes": 0, "groups": 0, "blocks": 0}
+        self.computed = {"passes": 0, "blocks": 0}
+        self.unkeyed = 0
+        self.resumed = False
+
+    # the manifest -----------------------------------------------------------------------
+
+    def open(self) -> CheckpointRun:
+        """Read the manifest (refusing another fit's checkpoint) or write a new one."""
+        path = f"{self.root}/{_MANIFEST}"
+        manifest = None
+        if self.fs.exists(path):
+            try:
+                manifest = _decode(self.fs.cat_file(path))
+                if not isinstance(manifest, dict) or "key" not in manifest:
+                    raise _Damaged("it holds no key")
+            except (_Damaged, OSError) as exc:
+                warnings.warn(
+                    f"The checkpoint at {self.url!r} has a damaged manifest ({exc}); it is "
+                    "started afresh.",
+                    CheckpointWarning,
+                    stacklevel=3,
+                )
+                manifest = None
+                self._clear()
+        if manifest is not None:
+            changes = describe_changes(manifest["key"], self.key)
+            if not changes:
+                self.resumed = True
+                return self
+            if self.on_change == "error":
+                raise CheckpointMismatchError(
+                    f"The checkpoint at {self.url!r} was written by another fit, so it is not "
+                    f"resumed: {'; '.join(changes)}. Use another checkpoint location, remove "
+                    "this one, or start it afresh (dask config "
+                    "scalenc.checkpoint.on-change='restart'; the command's "
+                    "--restart-checkpoint)."
+                )
+            self._clear()
+        self.fs.makedirs(self.root, exist_ok=True)
+        _write(self.fs, path, _encode({"key": self.key, "created": time.time()}))
+        return self
+
+    def _clear(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            for entry in self.fs.ls(self.root, detail=False):
+                self.fs.rm(entry, recursive=True)
+
+    def remove(self) -> None:
+        """Remove the checkpoint (after a successful fit)."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self.root, recursive=True)
+
+    # passes ------------------------------------------------------------------------------
+
+    def plan_pass(self, fingerprint: str) -> PassPlan:
+        """The pass's directory and what of it can be trusted (checksums checked here;
+        damaged files removed with a warning)."""
+        directory = f"{self.root}/passes/{fingerprint}"
+        plan = PassPlan(self.fs, directory, self.rule)
+        try:
+            names = [p.rsplit("/", 1)[-1] for p in self.fs.ls(directory, detail=False)]
+        except FileNotFoundError:
+            names = []
+        if not names:
+            self.fs.makedirs(directory, exist_ok=True)
+        for name in names:
+            if ".tmp-" in name:
+                continue  # a write cut off: never renamed, never read
+            path = f"{directory}/{name}"
+            if name == _RESULT or name.startswith("node-"):
+                if self._trusted(path):
+                    if name == _RESULT:
+                        plan.result = path
+                    else:
+                        level, index = name[len("node-") :].split("-")
+                        plan.nodes.add((int(level), int(index)))
+        return plan
+
+    def _trusted(self, path: str) -> bool:
+        try:
+            _verify(self.fs, path)
+            return True
+        except (_Damaged, OSError) as exc:
+            warnings.warn(
+                f"The checkpoint file {path!r} is damaged ({exc}); its blocks are computed again.",
+                CheckpointWarning,
+                stacklevel=4,
+            )
+            with contextlib.suppress(OSError):
+                self.fs.rm(path)
+            return False
+
+    def remembered(self, name: str, compute):
+        """``compute()``'s value, stored in the checkpoint the first time and read back on
+        a rerun: for the fit's decisions that depend on the moment (the memory free, the
+        measured rates), so that a resumed fit decides as the first run did."""
+        path = f"{self.root}/decisions/{name}"
+        if self.fs.exists(path):
+            try:
+                return _decode(self.fs.cat_file(path))
+            except (_Damaged, OSError):
+                pass
+        value = compute()
+        self.fs.makedirs(f"{self.root}/decisions", exist_ok=True)
+        _write(self.fs, path, _encode(value))
+        return value
+
+    def summary(self) -> dict:
+        """What this fit reused and computed: passes, groups and blocks."""
+        return {
+            "path": self.url,
+            "resumed": self.resumed,
+            "passes_reused": self.reused["passes"],
+            "groups_reused": self.reused["groups"],
+            "blocks_reused": self.reused["blocks"],
+            "passes_computed": self.computed["passes"],
+            "blocks_computed": self.computed["blocks"],
+            "passes_not_checkpointed": self.unkeyed,
+        }
+
+
+_ACTIVE: contextvars.ContextVar[CheckpointRun | None] = contextvars.ContextVar(
+    "scalenc_checkpoint", default=None
+)
+
+
+def active_run() -> CheckpointRun | None:
+    """The checkpoint of the fit running in this context, or None."""
+    return _ACTIVE.get()
+
+
+def remembered(name: str, compute):
+    """``compute()``, or, in a checkpointed fit, the value its first run computed
+    (:meth:`CheckpointRun.remembered`)."""
+    run = _ACTIVE.get()
+    return compute() if run is None else run.remembered(name, compute)
+
+
+@contextlib.contextmanager
+def checkpointing(url, key: dict, *, settings: dict | None = None) -> Iterator[CheckpointRun]:
+    """Run the block with a checkpoint at ``url`` keyed to ``key``.
+
+    On a normal exit the checkpoint is removed, unless ``settings["keep"]``; on an error
+    (or a signal) it stays for the rerun.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import dask.array as da
+    >>> from scalenc.engine.checkpoint import checkpointing
+    >>> from scalenc.engine.cluster import compute
+    >>> from scalenc.engine.passes import label_counts_pass
+    >>> codes = da.arange(100, chunks=10) % 2
+    >>> folder = tempfile.mkdtemp()
+    >>> with checkpointing(folder, {"codes": "0, 1, ..."}, settings={"keep": True}) as run:
+    ...     (counts,) = compute(label_counts_pass(codes, 2))
+    >>> with checkpointing(folder, {"codes": "0, 1, ..."}) as run:  # read back, not computed
+    ...     (again,) = compute(label_counts_pass(codes, 2))
+    >>> counts.tolist(), again.tolist(), run.summary()["passes_reused"]
+    ([50, 50], [50, 50], 1)
+    """
+    settings = {**checkpoint_settings(), **(settings or {})}
+    run = CheckpointRun(
+        url,
+        key,
+        on_change=settings["on_change"],
+        storage_options=settings["storage_options"],
+        rule=settings["rule"],
+    ).open()
+    token = _ACTIVE.set(run)
+    try:
+        yield run
+    finally:
+        _ACTIVE.reset(token)
+    if not settings["keep"]:
+        run.remove()
+
+
+def describe_changes(old: dict, new: dict) -> list[str]:
+    """What differs between two checkpoint keys, in words (empty when they are equal)."""
+    changes = []
+    for section in sorted(set(old) | set(new)):
+        before, after = old.get(section), new.get(section)
+        if before == after:
+            continue
+        if section == "parameters" and isinstance(before, dict) and isinstance(after, dict):
+            names = sorted(n for n in set(before) | set(after) if before.get(n) != after.get(n))
+            shown = ", ".join(f"{n}: {before.get(n)!r} → {after.get(n)!r}" for n in names[:6])
+            changes.append(f"the parameters changed ({shown})")
+        elif isinstance(before, dict) and isinstance(after, dict):
+            changes.append(f"{section} changed ({_dict_change(before, after)})")
+        else:
+            changes.append(f"{section} changed ({before!r} → {after!r})")
+    return changes
+
+
+def _dict_change(before: dict, after: dict) -> str:
+    parts = []
+    for name in sorted(set(before) | set(after)):
+        a, b = before.get(name), after.get(name)
+        if a == b:
+            continue
+        if name == "files" and isinstance(a, dict) and isinstance(b, dict):
+            changed = sorted(f for f in set(a) | set(b) if a.get(f) != b.get(f))
+            listed = ", ".join(
+                f"{f!r} ({_file_state(a.get(f))} → {_file_state(b.get(f))})" for f in changed[:3]
+            )
+            more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            parts.append(f"{len(changed)} file(s) differ: {listed}{more}")
+        elif name == "graph":
+            parts.append(
+                "its Dask graph is another one (other steps on the data, or a graph whose "
+                "task names are random: open the data with scalenc.load, build it from "
+                "pure functions)"
+            )
+        else:
+            parts.append(f"{name}: {_short(a)} → {_short(b)}")
+    return "; ".join(parts)
+
+
+def _file_state(state) -> str:
+    if state is None:
+        return "absent"
+    size, stamp = state
+    return f"{size} bytes, {stamp}"
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def fingerprint(*parts) -> str | None:
+    """A deterministic token of a pass's parts, or None where one cannot be made."""
+    try:
+        with dask.config.set({"tokenize.ensure-deterministic": True}):
+            return tokenize(*parts)
+    except Exception:
+        return None

@@ -1,0 +1,214 @@
+"""Incremental updates (issue 25): ``partial_fit`` and ``scalenc fit --update`` read only
+the new rows and give, where the statistics are sums, the model of ``fit`` on every row.
+
+Oracles: ``fit`` on all rows (LRC, the linear encoder: exact), the normal equations of
+every row with the fitted basis and σ (nRBFN, ``tests/test_nrbfn.py``'s ``weights_for``),
+and the head ``fit`` computes over every row on the same embedding (CCDRClassifier).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import dask.array as da
+import numpy as np
+import pytest
+from _counting import counted
+from conftest import make_blobs
+from test_nrbfn import weights_for
+
+from scalenc import (
+    CCDRClassifier,
+    EncoderClassifier,
+    LRClassifier,
+    NRBFNClassifier,
+    write_dataset,
+)
+from scalenc.persist import load_model, save_model
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def halves():
+    X, y = make_blobs(n=1600, p=5, K=3, seed=11, sep=1.5, unlabeled=0.05)
+    return (X[:1000], y[:1000]), (X[1000:], y[1000:]), (X, y)
+
+
+def _close(a, b, rtol):
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.abs(b).max())
+
+
+@pytest.mark.parametrize("chunks", [1000, 170])
+def test_lrc_update_equals_fit_on_all_rows_and_reads_only_the_batch(halves, chunks):
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    model = LRClassifier().fit(da.from_array(Xa, chunks=chunks), ya)
+    Xc, reads = counted(Xb, chunks)
+    model.partial_fit(Xc, yb)
+    assert reads.passes() == 1 and model.n_passes_ == 1 and model.n_updates_ == 1
+    reference = LRClassifier().fit(X, y)
+    for name in ("weights_", "coef_", "intercept_", "mean_"):
+        _close(getattr(model, name), getattr(reference, name), 1e-10)
+    assert model.fitting_error_ == pytest.approx(reference.fitting_error_, rel=1e-10)
+
+
+def test_lrc_partial_fit_from_scratch_and_in_pieces(halves):
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    model = LRClassifier()
+    for rows in np.array_split(np.arange(len(y)), 4):
+        model.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
+    assert model.n_updates_ == 3
+    _close(model.weights_, LRClassifier().fit(X, y).weights_, 1e-10)
+
+
+def test_encoder_update_after_fit_equals_fit_on_all_rows(halves):
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    model = EncoderClassifier().fit(Xa, ya).partial_fit(Xb, yb)
+    reference = EncoderClassifier().fit(X, y)
+    _close(model.class_means_, reference.class_means_, 1e-10)
+    _close(model.coef_, reference.coef_, 1e-10)
+
+
+def test_nrbfn_update_solves_the_normal_equations_of_every_row(halves):
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    params = dict(n_basis=40, alpha=1e-5, random_state=0)
+    model = NRBFNClassifier(**params).fit(Xa, ya)
+    basis, sigma = model.basis_.copy(), model.sigma_
+    Xc, reads = counted(Xb, 200)
+    model.partial_fit(Xc, yb)
+    assert reads.passes() == 1 and model.n_passes_ == 1
+    np.testing.assert_array_equal(model.basis_, basis)
+    assert model.sigma_ == sigma
+    labeled = y >= 0
+    oracle = weights_for(X[labeled], y[labeled], basis, sigma, 1e-5)
+    _close(model.weights_, oracle, 1e-6)
+    # the same rows in other batches: the same sums, to rounding
+    pieces = NRBFNClassifier(**params).fit(Xa, ya)
+    for rows in np.array_split(np.arange(len(yb)), 3):
+        pieces.partial_fit(Xb[rows], yb[rows])
+    _close(pieces.weights_, model.weights_, 1e-10)
+
+
+def test_nrbfn_update_chooses_lambda_on_the_held_out_batch(halves):
+    (Xa, ya), (Xb, yb), _ = halves
+    model = NRBFNClassifier(n_basis=40, alpha="cv", random_state=0).fit(Xa, ya)
+    before = copy.deepcopy(model)
+    Xc, reads = counted(Xb, 200)
+    model.partial_fit(Xc, yb)
+    assert reads.passes() == 2 and model.n_passes_ == 2  # the batch scored, then its Gram
+    labeled = yb >= 0
+    errors = []
+    for lam in (1e-5, 1e-9, 1e-13):  # each λ's weights before the batch, on the batch
+        b = copy.deepcopy(before)
+        b._solve(b._gram_total, lam)
+        errors.append(np.mean(b.predict(Xb[labeled]) != yb[labeled]))
+    np.testing.assert_allclose(model.cv_error_, errors)
+    assert model.alpha_ == (1e-5, 1e-9, 1e-13)[int(np.argmin(errors))]
+
+
+def test_nrbfn_without_statistics_says_how_to_keep_them(halves):
+    (Xa, ya), (Xb, yb), _ = halves
+    model = NRBFNClassifier(n_basis=40, keep_statistics=False, random_state=0).fit(Xa, ya)
+    with pytest.raises(
+        ValueError,
+        match=r"keep_statistics=False and a basis of 40 rows.*fit with keep_statistics=True",
+    ):
+        model.partial_fit(Xb, yb)
+
+
+@pytest.mark.parametrize("head", ["linear", "lda"])
+def test_ccdr_heads_update_equals_the_head_over_every_row(halves, head):
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    model = CCDRClassifier(subsample_size=200, classifier=head, random_state=0).fit(Xa, ya)
+    oracle = copy.deepcopy(model)
+    # fit's head over every row, on the same embedding
+    oracle.head_ = oracle._fit_head(da.from_array(X, chunks=400), da.from_array(y, chunks=400))
+    Xc, reads = counted(Xb, 150)
+    model.partial_fit(Xc, yb)
+    assert reads.passes() == 1 and model.n_passes_ == 1
+    np.testing.assert_array_equal(model.centers_, oracle.centers_)
+    _close(model.predict_proba(Xb), oracle.predict_proba(Xb), 1e-9)
+    np.testing.assert_array_equal(model.predict(X), oracle.predict(X))
+
+
+def test_ccdr_knn_head_cannot_be_updated(halves):
+    (Xa, ya), (Xb, yb), _ = halves
+    model = CCDRClassifier(subsample_size=200, classifier="knn", random_state=0).fit(Xa, ya)
+    with pytest.raises(ValueError, match="classifier='knn', which votes among the subsample"):
+        model.partial_fit(Xb, yb)
+
+
+def test_an_update_cannot_add_a_class(halves):
+    (Xa, ya), (Xb, yb), _ = halves
+    model = LRClassifier().fit(Xa, ya)
+    with pytest.raises(ValueError, match=r"differs from the model's classes \[0, 1, 2\]"):
+        model.partial_fit(Xb, yb, classes=[0, 1, 2, 3])
+    with pytest.raises(ValueError, match="3"):
+        model.partial_fit(Xb, np.where(yb == 2, 3, yb))
+    first = LRClassifier()
+    with pytest.raises(ValueError, match=r"first partial_fit batch .* not of \[7\]"):
+        first.partial_fit(Xa, ya, classes=[0, 1, 2, 7])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: LRClassifier(),
+        lambda: NRBFNClassifier(n_basis=40, random_state=0),
+        lambda: CCDRClassifier(subsample_size=200, random_state=0),
+        lambda: EncoderClassifier(),
+    ],
+    ids=["lrc", "nrbfn", "ccdr-classifier", "encoder"],
+)
+def test_a_saved_model_updates_as_the_one_in_memory(halves, tmp_path, make):
+    (Xa, ya), (Xb, yb), _ = halves
+    model = make().fit(Xa, ya)
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m").partial_fit(Xb, yb)
+    model.partial_fit(Xb, yb)
+    np.testing.assert_array_equal(loaded.predict_proba(Xb), model.predict_proba(Xb))
+
+
+def test_command_update_reads_only_the_new_data_and_leaves_the_old_model(halves, tmp_path):
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    write_dataset(da.from_array(Xa, chunks=250), ya, str(tmp_path / "old.zarr"))
+    write_dataset(da.from_array(Xb, chunks=200), yb, str(tmp_path / "new.zarr"))
+    cli = [sys.executable, "-m", "scalenc.cli"]
+    subprocess.run(
+        [*cli, "fit", "lrc", "--data", tmp_path / "old.zarr", "--model-out", tmp_path / "m0"],
+        check=True,
+        capture_output=True,
+    )
+    before = {p: p.read_bytes() for p in (tmp_path / "m0").rglob("*") if p.is_file()}
+    done = subprocess.run(
+        [
+            *cli, "fit", "lrc", "--data", tmp_path / "new.zarr", "--update", tmp_path / "m0",
+            "--model-out", tmp_path / "m1", "--json", tmp_path / "s.json",
+        ],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "updated lrc (LRClassifier) model" in done.stdout
+        and "update 1 since its fit" in done.stdout
+    )
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["passes"] == 1 and summary["data"]["rows"] == len(yb)
+    assert before == {p: p.read_bytes() for p in (tmp_path / "m0").rglob("*") if p.is_file()}
+    updated = load_model(tmp_path / "m1")
+    _close(updated.weights_, LRClassifier().fit(X, y).weights_, 1e-10)
+    refused = subprocess.run(
+        [
+            *cli, "fit", "lrc", "--data", tmp_path / "new.zarr", "--update", tmp_path / "m0",
+            "--model-out", tmp_path / "m2", "--set", "alpha=1",
+        ],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    assert "keeps the model's parameters; drop alpha" in refused.stderr
