@@ -34,10 +34,36 @@ def make_blobs(n=300, p=6, K=3, *, seed=0, sep=3.0, dtype=np.float64, unlabeled=
     return X.astype(dtype), y
 
 
+@pytest.fixture(scope="session")
+def process_pool():
+    """The worker processes of Dask's ``processes`` scheduler, started once per test run.
+
+    Left to itself, that scheduler starts a new pool of spawned processes for every
+    ``compute`` and shuts it down after it (each new process importing NumPy, Dask and
+    scalenc), so a fit of several passes started several pools. The pool is made as Dask
+    makes its own (its context, its initializer, a fixed PYTHONHASHSEED inherited by the
+    workers): the tests still run in other processes, reused across computes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from dask.multiprocessing import get_context, initialize_worker_process
+    from dask.system import CPU_COUNT
+
+    if os.environ.get("PYTHONHASHSEED") in (None, "0"):
+        os.environ["PYTHONHASHSEED"] = "6640"  # what dask.multiprocessing.get sets
+    pool = ProcessPoolExecutor(
+        CPU_COUNT, mp_context=get_context(), initializer=initialize_worker_process
+    )
+    yield pool
+    pool.shutdown()
+
+
 @pytest.fixture(params=["threads", "sync", "processes"])
 def scheduler(request):
-    """Run the test body under each in-process / multiprocess Dask scheduler."""
-    with dask.config.set(scheduler=request.param):
+    """Run the test body under each in-process / multiprocess Dask scheduler (the
+    ``processes`` one on the session's :func:`process_pool`; the threaded scheduler would
+    take that pool too, so a test nests ``sync`` for its in-process reference)."""
+    pool = {"pool": request.getfixturevalue("process_pool")} if request.param == "processes" else {}
+    with dask.config.set(scheduler=request.param, **pool):
         yield request.param
 
 

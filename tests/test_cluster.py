@@ -677,9 +677,10 @@ def certs(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def tls_processes(tmp_path, certs):
-    procs = DaskProcesses(tmp_path / "cluster", n_workers=1, tls_dir=certs / "good")
+@pytest.fixture(scope="module")
+def tls_processes(tmp_path_factory, certs):
+    """A TLS scheduler and one worker for the module's TLS tests (they must not kill them)."""
+    procs = DaskProcesses(tmp_path_factory.mktemp("tls"), n_workers=1, tls_dir=certs / "good")
     try:
         yield procs.start()
     finally:
@@ -1101,11 +1102,12 @@ def test_deploy_dask_commands_use_real_options():
 
 
 def small_job_file(tmp_path: Path) -> Path:
-    """deploy/jobs/job.toml with its workdir in tmp_path and 10× fewer rows."""
+    """deploy/jobs/job.toml with its workdir in tmp_path and 100× fewer rows (blocks too)."""
     text = (DEPLOY / "jobs" / "job.toml").read_text()
     text = text.replace('workdir = "/data/scalenc-job"', f'workdir = "{tmp_path / "work"}"')
-    text = re.sub(r"^n = (\d+)0$", r"n = \1", text, flags=re.M)
-    text = re.sub(r"^chunk_rows = (\d+)0$", r"chunk_rows = \1", text, flags=re.M)
+    text, n = re.subn(r"^n = (\d+)00$", r"n = \1", text, flags=re.M)
+    text, chunks = re.subn(r"^chunk_rows = (\d+)00$", r"chunk_rows = \1", text, flags=re.M)
+    assert n == chunks == 2, "deploy/jobs/job.toml no longer has two make-data steps"
     path = tmp_path / "job.toml"
     path.write_text(text)
     return path
