@@ -43,7 +43,7 @@ def test_default_numpy_blocks_give_every_core_a_block(monkeypatch):
     assert as_dask_array(X).chunks[0] == (25_000, 25_000)
     assert as_dask_array(X[:150]).chunks[0] == (150,)  # small data stays one block
     assert as_dask_array(X[:10_000]).chunks[0] == (8192, 1808)
-    wide = np.lib.stride_tricks.as_strided(np.zeros(1), (100_000, 4096), (0, 0))
+    wide = np.lib.stride_tricks.as_strided(np.zeros(1), (10_000, 4096), (0, 0))  # 328 MB
     assert max(as_dask_array(wide).chunks[0]) == 64 * 2**20 // (4096 * 8)  # bytes bound
     monkeypatch.setattr(data, "CPU_COUNT", 8)
     assert len(as_dask_array(X).chunks[0]) == 7  # 50 000 / 8192: the row floor
