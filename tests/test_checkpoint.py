@@ -122,6 +122,23 @@ def test_rerun_reads_every_finished_pass_back_and_gives_the_same_model(make, dat
     assert_same_model(reference, again)
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kw: NRBFNClassifier(n_basis=30, **kw),
+        lambda **kw: CCDRClassifier(subsample_size=150, **kw),
+    ],
+    ids=["nrbfn", "ccdr-classifier"],
+)
+def test_a_seed_drawn_for_random_state_none_is_drawn_again_on_resume(make, data, tmp_path):
+    X, y = data
+    with dask.config.set({"scalenc.checkpoint.keep": True}):
+        first = make(checkpoint=str(tmp_path / "ck")).fit(X, y)
+        again = make(checkpoint=str(tmp_path / "ck")).fit(X, y)
+    assert again.n_passes_ == 0 and again.checkpoint_summary_["passes_computed"] == 0
+    assert_same_model(first, again)
+
+
 def test_a_successful_fit_removes_its_checkpoint(data, tmp_path):
     X, y = data
     LRClassifier(checkpoint=str(tmp_path / "ck")).fit(X, y)
@@ -340,8 +357,28 @@ def _wait_for(predicate, what: str, timeout: float = 120.0, proc=None):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def _saved_nodes(checkpoint: Path) -> list[Path]:
-    return [p for p in checkpoint.glob("passes/*/node-*") if ".tmp-" not in p.name]
+def _kill_when(proc, predicate, *, first=None) -> None:
+    """SIGKILL ``proc`` (after calling ``first``) once ``predicate()`` holds."""
+    try:
+        _wait_for(predicate, "the checkpoint files to kill at", proc=proc)
+        if first is not None:
+            first()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.stdout.close()
+
+
+def _unfinished_pass_nodes(checkpoint: Path) -> list[tuple[int, int]]:
+    """(level, index) of the saved nodes of the one pass without a result."""
+    (unfinished,) = [d for d in checkpoint.glob("passes/*") if not (d / "result").exists()]
+    return [
+        tuple(map(int, p.name[len("node-") :].split("-")))
+        for p in unfinished.glob("node-*")
+        if ".tmp-" not in p.name
+    ]
 
 
 def _unfinished_nodes(checkpoint: Path) -> int:
@@ -385,28 +422,12 @@ def test_api_fit_sigkilled_mid_pass_resumes_reading_only_the_rest(big_zarr, tmp_
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    try:
-        _wait_for(
-            lambda: len(_logged_blocks(log)) >= 24 and _unfinished_nodes(checkpoint) >= 2,
-            "two saved groups of the pass over X",
-            proc=proc,
-        )
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stdout.close()
+    _kill_when(proc, lambda: len(_logged_blocks(log)) >= 24 and _unfinished_nodes(checkpoint) >= 2)
     assert proc.returncode == -signal.SIGKILL and not out.exists()
     read_before = len(_logged_blocks(log))
     assert 0 < read_before < 64, "the kill did not land mid-pass"
 
-    (unfinished,) = [d for d in checkpoint.glob("passes/*") if not (d / "result").exists()]
-    nodes = [
-        tuple(map(int, p.name[len("node-") :].split("-")))
-        for p in unfinished.glob("node-*")
-        if ".tmp-" not in p.name
-    ]
+    nodes = _unfinished_pass_nodes(checkpoint)
     covered = _covered(nodes, 64)
     log.unlink()
     os.environ[LOG_ENV] = str(log)
@@ -440,18 +461,7 @@ def test_command_fit_sigkilled_resumes_and_says_what_it_reused(big_zarr, tmp_pat
     )
     fit = ["fit", "nrbfn", "--data", big_zarr, "--set", "n_basis=40", "--set", "random_state=0"]
     proc = _cli(*fit, "--model-out", tmp_path / "killed", "--checkpoint", checkpoint, env=env)
-    try:
-        _wait_for(
-            lambda: len(list(checkpoint.glob("passes/*/result"))) >= 2,
-            "two finished passes",
-            proc=proc,
-        )
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.stdout.close()
+    _kill_when(proc, lambda: len(list(checkpoint.glob("passes/*/result"))) >= 2)
     assert not (tmp_path / "killed").exists()
     proc = _cli(
         *fit,
@@ -543,26 +553,15 @@ def test_resumed_on_a_new_cluster_after_scheduler_and_workers_are_killed(big_zar
         list(map(str, job)), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     try:
-        _wait_for(
+        _kill_when(
+            proc,
             lambda: len(_logged_blocks(log)) >= 24 and _unfinished_nodes(checkpoint) >= 2,
-            "two saved groups of the pass over X",
-            proc=proc,
+            first=cluster.kill,
         )
-        cluster.kill()
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
     finally:
         cluster.kill()
-        if proc.poll() is None:
-            proc.kill()
-        proc.stdout.close()
     assert not out.exists()
-    (unfinished,) = [d for d in checkpoint.glob("passes/*") if not (d / "result").exists()]
-    nodes = [
-        tuple(map(int, p.name[len("node-") :].split("-")))
-        for p in unfinished.glob("node-*")
-        if ".tmp-" not in p.name
-    ]
+    nodes = _unfinished_pass_nodes(checkpoint)
     log.unlink()
     cluster = Cluster(tmp_path / "cluster2", env).start()
     try:
@@ -644,3 +643,90 @@ def test_checkpoint_on_an_object_store_resumes_and_catches_a_changed_object(s3, 
     Xs2, ys2 = load("s3://ckpt-bucket/train.zarr", storage_options=s3)
     with dask.config.set(config), pytest.raises(CheckpointMismatchError, match=r"file\(s\) differ"):
         LRClassifier(checkpoint=url).fit(Xs2, ys2)
+
+
+# --- the benchmark scripts, end to end on tiny sizes --------------------------------------------
+
+
+@pytest.mark.slow
+def test_checkpoint_benchmark_runs(tmp_path):
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [
+            sys.executable, str(ROOT / "benchmarks" / "checkpoint_scale.py"), "--quick",
+            "--rows", "60000", "--basis", "200", "--chunk-rows", "5000", "--json", out,
+        ],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| scheduler | plain s | checkpointed s | overhead |" in done.stdout
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["update_over_refit"] > 0 and result["reused"]["path"].endswith("ckpt")
+
+
+@pytest.mark.slow
+def test_update_drift_benchmark_runs(tmp_path):
+    pytest.importorskip("numpy")
+    data = Path(os.environ.get("SCALENC_DATA_DIR", ROOT.parent / "shared" / "data"))
+    if not (data / "satimage.npz").exists():
+        pytest.skip("satimage.npz is absent (set SCALENC_DATA_DIR)")
+    done = subprocess.run(
+        [
+            sys.executable, str(ROOT / "benchmarks" / "update_drift.py"), "--datasets",
+            "satimage", "--start", "0.7", "--step", "0.3", "--json", tmp_path / "d.json",
+        ],
+        capture_output=True, text=True, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "d.json").read_text())
+    assert {r["method"] for r in rows} == {"nrbfn", "ccdr-linear"}
+    assert all(0 <= r["updated_error"] < 0.5 for r in rows)
+
+
+def test_a_parquet_table_with_categories_resumes(tmp_path):
+    """A Parquet file with string columns (encoded inside the fit): the same file loaded
+    again is the same input; its categories pass and the fit's passes are read back."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "age": rng.normal(40, 10, 3000),
+            "city": rng.choice(["Oslo", "Rome", "Lima"], 3000),
+            "y": rng.integers(0, 2, 3000),
+        }
+    )
+    path = tmp_path / "people.parquet"
+    frame.to_parquet(path, row_group_size=500)
+    X, y = load(path, label_column="y")
+    reference = LRClassifier().fit(X, y)
+    with dask.config.set({"scalenc.checkpoint.keep": True}):
+        LRClassifier(checkpoint=str(tmp_path / "ck")).fit(X, y)
+        X2, y2 = load(path, label_column="y")
+        again = LRClassifier(checkpoint=str(tmp_path / "ck")).fit(X2, y2)
+    assert again.checkpoint_summary_["passes_computed"] == 0 and again.n_passes_ == 0
+    assert_same_model(reference, again)
+
+
+def test_a_job_file_checkpoint_is_relative_to_its_workdir(big_zarr, tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text(
+        f"""
+[job]
+workdir = "{tmp_path / "work"}"
+
+[[step]]
+command = "fit"
+method = "lrc"
+data = "{big_zarr}"
+model_out = "model"
+checkpoint = "ck"
+keep_checkpoint = true
+"""
+    )
+    (tmp_path / "work").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "scalenc.cli", "run", str(job)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "work" / "ck" / "manifest.json").exists()

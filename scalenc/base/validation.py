@@ -97,11 +97,12 @@ _CHECKPOINT_DOC = """\
         parameters and the scalenc version: another fit's checkpoint is refused with
         :class:`~scalenc.exceptions.CheckpointMismatchError` saying what changed, and a
         damaged file is computed again, never merged. It is removed when the fit
-        succeeds. Settings in the Dask config (:mod:`scalenc.engine.checkpoint`):
-        ``scalenc.checkpoint.on-change`` (``"restart"`` starts another fit's checkpoint
-        afresh), ``scalenc.checkpoint.keep``, ``scalenc.checkpoint.storage-options``. On a
-        cluster, give a location every worker can write (a shared file system or an
-        object store). None: no checkpoint.
+        succeeds; ``checkpoint_summary_`` then says what the fit read back and what it
+        computed (``n_passes_`` counts the passes it computed). Settings in the Dask
+        config (:mod:`scalenc.engine.checkpoint`): ``scalenc.checkpoint.on-change``
+        (``"restart"`` starts another fit's checkpoint afresh), ``scalenc.checkpoint.keep``,
+        ``scalenc.checkpoint.storage-options``. On a cluster, give a location every
+        worker can write (a shared file system or an object store). None: no checkpoint.
 """
 
 

@@ -39,7 +39,7 @@ from scalenc.base.validation import (
 )
 from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes as ccdr_passes
-from scalenc.engine import passes
+from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import blas_single_thread, compute
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import InputError, MemoryBudgetError
@@ -300,7 +300,10 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
         take = _sampling.stratum_shares(counts, self.subsample_size, floor)
         n_draws = 1 if self.subsample_size >= n else self.n_subsamples
-        rng = np.random.default_rng(check_random_state(self.random_state).randint(2**31 - 1))
+        seed = checkpoint.remembered(  # a resumed fit draws as its first run did
+            "ccdr-seed", lambda: int(check_random_state(self.random_state).randint(2**31 - 1))
+        )
+        rng = np.random.default_rng(seed)
         ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
         offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
         (found,) = compute(

@@ -5,10 +5,11 @@ so one mechanism serves every pass of every estimator. While a fit runs inside
 :func:`checkpointing`, each pass writes, to the checkpoint location (a local path or an
 fsspec URL: a shared file system or an object store that every worker can reach):
 
-* the merged partial of a completed *group* of row blocks: a node of the pass's reduction
-  tree, written by the task that merged it (on a worker) when the work it would save is
-  worth the write (:func:`_worth_writing`: at least :data:`MIN_SECONDS` of computation
-  not yet saved, and a write estimated at no more than :data:`WRITE_SHARE` of it);
+* the partial of a row block or the merged partial of a completed *group* of blocks: a
+  node of the pass's reduction tree, written by the task that computed it (on a worker)
+  when the work it would save is worth the write (:func:`_worth_writing`: at least
+  :data:`MIN_SECONDS` of computation not yet saved, and a write estimated at no more
+  than :data:`WRITE_SHARE` of it);
 * the pass's result, once it is complete.
 
 A rerun with the same checkpoint reads back a finished pass's result (no read of X) or,
@@ -84,9 +85,11 @@ MIN_SECONDS = 2.0
 #: unsaved computation it protects; each second of computation is protected by at most
 #: one write, so the writes cost at most this share of a pass.
 WRITE_SHARE = 0.05
-#: The write rate assumed before a process has measured one (bytes per second): an object
-#: store's, conservatively.
-_ASSUMED_WRITE_RATE = 50e6
+#: The write rates assumed before a process has measured one (bytes per second): a local
+#: or shared file system's, and an object store's, both conservatively.
+_ASSUMED_WRITE_RATE = {True: 300e6, False: 50e6}
+#: Writes of at least this many bytes update the measured rate.
+_RATE_SAMPLE_BYTES = 4 * 2**20
 
 _MAGIC = b"scalenc-checkpoint 1\n"
 _MANIFEST = "manifest.json"
@@ -252,8 +255,9 @@ def _write(fs, path: str, data: bytes) -> None:
 
 # --- the runtime side: group saves inside the reduction's tasks ---------------------------
 
-#: Measured write rate of this process (bytes per second), updated after each write.
-_WRITE_RATE = [_ASSUMED_WRITE_RATE]
+#: Measured write rates of this process (bytes per second; local file systems and object
+#: stores apart), updated after each write.
+_WRITE_RATE = dict(_ASSUMED_WRITE_RATE)
 
 
 @dataclass
@@ -264,9 +268,10 @@ class Timed:
     unsaved: float
 
 
-def _worth_writing(nbytes: int, unsaved: float, rule: tuple[float, float]) -> bool:
+def _worth_writing(fs, nbytes: int, unsaved: float, rule: tuple[float, float]) -> bool:
     min_seconds, share = rule
-    return unsaved >= min_seconds and nbytes / _WRITE_RATE[0] <= share * unsaved
+    rate = _WRITE_RATE[_is_local(fs)]
+    return unsaved >= min_seconds and nbytes / rate <= share * unsaved
 
 
 def _save(fs, path: str, partial) -> None:
@@ -274,14 +279,39 @@ def _save(fs, path: str, partial) -> None:
     data = _encode(partial)
     _write(fs, path, data)
     elapsed = max(time.perf_counter() - start, 1e-6)
-    _WRITE_RATE[0] = 0.5 * _WRITE_RATE[0] + 0.5 * (len(data) / elapsed)
+    if len(data) >= _RATE_SAMPLE_BYTES:  # small writes measure latency, not the rate
+        local = _is_local(fs)
+        _WRITE_RATE[local] = 0.5 * _WRITE_RATE[local] + 0.5 * (len(data) / elapsed)
 
 
-def timed_block(block_partial, *args, **kwargs) -> Timed:
-    """One block's partial (``block_partial(*args, **kwargs)``) with its seconds."""
+def _save_if_worth(partial, unsaved: float, fs, path: str, rule) -> float:
+    """Save ``partial`` when its unsaved seconds are worth the write; the seconds left
+    unsaved. A failed save loses nothing but the save."""
+    if not _worth_writing(fs, _nbytes(partial), unsaved, rule):
+        return unsaved
+    try:
+        _save(fs, path, partial)
+        return 0.0
+    except Exception as exc:
+        warnings.warn(
+            f"A checkpoint file could not be written at {path!r} "
+            f"({type(exc).__name__}: {exc}); the fit goes on without it.",
+            CheckpointWarning,
+            stacklevel=3,
+        )
+        return unsaved
+
+
+def timed_block(block_partial, save, block_id, *args, **kwargs) -> Timed:
+    """One block's partial (``block_partial(*args, **kwargs)``) with its seconds, saved as
+    node (0, block) of its pass when worth it (``save``: the file system, the pass's
+    directory and the rule)."""
     start = time.perf_counter()
     partial = block_partial(*args, **kwargs)
-    return Timed(partial, time.perf_counter() - start)
+    unsaved = time.perf_counter() - start
+    fs, directory, rule = save
+    unsaved = _save_if_worth(partial, unsaved, fs, f"{directory}/node-0-{block_id[0]}", rule)
+    return Timed(partial, unsaved)
 
 
 def combine_node(
@@ -293,18 +323,7 @@ def combine_node(
     start = time.perf_counter()
     partial = combine(*[child.partial for child in children])
     unsaved = sum(child.unsaved for child in children) + (time.perf_counter() - start)
-    if _worth_writing(_nbytes(partial), unsaved, rule):
-        try:
-            _save(fs, path, partial)
-            unsaved = 0.0
-        except Exception as exc:  # a failed save loses nothing but the save
-            warnings.warn(
-                f"A checkpoint file could not be written at {path!r} "
-                f"({type(exc).__name__}: {exc}); the fit goes on without it.",
-                CheckpointWarning,
-                stacklevel=2,
-            )
-    return Timed(partial, unsaved)
+    return Timed(partial, _save_if_worth(partial, unsaved, fs, path, rule))
 
 
 def load_node(fs, path: str) -> Timed:

@@ -28,7 +28,7 @@ import numpy as np
 from dask.base import is_dask_collection, tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
-from dask.layers import ArraySliceDep
+from dask.layers import ArrayBlockIdDep, ArraySliceDep
 from dask.sizeof import sizeof
 
 from scalenc.engine import checkpoint
@@ -322,8 +322,13 @@ def reduce_rows(
             run.reused["passes"] += 1
             run.reused["blocks"] += X.numblocks[0]
             return dask.delayed(_load_result, pure=False)(plan.fs, plan.result)
-    # with a checkpoint, each block's partial comes with its seconds (timed_block)
-    head = [_block_partial] if plan is None else [checkpoint.timed_block, _block_partial, None]
+    # with a checkpoint, each block's partial comes with its seconds and is saved when
+    # worth it (timed_block, told the pass's directory and the block's number)
+    head = [_block_partial]
+    if plan is not None:
+        save = (plan.fs, plan.directory, plan.rule)
+        block_id = ArrayBlockIdDep((X.chunks[0],))
+        head = [checkpoint.timed_block, _block_partial, None, save, None, block_id, "i"]
     blocks = da.blockwise(
         *head[:1],
         out_index,

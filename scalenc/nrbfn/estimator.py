@@ -43,7 +43,7 @@ from scalenc.base.validation import (
     document_table_parameters,
     invalid,
 )
-from scalenc.engine import passes
+from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.folds import held_out, row_folds
 from scalenc.exceptions import BasisCappedWarning, DataWarning, InputError
@@ -363,7 +363,11 @@ class NRBFNClassifier(_RegressionClassifier):
     def _seed(self) -> int:
         if isinstance(self.random_state, numbers.Integral):
             return int(self.random_state)
-        return int(check_random_state(self.random_state).randint(0, 2**31 - 1))
+        # a resumed fit draws as its first run did
+        return checkpoint.remembered(
+            "nrbfn-seed",
+            lambda: int(check_random_state(self.random_state).randint(0, 2**31 - 1)),
+        )
 
     # --- fit ----------------------------------------------------------------------
 
