@@ -47,9 +47,8 @@ def drift(name: str, method: str, start: float, step: float, seed: int) -> list[
     Xtr, ytr, Xte, yte = _dataset(name)
     order = np.random.default_rng(seed).permutation(len(ytr))
     Xtr, ytr = Xtr[order], ytr[order]
-    stops = [int(len(ytr) * start)]
-    while stops[-1] < len(ytr):
-        stops.append(min(len(ytr), stops[-1] + int(len(ytr) * step)))
+    shares = np.arange(start, 1.0 + 1e-9, step)
+    stops = sorted({min(len(ytr), round(len(ytr) * share)) for share in shares} | {len(ytr)})
     rows = []
     model = None
     for i, stop in enumerate(stops):

@@ -536,6 +536,7 @@ class Cluster:
 
 
 @pytest.mark.cluster
+@pytest.mark.slow  # two clusters started, about 25 s: CI runs it with -m slow
 def test_resumed_on_a_new_cluster_after_scheduler_and_workers_are_killed(big_zarr, tmp_path):
     """The fit's client, scheduler and workers are all SIGKILLed mid-pass; a new cluster
     and another client process resume it from the workers' saved groups."""
