@@ -23,8 +23,9 @@ from dask.delayed import Delayed
 
 from scalenc import CCDRClassifier, NRBFNClassifier, write_output
 from scalenc.engine import reduce as _engine
+from scalenc.engine.checkpoint import nbytes_of as _nbytes
 from scalenc.engine.cluster import compute
-from scalenc.engine.reduce import SCATTER_BYTES, _nbytes, _shared, map_rows
+from scalenc.engine.reduce import SCATTER_BYTES, _shared, map_rows
 
 pytestmark = pytest.mark.cluster
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import hashlib
 import io
 import json
@@ -65,6 +66,7 @@ import dask
 import fsspec
 import numpy as np
 from dask.base import tokenize
+from dask.sizeof import sizeof
 
 from scalenc.exceptions import CheckpointMismatchError, CheckpointWarning, InputError
 
@@ -287,7 +289,7 @@ def _save(fs, path: str, partial) -> None:
 def _save_if_worth(partial, unsaved: float, fs, path: str, rule) -> float:
     """Save ``partial`` when its unsaved seconds are worth the write; the seconds left
     unsaved. A failed save loses nothing but the save."""
-    if not _worth_writing(fs, _nbytes(partial), unsaved, rule):
+    if not _worth_writing(fs, nbytes_of(partial), unsaved, rule):
         return unsaved
     try:
         _save(fs, path, partial)
@@ -353,16 +355,20 @@ def finish_pass(root: Timed, *, fs, path: str):
     return root.partial
 
 
-def _nbytes(value) -> int:
+def nbytes_of(value) -> int:
+    """Bytes held by ``value``, counting the arrays inside containers, dataclasses and
+    other objects (what a partial costs to write, or to send to the workers)."""
     if isinstance(value, np.ndarray):
         return value.nbytes
     if isinstance(value, (tuple, list, set, frozenset)):
-        return sum(_nbytes(v) for v in value)
+        return sum(nbytes_of(v) for v in value)
     if isinstance(value, dict):
-        return sum(_nbytes(v) for v in value.values())
-    if hasattr(value, "__dict__"):
-        return sum(_nbytes(v) for v in vars(value).values())
-    return 64
+        return sum(nbytes_of(v) for v in value.values())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes_of(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return sum(nbytes_of(v) for v in vars(value).values())
+    return sizeof(value)
 
 
 # --- the client side: the run and its passes ----------------------------------------------

@@ -16,7 +16,6 @@ The named passes of each method are in :mod:`scalenc.engine.passes`, built on th
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import tempfile
@@ -29,7 +28,6 @@ from dask.base import is_dask_collection, tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayBlockIdDep, ArraySliceDep
-from dask.sizeof import sizeof
 
 from scalenc.engine import checkpoint
 from scalenc.engine.cluster import (
@@ -147,7 +145,7 @@ _NOT_A_VALUE = object()
 def _share(value, client):
     if client is not None:
         literal = _literal(value)
-        if literal is not _NOT_A_VALUE and _nbytes(literal) > SCATTER_BYTES:
+        if literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES:
             key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
             future = _SCATTERED.get(key)
             if future is None or future.status != "finished":
@@ -240,19 +238,6 @@ def _holds_collection(value) -> bool:
     if isinstance(value, dict):
         return any(_holds_collection(v) for v in value.values())
     return False
-
-
-def _nbytes(value) -> int:
-    """Bytes held by ``value``, counting the arrays inside containers and dataclasses."""
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, (tuple, list)):
-        return sum(_nbytes(v) for v in value)
-    if isinstance(value, dict):
-        return sum(_nbytes(v) for v in value.values())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return sum(_nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
-    return sizeof(value)
 
 
 def _value_key(value) -> str:
