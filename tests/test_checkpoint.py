@@ -454,6 +454,7 @@ def _cli(*args, env=None, **kwargs):
     )
 
 
+@pytest.mark.slow  # 15 s of processes; the API SIGKILL test stays in the default run
 def test_command_fit_sigkilled_resumes_and_says_what_it_reused(big_zarr, tmp_path):
     checkpoint = tmp_path / "ck"
     env = _env(

@@ -248,6 +248,7 @@ def test_models_saved_to_and_loaded_from_s3(s3, data):
         load_model(url, storage_options=s3)
 
 
+@pytest.mark.slow  # 23 s: four command runs; the S3 command test below stays in the default run
 def test_the_readme_batch_example_runs_unchanged_on_s3(s3, tmp_path):
     """README's batch commands, word for word, with ``W`` an S3 prefix of the test server;
     credentials and endpoint come from the environment, as on a real cluster."""

@@ -73,6 +73,7 @@ def _stream_oracle(path):
     return U, spread, Z, yz[:]
 
 
+@pytest.mark.slow  # 35 s with its 1.2 GB store; the small-worker fits below stay in the default run
 def test_fit_predict_larger_than_worker_memory(store, tmp_path, limited_client):
     total = N * P * 4
     assert total > 2.5 * MEMORY_LIMIT
@@ -98,6 +99,7 @@ def test_fit_predict_larger_than_worker_memory(store, tmp_path, limited_client):
     assert accuracy == pytest.approx(np.mean(pred[lab] == labels[lab]))
 
 
+@pytest.mark.slow  # shares the 1.2 GB store
 def test_multi_kernel_fit_larger_than_worker_memory(store):
     X, y = load(store)
     # the cache persisted on the worker and spilled (``"auto"`` would compute Z again here

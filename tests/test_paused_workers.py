@@ -263,6 +263,7 @@ def test_worker_resumed_before_the_wait_fit_completes(small_cluster):
         np.testing.assert_allclose(got[name], value, rtol=1e-12, err_msg=name)
 
 
+@pytest.mark.slow  # 15 s of pauses on its own cluster; the other two pause tests stay in the default run
 @pytest.mark.timeout(120)
 def test_clock_restarts_when_the_worker_resumes(slow_small_cluster):
     """Paused twice for PAUSED_FOR s within one pass (one ``compute``), running 1 s in
