@@ -77,3 +77,58 @@ def test_scale_defaults_local_cluster(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "writing" not in again.stdout
     assert "| 3,000 | NRBFNClassifier() |" in again.stdout
+
+
+def _markdown_rows(out: str) -> dict[tuple[str, str, str], list[str]]:
+    """The rows of a Markdown table, keyed by their first three cells."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 7 and cells[0] not in ("estimator", "---"):
+            rows[tuple(cells[:3])] = cells[3:]
+    return rows
+
+
+def test_roofline_tiny(tmp_path):
+    """Tiny shapes: the machine rates are printed, and the table has a row for every stage
+    each fit recorded, with a finite positive time ÷ floor (only a stage with no work,
+    nRBFN's ``cv`` with its one default λ, has no floor), and a whole-fit row per fit."""
+    proc = _run(
+        "roofline.py",
+        "--rows", "3000",
+        "--features", "8",
+        "--encoder-classes", "3",
+        "--classes", "3",
+        "--gemm-size", "256",
+        "--read-repeats", "1",
+        "--workdir", str(tmp_path / "work"),
+        "--json", str(tmp_path / "roofline.json"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "machine rates: GEMM f32" in proc.stdout
+    assert "| estimator | shape | stage | seconds | floor s | time ÷ floor | floor bound |" in (
+        proc.stdout
+    )
+    table = _markdown_rows(proc.stdout)
+    results = json.loads((tmp_path / "roofline.json").read_text())
+    stages = {
+        "encoder": ["class_means", "embedding", "cross_entropy"],
+        "nrbfn": ["soft_knn", "sigma", "gram", "cv", "solve"],
+        "ccdr": ["draw", "gather", "solve", "extension"],
+    }
+    assert sorted(fit["estimator"] for fit in results["fits"]) == sorted(stages)
+    for fit in results["fits"]:
+        name, shape = fit["estimator"], fit["shape"]
+        assert shape == "3,000 × 8, K=3"
+        assert [st["stage"] for st in fit["stages"]] == stages[name]
+        for stage in stages[name] + ["**whole fit**"]:
+            seconds, floor, ratio, bound = table[name, shape, stage]
+            if (name, stage) == ("nrbfn", "cv"):  # one λ: nothing to cross-validate
+                assert (floor, ratio, bound) == ("–", "–", "none")
+                continue
+            assert 0 < float(ratio) < float("inf"), (name, stage, ratio)
+            assert float(seconds) > 0 and float(floor) > 0
+            assert bound in ("read", "GEMM f32", "GEMM f64", "element-wise", "sort")
+        assert 0 < fit["whole_ratio"] < float("inf")
+        assert fit["whole_ratio"] == pytest.approx(fit["fit_s"] / fit["whole_floor_s"])
+    assert {"gemm32", "gemm64", "elementwise", "sort"} <= results["rates"].keys()

@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from scalenc.base.estimator import (
     StreamingClassifierMixin,
+    fit_stage,
     fit_streaming,
     map_output,
     update_streaming,
@@ -75,6 +76,11 @@ class CCDRClassifier(
         unless S is all of X (one subsample covering every row), where the eigenvectors
         already are that embedding. ``"knn"`` needs no extra pass: its reference set is
         the labeled subsample rows (B·s rows, bounded memory), embedded with their labels.
+    stage_times_ : dict
+        Wall-clock seconds of the fit stages: CCDR's ``draw``, ``gather`` and ``solve``
+        (see :class:`CCDR`), and ``extension`` (the Nyström extension of the labeled
+        training rows with the head's statistics: the pass over X, when there is one,
+        and the head's solve).
 
     Notes
     -----
@@ -204,6 +210,7 @@ class CCDRClassifier(
         ccdr = CCDR(**self._ccdr_params())
         ccdr.fit(Xd, yd)
         self.ccdr_ = ccdr
+        self.stage_times_.update(ccdr.stage_times_)
         for name in (
             "classes_",
             "n_components_",
@@ -218,7 +225,8 @@ class CCDRClassifier(
         for name in ("feature_encoder_", "n_features_in_", "feature_names_in_"):
             if hasattr(self, name):
                 setattr(ccdr, name, getattr(self, name))
-        self.head_ = self._fit_head(Xd, yd)
+        with fit_stage(self, "extension"):
+            self.head_ = self._fit_head(Xd, yd)
 
     def _fit_head(self, X, y):
         L = self.classes_.size

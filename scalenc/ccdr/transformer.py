@@ -22,6 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from scalenc.base.estimator import (
+    fit_stage,
     fit_streaming,
     known_row_chunks,
     memory_budget,
@@ -158,6 +159,10 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         Passes over X made by ``fit`` (1: the subsample rows are gathered and X is
         checked for NaN/inf in the same read). The labels are read three times more
         (classes, stratum counts per block, the draw), which costs no read of X.
+    stage_times_ : dict
+        Wall-clock seconds of the fit stages: ``draw`` (the subsamples drawn from the
+        labels), ``gather`` (the pass over X that gathers their rows) and ``solve`` (the
+        k-NN graph and eigenproblem of each subsample, and their alignment).
 
     Notes
     -----
@@ -278,10 +283,13 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def _fit(self, X, codes, params):
         """Draw the subsamples, gather their rows in one pass, solve each, and keep the
         Nyström reference."""
-        draws = self._draw_subsamples(codes)
+        with fit_stage(self, "draw"):
+            draws = self._draw_subsamples(codes)
         self._check_memory(X, draws)
-        rows = self._gather(X, draws)
-        self.solutions_ = self._solve_all(draws, rows)
+        with fit_stage(self, "gather"):
+            rows = self._gather(X, draws)
+        with fit_stage(self, "solve"):
+            self.solutions_ = self._solve_all(draws, rows)
         self._set_reference()
 
     def _draw_subsamples(self, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
