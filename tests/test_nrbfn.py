@@ -7,6 +7,8 @@ weights and predictions whatever the chunking and scheduler.
 
 from __future__ import annotations
 
+import math
+
 import dask
 import dask.array as da
 import numpy as np
@@ -587,6 +589,67 @@ def test_auto_cap_is_the_explicit_cap(data, reference, monkeypatch):
     explicit = _quiet_fit(NRBFNClassifier(**PARAMS, max_basis=r // 2), X, y)
     np.testing.assert_array_equal(m.basis_indices_, explicit.basis_indices_)
     np.testing.assert_allclose(m.weights_, explicit.weights_, rtol=1e-12)
+
+
+def test_cost_cap_is_the_gram_work_of_the_soft_knn(data, reference, monkeypatch):
+    """max_basis="auto" keeps at most the r whose Gram work n·r² is GRAM_WORK_SHARE times
+    the soft-KNN's n·c·(p + 784): here (160 rows, the exact search) r = √(share·160·789),
+    set below the rule's basis; the rows kept are those of an explicit max_basis."""
+    from scalenc.exceptions import BasisCappedWarning
+    from scalenc.nrbfn import plan as P
+
+    X, y, _, _ = data
+    r_rule = reference.basis_indices_.size
+    share = (r_rule // 2) ** 2 / (160 * (5 + P.SELECT_FLOPS_PER_SCORE))
+    monkeypatch.setattr(P, "GRAM_WORK_SHARE", share)
+    monkeypatch.setattr(P, "FREE_GRAM_WORK", 0.0)
+    r_cost = math.isqrt(int(share * 160 * (5 + P.SELECT_FLOPS_PER_SCORE)))
+    assert K_OF(y) < r_cost < r_rule
+    with pytest.warns(
+        BasisCappedWarning, match=rf"max_basis='auto' = {r_cost} \(the basis whose Gram"
+    ):
+        m = NRBFNClassifier(**PARAMS).fit(X, y)
+    assert m.basis_indices_.size == r_cost and m.fit_mode_ == "capped"
+    plan = m.memory_plan_
+    assert plan["max_basis_source"] == "cost" and plan["cost_basis"] == r_cost
+    assert plan["largest_basis_that_fits"] > r_rule  # memory would have allowed the rule's
+    explicit = _quiet_fit(NRBFNClassifier(**PARAMS, max_basis=r_cost), X, y)
+    np.testing.assert_array_equal(m.basis_indices_, explicit.basis_indices_)
+    np.testing.assert_allclose(m.weights_, explicit.weights_, rtol=1e-12)
+    # an explicit cap, or n_basis, is the user's: no cost cap
+    assert (
+        _quiet_fit(NRBFNClassifier(**PARAMS, max_basis=r_rule), X, y).basis_indices_.size == r_rule
+    )
+    assert NRBFNClassifier(**PARAMS, n_basis=r_rule).fit(X, y).basis_indices_.size == r_rule
+
+
+def K_OF(y):
+    return np.unique(y).size
+
+
+def test_cost_basis_is_independent_of_n_and_grows_with_candidates_and_p():
+    from scalenc.nrbfn import plan as P
+
+    def problem(n, p):
+        return P.Problem(n, n, p, 4, 3, 20, [n // 4] * 4, 2, 8, False)
+
+    big = {"worker": 10**12, "client": 10**12}
+    # the sampled search: c candidates, whatever n
+    assert P.cost_basis(problem(10**6, 256), 10_000) == P.cost_basis(problem(10**8, 256), 10_000)
+    assert P.cost_basis(problem(10**6, 256), 10_000) == int(np.sqrt(10_000 * (256 + 784)))
+    assert P.cost_basis(problem(10**6, 16), 10_000) < P.cost_basis(problem(10**6, 256), 10_000)
+    # the exact search: c = n; small problems keep FREE_GRAM_WORK
+    assert P.cost_basis(problem(45_000, 42), None) == int(np.sqrt(45_000 * (42 + 784)))
+    assert P.cost_basis(problem(1000, 4), None) >= 1000
+    # plan_fit: the auto cap is the cost basis where it is the smaller, and sampled
+    # candidates are max(MIN_CANDIDATES, 2 cap) for that cap
+    params = dict(n_basis=None, max_basis="auto", n_candidates="auto", memory_limit=None,
+                  split_every=8)  # fmt: skip
+    plan = P.plan_fit(params, "NRBFN", problem(10**6, 256), big, "test", 1)
+    assert plan.cap_source == "cost" and plan.max_basis == plan.r_cost == 3224
+    assert plan.candidates == P.MIN_CANDIDATES
+    plan = P.plan_fit({**params, "max_basis": 9000}, "NRBFN", problem(10**6, 256), big, "t", 1)
+    assert plan.max_basis == 9000 and plan.cap_source is None
 
 
 def test_memory_budget_sets_the_cap():

@@ -129,9 +129,14 @@ class NRBFNClassifier(_RegressionClassifier):
         data where the rule asks for most rows, this fitted better than the least
         confident rows: 0.2–0.65 point lower error at the same r on Connect-4 and fars,
         within noise on adult and a simulated problem).
-        ``"auto"``: the largest r whose Gram pass (r×r float64 partials alive in the
-        tree of fan-in ``split_every``, per fold when cross-validating) and solve fit the
-        memory budget, at most :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS` (10 000). None: no cap; a
+        ``"auto"``: the smaller of two bounds. Memory: the largest r whose Gram pass
+        (r×r float64 partials alive in the tree of fan-in ``split_every``, per fold when
+        cross-validating) and solve fit the memory budget, at most
+        :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS` (10 000). Cost: the r whose Gram pass,
+        n·r² multiply-adds, does at most the soft-KNN search's work n·c·(p + 784)
+        (c candidates; :func:`~scalenc.nrbfn.plan.cost_basis`), r = √(c (p + 784)),
+        independent of n: on public data the error changed by tenths of a point above
+        it while the fit's time grew as r² (``benchmarks/README.md``). None: no cap; a
         basis that cannot fit the budget is refused before the Gram pass. An int larger
         than what fits is refused before the first pass.
     n_candidates : int, "auto" or None, default="auto"

@@ -231,15 +231,27 @@ def _choose_basis(est, X, knn, fit_plan: plan.FitPlan, n_labeled: int) -> dict:
 
 
 def _warn_capped(est, fit_plan: plan.FitPlan, wanted: int, cap: int) -> None:
-    reason = (
-        f"max_basis={est.max_basis}"
-        if est.max_basis != "auto"
-        else f"max_basis='auto' = {cap} (the rows whose Gram pass and solve fit the "
-        f"memory budget of {format_bytes(fit_plan.budget['worker'])} per "
-        f"worker and {format_bytes(fit_plan.budget['client'])} on the "
-        f"client: {fit_plan.budget_source}; at most MAX_AUTO_BASIS="
-        f"{plan.MAX_AUTO_BASIS})"
+    memory = (
+        f"the rows whose Gram pass and solve fit the memory budget of "
+        f"{format_bytes(fit_plan.budget['worker'])} per worker and "
+        f"{format_bytes(fit_plan.budget['client'])} on the client: {fit_plan.budget_source}"
     )
+    if est.max_basis != "auto":
+        reason = f"max_basis={est.max_basis}"
+    elif fit_plan.cap_source == "cost":
+        p = fit_plan.problem.n_features
+        c = fit_plan.candidates or fit_plan.problem.n_labeled
+        reason = (
+            f"max_basis='auto' = {cap} (the basis whose Gram pass, n·r² multiply-adds, "
+            f"costs at most the soft-KNN search's work n·c·(p + "
+            f"{plan.SELECT_FLOPS_PER_SCORE}), c = {c} "
+            f"candidates, p = {p}: a larger basis makes the fit grow as r² for tenths of a "
+            f"point; {fit_plan.r_fit} would fit in memory)"
+        )
+    else:
+        reason = (
+            f"max_basis='auto' = {cap} ({memory}; at most MAX_AUTO_BASIS={plan.MAX_AUTO_BASIS})"
+        )
     hint = (
         "Raise max_basis or lower confidence_threshold."
         if est.max_basis != "auto"

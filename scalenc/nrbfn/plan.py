@@ -9,8 +9,10 @@ the fit, and chooses with them what its ``"auto"`` defaults run:
   :data:`SELECT_FLOPS_PER_SCORE`) stays under :data:`EXACT_KNN_FLOPS`; otherwise a
   class-stratified sample of candidates searched against all rows
   (:func:`auto_candidates`).
-* **the basis**: the largest r whose Gram pass and solve fit the budget
-  (:func:`largest_basis`); a larger basis asked for by the confidence rule is capped to it.
+* **the basis**: at most the largest r whose Gram pass and solve fit the budget
+  (:func:`largest_basis`), and at most the r whose Gram pass costs no more work than the
+  soft-KNN search (:func:`cost_basis`); a larger basis asked for by the confidence rule
+  is capped to the smaller of the two.
 
 The estimates count the fit's own arrays (the k-NN tables, the r×r Gram partials alive
 at once in the tree reduction, the per-thread tiles of the block functions, the solve's
@@ -23,6 +25,7 @@ workers' memory limit, the machine's available memory) and passes it in, and
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -36,6 +39,9 @@ __all__ = [
     "SELECT_FLOPS_PER_SCORE",
     "MAX_AUTO_BASIS",
     "MIN_CANDIDATES",
+    "GRAM_WORK_SHARE",
+    "FREE_GRAM_WORK",
+    "cost_basis",
     "Problem",
     "knn_exact_bytes",
     "knn_sample_bytes",
@@ -71,6 +77,19 @@ SELECT_FLOPS_PER_SCORE = 784
 #: 2 cores, 50 s for 50 000 rows) and the solve r³/3; the paper's largest basis (MNIST,
 #: r = 8787) is below it. Pass an int ``max_basis`` (or None) for a larger one.
 MAX_AUTO_BASIS = 10_000
+
+#: Most work ``max_basis="auto"``'s Gram pass may do, as a share of the soft-KNN search's:
+#: the basis is at most the r with n·r² ≤ GRAM_WORK_SHARE · n·c·(p + 784)
+#: (:func:`cost_basis`). Without it the basis was sized by memory alone, so the Gram's
+#: n·r² grew with the machine's memory rather than with what the extra rows buy: 569 of
+#: 643 s on a 1 M × 256 store (r = 7556), for test errors that change by tenths of a point
+#: (the accuracy-against-r curves of ``benchmarks/nrbfn_basis_curves.py``).
+GRAM_WORK_SHARE = 1.0
+
+#: Gram work n·r² that ``max_basis="auto"`` allows whatever the soft-KNN costs: about a
+#: second on two cores, so that small problems, where the cap would save nothing worth a
+#: warning, keep the rule's basis.
+FREE_GRAM_WORK = 1e11
 
 #: Fewest candidates of an ``"auto"`` sample (when the exact search is not affordable):
 #: at least this many, and at least twice the largest basis, so that the basis is chosen
@@ -217,6 +236,19 @@ def largest_basis(problem: Problem, budget: dict, n_folds: int = 1) -> int:
     return lo
 
 
+def cost_basis(problem: Problem, n_candidates: int | None) -> int:
+    """The largest r whose Gram pass does at most :data:`GRAM_WORK_SHARE` times the
+    soft-KNN search's work: n·r² ≤ share · n·c·(p + :data:`SELECT_FLOPS_PER_SCORE`), so
+    r = √(share · c · (p + 784)), with c the candidates (every labeled row for the exact
+    search; None) — independent of n, so the Gram grows linearly in n like every other
+    stage. At least one row per class, and at least the r whose Gram work is
+    :data:`FREE_GRAM_WORK`."""
+    c = problem.n_labeled if n_candidates is None else n_candidates
+    work = GRAM_WORK_SHARE * c * (problem.n_features + SELECT_FLOPS_PER_SCORE)
+    free = FREE_GRAM_WORK / max(problem.n_labeled, 1)
+    return max(problem.n_classes, math.isqrt(int(max(work, free))))
+
+
 def auto_candidates(problem: Problem, budget: dict, max_basis: int) -> int:
     """Candidates of an ``"auto"`` sample: ``max(MIN_CANDIDATES, 2 max_basis)``, at most
     the labeled rows, at most what :data:`EXACT_KNN_FLOPS` and the budget allow (and at
@@ -260,6 +292,10 @@ class FitPlan:
     max_basis: int | None
     #: the largest r whose Gram pass and solve fit the budget
     r_fit: int
+    #: the largest r whose Gram pass costs at most the soft-KNN's work (:func:`cost_basis`)
+    r_cost: int | None = None
+    #: what set an ``"auto"`` cap: "memory", "MAX_AUTO_BASIS" or "cost" (None otherwise)
+    cap_source: str | None = None
 
     def memory_report(self) -> dict:
         """The plan's figures, as ``memory_plan_`` reports them."""
@@ -277,7 +313,9 @@ class FitPlan:
                 **est,
             },
             "max_basis": self.max_basis,
+            "max_basis_source": self.cap_source,
             "largest_basis_that_fits": self.r_fit,
+            "cost_basis": self.r_cost,
         }
 
 
@@ -314,11 +352,24 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
                 f"{fmt(budget['client'])} ({source}); at most r={r_fit} fits. Pass "
                 f"{name} <= {r_fit} (or max_basis='auto'), or {limit_hint}."
             )
-    cap = min(r_fit, MAX_AUTO_BASIS) if params["max_basis"] == "auto" else params["max_basis"]
     if params["n_basis"] is not None:
-        cap = None
-    mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
-    return FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit)
+        mode, reason, c = _plan_candidates(params, owner, problem, budget, r_fit, source)
+        return FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, None, r_fit)
+    if params["max_basis"] != "auto":
+        cap = params["max_basis"]
+        mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
+        return FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit)
+    cap = min(r_fit, MAX_AUTO_BASIS)
+    cap_source = "memory" if r_fit <= MAX_AUTO_BASIS else "MAX_AUTO_BASIS"
+    mode, reason, c = _plan_candidates(params, owner, problem, budget, cap, source)
+    r_cost = cost_basis(problem, c)
+    while r_cost < cap:  # a smaller cap may sample fewer candidates: at most a few rounds
+        cap, cap_source = r_cost, "cost"
+        mode, reason, c = _plan_candidates(params, owner, problem, budget, cap, source)
+        r_cost = cost_basis(problem, c)
+    plan = FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit)
+    plan.r_cost, plan.cap_source = r_cost, cap_source
+    return plan
 
 
 def _plan_candidates(params, owner, problem, budget, max_basis, source):
