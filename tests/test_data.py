@@ -49,6 +49,23 @@ def test_default_numpy_blocks_give_every_core_a_block(monkeypatch):
     assert len(as_dask_array(X).chunks[0]) == 7  # 50 000 / 8192: the row floor
 
 
+def test_default_numpy_blocks_are_equal_and_a_multiple_of_the_cores(monkeypatch):
+    """MNIST in float32 is three blocks by bytes: on two cores every pass would end with
+    one core idle for a third of it. Four equal blocks instead (and six for float64)."""
+    from scalenc.io import inputs as data
+
+    monkeypatch.setattr(data, "CPU_COUNT", 2)
+    mnist32 = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (60_000, 784), (0, 0))
+    assert as_dask_array(mnist32).chunks[0] == (15_000,) * 4
+    mnist64 = np.lib.stride_tricks.as_strided(np.zeros(1), (60_000, 784), (0, 0))
+    assert as_dask_array(mnist64).chunks[0] == (10_000,) * 6
+    for n_rows, p in [(60_000, 784), (1_000_000, 256), (123_457, 50)]:
+        X = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (n_rows, p), (0, 0))
+        chunks = as_dask_array(X).chunks[0]
+        assert len(chunks) % 2 == 0 and max(chunks) - min(chunks) <= 1, chunks
+        assert max(chunks) * p * 4 <= 64 * 2**20  # never above the bytes bound
+
+
 def test_column_chunks_are_merged_and_row_chunks_kept(xy):
     X, _ = xy
     Xd = as_dask_array(da.from_array(X, chunks=(50, 2)))

@@ -126,7 +126,8 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         ``-1`` is an ordinary class and None/NaN labels are refused.
     {table parameters}
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
+        Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
+        as a multiple of the cores).
     split_every : int, default=8
         Fan-in of the tree reductions.
     {checkpoint parameter}

@@ -131,7 +131,8 @@ class EncoderClassifier(
         refused.
     {table parameters}
     chunk_rows : int or None, default=None
-        Rows per block for NumPy input (None: about 64 MB blocks, at least one per core).
+        Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
+        as a multiple of the cores).
         Dask input keeps its chunks unless this is set.
     split_every : int, default=8
         Fan-in of the tree reductions.
