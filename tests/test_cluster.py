@@ -612,6 +612,7 @@ def test_scheduler_killed_mid_fit_is_a_clear_error(fresh_processes):
         assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.slow  # 6 s of processes; the API test of a killed scheduler stays in the default run
 def test_cli_scheduler_killed_mid_fit(fresh_processes, tmp_path):
     """The CLI exits with the cluster code (3) and leaves no model that looks complete."""
     command = scalenc_command()
@@ -1010,6 +1011,7 @@ def test_local_cluster_with_tls(certs):
         assert client.submit(sum, [1, 2]).result() == 3
 
 
+@pytest.mark.slow  # 7 s: a TLS scheduler and workers started by the deploy scripts
 def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
     """deploy/ssh/start-cluster.sh and stop-cluster.sh, with an `ssh` that runs locally."""
     import socket
@@ -1129,6 +1131,7 @@ def test_compose_runner_command_runs_the_job(dask_processes, tmp_path):
     assert (tmp_path / "work" / "predictions.zarr").exists()
 
 
+@pytest.mark.slow  # 9 s: the Slurm driver's processes
 def test_slurm_driver_with_a_local_stand_in(tmp_path, certs, monkeypatch):
     """deploy/slurm/slurm_cluster.py end to end, SLURMCluster replaced by a TLS LocalCluster."""
     import types

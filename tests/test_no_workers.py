@@ -89,6 +89,7 @@ def test_all_workers_killed_mid_fit(fresh_processes):  # noqa: F811 - the fixtur
             _shared({"basis": np.ones(SCATTER_BYTES // 4)})
 
 
+@pytest.mark.slow  # 9 s; the mid-fit kill test stays in the default run
 def test_all_workers_killed_mid_write_leaves_no_output(fresh_processes, tmp_path):  # noqa: F811
     X, y = slow_fit_data()
     with scalenc.connect("threads"):  # the kernel is slow on the workers only
