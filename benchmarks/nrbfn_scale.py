@@ -183,8 +183,8 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
     one ``NRBFNClassifier`` fit; each basis is then fitted in memory exactly as ``fit``
     does (σ = mean distance to the basis, W̃ by ``normalized_kernel``, λ = 1e-13 by
     ``ridge_solve``)."""
-    from scalenc.math.linalg import ridge_solve
-    from scalenc.math.neighbors import pairwise_sq_distances
+    from nrbfn_basis_curves import fit_basis  # the network on a basis, as fit builds it
+
     from scalenc.nrbfn import blocks as nb
 
     if name == "hard":
@@ -214,28 +214,8 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
     print("|---:|---:|---:|---:|")
 
     def test_error(pos):
-        basis = Xtr[cand[pos]]
-        dist = sum(
-            np.sqrt(pairwise_sq_distances(Xtr[i : i + 5000], basis)).sum()
-            for i in range(0, Xtr.shape[0], 5000)
-        )
-        sigma = dist / (Xtr.shape[0] * basis.shape[0])
-        M, B = np.zeros((basis.shape[0],) * 2), np.zeros((K, basis.shape[0]))
-        for i in range(0, Xtr.shape[0], 5000):
-            W = nb.normalized_kernel(Xtr[i : i + 5000], basis, sigma)
-            M += W.T @ W
-            B += np.eye(K)[codes[i : i + 5000]].T @ W
-        D, _ = ridge_solve(M, B, 1e-13)
-        wrong = sum(
-            np.sum(
-                classes[
-                    np.argmax(nb.normalized_kernel(Xte[i : i + 5000], basis, sigma) @ D.T, axis=1)
-                ]
-                != yte[i : i + 5000]
-            )  # fmt: skip
-            for i in range(0, Xte.shape[0], 5000)
-        )
-        return 100.0 * wrong / yte.size
+        pred, _ = fit_basis(Xtr, codes, Xte, K, Xtr[cand[pos]])
+        return 100.0 * np.mean(classes[pred] != yte)
 
     rng = np.random.default_rng(0)
     for r in sizes:

@@ -245,8 +245,9 @@ def _warn_capped(est, fit_plan: plan.FitPlan, wanted: int, cap: int) -> None:
             f"max_basis='auto' = {cap} (the basis whose Gram pass, n·r² multiply-adds, "
             f"costs at most the soft-KNN search's work n·c·(p + "
             f"{plan.SELECT_FLOPS_PER_SCORE}), c = {c} "
-            f"candidates, p = {p}: a larger basis makes the fit grow as r² for tenths of a "
-            f"point; {fit_plan.r_fit} would fit in memory)"
+            f"candidates, p = {p}, or {plan.FREE_GRAM_WORK:.0e} if more: a larger basis "
+            f"makes the fit grow as r² for tenths of a point; {fit_plan.r_fit} would fit "
+            f"in memory)"
         )
     else:
         reason = (

@@ -353,24 +353,22 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
                 f"{fmt(budget['client'])} ({source}); at most r={r_fit} fits. Pass "
                 f"{name} <= {r_fit} (or max_basis='auto'), or {limit_hint}."
             )
+    cap, cap_source, r_cost = params["max_basis"], None, None
     if params["n_basis"] is not None:
-        mode, reason, c = _plan_candidates(params, owner, problem, budget, r_fit, source)
-        return FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, None, r_fit)
-    if params["max_basis"] != "auto":
-        cap = params["max_basis"]
-        mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
-        return FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit)
-    cap = min(r_fit, MAX_AUTO_BASIS)
-    cap_source = "memory" if r_fit <= MAX_AUTO_BASIS else "MAX_AUTO_BASIS"
-    mode, reason, c = _plan_candidates(params, owner, problem, budget, cap, source)
-    r_cost = cost_basis(problem, c)
-    while r_cost < cap:  # a smaller cap may sample fewer candidates: at most a few rounds
-        cap, cap_source = r_cost, "cost"
-        mode, reason, c = _plan_candidates(params, owner, problem, budget, cap, source)
+        cap = None
+    elif cap == "auto":
+        cap = min(r_fit, MAX_AUTO_BASIS)
+        cap_source = "memory" if r_fit <= MAX_AUTO_BASIS else "MAX_AUTO_BASIS"
+    mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
+    if cap_source is not None:  # "auto": bounded by cost too
         r_cost = cost_basis(problem, c)
-    plan = FitPlan(problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit)
-    plan.r_cost, plan.cap_source = r_cost, cap_source
-    return plan
+        while r_cost < cap:  # a smaller cap may sample fewer candidates: a few rounds
+            cap, cap_source = r_cost, "cost"
+            mode, reason, c = _plan_candidates(params, owner, problem, budget, cap, source)
+            r_cost = cost_basis(problem, c)
+    return FitPlan(
+        problem, dict(budget), source, n_folds, c, mode, reason, cap, r_fit, r_cost, cap_source
+    )
 
 
 def _plan_candidates(params, owner, problem, budget, max_basis, source):
