@@ -1,0 +1,129 @@
+"""The array namespace of a block: NumPy for NumPy blocks, the array API for the others.
+
+A Dask array may hold NumPy blocks or blocks of another array library, CuPy's on a GPU
+above all. Block functions that run on either take their namespace from the block,
+``xp = namespace(X)``, and write their arithmetic with the array API standard's
+functions (``xp.matmul``, ``xp.exp``, ``xp.sum``, ``xp.astype``, …), which NumPy ≥ 2.1
+has in its own namespace: for NumPy blocks ``xp`` *is* ``numpy``, so the NumPy path runs
+exactly the calls it ran before. For any other library ``xp`` is
+``array_api_compat.array_namespace`` of the block (CuPy's, wrapped to the standard).
+Tests run those functions on ``array_api_strict`` arrays, which accept the standard and
+nothing else, so a NumPy-only call cannot slip into a device path unseen.
+
+What the standard lacks and the block math needs (a partial sort, row-wise selection) is
+here, with the library's own fast routine where it has one and a standard fallback.
+Partials leave a block as NumPy float64 (:func:`to_host`): the merges and the small
+solves on the driver stay NumPy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+__all__ = [
+    "namespace",
+    "is_numpy",
+    "device_of",
+    "to_host",
+    "host_tree",
+    "like",
+    "tile_elements",
+    "argpartition_rows",
+    "take_classes",
+]
+
+#: Elements of one tile of a block's work on an accelerator. Tiles sized for a CPU core's
+#: cache (tens of thousands of elements) would launch thousands of small kernels; a GPU
+#: wants each kernel to cover the block (2**27 float64 = 1 GiB of device memory).
+DEVICE_TILE_ELEMENTS = 2**27
+
+
+def namespace(*arrays: Any):
+    """The namespace of the arrays: ``numpy`` itself when every array is NumPy (or a
+    Python scalar, or None), else the array API namespace of the non-NumPy ones."""
+    others = [a for a in arrays if a is not None and not _is_host(a)]
+    if not others:
+        return np
+    return array_api_compat.array_namespace(*others)
+
+
+def _is_host(a) -> bool:
+    return isinstance(a, (np.ndarray, np.generic, int, float, bool, complex))
+
+
+def is_numpy(xp) -> bool:
+    """Whether ``xp`` is NumPy's namespace (``numpy`` or its array API wrapper)."""
+    return xp is np or array_api_compat.is_numpy_namespace(xp)
+
+
+def device_of(a):
+    """The device an array lives on (``"cpu"`` for NumPy)."""
+    return array_api_compat.device(a)
+
+
+def to_host(a) -> np.ndarray:
+    """An array as a NumPy array, copied from the device where it is not NumPy."""
+    if isinstance(a, np.ndarray):
+        return a
+    if isinstance(a, np.generic):
+        return np.asarray(a)
+    if array_api_compat.is_cupy_array(a):
+        return a.get()
+    if array_api_compat.is_array_api_obj(a):
+        return np.from_dlpack(array_api_compat.to_device(a, "cpu") if _dlpack_needs_move(a) else a)
+    return np.asarray(a)
+
+
+def _dlpack_needs_move(a) -> bool:
+    device = getattr(a, "__dlpack_device__", None)
+    return device is not None and device()[0] != 1  # 1 is DLPack's kDLCPU
+
+
+def host_tree(value):
+    """``value`` with every array in it (dicts, lists, tuples) brought to NumPy."""
+    if isinstance(value, dict):
+        return {key: host_tree(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(host_tree(item) for item in value)
+    if array_api_compat.is_array_api_obj(value) and not isinstance(value, np.ndarray):
+        return to_host(value)
+    return value
+
+
+def like(xp, value, ref, dtype=None):
+    """A NumPy value (a basis, weights) as an array of ``xp`` on ``ref``'s device; NumPy
+    arrays pass unchanged (no copy) when ``xp`` is NumPy."""
+    if xp is np:
+        return value if dtype is None else np.asarray(value, dtype=dtype)
+    return xp.asarray(value, dtype=dtype, device=device_of(ref))
+
+
+def tile_elements(xp, host_elements: int) -> int:
+    """Elements of one tile: ``host_elements`` (sized for a CPU core's cache or a thread's
+    memory) for NumPy blocks, :data:`DEVICE_TILE_ELEMENTS` for an accelerator's."""
+    if is_numpy(xp):
+        return host_elements
+    return max(host_elements, DEVICE_TILE_ELEMENTS)
+
+
+def argpartition_rows(xp, values, k: int):
+    """Column positions of the ``k`` smallest entries of each row (in no particular
+    order): NumPy's and CuPy's ``argpartition``, else a full ``argsort``."""
+    if k >= values.shape[1]:
+        return xp.broadcast_to(xp.arange(values.shape[1]), values.shape)
+    partition = getattr(xp, "argpartition", None)
+    if partition is not None:
+        return partition(values, k - 1, axis=1)[:, :k]
+    return xp.argsort(values, axis=1, stable=True)[:, :k]
+
+
+def take_classes(xp, classes: np.ndarray, codes):
+    """``classes[codes]`` for a block's predicted codes: on the block's device when the
+    labels are numbers, as NumPy when they are not (strings, objects: no device holds
+    them)."""
+    if xp is np or classes.dtype.kind not in "biuf":
+        return classes[to_host(codes)]
+    return xp.take(xp.asarray(classes, device=device_of(codes)), codes, axis=0)
