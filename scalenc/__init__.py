@@ -48,6 +48,7 @@ _LAZY = {
     "write_output": "scalenc.io",
     "write_dataset": "scalenc.io",
     "check_xy": "scalenc.io",
+    "to_device": "scalenc.io",
     "Table": "scalenc.io",
 }
 

@@ -54,6 +54,7 @@ __all__ = [
     "ClusterUnavailableError",
     "CheckpointMismatchError",
     "MissingPlotDependency",
+    "MissingDeviceDependency",
     "ScalencWarning",
     "DataWarning",
     "MissingChunksWarning",
@@ -148,6 +149,18 @@ class MissingPlotDependency(ScalencError, ImportError):
     ... except MissingPlotDependency as error:  # the message says what to install
     ...     print(error)
     >>> issubclass(MissingPlotDependency, ImportError)
+    True
+    """
+
+
+class MissingDeviceDependency(ScalencError, ImportError):
+    """A GPU was asked for (``load(..., device="gpu")``) but CuPy cannot run here: it is
+    not installed, or no CUDA device is visible. The message says what to install.
+
+    Examples
+    --------
+    >>> from scalenc.exceptions import MissingDeviceDependency
+    >>> issubclass(MissingDeviceDependency, ImportError)
     True
     """
 

@@ -95,3 +95,14 @@ def client(local_cluster):
 
     with distributed.Client(local_cluster, set_as_default=True) as c:
         yield c
+
+
+def cupy_or_skip():
+    """CuPy, where it runs on a CUDA device; else the test skips (CI has no GPU)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("CuPy sees no CUDA device")
+    except Exception as error:  # no driver
+        pytest.skip(f"CUDA is not usable: {error}")
+    return cupy

@@ -47,6 +47,7 @@ from scalenc.math import labels
 from scalenc.math import moments as _blocks
 from scalenc.math import sampling as _sampling
 from scalenc.math.neighbors import kneighbors_block, kneighbors_pair, labeled_rows, merge_neighbors
+from scalenc.math.xp import to_host
 
 __all__ = [
     "SPLIT_EVERY",
@@ -221,7 +222,7 @@ def find_classes(
 
 
 def _confusion_block(pred, y, *, row_start, classes, marker=labels.UNLABELED):
-    return _blocks.confusion_counts(pred, y, classes, marker=marker)
+    return _blocks.confusion_counts(to_host(pred), y, classes, marker=marker)
 
 
 def confusion_pass(
@@ -363,5 +364,5 @@ def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
     token = checkpoint.fingerprint(index, X.shape, X.chunks, str(X.dtype))
     if token is None:
         (rows,) = compute(X[index])
-        return rows
-    return checkpoint.remembered(f"rows-{token}", lambda: compute(X[index])[0])
+        return to_host(rows)
+    return checkpoint.remembered(f"rows-{token}", lambda: to_host(compute(X[index])[0]))

@@ -38,6 +38,7 @@ from scalenc.engine.cluster import (
 )
 from scalenc.exceptions import ClusterUnavailableError, InputError
 from scalenc.math import moments as _blocks
+from scalenc.math.xp import host_tree, is_device_array, to_host
 
 try:
     from dask._task_spec import DataNode
@@ -105,11 +106,13 @@ def _check_aligned(X: da.Array, aligned) -> None:
 
 
 def _block_partial(X, rows, *aligned, block_fn, absent, **kwargs):
-    """One block's partial, called by :func:`reduce_rows`'s blockwise map."""
+    """One block's partial, called by :func:`reduce_rows`'s blockwise map. The partial of a
+    device block (CuPy's) leaves the device here: merges and solves see NumPy."""
     pieces = list(aligned)
     for position in absent:
         pieces.insert(position, None)
-    return block_fn(X, *pieces, row_start=rows[0].start, **kwargs)
+    partial = block_fn(X, *pieces, row_start=rows[0].start, **kwargs)
+    return partial if isinstance(X, np.ndarray) else host_tree(partial)
 
 
 def _shared(kwargs: dict) -> dict:
@@ -200,19 +203,22 @@ def from_numpy_rows(A: np.ndarray, rows) -> da.Array:
     >>> from_numpy_rows(np.zeros((10, 3)), 4).chunks
     ((4, 4, 2), (3,))
     """
-    A = np.asarray(A)
+    device = is_device_array(A)  # CuPy's blocks stay CuPy's
+    A = A if device else np.asarray(A)
     n = A.shape[0]
     if isinstance(rows, (int, np.integer)):
         step = max(int(rows), 1)
         rows = tuple(min(step, n - s) for s in range(0, n, step)) or (0,)
     chunks = (tuple(rows), *((size,) for size in A.shape[1:]))
     if not (uses_distributed() and A.nbytes > SCATTER_BYTES):
-        return da.from_array(A, chunks=chunks)
+        return da.from_array(A, chunks=chunks, asarray=not device)
     starts = np.concatenate([[0], np.cumsum(rows)[:-1]])
     parts = [A[s : s + c] for s, c in zip(starts, rows)]
     futures = scatter_values(active_client(), parts, broadcast=False)
     blocks = [
-        da.from_delayed(dask.delayed(future), shape=(c, *A.shape[1:]), dtype=A.dtype)
+        da.from_delayed(
+            dask.delayed(future), shape=(c, *A.shape[1:]), meta=da.utils.meta_from_array(A)
+        )
         for future, c in zip(futures, rows)
     ]
     return da.concatenate(blocks, axis=0)
@@ -474,7 +480,8 @@ def _block_file(directory: str, index) -> str:
 
 
 def _write_through(block, *, directory, block_info=None):
-    np.save(_block_file(directory, block_info[0]["chunk-location"]), block, allow_pickle=False)
+    path = _block_file(directory, block_info[0]["chunk-location"])
+    np.save(path, to_host(block), allow_pickle=False)
     return block
 
 
@@ -493,11 +500,20 @@ def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) ->
     dtype = np.dtype(dtype)
     kwargs = _shared(kwargs)
     if n_out is None:
-        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype), **kwargs)
+        meta = _output_meta(X, (0,), dtype)
+        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=meta, **kwargs)
     return X.map_blocks(
         func,
         chunks=(X.chunks[0], (n_out,)),
         dtype=dtype,
-        meta=np.empty((0, n_out), dtype),
+        meta=_output_meta(X, (0, n_out), dtype),
         **kwargs,
     )
+
+
+def _output_meta(X: da.Array, shape: tuple, dtype: np.dtype):
+    """An output's meta: numbers stay in X's array library (CuPy blocks give CuPy
+    outputs), other labels (strings, objects) are NumPy."""
+    if dtype.kind in "biuf" and not isinstance(X._meta, np.ndarray):
+        return da.utils.meta_from_array(X._meta, ndim=len(shape), dtype=dtype)
+    return np.empty(shape, dtype)

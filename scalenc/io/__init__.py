@@ -2,8 +2,8 @@
 :func:`write_dataset` (outputs, written atomically), and the readers, integrity checks and
 atomic writer beneath them."""
 
-from scalenc.io.inputs import check_xy, load
+from scalenc.io.inputs import check_xy, load, to_device
 from scalenc.io.outputs import write_dataset, write_output
 from scalenc.io.tables import Table
 
-__all__ = ["load", "check_xy", "write_output", "write_dataset", "Table"]
+__all__ = ["load", "check_xy", "to_device", "write_output", "write_dataset", "Table"]

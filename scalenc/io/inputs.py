@@ -19,13 +19,19 @@ from sklearn.utils import check_array
 from sklearn.utils.validation import column_or_1d
 
 from scalenc.engine.reduce import from_numpy_rows
-from scalenc.exceptions import InputError, InputNotFoundError, InputPermissionError
+from scalenc.exceptions import (
+    InputError,
+    InputNotFoundError,
+    InputPermissionError,
+    MissingDeviceDependency,
+)
 from scalenc.io import readers
 from scalenc.io.atomic import check_complete
 from scalenc.io.identity import remember_source
 from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
 from scalenc.io.tables import Table
 from scalenc.math.labels import UNLABELED, encode
+from scalenc.math.xp import host_dtype, is_device_array, to_host
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
@@ -135,6 +141,10 @@ def as_dask_array(
     if not isinstance(X, da.Array):
         if _is_zarr_array(X):
             X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
+        elif is_device_array(X):  # a CuPy array: its blocks stay on the device
+            X = _check_device_array(X, name)
+            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
+            X = from_numpy_rows(X, rows)
         else:
             X = _check_in_memory(X, name)
             rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
@@ -181,6 +191,61 @@ def _check_in_memory(X, name: str) -> np.ndarray:
         ensure_min_samples=1,
         ensure_min_features=1,
     )
+
+
+def _check_device_array(X, name: str):
+    """An in-memory device array (CuPy's): 2-D, not empty, float32/float64 or integers."""
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise InputError(
+            f"{name} must be 2-D (rows, features) with at least one row and one column; "
+            f"got shape {tuple(X.shape)}."
+        )
+    kind = host_dtype(X.dtype).kind
+    if kind not in "biuf":
+        raise InputError(f"{name} must hold numbers; got dtype {X.dtype}.")
+    return X
+
+
+def to_device(X: da.Array, device: str) -> da.Array:
+    """X with its blocks moved to ``device``, lazily, each as it is read.
+
+    ``"gpu"`` (or ``"cuda"``) makes each block a CuPy array on the current CUDA device,
+    so that the estimators' block math runs there; ``"cpu"`` brings blocks back as NumPy.
+    Labels stay on the host: only X moves.
+
+    Raises
+    ------
+    MissingDeviceDependency
+        ``"gpu"`` on a machine where CuPy is not installed or sees no CUDA device.
+    """
+    if device in ("gpu", "cuda"):
+        cupy = _cupy()
+        return X.map_blocks(cupy.asarray, dtype=X.dtype, meta=cupy.empty((0,) * X.ndim, X.dtype))
+    if device == "cpu":
+        if isinstance(X._meta, np.ndarray):
+            return X
+        return X.map_blocks(to_host, dtype=X.dtype, meta=np.empty((0,) * X.ndim, X.dtype))
+    raise InputError(f"device must be 'cpu' or 'gpu'; got {device!r}.")
+
+
+def _cupy():
+    """CuPy, on a machine that has a CUDA device, or a clear error."""
+    try:
+        import cupy
+    except ImportError as error:
+        raise MissingDeviceDependency(
+            "device='gpu' needs CuPy: pip install 'scalenc[gpu]' (CUDA 12), or the CuPy "
+            "package that matches your CUDA, e.g. pip install cupy-cuda13x."
+        ) from error
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # CUDA's driver is missing or refuses
+        raise MissingDeviceDependency(
+            f"CuPy is installed but CUDA is not usable: {error}"
+        ) from error
+    if count == 0:
+        raise MissingDeviceDependency("CuPy is installed but sees no CUDA device.")
+    return cupy
 
 
 def _even(n: int, rows: int) -> tuple[int, ...]:
@@ -315,10 +380,12 @@ def as_dask_labels(
         y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
     if is_dask_frame(y):
         y = _frame_labels(y)
+    if isinstance(y, da.Array) and not isinstance(y._meta, np.ndarray):
+        y = to_device(y, "cpu")  # labels are few: classes and codes live on the host
     if not isinstance(y, da.Array):
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
-        y = np.asarray(y)
+        y = to_host(y) if is_device_array(y) else np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = column_or_1d(y, warn=True)
         if y.ndim != 1:
@@ -464,6 +531,7 @@ def load(
     chunk_rows: int | None = None,
     allow_missing_chunks: bool = False,
     storage_options: dict | None = None,
+    device: str = "cpu",
 ) -> tuple[da.Array, da.Array | None]:
     """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
 
@@ -491,6 +559,10 @@ def load(
         of refusing the store; for stores written with ``write_empty_chunks=False``.
     storage_options : dict, optional
         Passed to fsspec for URLs (credentials, endpoint); never written anywhere.
+    device : {"cpu", "gpu"}, default="cpu"
+        Where X's blocks live: ``"gpu"`` makes each block a CuPy array on the current
+        CUDA device as it is read (:func:`to_device`), and every estimator's block math
+        then runs there; labels stay on the host. Needs ``pip install 'scalenc[gpu]'``.
 
     Notes
     -----
@@ -555,6 +627,13 @@ def load(
         labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
     if not isinstance(X, Table):  # a table's columns are encoded by the estimator
         X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
+        if device != "cpu":
+            X = to_device(X, device)
+    elif device != "cpu":
+        raise InputError(
+            f"device={device!r} needs numeric features; this table has categorical or "
+            "string columns, which are encoded by the estimator on the host."
+        )
     remember_source(X, fs, fs_path)
     if labels is not None:
         y = _open_labels(labels, storage_options)

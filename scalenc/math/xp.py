@@ -26,6 +26,7 @@ import numpy as np
 __all__ = [
     "namespace",
     "is_numpy",
+    "is_device_array",
     "device_of",
     "to_host",
     "host_tree",
@@ -33,6 +34,8 @@ __all__ = [
     "tile_elements",
     "argpartition_rows",
     "take_classes",
+    "dtype_in",
+    "host_dtype",
 ]
 
 #: Elements of one tile of a block's work on an accelerator. Tiles sized for a CPU core's
@@ -52,6 +55,16 @@ def namespace(*arrays: Any):
 
 def _is_host(a) -> bool:
     return isinstance(a, (np.ndarray, np.generic, int, float, bool, complex))
+
+
+def is_device_array(a) -> bool:
+    """Whether ``a`` is an array of a library other than NumPy (CuPy's, on a GPU)."""
+    return (
+        not isinstance(a, np.ndarray)
+        and not hasattr(a, "__dask_graph__")
+        and array_api_compat.is_array_api_obj(a)
+        and not array_api_compat.is_numpy_array(a)
+    )
 
 
 def is_numpy(xp) -> bool:
@@ -127,3 +140,18 @@ def take_classes(xp, classes: np.ndarray, codes):
     if xp is np or classes.dtype.kind not in "biuf":
         return classes[to_host(codes)]
     return xp.take(xp.asarray(classes, device=device_of(codes)), codes, axis=0)
+
+
+def host_dtype(dtype) -> np.dtype:
+    """Any library's dtype (``cupy.float32`` is NumPy's; ``array_api_strict.float32`` is
+    not) as NumPy's."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return np.dtype(str(dtype).rsplit(".", 1)[-1])
+
+
+def dtype_in(xp, dtype):
+    """NumPy's ``dtype`` as ``xp``'s dtype object (``xp.float32`` for float32, …)."""
+    dtype = np.dtype(dtype)
+    return dtype if xp is np else getattr(xp, dtype.name)

@@ -24,6 +24,15 @@ from scalenc.math import moments as _blocks
 from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
 from scalenc.math.neighbors import labeled_rows
 from scalenc.math.sampling import fold_of
+from scalenc.math.xp import (
+    dtype_in,
+    host_dtype,
+    like,
+    namespace,
+    take_classes,
+    tile_elements,
+    to_host,
+)
 
 __all__ = [
     "knn_sigma",
@@ -160,14 +169,21 @@ def _spread(ordered: np.ndarray, size: int) -> np.ndarray:
 # --- the network (Algorithms 2 and 3) ----------------------------------------------------
 
 
-def prepare_basis(basis: np.ndarray, sigma: float, dtype) -> tuple:
+def prepare_basis(basis: np.ndarray, sigma: float, dtype, ref=None) -> tuple:
     """What :func:`normalized_kernel` derives from the basis, computed once per block
     rather than once per row tile: the basis scaled by 1/σ² in the products' ``dtype``,
-    and ‖g‖²/(2σ²) per basis row (float64)."""
+    and ‖g‖²/(2σ²) per basis row (float64), on the device of the block ``ref`` (NumPy
+    when it is None or NumPy)."""
     basis64 = np.asarray(basis, dtype=np.float64)
     scaled_basis = (basis64 / sigma**2).astype(dtype)
     basis_term = np.einsum("ij,ij->i", basis64, basis64) * (0.5 / sigma**2)
-    return np.dtype(dtype), scaled_basis, basis_term
+    xp = namespace(ref)
+    return np.dtype(dtype), like(xp, scaled_basis, ref), like(xp, basis_term, ref)
+
+
+def _products_dtype(X, basis) -> np.dtype:
+    """The precision of the kernel's products: the data's, at least float32."""
+    return np.result_type(host_dtype(X.dtype), basis.dtype, np.float32)
 
 
 def normalized_kernel(
@@ -189,13 +205,22 @@ def normalized_kernel(
     ``prepared`` is :func:`prepare_basis` of (basis, sigma), for callers that call this
     on many row tiles.
     """
-    dtype = np.result_type(X.dtype, basis.dtype, np.float32)
+    xp = namespace(X)
+    dtype = _products_dtype(X, basis)
     if prepared is None or prepared[0] != dtype:
-        prepared = prepare_basis(basis, sigma, dtype)
+        prepared = prepare_basis(basis, sigma, dtype, X)
     # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
     _, scaled_basis, basis_term = prepared
-    products = np.asarray(X, dtype=dtype) @ scaled_basis.T
+    products = xp.astype(X, dtype_in(xp, dtype), copy=False) @ scaled_basis.mT
+    if xp is not np:  # one kernel per step over the whole block (no cache to fit)
+        logits = xp.astype(products, xp.float64) - basis_term
+        logits = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
+        logits /= xp.sum(logits, axis=1, keepdims=True)
+        if out is None:
+            return logits
+        out[...] = logits
+        return out
     W = np.empty(products.shape) if out is None else out
     step = max(1, NORMALISE_ELEMENTS // max(products.shape[1], 1))
     for start in range(0, products.shape[0], step):
@@ -214,16 +239,19 @@ def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
     8 787 took 2 GB when W̃ᵀ was formed whole); each W̃ᵀ tile is a per-thread scratch
     buffer, valid until the next one is yielded.
     """
+    xp = namespace(rows)
     r = basis.shape[0]
-    prepared = prepare_basis(basis, sigma, np.result_type(rows.dtype, basis.dtype, np.float32))
-    step = _basis_tiles(rows.shape[0], r)
+    prepared = prepare_basis(basis, sigma, _products_dtype(rows, basis), rows)
+    step = _tile_rows(xp, rows.shape[0], r)
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)
-        W = _blocks.scratch("nrbfn.kernel_tile", (stop - start, r), np.float64)
+        W = None
+        if xp is np:
+            W = _blocks.scratch("nrbfn.kernel_tile", (stop - start, r), np.float64)
         yield (
             start,
             stop,
-            normalized_kernel(rows[start:stop], basis, sigma, out=W, prepared=prepared),
+            normalized_kernel(rows[start:stop, ...], basis, sigma, out=W, prepared=prepared),
         )
 
 
@@ -257,6 +285,14 @@ def _basis_tiles(n_rows: int, r: int) -> int:
     return int(np.clip(KERNEL_TILE_ELEMENTS // max(r, 1), 1, 8192))
 
 
+def _tile_rows(xp, n_rows: int, r: int) -> int:
+    """Rows of a kernel tile: :func:`_basis_tiles` on the host, a device-sized tile on an
+    accelerator (:func:`scalenc.math.xp.tile_elements`)."""
+    if xp is np:
+        return _basis_tiles(n_rows, r)
+    return max(1, tile_elements(xp, KERNEL_TILE_ELEMENTS) // max(r, 1))
+
+
 def sigma_block(X, codes, *, row_start, basis):
     """Σ_ij ‖G_i − x_j‖ over the labeled rows of a block, and their number (Algorithm 2, step 5).
 
@@ -265,19 +301,42 @@ def sigma_block(X, codes, *, row_start, basis):
     float64.
     """
     rows, _, _ = labeled_rows(X, codes, row_start)
-    dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
+    xp = namespace(rows)
+    dtype = _products_dtype(rows, basis)
     basis_d = np.asarray(basis, np.float64).astype(dtype)
-    row_norms = row_sq_norms(rows).astype(dtype)
     basis_norms = row_sq_norms(basis).astype(dtype)
     eps = np.finfo(dtype).eps
     total = 0.0
-    step = _basis_tiles(rows.shape[0], basis.shape[0])
+    step = _tile_rows(xp, rows.shape[0], basis.shape[0])
+    if xp is not np:
+        return _sigma_device(xp, rows, like(xp, basis_d, rows), like(xp, basis_norms, rows), eps)
+    row_norms = row_sq_norms(rows).astype(dtype)
     for start in range(0, rows.shape[0], step):
         stop = start + step
         d2 = rows[start:stop].astype(dtype, copy=False) @ basis_d.T
         sq_distances_from_inner(d2, row_norms[start:stop], basis_norms, zero_below=eps, out=d2)
         total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
+
+
+def _sigma_device(xp, rows, basis, basis_norms, eps):
+    """:func:`sigma_block` on a device block: one product per tile of
+    :func:`_tile_rows` rows (the whole block, as a rule), the distances by
+    :func:`scalenc.math.distances.sq_distances_from_inner` as on the host."""
+    rows = xp.astype(rows, basis.dtype, copy=False)
+    row_norms = xp.astype(row_sq_norms(rows), basis.dtype)
+    total = xp.zeros((), dtype=xp.float64, device=rows.device)
+    step = _tile_rows(xp, rows.shape[0], basis.shape[0])
+    for start in range(0, rows.shape[0], step):
+        stop = min(rows.shape[0], start + step)
+        d2 = sq_distances_from_inner(
+            rows[start:stop, ...] @ basis.mT,
+            row_norms[start:stop],
+            basis_norms,
+            zero_below=eps,
+        )
+        total += xp.sum(xp.sqrt(xp.astype(d2, xp.float64)))
+    return {"dist_sum": total, "rows": np.array(rows.shape[0])}
 
 
 def _folds_of_block(index, codes, folds, n_folds, seed):
@@ -303,7 +362,12 @@ def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_fo
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     r = basis.shape[0]
-    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
+    count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
+    xp = namespace(rows)
+    if xp is not np:
+        M, B = _gram_device(xp, rows, folds, to_host(labels), basis, sigma, n_classes, n_folds)
+        return {"M": M, "B": B, "count": count}
     M = np.zeros((n_folds, r, r))
     B = np.zeros((n_folds, n_classes, r))
     n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
@@ -327,8 +391,31 @@ def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_fo
             Wf = Wt[mine] if not mine.all() else Wt
             _syrk_lower_into(M[f], Wf)
             B[f] += _blocks.onehot(label_tile[mine], n_classes) @ Wf
-    count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
     return {"M": M, "B": B, "count": count}
+
+
+def _gram_device(xp, rows, folds, labels, basis, sigma, n_classes, n_folds):
+    """M_f and B_f of :func:`gram_block` on a device block: W̃ᵀ of a tile of rows
+    (:func:`scalenc.math.xp.tile_elements`, the whole block as a rule) in one kernel, and
+    each fold's update as one product. The whole square of M is formed (a GPU's GEMM
+    outruns the strips of a triangle); the solve reads the lower triangle as on the host."""
+    r = basis.shape[0]
+    M = xp.zeros((n_folds, r, r), dtype=xp.float64, device=rows.device)
+    B = xp.zeros((n_folds, n_classes, r), dtype=xp.float64, device=rows.device)
+    classes = xp.arange(n_classes, device=rows.device)
+    prepared = prepare_basis(basis, sigma, _products_dtype(rows, basis), rows)
+    step = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r, 1))
+    for start in range(0, rows.shape[0], step):
+        stop = min(rows.shape[0], start + step)
+        Wt = normalized_kernel(rows[start:stop, ...], basis, sigma, prepared=prepared)
+        fold_tile, label_tile = folds[start:stop], labels[start:stop]
+        for f in np.unique(fold_tile):
+            mine = np.flatnonzero(fold_tile == f)
+            Wf = Wt if mine.size == Wt.shape[0] else xp.take(Wt, like(xp, mine, rows), axis=0)
+            indicator = like(xp, label_tile[mine], rows)[:, None] == classes
+            M[int(f), ...] += Wf.mT @ Wf
+            B[int(f), ...] += xp.astype(indicator, xp.float64).mT @ Wf
+    return M, B
 
 
 def sum_gram_partials(*partials):
@@ -356,15 +443,21 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, se
     errors = np.zeros(n_alphas)
     if rows.shape[0] == 0:
         return errors
-    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    xp = namespace(rows)
+    folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
+    labels = like(xp, to_host(labels), rows)
+    weights_d = like(xp, weights, rows)
     for start, stop, Wt in kernel_tiles(rows, basis, sigma):
         tile_folds, tile_labels = folds[start:stop], labels[start:stop]
         for f in np.unique(tile_folds):
-            mine = tile_folds == f
-            scores = (weights[f].reshape(-1, weights.shape[-1]) @ Wt[mine].T).reshape(
-                n_alphas, -1, int(mine.sum())
+            mine = like(xp, np.flatnonzero(tile_folds == f), rows)
+            Wf = xp.take(Wt, mine, axis=0)
+            scores = xp.reshape(
+                xp.reshape(weights_d[int(f), ...], (-1, weights.shape[-1])) @ Wf.mT,
+                (n_alphas, -1, Wf.shape[0]),
             )  # (n_alphas, K, rows)
-            errors += (scores.argmax(axis=1) != tile_labels[mine]).sum(axis=1)
+            wrong = xp.argmax(scores, axis=1) != xp.take(tile_labels, mine)
+            errors += to_host(xp.sum(xp.astype(wrong, xp.int64), axis=1))
     return errors
 
 
@@ -379,14 +472,21 @@ def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, se
     errors = np.zeros(models[0][2].shape[0])
     if rows.shape[0] == 0:
         return errors
-    folds = _folds_of_block(index, codes, folds, n_folds, seed)
+    xp = namespace(rows)
+    folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
+    labels = like(xp, to_host(labels), rows)
     for f in np.unique(folds):
         basis, sigma, weights = models[f]
-        mine = folds == f
-        held, held_labels = rows[mine], labels[mine]
+        mine = like(xp, np.flatnonzero(folds == f), rows)
+        held, held_labels = xp.take(rows, mine, axis=0), xp.take(labels, mine)
+        weights_d = like(xp, weights, rows)
         for start, stop, Wt in kernel_tiles(held, basis, sigma):
-            scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
-            errors += (scores.argmax(axis=1) != held_labels[start:stop]).sum(axis=1)
+            if xp is np:
+                scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
+            else:
+                scores = weights_d @ Wt.mT
+            wrong = xp.argmax(scores, axis=1) != held_labels[start:stop, ...]
+            errors += to_host(xp.sum(xp.astype(wrong, xp.int64), axis=1))
     return errors
 
 
@@ -414,6 +514,11 @@ def nrbfn_scores(X, *, basis, sigma, weights):
     """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5), a row tile
     at a time (:func:`kernel_tiles`)."""
     _blocks.check_finite(X)
+    xp = namespace(X)
+    if xp is not np:
+        weights_d = like(xp, weights, X)
+        tiles = [Wt @ weights_d.mT for _, _, Wt in kernel_tiles(X, basis, sigma)]
+        return tiles[0] if len(tiles) == 1 else xp.concat(tiles)
     out = np.empty((X.shape[0], weights.shape[0]))
     for start, stop, Wt in kernel_tiles(np.asarray(X), basis, sigma):
         np.matmul(Wt, weights.T, out=out[start:stop])
@@ -423,7 +528,8 @@ def nrbfn_scores(X, *, basis, sigma, weights):
 def lrc_scores(X, *, coef, intercept):
     """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
     _blocks.check_finite(X)
-    return np.asarray(X, dtype=np.float64) @ coef.T + intercept
+    xp = namespace(X)
+    return xp.astype(X, xp.float64) @ like(xp, coef, X).mT + like(xp, intercept, X)
 
 
 def scores_to_proba(scores: np.ndarray) -> np.ndarray:
@@ -434,13 +540,15 @@ def scores_to_proba(scores: np.ndarray) -> np.ndarray:
     probable class is always the predicted one; a row with no positive entry gets all
     its mass on its argmax.
     """
-    proba = np.clip(scores, 0.0, None)
-    total = proba.sum(axis=1, keepdims=True)
-    empty = total[:, 0] <= 0
-    if empty.any():
-        proba[empty] = 0.0
-        proba[empty, scores[empty].argmax(axis=1)] = 1.0
-        total[empty] = 1.0
+    xp = namespace(scores)
+    proba = xp.clip(scores, 0.0, None)
+    total = xp.sum(proba, axis=1, keepdims=True)
+    empty = total <= 0
+    if bool(xp.any(empty)):
+        classes = xp.arange(scores.shape[1], device=scores.device)
+        top = xp.astype(xp.argmax(scores, axis=1, keepdims=True) == classes, proba.dtype)
+        proba = xp.where(empty, top, proba)
+        total = xp.where(empty, xp.ones_like(total), total)
     return proba / total
 
 
@@ -448,12 +556,17 @@ def decision_block(X, *, score_fn, out_dtype, binary, **kwargs):
     scores = score_fn(X, **kwargs)
     if binary:
         scores = scores[:, 1:2] - scores[:, 0:1]
-    return scores.astype(out_dtype, copy=False)
+    xp = namespace(scores)
+    return xp.astype(scores, dtype_in(xp, out_dtype), copy=False)
 
 
 def proba_block(X, *, score_fn, out_dtype, **kwargs):
-    return scores_to_proba(score_fn(X, **kwargs)).astype(out_dtype, copy=False)
+    proba = scores_to_proba(score_fn(X, **kwargs))
+    xp = namespace(proba)
+    return xp.astype(proba, dtype_in(xp, out_dtype), copy=False)
 
 
 def predict_block(X, *, score_fn, classes, **kwargs):
-    return classes[score_fn(X, **kwargs).argmax(axis=1)]
+    scores = score_fn(X, **kwargs)
+    xp = namespace(scores)
+    return take_classes(xp, classes, xp.argmax(scores, axis=1))
