@@ -1,25 +1,34 @@
-"""The encoder's per-block math (NumPy only): the stacked moments and log-likelihoods of
-several kernels' embeddings, Section 2's full embedding, and the output maps (embedding,
-scores, probabilities, predictions) tile by tile.
+"""The encoder's per-block math: the stacked moments and log-likelihoods of several
+kernels' embeddings, Section 2's full embedding, and the output maps (embedding, scores,
+probabilities, predictions) tile by tile.
+
+Blocks may be NumPy arrays or device arrays (CuPy's on a GPU, :mod:`scalenc.math.xp`).
+The output maps return arrays of the block's namespace; the LDA model's small NumPy
+arrays are moved to the block's device. The partials (moments, log-likelihoods) come
+back as NumPy, for the driver's merges.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from scalenc.encoder import blocks
-from scalenc.encoder.kernels import CallableKernel
+from scalenc.encoder.kernels import Kernel
 from scalenc.math import moments as _blocks
-from scalenc.math.linalg import lda_decision, lda_log_proba
+from scalenc.math.linalg import LDAModel, class_scores
 from scalenc.math.moments import (
     _moments_about,
     add_tuples,
+    centred_class_sums,
     log_softmax,
     merge_moment_tuples,
     onehot,
     over_row_tiles,
     scratch,
 )
+from scalenc.math.xp import device_of, like, namespace, take_classes, tile_elements, to_host
 
 __all__ = [
     "stacked_class_moments",
@@ -35,52 +44,93 @@ __all__ = [
 
 def embed_block(X, *, kernel, U, out_dtype):
     _blocks.check_finite(X)
-    return by_row_tiles(lambda x: kernel(x, U).astype(out_dtype, copy=False), X, U)
+    xp = namespace(X)
+    dtype = _dtype(xp, out_dtype)
+    return by_row_tiles(lambda x: xp.astype(kernel(x, U), dtype, copy=False), X, U)
 
 
 def decision_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
+    xp = namespace(X)
+    dtype = _dtype(xp, out_dtype)
 
     def tile(x):
-        return lda_decision(model, kernel(x, U)).astype(out_dtype, copy=False)
+        return xp.astype(decision_scores(model, kernel(x, U)), dtype, copy=False)
 
     return by_row_tiles(tile, X, U)
 
 
 def proba_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
+    xp = namespace(X)
+    dtype = _dtype(xp, out_dtype)
 
     def tile(x):
-        return np.exp(lda_log_proba(model, kernel(x, U))).astype(out_dtype, copy=False)
+        return xp.astype(xp.exp(log_proba(model, kernel(x, U))), dtype, copy=False)
 
     return by_row_tiles(tile, X, U)
 
 
 def predict_block(X, *, kernel, U, model, classes):
     _blocks.check_finite(X)
+    xp = namespace(X)
 
     def tile(x):
-        scores = lda_decision(model, kernel(x, U))
-        index = (scores[:, 0] > 0).astype(np.intp) if scores.shape[1] == 1 else scores.argmax(1)
-        return classes[index]
+        scores = decision_scores(model, kernel(x, U))
+        if scores.shape[1] == 1:
+            index = xp.astype(scores[:, 0] > 0, np.intp if xp is np else xp.int64)
+        else:
+            index = xp.argmax(scores, axis=1)
+        return take_classes(xp, classes, index)
 
     return by_row_tiles(tile, X, U)
 
 
+def _dtype(xp, dtype):
+    """A NumPy dtype (a Dask array's) as the dtype of the namespace ``xp``."""
+    return np.dtype(dtype) if xp is np else getattr(xp, np.dtype(dtype).name)
+
+
+def decision_scores(model: LDAModel, Z):
+    """``Z @ coef.T + intercept`` (:func:`scalenc.math.linalg.lda_decision`) for a NumPy or
+    device embedding block, the model's arrays moved to its device."""
+    return _scores(Z, model.coef, model.intercept)
+
+
+def log_proba(model: LDAModel, Z):
+    """Log posteriors (:func:`scalenc.math.linalg.lda_log_proba`) of a NumPy or device
+    embedding block."""
+    return log_softmax(_scores(Z, *class_scores(model)))
+
+
+def _scores(Z, coef, intercept):
+    xp = namespace(Z)
+    Z = xp.astype(xp.asarray(Z), xp.float64, copy=False)
+    return Z @ like(xp, coef, Z).T + like(xp, intercept, Z)
+
+
 def by_row_tiles(func, X, U):
     """A block's output computed a row tile at a time: the embedding and the class scores
-    (K float64 columns each) stay about :data:`scalenc.encoder.blocks.STACKED_TILE_BYTES`."""
-    return _blocks.map_row_tiles(func, X, blocks.stacked_tile_rows(U.shape[0]))
+    (K float64 columns each) stay about :data:`scalenc.encoder.blocks.STACKED_TILE_BYTES`
+    (on a device, :data:`scalenc.math.xp.DEVICE_TILE_ELEMENTS` elements)."""
+    return _blocks.map_row_tiles(func, X, tile_rows(namespace(X), U.shape[0]))
 
 
 def apply_to_embedding(Z, *, block_fn, **kwargs):
     """Apply an output block function to a precomputed embedding (method='full')."""
-    identity = CallableKernel(identity_embedding)
-    return block_fn(Z, kernel=identity, U=np.empty((Z.shape[1], 0)), **kwargs)
+    return block_fn(Z, kernel=IdentityEmbedding(), U=np.empty((Z.shape[1], 0)), **kwargs)
 
 
-def identity_embedding(Z, U):
-    return Z
+@dataclass(frozen=True, repr=False)
+class IdentityEmbedding(Kernel):
+    """The kernel of a precomputed embedding: δ(Z, ·) = Z (float64, of Z's namespace)."""
+
+    name = "identity"
+    tiled = False
+
+    def __call__(self, Z, U):
+        xp = namespace(Z)
+        return xp.astype(Z, xp.float64, copy=False)
 
 
 #: Bytes of one row tile of a stacked embedding (M·K float64 columns). The multi-kernel
@@ -96,6 +146,14 @@ def stacked_tile_rows(width: int) -> int:
     return max(256, STACKED_TILE_BYTES // (8 * max(width, 1)))
 
 
+def tile_rows(xp, width: int) -> int:
+    """:func:`stacked_tile_rows` for NumPy blocks; a device tile of about
+    :data:`scalenc.math.xp.DEVICE_TILE_ELEMENTS` elements."""
+    if xp is np:
+        return blocks.stacked_tile_rows(width)
+    return max(256, tile_elements(xp, STACKED_TILE_BYTES // 8) // max(width, 1))
+
+
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
     """Each kernel's class moments (K×K) from a stacked embedding block [Z_1 | … | Z_M].
 
@@ -103,15 +161,28 @@ def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_cl
     the scatter only for each kernel's own K columns (its diagonal block): M·K² products
     per row instead of (M·K)². Everything in float64, about each row tile's mean (as
     :func:`class_moments`'s float64 path), so the merge loses nothing to cancellation;
-    tiles of :func:`stacked_tile_rows` rows, merged by Chan's update.
+    tiles of :func:`stacked_tile_rows` rows, merged by Chan's update. A device block's
+    tiles are :func:`scalenc.math.moments.centred_class_sums`; NumPy partials either way.
     """
-    rows = stacked_tile_rows(np.shape(Z)[1])
+    xp = namespace(Z)
+    tile = _stacked_class_moments_tile if xp is np else _device_stacked_class_moments_tile
     return over_row_tiles(
-        lambda z, c: _stacked_class_moments_tile(z, c, n_kernels, n_classes),
+        lambda z, c: tile(z, c, n_kernels, n_classes),
         merge_moment_tuples,
         Z,
-        np.asarray(codes),
-        rows,
+        to_host(codes),
+        tile_rows(xp, Z.shape[1]),
+    )
+
+
+def _device_stacked_class_moments_tile(Z, codes, n_kernels: int, n_classes: int):
+    K = n_classes
+    kernels = [slice(m * K, (m + 1) * K) for m in range(n_kernels)]
+    part = centred_class_sums(Z, codes, K, blocks=kernels)
+    n, centre, sums = part["n"], part["centre"], part["sums"]
+    return tuple(
+        _moments_about(n, centre[cols], sums[:, cols], scatter)
+        for cols, scatter in zip(kernels, part["scatters"])
     )
 
 
@@ -145,15 +216,36 @@ def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     contiguous), so that the max and the sum over a kernel's K classes are element-wise
     operations on long vectors rather than reductions over short rows. The cross-entropy
     of Shen's Section 3, Step 4, is minus the total over all blocks. Row tiles of
-    :func:`stacked_tile_rows` rows.
+    :func:`stacked_tile_rows` rows. NumPy totals (0-d float64), also for a device block.
     """
+    xp = namespace(Z)
+    tile = _stacked_log_likelihood_tile if xp is np else _device_stacked_log_likelihood_tile
     return over_row_tiles(
-        lambda z, c: _stacked_log_likelihood_tile(z, c, coef, intercept, n_kernels),
+        lambda z, c: tile(z, c, coef, intercept, n_kernels),
         add_tuples,
         Z,
-        np.asarray(codes),
-        stacked_tile_rows(np.shape(Z)[1]),
+        to_host(codes),
+        tile_rows(xp, Z.shape[1]),
     )
+
+
+def _device_stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+    """:func:`_stacked_log_likelihood_tile` with the array API standard's calls: each
+    kernel's (b, K) scores, their log-softmax over the K classes, and the labeled rows'
+    own class picked by ``take_along_axis``."""
+    xp = namespace(Z)
+    K = coef.shape[0] // n_kernels
+    Z = xp.astype(Z, xp.float64)
+    codes = like(xp, codes, Z)
+    labeled = codes >= 0
+    own = xp.where(labeled, codes, 0)[:, None]
+    totals = []
+    for m in range(n_kernels):
+        cols = slice(m * K, (m + 1) * K)
+        scores = Z[:, cols] @ like(xp, coef[cols, cols], Z) + like(xp, intercept[cols], Z)
+        picked = xp.take_along_axis(log_softmax(scores, overwrite=True), own, axis=1)[:, 0]
+        totals.append(xp.sum(xp.where(labeled, picked, 0.0)))
+    return tuple(np.array(v) for v in to_host(xp.stack(totals)))
 
 
 def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
@@ -178,6 +270,11 @@ def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> t
 def full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):
     """Σ_j δ(x_i, x_j) W(j, k) over one column block: Shen's Section 2, Z = A W."""
     A = kernel(X_rows, X_cols)
+    xp = namespace(A)
+    if xp is not np:  # the class sums as one product with the (columns × K) indicator
+        codes = like(xp, to_host(codes_cols), A)
+        indicator = codes[:, None] == xp.arange(n_classes, device=device_of(A))[None, :]
+        return (A @ xp.astype(indicator, xp.float64)) / like(xp, counts, A)
     labeled = codes_cols >= 0
     out = np.zeros((X_rows.shape[0], n_classes))
     np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)

@@ -1,8 +1,12 @@
 """Kernels δ(x, u) between the rows of a data block and the K class means U.
 
-Pure NumPy. A kernel maps a block ``X`` (b×p) and ``U`` (K×p) to the embedding block
-``Z = δ(X, U)`` (b×K) in float64. Kernels are looked up by name in :data:`KERNELS`;
-a user callable ``f(X_block, U) -> (b, K)`` is wrapped as a :class:`CallableKernel`.
+A kernel maps a block ``X`` (b×p) and ``U`` (K×p) to the embedding block
+``Z = δ(X, U)`` (b×K) in float64. Blocks may be NumPy arrays or device arrays (CuPy's on
+a GPU: :mod:`scalenc.math.xp`): ``U`` is moved to the block's device, and the kernels are
+written with the array API standard's calls, NumPy keeping its own faster routines
+(``einsum``, scratch buffers, the float32 rank sort) where it has them. Kernels are
+looked up by name in :data:`KERNELS`; a user callable ``f(X_block, U) -> (b, K)`` is
+wrapped as a :class:`CallableKernel`.
 
 :func:`embed` evaluates several kernels on a block a row tile at a time, and the work they
 share — the float64 copy of the tile, the product X·Uᵀ, the squared distances — is done
@@ -30,6 +34,7 @@ import numpy as np
 from scalenc.exceptions import InputError
 from scalenc.math import moments as _blocks
 from scalenc.math.distances import sq_distances_from_inner
+from scalenc.math.xp import device_of, like, namespace, tile_elements, to_host
 
 __all__ = [
     "Kernel",
@@ -62,7 +67,7 @@ def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
            [ 5.,  1.],
            [10.,  4.]])
     """
-    return Tile(X, Means(U)).sq_distances
+    return Tile(X, Means(U, X)).sq_distances
 
 
 #: Elements (rows × features) per row tile in :func:`embed`: every per-tile temporary
@@ -73,6 +78,13 @@ def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
 EMBED_TILE_ELEMENTS = 2**15
 EMBED_MIN_TILE_ROWS = 256
 EMBED_MAX_TILE_ELEMENTS = 2**18
+
+
+def _row_sq_norms(xp, A):
+    """‖a_i‖² of every row of a float64 array."""
+    if xp is np:
+        return np.einsum("ij,ij->i", A, A)
+    return xp.sum(A * A, axis=1)
 
 
 def embed_tile_rows(n_features: int) -> int:
@@ -104,18 +116,20 @@ class Means:
     array([[-0.707,  0.707,  0.   ]])
     """
 
-    def __init__(self, U: np.ndarray):
-        self.U = np.asarray(U)
+    def __init__(self, U, like_block=None):
+        #: The namespace of the block the means meet (``numpy`` without one).
+        self.xp = namespace(like_block)
+        self.U = np.asarray(U) if self.xp is np else like(self.xp, U, like_block)
 
     @functools.cached_property
-    def u64(self) -> np.ndarray:
+    def u64(self):
         """U in float64."""
-        return np.asarray(self.U, dtype=np.float64)
+        return self.xp.astype(self.U, self.xp.float64, copy=False)
 
     @functools.cached_property
-    def sq_norms(self) -> np.ndarray:
+    def sq_norms(self):
         """‖u_k‖² per class, float64."""
-        return np.einsum("ij,ij->i", self.u64, self.u64)
+        return _row_sq_norms(self.xp, self.u64)
 
     @functools.cached_property
     def centred_ranks(self) -> np.ndarray:
@@ -127,7 +141,8 @@ class Tile:
     """A row tile of X with the class means, and the products its kernels share.
 
     Each product is computed on first use and kept for the other kernels of the tile; the
-    float64 copy of X lives in a per-thread scratch buffer (valid until the next tile).
+    float64 copy of a NumPy X lives in a per-thread scratch buffer (valid until the next
+    tile). A device tile's :class:`Means` must be on its device (``Means(U, X)``).
 
     Examples
     --------
@@ -146,8 +161,9 @@ class Tile:
            [10.,  4.]])
     """
 
-    def __init__(self, X: np.ndarray, means: Means):
-        self.X = np.asarray(X)
+    def __init__(self, X, means: Means):
+        self.xp = namespace(X)
+        self.X = np.asarray(X) if self.xp is np else X
         self.means = means
 
     @property
@@ -167,8 +183,8 @@ class Tile:
     @functools.cached_property
     def x64(self) -> np.ndarray:
         """The tile's rows in float64 (X itself when it is float64 already)."""
-        if self.X.dtype == np.float64:
-            return self.X
+        if self.xp is not np or self.X.dtype == np.float64:
+            return self.xp.astype(self.X, self.xp.float64, copy=False)
         out = _blocks.scratch("tile.x64", self.X.shape, np.float64)
         out[...] = self.X
         return out
@@ -181,8 +197,12 @@ class Tile:
     @functools.cached_property
     def sq_distances(self) -> np.ndarray:
         """‖x_i − u_j‖² (:func:`scalenc.math.neighbors.sq_distances_from_inner`), clipped at 0."""
-        x_sq = np.einsum("ij,ij->i", self.x64, self.x64)
-        return sq_distances_from_inner(self.inner, x_sq, self.means.sq_norms)
+        x_sq = _row_sq_norms(self.xp, self.x64)
+        if self.xp is np:
+            return sq_distances_from_inner(self.inner, x_sq, self.means.sq_norms)
+        # the same expansion, in the same order, with the standard's calls
+        out = self.inner * -2.0 + x_sq[:, None] + self.means.sq_norms[None, :]
+        return self.xp.clip(out, min=0.0)
 
 
 def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -203,19 +223,24 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     >>> bool(np.allclose(Z[:, 2:], Euclidean()(X, U)))
     True
     """
-    X = np.asarray(X)
-    means = Means(U)
+    xp = namespace(X)
+    X = np.asarray(X) if xp is np else X
+    means = Means(U, X)
     K = means.U.shape[0]
-    out = np.empty((X.shape[0], len(kernels) * K))
+    out = xp.empty((X.shape[0], len(kernels) * K), dtype=xp.float64, device=device_of(X))
     tiled = [m for m, kernel in enumerate(kernels) if kernel.tiled]
     for m, kernel in enumerate(kernels):
         if not kernel.tiled:  # a user function sees the whole block, once
             out[:, m * K : (m + 1) * K] = kernel(X, means.U)
-    rows = embed_tile_rows(X.shape[1])
+    if xp is np:
+        rows = embed_tile_rows(X.shape[1])
+    else:  # a device tile's temporaries: rows × p and rows × K
+        rows = max(1, tile_elements(xp, EMBED_TILE_ELEMENTS) // max(X.shape[1], K, 1))
     for start in range(0, X.shape[0] if tiled else 0, rows):
-        tile = Tile(X[start : start + rows], means)
+        stop = min(start + rows, X.shape[0])
+        tile = Tile(X[start:stop, ...], means)
         for m in tiled:
-            out[start : start + rows, m * K : (m + 1) * K] = kernels[m].tile(tile)
+            out[start:stop, m * K : (m + 1) * K] = kernels[m].tile(tile)
     return out
 
 
@@ -234,7 +259,37 @@ def average_ranks(A: np.ndarray) -> np.ndarray:
     >>> bool((average_ranks(A) == rankdata(A, axis=1)).all())
     True
     """
+    xp = namespace(A)
+    if xp is not np:
+        return _sorted_average_ranks(xp, A)
     return _ranks_and_tied_rows(A)[0]
+
+
+def _sorted_average_ranks(xp, A):
+    """:func:`average_ranks` with the array API standard's calls (a device block's ranks).
+
+    Each row is sorted (``argsort``); its runs of equal values are numbered by a
+    cumulative sum of where the sorted values change, and each run's first and last
+    positions found by one ``searchsorted`` of those numbers, made increasing over the
+    whole flattened array by a per-row offset. A run's average rank goes back to the
+    row's columns through the inverse permutation (a second ``argsort``).
+    """
+    n_rows, n_cols = A.shape
+    if A.size == 0:
+        return xp.zeros((n_rows, n_cols), dtype=xp.float64, device=device_of(A))
+    order = xp.argsort(A, axis=1, stable=True)
+    sorted_values = xp.take_along_axis(A, order, axis=1)
+    first = xp.ones((n_rows, 1), dtype=xp.int64, device=device_of(A))
+    change = xp.astype(sorted_values[:, 1:] != sorted_values[:, :-1], xp.int64)
+    runs = xp.cumulative_sum(xp.concat([first, change], axis=1), axis=1)  # 1..p in each row
+    offset = xp.arange(n_rows, dtype=xp.int64, device=device_of(A))[:, None] * (n_cols + 1)
+    keys = xp.reshape(runs + offset, (-1,))
+    start = xp.searchsorted(keys, keys, side="left")  # flat positions of each run's ends
+    stop = xp.searchsorted(keys, keys, side="right")
+    row_start = xp.reshape(xp.arange(n_rows, dtype=xp.int64, device=device_of(A)) * n_cols, (-1, 1))
+    ranks = xp.reshape(xp.astype(start + stop + 1, xp.float64) / 2.0, (n_rows, n_cols))
+    ranks -= xp.astype(row_start, xp.float64)
+    return xp.take_along_axis(ranks, xp.argsort(order, axis=1), axis=1)
 
 
 def _ranks_and_tied_rows(
@@ -472,13 +527,17 @@ class Euclidean(Kernel):
     name = "euclidean"
 
     def tile(self, tile):
-        return -np.sqrt(tile.sq_distances)
+        return -tile.xp.sqrt(tile.sq_distances)
 
 
-def _centre_and_scale(ranks: np.ndarray) -> np.ndarray:
-    ranks -= ranks.mean(axis=1, keepdims=True)
-    norms = np.linalg.norm(ranks, axis=1, keepdims=True)
-    return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
+def _centre_and_scale(ranks):
+    xp = namespace(ranks)
+    ranks -= xp.mean(ranks, axis=1, keepdims=True)
+    if xp is np:
+        norms = np.linalg.norm(ranks, axis=1, keepdims=True)
+        return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
+    norms = xp.linalg.vector_norm(ranks, axis=1, keepdims=True)
+    return xp.where(norms > 0, ranks / xp.where(norms > 0, norms, 1.0), 0.0)
 
 
 @dataclass(frozen=True, repr=False)
@@ -503,6 +562,8 @@ class Spearman(Kernel):
 
     def tile(self, tile):
         ranks_u = tile.means.centred_ranks
+        if tile.xp is not np:  # every row centred and scaled, with or without ties
+            return _centre_and_scale(average_ranks(tile.X)) @ ranks_u.T
         n_cols = tile.X.shape[1]
         # the tile's float64 copy, if another kernel made one, saves a conversion
         ranks, tied = _ranks_and_tied_rows(
@@ -554,7 +615,7 @@ class Gaussian(Kernel):
     def tile(self, tile):
         if self.sigma is None:
             raise InputError("The Gaussian kernel's width sigma is not set; fit resolves it.")
-        return np.exp(tile.sq_distances / (-2.0 * self.sigma**2))
+        return tile.xp.exp(tile.sq_distances / (-2.0 * self.sigma**2))
 
     def resolve(self, stats):
         """σ from pass 1's per-class counts, means and sums of squared norms (no pass).
@@ -591,7 +652,9 @@ class Gaussian(Kernel):
 class CallableKernel(Kernel):
     """A user function ``f(X_block, U) -> (b, K)``; it must be picklable for clusters.
 
-    The function sees each block whole, once (not a row tile at a time).
+    The function sees each block whole, once (not a row tile at a time), as NumPy arrays:
+    a device block (CuPy's) is copied to the host for it, and its result copied back to
+    the block's device.
 
     Examples
     --------
@@ -632,13 +695,14 @@ class CallableKernel(Kernel):
         return getattr(self.func, "__name__", "callable")
 
     def __call__(self, X, U):
-        Z = np.asarray(self.func(X, U), dtype=np.float64)
+        xp = namespace(X)
+        Z = np.asarray(self.func(to_host(X), to_host(U)), dtype=np.float64)
         if Z.shape != (X.shape[0], U.shape[0]):
             raise InputError(
                 f"The kernel callable {self.name!r} must return an array of shape "
                 f"(rows, K) = {(X.shape[0], U.shape[0])}; it returned {Z.shape}."
             )
-        return Z
+        return like(xp, Z, X)
 
 
 KERNELS: dict[str, type[Kernel]] = {

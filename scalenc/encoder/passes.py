@@ -22,7 +22,8 @@ from scalenc.engine.reduce import (
     tree_reduce,
 )
 from scalenc.math import moments as _blocks
-from scalenc.math.linalg import LDAModel, lda_log_proba, stacked_class_scores
+from scalenc.math.linalg import LDAModel, stacked_class_scores
+from scalenc.math.xp import namespace, to_host
 
 __all__ = [
     "embedding_moments_pass",
@@ -41,8 +42,8 @@ def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
     def tile(x, c):
         return blocks.stacked_class_moments(embed(kernels, x, U), c, len(kernels), n_classes)
 
-    rows = blocks.stacked_tile_rows(len(kernels) * n_classes)
-    return _blocks.over_row_tiles(tile, _blocks.merge_moment_tuples, X, np.asarray(codes), rows)
+    rows = blocks.tile_rows(namespace(X), len(kernels) * n_classes)
+    return _blocks.over_row_tiles(tile, _blocks.merge_moment_tuples, X, to_host(codes), rows)
 
 
 def embedding_moments_pass(
@@ -73,8 +74,8 @@ def _cross_entropy_block(X, codes, *, row_start, kernels, U, coef, intercept):
         Z = embed(kernels, x, U)
         return blocks.stacked_log_likelihood(Z, c, coef, intercept, len(kernels))
 
-    rows = blocks.stacked_tile_rows(coef.shape[0])
-    return _blocks.over_row_tiles(tile, _blocks.add_tuples, X, np.asarray(codes), rows)
+    rows = blocks.tile_rows(namespace(X), coef.shape[0])
+    return _blocks.over_row_tiles(tile, _blocks.add_tuples, X, to_host(codes), rows)
 
 
 def cross_entropy_pass(
@@ -202,7 +203,7 @@ def moments_pass(
 
 
 def _log_likelihood_block(Z, codes, *, row_start, model):
-    return np.array(_blocks.labeled_log_likelihood(lda_log_proba(model, Z), codes)[0])
+    return np.array(_blocks.labeled_log_likelihood(blocks.log_proba(model, Z), to_host(codes))[0])
 
 
 def log_likelihood_pass(

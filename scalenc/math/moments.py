@@ -1,16 +1,22 @@
-"""Per-block NumPy functions that the streaming passes call.
+"""Per-block functions that the streaming passes call.
 
-Nothing here imports dask. Every function takes one row block (a NumPy array) and
-returns a small partial result: class counts, class means and pooled within-class
-scatter matrices, accumulated in float64 whatever the input dtype (a float32 block's
-scatter, and with it the class sums, come from float32 products over row tiles, each
-added to the float64 total: see :func:`class_moments`). Partials of two
-blocks are merged with :func:`merge_moments`, which is associative, so the passes can
-combine them in any tree order and get the same result to rounding.
+Nothing here imports dask. Every function takes one row block (a NumPy array, or a device
+array such as CuPy's: see :mod:`scalenc.math.xp`) and returns a small partial result:
+class counts, class means and pooled within-class scatter matrices, accumulated in
+float64 whatever the input dtype (a float32 block's scatter, and with it the class sums,
+come from float32 products over row tiles, each added to the float64 total: see
+:func:`class_moments`). Partials of two blocks are merged with :func:`merge_moments`,
+which is associative, so the passes can combine them in any tree order and get the same
+result to rounding.
 
 Class moments use Chan, Golub & LeVeque's pairwise update (means and centred scatter,
 not raw sums of squares), so merging many blocks does not lose precision to
 cancellation when class means are large compared to the spread within a class.
+
+A device block's class moments (:func:`class_moments` on a non-NumPy block) are one
+float64 product with a dense class indicator per tile of
+:data:`~scalenc.math.xp.DEVICE_TILE_ELEMENTS`, written with the array API standard; the
+small results (K×d, d×d) come back to NumPy for the merges, which only ever see NumPy.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import scipy.sparse as sp
 
 from scalenc.exceptions import InputError
 from scalenc.math import labels
+from scalenc.math.xp import device_of, host_tree, like, namespace, tile_elements, to_host
 
 __all__ = [
     "class_moments",
@@ -39,6 +46,8 @@ __all__ = [
     "confusion_counts",
     "checked_class_moments",
     "onehot",
+    "centred_class_sums",
+    "device_tile_rows",
 ]
 
 
@@ -109,8 +118,14 @@ def class_moments(
     -------
     dict with ``n`` (K,), ``mean`` (K, d) and, if asked, ``scatter`` (d, d),
     ``sqnorm`` (K,) and ``all_finite``.
-    A class with no row in the block has count 0 and mean 0.
+    A class with no row in the block has count 0 and mean 0. Always NumPy arrays, also
+    for a device block (whose moments are float64 throughout, and always say
+    ``all_finite`` exactly: see :func:`centred_class_sums`).
     """
+    if namespace(X) is not np:
+        return _device_class_moments(
+            X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=check_finite
+        )
     codes = np.asarray(codes)
     labeled = codes >= 0
     n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
@@ -151,6 +166,84 @@ def class_moments(
         out["sqnorm"] = sq
     if check_finite:
         out["all_finite"] = all_finite
+    return out
+
+
+def _device_class_moments(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
+    """:func:`class_moments` of a device block: tiles of :func:`centred_class_sums`,
+    merged on the host by Chan's update."""
+    all_finite = True
+
+    def tile(x, c):
+        nonlocal all_finite
+        blocks = (slice(None),) if scatter else ()
+        part = centred_class_sums(x, c, n_classes, blocks=blocks, sqnorm=sqnorm)
+        all_finite = all_finite and part["all_finite"]
+        d = part["centre"].size
+        out = _moments_about(
+            part["n"],
+            part["centre"],
+            part["sums"],
+            part["scatters"][0] if scatter else np.zeros((d, d)),
+        )
+        if not scatter:
+            del out["scatter"]
+        if sqnorm:
+            out["sqnorm"] = part["sqnorm"]
+        return out
+
+    rows = device_tile_rows(namespace(X), max(X.shape[1], n_classes))
+    out = over_row_tiles(tile, merge_moments, X, to_host(codes), rows)
+    if check_finite:
+        out["all_finite"] = all_finite
+    return out
+
+
+def device_tile_rows(xp, width: int) -> int:
+    """Rows of a device tile whose temporaries (rows × ``width`` float64) hold about
+    :data:`~scalenc.math.xp.DEVICE_TILE_ELEMENTS` elements."""
+    return max(1, tile_elements(xp, SUMS_TILE) // max(width, 1))
+
+
+def centred_class_sums(
+    X, codes, n_classes: int, *, blocks=(slice(None),), sqnorm: bool = False
+) -> dict:
+    """The class sums and scatters of a device block's labeled rows about their mean,
+    with the array API standard's calls; NumPy results.
+
+    One float64 product of the K×b class indicator (``codes == arange(K)``) with the
+    block gives the counts, the class sums and the labeled rows' mean c; the scatter
+    Σ(x−c)(x−c)ᵀ is taken for each column slice in ``blocks`` (the whole row by default;
+    each kernel's K columns of a stacked embedding). Unlabeled rows are set to 0 before
+    any product, so that their values (NaN included) count nowhere.
+
+    Returns a dict of NumPy arrays: ``n`` (K,), ``centre`` c (d,), ``sums`` Σ(x−c) per
+    class (K×d), ``scatters`` (one per slice), with ``sqnorm`` Σ‖x‖² per class (K,), and
+    ``all_finite`` (whether every value of the block, unlabeled rows included, is finite).
+    """
+    xp = namespace(X)
+    X = xp.astype(X, xp.float64, copy=False)
+    codes = like(xp, to_host(codes), X)
+    labeled = codes >= 0
+    all_finite = bool(xp.all(xp.isfinite(X)))
+    X = xp.where(labeled[:, None], X, 0.0)
+    indicator = xp.astype(
+        codes[None, :] == xp.arange(n_classes, device=device_of(X))[:, None], xp.float64
+    )
+    n = xp.sum(indicator, axis=1)
+    sums = indicator @ X
+    centre = xp.sum(sums, axis=0) / xp.maximum(xp.sum(n), 1.0)
+    sums -= n[:, None] * centre  # about the centre
+    out = {"n": n, "centre": centre, "sums": sums, "scatters": []}
+    if sqnorm:
+        out["sqnorm"] = indicator @ xp.sum(X * X, axis=1)
+    if blocks:
+        centred = xp.where(labeled[:, None], X - centre, 0.0)
+        for cols in blocks:
+            part = centred[:, cols]
+            out["scatters"].append(part.T @ part)
+    out = host_tree(out)
+    out["all_finite"] = all_finite
     return out
 
 
@@ -364,13 +457,15 @@ def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
     were finite; otherwise (or when some were not) the entries are counted. Non-finite
     entries are read as 0 so the statistics stay finite until the caller refuses X.
     """
+    xp = namespace(X)
     out = None
-    if not scatter or X.dtype == np.float32:  # these paths see every row's values anyway
+    # these paths see every row's values anyway (a device block's always does)
+    if not scatter or xp is not np or X.dtype == np.float32:
         out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=True)
     all_finite = out is not None and out.pop("all_finite")
     nonfinite = 0 if all_finite else count_nonfinite(X)
     if nonfinite:  # the fit will refuse X; keep the statistics finite until then
-        X = np.where(np.isfinite(X), X, 0.0)
+        X = xp.where(xp.isfinite(X), X, 0.0)
         out = None
     if out is None:
         with np.errstate(over="ignore", invalid="ignore"):
@@ -400,7 +495,8 @@ def over_row_tiles(func, merge, X, codes, rows: int):
     """``func(X_tile, codes_tile)`` over row tiles of ``rows``, merged left to right."""
     out = None
     for start in range(0, max(X.shape[0], 1), rows):
-        part = func(X[start : start + rows], codes[start : start + rows])
+        stop = min(start + rows, X.shape[0])  # in bounds, as the array API wants
+        part = func(X[start:stop, ...], codes[start:stop])
         out = part if out is None else merge(out, part)
     return out
 
@@ -412,16 +508,20 @@ def map_row_tiles(func, X, rows: int) -> np.ndarray:
     n = X.shape[0]
     if n <= rows:
         return func(X)
-    first = func(X[:rows])
-    out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
-    out[:rows] = first
+    first = func(X[:rows, ...])
+    # the output's namespace is the first tile's: device labels may come back as NumPy
+    xp = namespace(first)
+    out = xp.empty((n, *first.shape[1:]), dtype=first.dtype, device=device_of(first))
+    out[:rows, ...] = first
     for start in range(rows, n, rows):
-        out[start : start + rows] = func(X[start : start + rows])
+        stop = min(start + rows, n)
+        out[start:stop, ...] = func(X[start:stop, ...])
     return out
 
 
-def check_finite(X: np.ndarray) -> None:
-    """Refuse a block holding NaN or infinite values (the per-block check of every output map)."""
+def check_finite(X) -> None:
+    """Refuse a block holding NaN or infinite values (the per-block check of every output map);
+    any array of the array API (:func:`count_nonfinite`)."""
     bad = count_nonfinite(X)
     if bad:
         raise InputError(
@@ -439,14 +539,16 @@ def magnitude_limit(dtype) -> float:
 def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
     """Refuse a block holding a finite value too large for its dtype's statistics
     (:func:`magnitude_limit`), naming the column and the value."""
-    if not np.issubdtype(X.dtype, np.floating) or X.size == 0:
+    xp = namespace(X)
+    if not xp.isdtype(X.dtype, "real floating") or X.size == 0:
         return
-    limit = magnitude_limit(X.dtype)
     with np.errstate(invalid="ignore"):
-        peaks = np.nanmax(np.where(np.isfinite(X), np.abs(X), 0.0), axis=0)
+        # the column peaks (p values) come to the host, in X's dtype
+        peaks = to_host(xp.max(xp.where(xp.isfinite(X), xp.abs(X), 0.0), axis=0))
+    limit = magnitude_limit(peaks.dtype)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", X.dtype)
+        raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", peaks.dtype)
 
 
 def too_large(column: int, what: str, dtype) -> InputError:
@@ -458,11 +560,12 @@ def too_large(column: int, what: str, dtype) -> InputError:
     )
 
 
-def count_nonfinite(X: np.ndarray) -> int:
-    """Number of NaN or infinite entries of a block."""
-    if np.issubdtype(X.dtype, np.integer):
+def count_nonfinite(X) -> int:
+    """Number of NaN or infinite entries of a block (NumPy or any array API array)."""
+    xp = namespace(X)
+    if xp.isdtype(X.dtype, "integral"):
         return 0
-    return int(X.size - np.count_nonzero(np.isfinite(X)))
+    return int(X.size - xp.count_nonzero(xp.isfinite(X)))
 
 
 def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -> np.ndarray:
@@ -470,12 +573,16 @@ def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -
 
     With ``overwrite`` the result is written into ``scores`` (a float array).
     """
-    shifted = scores if overwrite else np.array(scores, dtype=np.float64, copy=True)
-    shifted -= shifted.max(axis=axis, keepdims=True)
-    # exp into a per-thread buffer: a fresh temporary the size of the scores is
-    # page-faulted in on every call (see :func:`scratch`)
-    expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
-    shifted -= np.log(expd.sum(axis=axis, keepdims=True))
+    xp = namespace(scores)
+    shifted = scores if overwrite else xp.astype(xp.asarray(scores), xp.float64, copy=True)
+    shifted -= xp.max(shifted, axis=axis, keepdims=True)
+    if xp is np:
+        # exp into a per-thread buffer: a fresh temporary the size of the scores is
+        # page-faulted in on every call (see :func:`scratch`)
+        expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
+    else:
+        expd = xp.exp(shifted)
+    shifted -= xp.log(xp.sum(expd, axis=axis, keepdims=True))
     return shifted
 
 
@@ -484,8 +591,14 @@ def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[fl
 
     The cross-entropy of Shen's Section 3, Step 4, is minus the total over all blocks.
     """
-    labeled = np.flatnonzero(codes >= 0)
-    return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
+    xp = namespace(log_proba)
+    if xp is np:
+        labeled = np.flatnonzero(codes >= 0)
+        return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
+    codes = like(xp, to_host(codes), log_proba)
+    labeled = codes >= 0
+    picked = xp.take_along_axis(log_proba, xp.where(labeled, codes, 0)[:, None], axis=1)
+    return float(xp.sum(xp.where(labeled, picked[:, 0], 0.0))), int(xp.count_nonzero(labeled))
 
 
 def confusion_counts(
