@@ -1,17 +1,33 @@
 """Squared Euclidean distances from inner products, written once, and the rounding bounds of
 the scores a float product gives (what the exact searches of :mod:`scalenc.math.neighbors`
 and :mod:`scalenc.math.nearest` widen their bounds by).
+
+Each takes its namespace from its arrays (:mod:`scalenc.math.xp`): NumPy's runs the calls
+it always ran; a device's the array API standard's, with the same results to rounding.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from scalenc.math.xp import device_of, dtype_in, host_dtype, like, namespace
 
-def row_sq_norms(A: np.ndarray) -> np.ndarray:
-    """‖a_i‖² of every row, float64."""
-    A = np.asarray(A, dtype=np.float64)
-    return np.einsum("ij,ij->i", A, A)
+
+def row_sq_norms(A):
+    """‖a_i‖² of every row, float64 (each row summed alone: identical rows, equal norms)."""
+    xp = namespace(A)
+    if xp is np:
+        A = np.asarray(A, dtype=np.float64)
+        return np.einsum("ij,ij->i", A, A)
+    A = xp.astype(A, xp.float64)
+    return xp.sum(A * A, axis=1)
+
+
+def ranking_dtype(xp, *dtypes):
+    """The precision scores of rows of these dtypes are ranked in: their common one, at
+    least float32 (float32 data keeps BLAS at float32 speed), as ``xp``'s dtype."""
+    common = np.result_type(*(host_dtype(d) for d in dtypes), np.float32)
+    return common if xp is np else dtype_in(xp, common)
 
 
 def sq_distances_from_inner(
@@ -29,20 +45,35 @@ def sq_distances_from_inner(
     ``zero_below`` = the working precision's ε, values below the expansion's rounding
     error 8 ε (‖a‖² + max ‖b‖²) are set to 0, so a row's distance to itself is exactly 0
     (it matters under a square root).
+
+    On a device, ``out`` is written in place as well (slice assignments); the norms join
+    in ``out``'s precision (the standard's in-place arithmetic keeps the left dtype).
     """
+    xp = namespace(inner)
+    host = xp is np
     if out is None:
-        out = np.empty(inner.shape)
-    np.multiply(inner, -2.0, out=out)
+        out = xp.empty(inner.shape, dtype=xp.float64, device=device_of(inner))
+    if host:
+        np.multiply(inner, -2.0, out=out)
+    else:
+        out[...] = xp.astype(inner, out.dtype) * -2.0
+        a_sq, b_sq = like(xp, a_sq, out, out.dtype), like(xp, b_sq, out, out.dtype)
     out += a_sq[:, None]
     out += b_sq[None, :]
-    np.maximum(out, 0.0, out=out)
+    if host:
+        np.maximum(out, 0.0, out=out)
+    else:
+        out[...] = xp.clip(out, min=0.0)
     if zero_below is not None and out.size:
-        tol = 8.0 * zero_below * (a_sq + b_sq.max())
-        out[out < tol[:, None]] = 0.0
+        tol = (8.0 * zero_below * (a_sq + xp.max(b_sq)))[:, None]
+        if host:
+            out[out < tol] = 0.0
+        else:
+            out[...] = xp.where(out < tol, 0.0, out)
     return out
 
 
-def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True) -> np.ndarray:
+def pairwise_sq_distances(A, B, *, tol_zero: bool = True):
     """‖a_i − b_j‖² (len(A)×len(B), float64, clipped at 0).
 
     The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
@@ -50,9 +81,13 @@ def pairwise_sq_distances(A: np.ndarray, B: np.ndarray, *, tol_zero: bool = True
     ``tol_zero``, values below the expansion's rounding error are set to 0
     (:func:`sq_distances_from_inner`).
     """
-    dtype = np.result_type(A.dtype, B.dtype, np.float32)
-    cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
-    eps = np.finfo(dtype).eps if tol_zero else None
+    xp = namespace(A, B)
+    dtype = ranking_dtype(xp, A.dtype, B.dtype)
+    if xp is np:
+        cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
+    else:
+        cross = like(xp, A, B, dtype) @ like(xp, B, A, dtype).mT
+    eps = xp.finfo(dtype).eps if tol_zero else None
     return sq_distances_from_inner(cross, row_sq_norms(A), row_sq_norms(B), zero_below=eps)
 
 
@@ -64,10 +99,12 @@ def score_bound(q_norms, max_norm2, p, dtype) -> np.ndarray:
     The score ‖r‖² − 2 q·r is a (p+1)-term product in the ranking precision (unit
     roundoff u, inputs rounded once), the distance a sum of p terms: both err by
     at most about (p+3)·u·(‖q‖² + ‖r‖² + 2‖q‖‖r‖) (the classic bound of a length-p dot
-    product, any summation order). Doubled for safety.
+    product, any summation order). Doubled for safety. ``q_norms`` may be a device's
+    array (so is δ then); ``dtype`` any library's.
     """
-    u = np.finfo(dtype).eps / 2 + np.finfo(np.float64).eps / 2
-    scale = q_norms + max_norm2 + 2.0 * np.sqrt(q_norms * max_norm2)
+    xp = namespace(q_norms)
+    u = float(np.finfo(host_dtype(dtype)).eps / 2 + np.finfo(np.float64).eps / 2)
+    scale = q_norms + max_norm2 + 2.0 * xp.sqrt(q_norms * max_norm2)
     return 2.0 * (p + 3) * u * scale
 
 

@@ -46,11 +46,22 @@ from scalenc.math.distances import (
     GATHER_ELEMENTS,
     duplicate_rank,
     pairwise_sq_distances,
+    ranking_dtype,
     row_sq_norms,
     score_bound,
     sq_distances_from_inner,
 )
 from scalenc.math.nearest import _nearest_exact
+from scalenc.math.xp import (
+    argpartition_rows,
+    device_of,
+    dtype_in,
+    host_dtype,
+    like,
+    namespace,
+    tile_elements,
+    to_host,
+)
 
 __all__ = [
     "nearest",
@@ -72,12 +83,25 @@ PAIR_TILE_ELEMENTS = 8 * 2**20
 #: Columns of a score row whose k-th smallest value bounds the row's k-th smallest overall
 #: (:func:`_smallest_k`); only entries at or below the bound go to selection.
 THRESHOLD_SAMPLE = 2048
+#: Scores per query that a device's search selects beyond the k smallest
+#: (:func:`_nearest_on_device`): queries whose (k + slack)-th score is within the rounding
+#: bound of the k-th select again among twice as many.
+DEVICE_SLACK = 8
 
 
-def labeled_rows(X: np.ndarray, codes: np.ndarray, row_start: int = 0):
-    """The labeled rows of a block: ``(rows, global indices, codes)``."""
+def labeled_rows(X, codes: np.ndarray, row_start: int = 0):
+    """The labeled rows of a block: ``(rows, global indices, codes)``.
+
+    The rows are an array of X's namespace (on X's device; X itself there when every row
+    is labeled); the indices and codes are NumPy, as ``codes`` is.
+    """
     keep = np.flatnonzero(np.asarray(codes) >= 0)
-    return np.asarray(X)[keep], (row_start + keep).astype(np.int64), np.asarray(codes)[keep]
+    index, kept_codes = (row_start + keep).astype(np.int64), np.asarray(codes)[keep]
+    xp = namespace(X)
+    if xp is np:
+        return np.asarray(X)[keep], index, kept_codes
+    rows = X if keep.size == X.shape[0] else xp.take(X, like(xp, keep, X), axis=0)
+    return rows, index, kept_codes
 
 
 def _empty_neighbors(c: int, k: int) -> dict[str, np.ndarray]:
@@ -96,8 +120,10 @@ def _sorted_k(dist2, index, label, k):
     return take(dist2, order, 1), take(index, order, 1), take(label, order, 1)
 
 
-def _finite(A: np.ndarray) -> np.ndarray:
-    return A if np.all(np.isfinite(A)) else np.where(np.isfinite(A), A, 0.0)
+def _finite(A):
+    """A with its NaN and inf entries set to 0 (A itself when it has none)."""
+    xp = namespace(A)
+    return A if bool(xp.all(xp.isfinite(A))) else xp.where(xp.isfinite(A), A, 0.0)
 
 
 def _k_smallest(P, Q, k):
@@ -250,12 +276,7 @@ class _Search:
         distance, come first, and at most one of them is excluded (the query itself).
         Exact scores need none of this: identical rows tie, as :func:`_survivors` uses."""
         if self._few is False:
-            self._few = None
-            if self.delta is not None and self.r_norms.size > self.k + 1:
-                _, counts = np.unique(self.r_norms, return_counts=True)
-                if counts.max() > self.k + 1:
-                    few = duplicate_rank(self.R) <= self.k
-                    self._few = None if few.all() else few
+            self._few = None if self.delta is None else _few_copies(self.R, self.r_norms, self.k)
         return None if self._few is None else self._few[start:stop]
 
     def distances(self, owner, position) -> np.ndarray:
@@ -264,16 +285,7 @@ class _Search:
         and the rows ``position`` of R: no matrix product, so the same two rows give the
         same value in any block, tile or place. Gathers of at most :data:`GATHER_ELEMENTS`
         elements."""
-        out = np.empty(owner.size, dtype=self.dtype)
-        step = max(1, GATHER_ELEMENTS // max(1, self.Q.shape[1]))
-        with np.errstate(over="ignore"):
-            for start in range(0, owner.size, step):
-                stop = min(owner.size, start + step)
-                diff = self.Q[owner[start:stop]].astype(self.dtype, copy=False)
-                diff -= self.R[position[start:stop]]
-                diff *= diff
-                np.sum(diff, axis=1, out=out[start:stop])
-        return out.astype(np.float64, copy=False)
+        return _pair_distances(self.Q, self.R, owner, position, self.dtype)
 
     def select(self, values, owner, position, queries, k, prev=None, *, final=True):
         """The k nearest by (distance, position) among survivors ranked by approximate
@@ -341,10 +353,48 @@ class _Search:
         return _in_order(dist, at)
 
 
+def _few_copies(R, r_norms, k) -> np.ndarray | None:
+    """Which rows of R have at most k identical rows before them (NumPy booleans), or None
+    where all do (:meth:`_Search.few_copies`): a count of equal squared norms, and only
+    where more than k + 1 norms are equal a sort of the rows (on the host)."""
+    if r_norms.shape[0] <= k + 1:
+        return None
+    xp = namespace(r_norms)
+    if int(xp.max(xp.unique_counts(r_norms).counts)) <= k + 1:
+        return None
+    few = duplicate_rank(to_host(R)) <= k
+    return None if few.all() else few
+
+
+def _pair_distances(Q, R, owner, position, dtype):
+    """‖q − r‖² = Σ (q_t − r_t)² in ``dtype``, as float64, for the rows ``owner`` of Q and
+    ``position`` of R (1-D, of Q's and R's namespace): no matrix product, each pair
+    summed alone, so the same two rows give the same value in any block, tile or place.
+    Gathers of :data:`GATHER_ELEMENTS` elements (a device's :func:`tile_elements`)."""
+    xp = namespace(Q, R)
+    out = xp.empty(owner.shape[0], dtype=dtype, device=device_of(R))
+    step = max(1, tile_elements(xp, GATHER_ELEMENTS) // max(1, Q.shape[1]))
+    with np.errstate(over="ignore"):
+        for start in range(0, owner.shape[0], step):
+            stop = min(owner.shape[0], start + step)
+            diff = xp.astype(xp.take(Q, owner[start:stop], axis=0), dtype, copy=False)
+            diff -= xp.astype(xp.take(R, position[start:stop], axis=0), dtype, copy=False)
+            diff *= diff
+            out[start:stop] = xp.sum(diff, axis=1)
+    return xp.astype(out, xp.float64, copy=False)
+
+
 def _in_order(dist, at):
     """Each row's neighbours sorted by (distance, position), padding (inf, −1) last."""
-    order = np.lexsort((np.where(at < 0, np.iinfo(np.int64).max, at), dist), axis=-1)
-    return np.take_along_axis(dist, order, 1), np.take_along_axis(at, order, 1)
+    xp = namespace(dist, at)
+    last = np.iinfo(np.int64).max
+    if xp is np:
+        order = np.lexsort((np.where(at < 0, last, at), dist), axis=-1)
+    else:  # no lexsort in the standard: two stable sorts
+        order = xp.argsort(xp.where(at < 0, last, at), axis=1, stable=True)
+        then = xp.argsort(xp.take_along_axis(dist, order, axis=1), axis=1, stable=True)
+        order = xp.take_along_axis(order, then, axis=1)
+    return xp.take_along_axis(dist, order, axis=1), xp.take_along_axis(at, order, axis=1)
 
 
 def _smallest_k(score, k, search: _Search, offset=0):
@@ -444,16 +494,19 @@ def kneighbors_block(
 
     Parameters
     ----------
-    X : ndarray (b, p), one row block; codes : ndarray (b,), −1 for unlabeled rows
+    X : array (b, p), one row block (NumPy, or a device's); codes : ndarray (b,), −1 for
+        unlabeled rows
     row_start : int, global index of the block's first row
-    candidates : ndarray (c, p); candidate_index : ndarray (c,) their global row indices
+    candidates : array (c, p), moved to X's device; candidate_index : ndarray (c,) their
+        global row indices
     n_neighbors : int, k
 
     Returns
     -------
     dict with ``dist2`` (c, k) squared distances (inf where the block has fewer than k
     labeled rows), ``index`` (c, k) global row indices (−1 for padding), ``label``
-    (c, k) class codes, and ``nonfinite`` (NaN/inf count of the block).
+    (c, k) class codes, and ``nonfinite`` (NaN/inf count of the block); NumPy arrays
+    whatever X's device.
 
     Notes
     -----
@@ -461,19 +514,22 @@ def kneighbors_block(
     data keeps BLAS at float32 speed); the k kept distances are Σ (c_t − x_t)² from the
     two rows (for float32 data they carry float32 rounding), which decide ties and
     near-ties of the ranking (:func:`nearest`). Candidates are processed in tiles of at
-    most :data:`TILE_ELEMENTS` distances, so memory is O(TILE_ELEMENTS + c·k).
+    most :data:`TILE_ELEMENTS` distances (a device's :func:`tile_elements`), so memory is
+    O(TILE_ELEMENTS + c·k).
     """
     nonfinite = _blocks.count_nonfinite(X)
     _blocks.check_magnitude(X)
     rows, index, labels = labeled_rows(_finite(X), codes, row_start)
-    candidates = _finite(candidates)  # their NaN/inf are counted where their block is X
+    # their NaN/inf are counted where their block is X
+    candidates = _finite(like(namespace(X), candidates, X))
     c, b = candidates.shape[0], rows.shape[0]
     if b == 0 or c == 0:
         return {**_empty_neighbors(c, n_neighbors), "nonfinite": nonfinite}
+    candidate_index = np.asarray(candidate_index)
     self_pos = np.minimum(np.searchsorted(index, candidate_index), b - 1)
     exclude = np.where(index[self_pos] == candidate_index, self_pos, -1)  # never oneself
     pos, dist2 = nearest(candidates, rows, n_neighbors, exclude=exclude)
-    return _partial(pos, dist2, index, labels, nonfinite)
+    return _partial(to_host(pos), to_host(dist2), index, labels, nonfinite)
 
 
 def kneighbors_pair(
@@ -499,12 +555,22 @@ def kneighbors_pair(
     the tiles, whose k-th distance bounds what the next tile must select among. Distances
     and ties are those of :func:`kneighbors_block`.
     Memory: two blocks, two tiles and O((b_i + b_j) k).
+
+    Blocks on a device are searched each way apart (:func:`nearest`, twice the products
+    of the NumPy path, each a large kernel); the partials come back as NumPy.
     """
     rows_i, index_i, labels_i = labeled_rows(_finite(X_i), codes_i, start_i)
     rows_j, index_j, labels_j = labeled_rows(_finite(X_j), codes_j, start_j)
     bi, bj = rows_i.shape[0], rows_j.shape[0]
     if bi == 0 or bj == 0:
         return _empty_neighbors(bi, n_neighbors), _empty_neighbors(bj, n_neighbors)
+    if namespace(rows_i, rows_j) is not np:  # one search each way (_nearest_on_device)
+        pos_i, d2_i = nearest(rows_i, rows_j, n_neighbors)
+        pos_j, d2_j = nearest(rows_j, rows_i, n_neighbors)
+        return (
+            _partial(to_host(pos_i), to_host(d2_i), index_j, labels_j),
+            _partial(to_host(pos_j), to_host(d2_j), index_i, labels_i),
+        )
     dtype = np.result_type(rows_i.dtype, rows_j.dtype, np.float32)
     norms_i, norms_j = row_sq_norms(rows_i), row_sq_norms(rows_j)
     norms_i32, norms_j32 = norms_i.astype(dtype), norms_j.astype(dtype)
@@ -573,15 +639,26 @@ def nearest(
     than twice the ranking's rounding bound keeps the ranking's order and its distances
     ‖q‖² + score; the others (near-ties, distance ≈ 0) are recomputed in float64 among
     every candidate within the bound. Memory O(:data:`EXACT_TILE_ELEMENTS` + len(Q)·k).
+
+    Q and R may be a device's arrays (Q is moved to R's device): the same neighbours and
+    distances as arrays of that device (:func:`_nearest_on_device`).
     """
+    xp = namespace(Q, R)
     c, b = Q.shape[0], R.shape[0]
-    pos_out = np.full((c, k), -1, dtype=np.int64)
-    d2_out = np.full((c, k), np.inf)
     if b == 0 or c == 0:
-        return pos_out, d2_out
-    dtype = np.result_type(Q.dtype, R.dtype, np.float32) if dtype is None else np.dtype(dtype)
+        return _no_neighbors(xp, c, k, R)
+    if dtype is None:
+        dtype = ranking_dtype(xp, Q.dtype, R.dtype)
+    elif xp is np:
+        dtype = np.dtype(dtype)
     if refine:
         return _nearest_exact(Q, R, k, exclude, dtype)
+    if xp is not np:
+        return _nearest_on_device(
+            xp, like(xp, Q, R), R, k, exclude, dtype_in(xp, host_dtype(dtype))
+        )
+    pos_out = np.full((c, k), -1, dtype=np.int64)
+    d2_out = np.full((c, k), np.inf)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
     search = _Search(np.asarray(Q), np.asarray(R), q_norms, r_norms, k, dtype)
     with np.errstate(over="ignore"):  # rows beyond the ranking precision rank last (inf)
@@ -600,3 +677,93 @@ def nearest(
             score[local, exclude[start:stop][local]] = np.inf
         d2_out[start:stop], pos_out[start:stop] = _smallest_k(score, k, search, start)
     return pos_out, d2_out
+
+
+def _no_neighbors(xp, c, k, ref):
+    """Positions and distances of c queries with no neighbours: (−1, inf) everywhere."""
+    device = device_of(ref)
+    return (
+        xp.full((c, k), -1, dtype=xp.int64, device=device),
+        xp.full((c, k), xp.inf, dtype=xp.float64, device=device),
+    )
+
+
+def _nearest_on_device(xp, Q, R, k, exclude, dtype):
+    """:func:`nearest` on a device: the same neighbours (the k smallest (distance,
+    position), distances Σ (q_t − r_t)² in ``dtype``), found as a GPU finds them best.
+
+    Where it differs from the NumPy path (:func:`_smallest_k`): no sampled bound nor
+    compaction of survivors, which serve a CPU's caches. A tile of queries, as large as
+    :func:`tile_elements` allows, is one product of ranking scores ‖r‖² − 2 q·r; the
+    m = 2k + :data:`DEVICE_SLACK` smallest per query (:func:`argpartition_rows`) have
+    their distances computed from the rows (:func:`_pair_distances`) and sorted by
+    (distance, position) (:func:`_in_order`). Exact: ‖q‖² + score is within δ
+    (:func:`score_bound`) of the distance, so the k smallest scores have distances at most
+    s_k + δ and a row outside the m, scored at least s_m, has a distance at least s_m − δ:
+    where s_m > s_k + 2δ none of them is a neighbour. The queries where it is not
+    (near-ties, rows repeated more than m times) select again among twice as many, up to
+    the whole row. Rows with more than k identical rows before them never rank
+    (:func:`_few_copies`); their scores, like the excluded rows', are +inf.
+
+    Memory: one score tile of :func:`tile_elements` and its gathers of m rows per query.
+    Returns device arrays: positions (int64) and distances (float64), c×k.
+    """
+    c, b = Q.shape[0], R.shape[0]
+    device = device_of(R)
+    q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
+    delta = score_bound(q_norms, xp.max(r_norms), Q.shape[1], dtype)
+    ranked = xp.astype(r_norms, dtype)
+    few = _few_copies(R, r_norms, k)
+    if few is not None:
+        ranked = xp.where(like(xp, few, R), ranked, xp.inf)
+    minus_two_R = xp.astype(R, dtype) * -2.0
+    columns = xp.arange(b, device=device)
+    tile = min(c, max(1, tile_elements(xp, TILE_ELEMENTS) // b))
+    pos_out, d2_out = _no_neighbors(xp, c, k, R)
+    for start in range(0, c, tile):
+        stop = min(c, start + tile)
+        score = xp.astype(Q[start:stop, :], dtype) @ minus_two_R.mT
+        score += ranked
+        if exclude is not None:
+            mine = like(xp, np.asarray(exclude[start:stop], dtype=np.int64), R)
+            score = xp.where(columns == mine[:, None], xp.inf, score)
+        queries = xp.arange(start, stop, device=device)
+        pos, d2 = _select_on_device(xp, score, queries, Q, R, k, q_norms, delta, dtype)
+        pos_out[start:stop, : pos.shape[1]], d2_out[start:stop, : d2.shape[1]] = pos, d2
+    return pos_out, d2_out
+
+
+def _select_on_device(xp, score, queries, Q, R, k, q_norms, delta, dtype):
+    """The k nearest (positions, distances) of each score row (of the rows ``queries`` of
+    Q), sorted, among its m smallest scores, m doubled for the rows in doubt
+    (:func:`_nearest_on_device`). c × min(k, b)."""
+    b = score.shape[1]
+    k = min(k, b)
+    m = min(b, 2 * k + DEVICE_SLACK)
+    found = []  # (rows of the tile, their positions, their distances) per round
+    todo = xp.arange(score.shape[0], device=device_of(score))  # rows of the tile unsettled
+    while todo.shape[0]:
+        rows = xp.take(score, todo, axis=0) if todo.shape[0] < score.shape[0] else score
+        cols = argpartition_rows(xp, rows, m)
+        owners = xp.take(queries, todo)
+        near = xp.astype(xp.take_along_axis(rows, cols, axis=1), xp.float64)
+        near += xp.take(q_norms, owners)[:, None]
+        ranks = xp.sort(near, axis=1)
+        kth, mth = ranks[:, k - 1], ranks[:, m - 1]
+        doubt = (mth <= kth + 2.0 * xp.take(delta, owners)) & xp.isfinite(kth)
+        if m == b or not bool(xp.any(doubt)):
+            doubt = xp.zeros_like(doubt)
+        settle = xp.nonzero(~doubt)[0]
+        cols, near = xp.take(cols, settle, axis=0), xp.take(near, settle, axis=0)
+        pairs = xp.reshape(xp.broadcast_to(xp.take(owners, settle)[:, None], cols.shape), (-1,))
+        d2 = _pair_distances(Q, R, pairs, xp.reshape(cols, (-1,)), dtype)
+        d2 = xp.where(xp.isinf(near), xp.inf, xp.reshape(d2, cols.shape))  # +inf: never
+        d2, at = _in_order(d2, xp.where(xp.isinf(near), -1, cols))
+        found.append((xp.take(todo, settle), at[:, :k], d2[:, :k]))
+        todo = xp.take(todo, xp.nonzero(doubt)[0])
+        m = min(b, 2 * m)
+    if len(found) == 1:  # every row settled at once, in order
+        return found[0][1], found[0][2]
+    order = xp.argsort(xp.concat([rows for rows, _, _ in found]))
+    pos = xp.take(xp.concat([at for _, at, _ in found], axis=0), order, axis=0)
+    return pos, xp.take(xp.concat([d2 for _, _, d2 in found], axis=0), order, axis=0)
