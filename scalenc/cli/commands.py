@@ -141,6 +141,7 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
         chunk_rows=args.chunk_rows,
         allow_missing_chunks=getattr(args, "allow_missing_chunks", False),
         storage_options=storage_options(getattr(args, "storage_option", [])),
+        device=getattr(args, "device", "cpu"),
     )
     if not labels:
         y = None

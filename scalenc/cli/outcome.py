@@ -15,6 +15,7 @@ from scalenc.cli.errors import (
 )
 from scalenc.cli.jobs import JobError
 from scalenc.engine.cluster import ClusterUnavailableError
+from scalenc.exceptions import MissingDeviceDependency
 from scalenc.persist import ModelFileError
 from scalenc.report import (
     MissingPlotDependency,
@@ -25,6 +26,7 @@ BAD_INPUT_ERRORS = (
     ModelFileError,
     JobError,
     MissingPlotDependency,
+    MissingDeviceDependency,
     ValueError,
     TypeError,
     KeyError,

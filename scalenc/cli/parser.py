@@ -275,7 +275,8 @@ def _add_scheduler_options(g) -> None:
         "--scheduler",
         metavar="ADDRESS",
         help="tcp://host:port or tls://host:port of a running Dask scheduler, 'local' to "
-        "start a LocalCluster of processes, or 'threads' (default: $SCALENC_SCHEDULER or "
+        "start a LocalCluster of processes, 'local-cuda' for dask-cuda's LocalCUDACluster "
+        "(one worker per GPU), or 'threads' (default: $SCALENC_SCHEDULER or "
         "$SCALENC_SCHEDULER_FILE, else threads in this process)",
     )
     g.add_argument("--scheduler-file", metavar="FILE", help="a Dask scheduler file to connect to")
@@ -315,6 +316,13 @@ def _data_options() -> _Parser:
         type=_int_at_least(1),
         metavar="N",
         help="rows per block (default: about 64 MB)",
+    )
+    g.add_argument(
+        "--device",
+        choices=["cpu", "gpu"],
+        default="cpu",
+        help="where the data's blocks are computed: 'gpu' moves each block to the CUDA "
+        "device as a CuPy array as it is read (needs scalenc[gpu]; default cpu)",
     )
     g.add_argument(
         "--feature-columns",

@@ -15,7 +15,12 @@ from pathlib import Path
 import dask
 
 from scalenc.engine.cluster import _address, logger
-from scalenc.exceptions import ClusterUnavailableError, InputError, InputTypeError
+from scalenc.exceptions import (
+    ClusterUnavailableError,
+    InputError,
+    InputTypeError,
+    MissingDeviceDependency,
+)
 
 __all__ = [
     "ENV_SCHEDULER",
@@ -179,13 +184,17 @@ def connect(
 
     Parameters
     ----------
-    address : None, "local", "threads", or a scheduler address
+    address : None, "local", "local-cuda", "threads", a scheduler address, or a cluster
         ``None`` reads ``$SCALENC_SCHEDULER`` (or ``$SCALENC_SCHEDULER_FILE``); when
         neither is set, or with ``"threads"``, Dask's threaded scheduler runs in this
         process with BLAS pinned to one thread per Dask thread, and None is yielded.
         ``"local"`` starts a LocalCluster of worker processes bound to 127.0.0.1 (its
-        dashboard on 127.0.0.1, a free port). ``"tcp://host:port"`` / ``"tls://host:port"``
-        connects to a running scheduler (a bare ``host:port`` means tcp).
+        dashboard on 127.0.0.1, a free port). ``"local-cuda"`` starts dask-cuda's
+        ``LocalCUDACluster`` there instead: one worker per visible GPU (``n_workers``
+        GPUs at most), each pinned to its device (needs ``pip install 'scalenc[gpu]'``;
+        load the data with ``device="gpu"``). ``"tcp://host:port"`` / ``"tls://host:port"``
+        connects to a running scheduler (a bare ``host:port`` means tcp); a cluster
+        object (``LocalCluster``, ``LocalCUDACluster``, ...) connects to its scheduler.
     scheduler_file : path, optional
         The JSON file ``dask scheduler --scheduler-file`` writes, instead of ``address``.
     n_workers : int, optional
@@ -247,9 +256,11 @@ def connect(
             yield None
         return
     sec = make_security(security)
-    if address == "local":
-        with _local_cluster(n_workers, threads_per_worker, memory_limit, sec) as cluster:
-            with _client(cluster, sec, timeout, quiet, where="a LocalCluster") as client:
+    if address in ("local", "local-cuda"):
+        start = _local_cluster if address == "local" else _local_cuda_cluster
+        where = "a LocalCluster" if address == "local" else "a LocalCUDACluster"
+        with start(n_workers, threads_per_worker, memory_limit, sec) as cluster:
+            with _client(cluster, sec, timeout, quiet, where=where) as client:
                 yield client
         return
     if threads_per_worker is not None or memory_limit is not None:
@@ -257,6 +268,13 @@ def connect(
             "threads_per_worker and memory_limit apply to connect('local') only; a remote "
             "cluster's workers set them with `dask worker --nthreads ... --memory-limit ...`."
         )
+    if hasattr(address, "scheduler_address"):  # a cluster object the caller started
+        cluster = address
+        sec = sec if sec is not None else getattr(cluster, "security", None)
+        with _client(cluster, sec, timeout, quiet, where=type(cluster).__name__) as client:
+            _wait_for_workers(client, n_workers, timeout, type(cluster).__name__)
+            yield client
+        return
     if scheduler_file is not None:
         address = _read_scheduler_file(scheduler_file)
         where = f"{address} (from {os.fspath(scheduler_file)})"
@@ -281,6 +299,30 @@ def _local_cluster(n_workers, threads_per_worker, memory_limit, security):
         n_workers=n_workers,
         threads_per_worker=threads_per_worker,
         processes=True,
+        host=LOOPBACK,
+        dashboard_address=f"{LOOPBACK}:0",
+        silence_logs=logging.WARNING,
+        **kwargs,
+    ) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def _local_cuda_cluster(n_workers, threads_per_worker, memory_limit, security):
+    """dask-cuda's LocalCUDACluster on 127.0.0.1: one worker process per GPU."""
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as error:
+        raise MissingDeviceDependency(
+            "connect('local-cuda') needs dask-cuda and CuPy: pip install 'scalenc[gpu]'."
+        ) from error
+    kwargs = {"memory_limit": memory_limit} if memory_limit is not None else {}
+    if security is not None:
+        kwargs.update(security=security, protocol="tls://")
+    if n_workers is not None:
+        kwargs["n_workers"] = n_workers
+    with LocalCUDACluster(
+        threads_per_worker=threads_per_worker or 1,
         host=LOOPBACK,
         dashboard_address=f"{LOOPBACK}:0",
         silence_logs=logging.WARNING,

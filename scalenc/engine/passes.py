@@ -362,7 +362,9 @@ def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
     only the blocks that hold them are read). In a checkpointed fit they are kept in the
     checkpoint, so a resumed fit does not read them again."""
     token = checkpoint.fingerprint(index, X.shape, X.chunks, str(X.dtype))
+    # blocks of a device (CuPy's) come to the host first: the rows are a small NumPy sample
+    X = X.map_blocks(to_host, dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
     if token is None:
         (rows,) = compute(X[index])
-        return to_host(rows)
-    return checkpoint.remembered(f"rows-{token}", lambda: to_host(compute(X[index])[0]))
+        return rows
+    return checkpoint.remembered(f"rows-{token}", lambda: compute(X[index])[0])

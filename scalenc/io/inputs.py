@@ -143,7 +143,8 @@ def as_dask_array(
             X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
         elif is_device_array(X):  # a CuPy array: its blocks stay on the device
             X = _check_device_array(X, name)
-            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
+            itemsize = host_dtype(X.dtype).itemsize
+            rows = chunk_rows or _auto_rows(X.shape[1], itemsize, X.shape[0])
             X = from_numpy_rows(X, rows)
         else:
             X = _check_in_memory(X, name)

@@ -40,8 +40,9 @@ __all__ = [
 
 #: Elements of one tile of a block's work on an accelerator. Tiles sized for a CPU core's
 #: cache (tens of thousands of elements) would launch thousands of small kernels; a GPU
-#: wants each kernel to cover the block (2**27 float64 = 1 GiB of device memory).
-DEVICE_TILE_ELEMENTS = 2**27
+#: wants each kernel to cover thousands of rows (2**25 float64 = 256 MiB of device memory
+#: per tile: a Dask thread per CPU core can hold one each).
+DEVICE_TILE_ELEMENTS = 2**25
 
 
 def namespace(*arrays: Any):

@@ -1,0 +1,191 @@
+"""GPUs (issue 28): Dask arrays of CuPy blocks through every estimator, against NumPy input.
+
+The tests marked ``gpu`` need CuPy and a CUDA device and skip elsewhere (CI has no GPU);
+they were run on an NVIDIA H200 (benchmarks/README.md, "GPUs"). The others run
+everywhere: the errors that say what to install, and ``connect`` with a cluster object.
+"""
+
+from __future__ import annotations
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import cupy_or_skip, make_blobs
+
+import scalenc
+from scalenc.exceptions import MissingDeviceDependency
+from scalenc.io import to_device
+
+ESTIMATORS = {
+    "LRClassifier": lambda: scalenc.LRClassifier(),
+    "NRBFNClassifier": lambda: scalenc.NRBFNClassifier(random_state=0),
+    "EncoderClassifier": lambda: scalenc.EncoderClassifier(),
+    "CCDR": lambda: scalenc.CCDR(random_state=0),
+    "CCDRClassifier": lambda: scalenc.CCDRClassifier(random_state=0),
+}
+#: "The same models": relative (norm-wise) difference of every fitted array.
+MODEL_RTOL = {np.float32: 1e-6, np.float64: 1e-10}
+
+
+def _has_cupy() -> bool:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(_has_cupy(), reason="CuPy runs here")
+def test_gpu_without_cupy_says_what_to_install(tmp_path):
+    X = da.zeros((10, 2), chunks=5)
+    with pytest.raises(MissingDeviceDependency, match=r"pip install 'scalenc\[gpu\]'"):
+        to_device(X, "gpu")
+    path = tmp_path / "X.npy"
+    np.save(path, np.zeros((10, 2)))
+    with pytest.raises(MissingDeviceDependency, match="CuPy"):
+        scalenc.load(path, device="gpu")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+        to_device(X, "tpu")
+
+
+def test_to_device_cpu_keeps_numpy_blocks():
+    X = da.zeros((10, 2), chunks=5)
+    assert to_device(X, "cpu") is X
+
+
+def test_local_cuda_without_dask_cuda_says_what_to_install():
+    pytest.importorskip("distributed")
+    try:
+        import dask_cuda  # noqa: F401
+
+        pytest.skip("dask-cuda is installed")
+    except ImportError:
+        pass
+    with pytest.raises(MissingDeviceDependency, match="dask-cuda"):
+        with scalenc.connect("local-cuda"):
+            pass
+
+
+@pytest.mark.cluster
+def test_connect_accepts_a_cluster_object():
+    from distributed import LocalCluster
+
+    X, y = make_blobs(400, 4, 3, seed=2)
+    with LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        with scalenc.connect(cluster, quiet=True) as client:
+            assert client.scheduler.address == cluster.scheduler_address
+            model = scalenc.LRClassifier().fit(X, y)
+    np.testing.assert_array_equal(model.predict(X), scalenc.LRClassifier().fit(X, y).predict(X))
+
+
+# --- on a GPU -------------------------------------------------------------------------
+
+
+def _fitted_arrays(est) -> dict:
+    return {
+        key: value
+        for key, value in vars(est).items()
+        if key.endswith("_")
+        and not key.startswith("_")
+        and isinstance(value, np.ndarray)
+        and value.dtype.kind in "biuf"
+    }
+
+
+def _assert_same_model(gpu, cpu, dtype):
+    want = _fitted_arrays(cpu)
+    got = _fitted_arrays(gpu)
+    assert got.keys() == want.keys()
+    for key, value in want.items():
+        assert isinstance(got[key], np.ndarray), key  # fitted attributes live on the host
+        if value.dtype.kind in "biu":
+            np.testing.assert_array_equal(got[key], value, err_msg=key)
+            continue
+        scale = max(np.linalg.norm(value), np.finfo(np.float64).tiny)
+        assert np.linalg.norm(got[key] - value) <= MODEL_RTOL[dtype] * scale, key
+
+
+def _outputs(est):
+    for method in ("predict_proba", "decision_function", "transform"):
+        if hasattr(est, method):
+            yield method
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_cupy_blocks_give_the_numpy_model(name, dtype):
+    cupy = cupy_or_skip()
+    X, y = make_blobs(3000, 8, 3, seed=7, dtype=dtype)
+    Xd = da.from_array(X, chunks=(700, -1))
+    Xg = to_device(Xd, "gpu")
+    with dask.config.set(scheduler="threads"):
+        cpu = ESTIMATORS[name]().fit(Xd, y)
+        gpu = ESTIMATORS[name]().fit(Xg, y)
+        _assert_same_model(gpu, cpu, dtype)
+        for method in _outputs(cpu):
+            lazy = getattr(gpu, method)(Xg)
+            assert isinstance(lazy._meta, cupy.ndarray), method  # lazy, on the device
+            got = lazy.compute()
+            assert isinstance(got, cupy.ndarray), method
+            tol = 1e-4 if dtype == np.float32 else 1e-9
+            np.testing.assert_allclose(
+                got.get(), getattr(cpu, method)(X), rtol=tol, atol=tol, err_msg=method
+            )
+        if hasattr(cpu, "predict"):
+            labels = gpu.predict(Xg).compute()
+            assert isinstance(labels, cupy.ndarray)
+            np.testing.assert_array_equal(labels.get(), cpu.predict(X))
+            assert gpu.score(Xg, y) == cpu.score(Xd, y)
+
+
+@pytest.mark.gpu
+def test_in_memory_cupy_array_in_cupy_out():
+    cupy = cupy_or_skip()
+    X, y = make_blobs(2000, 6, 3, seed=8)
+    cpu = scalenc.NRBFNClassifier(random_state=0).fit(X, y)
+    gpu = scalenc.NRBFNClassifier(random_state=0).fit(cupy.asarray(X), cupy.asarray(y))
+    _assert_same_model(gpu, cpu, np.float64)
+    proba = gpu.predict_proba(cupy.asarray(X))
+    assert isinstance(proba, cupy.ndarray)
+    np.testing.assert_allclose(proba.get(), cpu.predict_proba(X), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_load_device_gpu_from_zarr_and_the_command(tmp_path):
+    cupy = cupy_or_skip()
+    X, y = make_blobs(2500, 5, 3, seed=9, dtype=np.float32)
+    store = tmp_path / "data.zarr"
+    scalenc.write_dataset(da.from_array(X, chunks=(600, -1)), da.from_array(y, chunks=600), store)
+    Xg, yg = scalenc.load(store, device="gpu")
+    assert isinstance(Xg._meta, cupy.ndarray) and isinstance(yg._meta, np.ndarray)
+    gpu = scalenc.EncoderClassifier().fit(Xg, yg)
+    cpu = scalenc.EncoderClassifier().fit(*scalenc.load(store))
+    _assert_same_model(gpu, cpu, np.float32)
+    from scalenc.cli.app import main
+
+    out = tmp_path / "model"
+    code = main(["fit", "nrbfn", "--data", str(store), "--device", "gpu", "--model-out", str(out)])
+    assert code == 0
+    model = scalenc.load_model(out)
+    np.testing.assert_array_equal(model.predict(X), scalenc.NRBFNClassifier().fit(X, y).predict(X))
+
+
+@pytest.mark.gpu
+@pytest.mark.cluster
+def test_local_cuda_cluster_fits_cupy_blocks():
+    cupy_or_skip()
+    pytest.importorskip("dask_cuda")
+    X, y = make_blobs(3000, 6, 3, seed=10, dtype=np.float32)
+    Xg = to_device(da.from_array(X, chunks=(1000, -1)), "gpu")
+    with scalenc.connect("local-cuda", n_workers=1, quiet=True) as client:
+        assert len(client.scheduler_info()["workers"]) == 1
+        gpu = scalenc.NRBFNClassifier(random_state=0).fit(Xg, y)
+        labels = gpu.predict(Xg).compute()
+    cpu = scalenc.NRBFNClassifier(random_state=0).fit(X, y)
+    _assert_same_model(gpu, cpu, np.float32)
+    np.testing.assert_array_equal(labels.get(), cpu.predict(X))
