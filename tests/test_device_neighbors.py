@@ -101,6 +101,42 @@ def test_kneighbors_block_on_strict_arrays_equals_numpy(kind, k, dtype):
     assert (merged["strict"]["index"] != cand_index[:, None]).all()
 
 
+@pytest.mark.parametrize("group", [2, 3, 32])
+@pytest.mark.parametrize("kind", ["continuous", "duplicates", "integer"])
+@pytest.mark.parametrize("k", [1, 10])
+def test_selection_among_groups_of_columns_equals_numpy(monkeypatch, group, kind, k):
+    """Rows long enough for the search to select among groups of columns first (groups of
+    2 and 3 on short blocks, the default on a long one): the grouped rows, the rows whose
+    group minima tie (searched whole) and the last, shorter group give NumPy's result."""
+    monkeypatch.setattr(neighbors, "DEVICE_GROUP", group)
+    n = 160 if group < 32 else 2500
+    X, codes = blocks_data(kind, np.float32, n=n, p=3 if group == 32 else 5)
+    cand_index = np.array([3, 5, 41, 51, 60, 61, 70, 100, 101, 150])
+    got = block_call(X, codes, 1, n, X[cand_index], cand_index, k, strict)
+    want = block_call(X, codes, 1, n, X[cand_index], cand_index, k)
+    assert_same_partial(got, want, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_whose_group_minima_tie_are_searched_whole(monkeypatch, dtype):
+    """Every point of the lattice {0, 1, 2}⁵ once: the centre's ten nearest are all at
+    distance 1, in ten groups of two columns, so for k = 1 its tenth smallest group minimum
+    ties with the first and its row is searched whole; the corners' rows are not."""
+    monkeypatch.setattr(neighbors, "DEVICE_GROUP", 2)
+    rng = np.random.default_rng(11)
+    X = np.stack(np.meshgrid(*[np.arange(3)] * 5, indexing="ij"), -1).reshape(-1, 5)
+    X = X[rng.permutation(X.shape[0])].astype(dtype)
+    codes = rng.integers(0, 2, X.shape[0])
+    centre = int(np.flatnonzero((X == 1).all(axis=1))[0])
+    corners = np.flatnonzero((X != 1).all(axis=1))[:5]
+    cand_index = np.r_[centre, corners]
+    for k in (1, 3):
+        got = block_call(X, codes, 0, X.shape[0], X[cand_index], cand_index, k, strict)
+        want = block_call(X, codes, 0, X.shape[0], X[cand_index], cand_index, k)
+        assert_same_partial(got, want, dtype)
+        assert (got["dist2"][0] == 1.0).all()
+
+
 def test_candidates_from_a_device_block_and_blocks_with_fewer_rows_than_k():
     X, codes = blocks_data("duplicates", np.float64, n=40)
     rows, index, _ = labeled_rows(strict(X[20:26]), codes[20:26], 20)

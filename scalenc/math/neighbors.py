@@ -87,6 +87,9 @@ THRESHOLD_SAMPLE = 2048
 #: (:func:`_nearest_on_device`): queries whose (k + slack)-th score is within the rounding
 #: bound of the k-th select again among twice as many.
 DEVICE_SLACK = 8
+#: Columns of a score row whose minimum a device's search takes first: only the groups
+#: whose minima rank among the smallest are read again (:func:`_select_in_groups`).
+DEVICE_GROUP = 32
 
 
 def labeled_rows(X, codes: np.ndarray, row_start: int = 0):
@@ -693,20 +696,24 @@ def _nearest_on_device(xp, Q, R, k, exclude, dtype):
     position), distances Σ (q_t − r_t)² in ``dtype``), found as a GPU finds them best.
 
     Where it differs from the NumPy path (:func:`_smallest_k`): no sampled bound nor
-    compaction of survivors, which serve a CPU's caches. A tile of queries, as large as
-    :func:`tile_elements` allows, is one product of ranking scores ‖r‖² − 2 q·r; the
-    m = 2k + :data:`DEVICE_SLACK` smallest per query (:func:`argpartition_rows`) have
-    their distances computed from the rows (:func:`_pair_distances`) and sorted by
-    (distance, position) (:func:`_in_order`). Exact: ‖q‖² + score is within δ
-    (:func:`score_bound`) of the distance, so the k smallest scores have distances at most
-    s_k + δ and a row outside the m, scored at least s_m, has a distance at least s_m − δ:
-    where s_m > s_k + 2δ none of them is a neighbour. The queries where it is not
-    (near-ties, rows repeated more than m times) select again among twice as many, up to
-    the whole row. Rows with more than k identical rows before them never rank
-    (:func:`_few_copies`); their scores, like the excluded rows', are +inf.
+    compaction of survivors into ragged lists, which serve a CPU's caches; every step is
+    a kernel over a whole tile. A tile of queries, as large as :func:`tile_elements`
+    allows, is one product of ranking scores s = ‖r‖² − 2 q·r. Per query, the minima of
+    groups of :data:`DEVICE_GROUP` columns select the groups that can hold a neighbour
+    (:func:`_select_in_groups`); among their columns the m = 2k + :data:`DEVICE_SLACK`
+    smallest scores (:func:`argpartition_rows`) have their distances computed from the
+    rows (:func:`_pair_distances`) and sorted by (distance, position) (:func:`_in_order`).
 
-    Memory: one score tile of :func:`tile_elements` and its gathers of m rows per query.
-    Returns device arrays: positions (int64) and distances (float64), c×k.
+    Exact: ‖q‖² + s is within δ (:func:`score_bound`) of the distance, so the k smallest
+    scores have distances at most ‖q‖² + s_k + δ, and an entry scored above s_k + 2δ is
+    farther than all k. Where the m-th smallest score (or group minimum) is not above the
+    k-th (the k-th group minimum, at least s_k) plus 2δ, the query selects again among
+    twice as many, up to its whole row. Rows with more than k identical rows before them
+    never rank (:func:`_few_copies`, which keeps rows repeated thousands of times from
+    filling the selection); their scores, like the excluded rows', are +inf.
+
+    Memory: a few score tiles of :func:`tile_elements` elements. Returns device arrays:
+    positions (int64) and distances (float64), c×k.
     """
     c, b = Q.shape[0], R.shape[0]
     device = device_of(R)
@@ -727,18 +734,59 @@ def _nearest_on_device(xp, Q, R, k, exclude, dtype):
         if exclude is not None:
             mine = like(xp, np.asarray(exclude[start:stop], dtype=np.int64), R)
             score = xp.where(columns == mine[:, None], xp.inf, score)
-        queries = xp.arange(start, stop, device=device)
-        pos, d2 = _select_on_device(xp, score, queries, Q, R, k, q_norms, delta, dtype)
+        search = (xp.arange(start, stop, device=device), Q, R, q_norms, delta, dtype)
+        pos, d2 = _select_in_groups(xp, score, min(k, b), search)
         pos_out[start:stop, : pos.shape[1]], d2_out[start:stop, : d2.shape[1]] = pos, d2
     return pos_out, d2_out
 
 
-def _select_on_device(xp, score, queries, Q, R, k, q_norms, delta, dtype):
-    """The k nearest (positions, distances) of each score row (of the rows ``queries`` of
-    Q), sorted, among its m smallest scores, m doubled for the rows in doubt
-    (:func:`_nearest_on_device`). c × min(k, b)."""
+def _select_in_groups(xp, score, k, search):
+    """The k nearest of each score row, selected among the columns of the groups of
+    :data:`DEVICE_GROUP` columns with the m smallest minima (and the last, shorter
+    group's): where the m-th smallest minimum is above the k-th plus 2δ, no other group
+    holds a neighbour (:func:`_nearest_on_device`); the other rows are searched whole.
+    Short rows are searched whole. Returns (positions, distances), c × k, sorted."""
+    t, b = score.shape
+    size, m = DEVICE_GROUP, 2 * k + DEVICE_SLACK
+    g = b // size
+    if g <= 2 * m:
+        return _select_on_device(xp, score, None, k, search)
+    minima = xp.min(xp.reshape(score[:, : g * size], (t, g, size)), axis=2)
+    groups = argpartition_rows(xp, minima, m)
+    ranks = xp.astype(xp.sort(xp.take_along_axis(minima, groups, axis=1), axis=1), xp.float64)
+    kth, mth = ranks[:, k - 1], ranks[:, m - 1]
+    queries, delta = search[0], search[4]
+    whole = (mth <= kth + 2.0 * xp.take(delta, queries)) & xp.isfinite(kth)
+    device = device_of(score)
+    cols = groups[:, :, None] * size + xp.arange(size, device=device)
+    cols = xp.reshape(cols, (t, m * size))
+    if g * size < b:  # the last, shorter group: always read
+        rest = xp.broadcast_to(xp.arange(g * size, b, device=device)[None, :], (t, b - g * size))
+        cols = xp.concat([cols, rest], axis=1)
+    if not bool(xp.any(whole)):
+        return _select_on_device(xp, xp.take_along_axis(score, cols, axis=1), cols, k, search)
+    found = []  # (rows of the tile, positions, distances) of the rows of each kind
+    for rows, grouped in ((xp.nonzero(~whole)[0], True), (xp.nonzero(whole)[0], False)):
+        if rows.shape[0]:
+            part = (xp.take(queries, rows), *search[1:])
+            sub = xp.take(score, rows, axis=0)
+            sub_cols = xp.take(cols, rows, axis=0) if grouped else None
+            if grouped:
+                sub = xp.take_along_axis(sub, sub_cols, axis=1)
+            found.append((rows, *_select_on_device(xp, sub, sub_cols, k, part)))
+    return _in_row_order(xp, found)
+
+
+def _select_on_device(xp, score, columns, k, search):
+    """The k nearest (positions, distances) of each score row, sorted, among its m
+    smallest scores, m doubled for the rows in doubt (:func:`_nearest_on_device`).
+
+    ``columns`` (c×w, or None where the columns are R's rows in order) maps the scores'
+    columns to R's rows: they hold every entry that can be a neighbour. ``search`` is
+    (the rows of Q owning the score rows, Q, R, ‖q‖² and δ of every row of Q, dtype).
+    Returns c × k arrays."""
+    queries, Q, R, q_norms, delta, dtype = search
     b = score.shape[1]
-    k = min(k, b)
     m = min(b, 2 * k + DEVICE_SLACK)
     found = []  # (rows of the tile, their positions, their distances) per round
     todo = xp.arange(score.shape[0], device=device_of(score))  # rows of the tile unsettled
@@ -755,6 +803,8 @@ def _select_on_device(xp, score, queries, Q, R, k, q_norms, delta, dtype):
             doubt = xp.zeros_like(doubt)
         settle = xp.nonzero(~doubt)[0]
         cols, near = xp.take(cols, settle, axis=0), xp.take(near, settle, axis=0)
+        if columns is not None:  # R's rows
+            cols = xp.take_along_axis(xp.take(columns, xp.take(todo, settle), axis=0), cols, axis=1)
         pairs = xp.reshape(xp.broadcast_to(xp.take(owners, settle)[:, None], cols.shape), (-1,))
         d2 = _pair_distances(Q, R, pairs, xp.reshape(cols, (-1,)), dtype)
         d2 = xp.where(xp.isinf(near), xp.inf, xp.reshape(d2, cols.shape))  # +inf: never
@@ -762,6 +812,12 @@ def _select_on_device(xp, score, queries, Q, R, k, q_norms, delta, dtype):
         found.append((xp.take(todo, settle), at[:, :k], d2[:, :k]))
         todo = xp.take(todo, xp.nonzero(doubt)[0])
         m = min(b, 2 * m)
+    return _in_row_order(xp, found)
+
+
+def _in_row_order(xp, found):
+    """(positions, distances) of a tile's rows from ``found``'s (rows, positions,
+    distances) parts, the rows back in order."""
     if len(found) == 1:  # every row settled at once, in order
         return found[0][1], found[0][2]
     order = xp.argsort(xp.concat([rows for rows, _, _ in found]))
