@@ -1,4 +1,4 @@
-"""The formulas of CCDR (Raich, Costa, Damelin & Hero) in plain NumPy/SciPy — no dask here.
+"""The formulas of CCDR (Raich, Costa, Damelin & Hero) — no dask here.
 
 Paper: ``shared/seeds/ccdr.txt``. Symbols follow it:
 
@@ -22,6 +22,11 @@ The block functions of the Nyström map and of the classifier statistics, and th
 classifier heads on the embedding (the paper's least-squares "linear", k-NN, LDA), are
 here too; the subsample draw is :mod:`scalenc.math.sampling`'s, and :mod:`scalenc.engine.passes`
 wires the block functions into passes.
+
+The solve on the subsample (the graph, the eigenproblem, the alignment) runs on the driver
+in NumPy/SciPy. The Nyström map, the outputs and the heads also take a device block
+(CuPy's: :mod:`scalenc.math.xp`): the solution's and the heads' small arrays go to its
+device, and the embedding, the outputs and the statistics are computed there.
 """
 
 from __future__ import annotations
@@ -34,8 +39,16 @@ import scipy.sparse as sp
 
 from scalenc.exceptions import GraphWarning, InputError
 from scalenc.math import moments as _blocks
-from scalenc.math.linalg import graph_eigenvectors, lda_from_moments, lda_log_proba, procrustes
+from scalenc.math.distances import ranking_dtype, row_sq_norms
+from scalenc.math.linalg import (
+    class_scores,
+    graph_eigenvectors,
+    lda_from_moments,
+    lda_log_proba,
+    procrustes,
+)
 from scalenc.math.neighbors import nearest
+from scalenc.math.xp import device_of, dtype_in, like, namespace, take_classes
 
 __all__ = [
     "CCDRSolution",
@@ -71,13 +84,15 @@ def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = Fal
     precision (float32 data: twice the GEMM speed) and recomputed in float64 only where
     that ranking is in doubt (near-ties, distance ≈ 0); elsewhere the distances carry the
     ranking's rounding (about 1e-7 relative for float32 data). With ``exclude_self`` (X
-    is S), row i never lists itself. Memory O(tile × |S|).
+    is S), row i never lists itself. Memory O(tile × |S|). X may be a device block (S is
+    NumPy): the results are then arrays of X's device.
     """
     s = S.shape[0]
     k = min(k, s - 1 if exclude_self else s)
     exclude = np.arange(X.shape[0]) if exclude_self else None
-    rank_dtype = np.result_type(np.asarray(X).dtype, np.float32)
-    return nearest(X, S, k, exclude=exclude, dtype=rank_dtype, refine=True)
+    xp = namespace(X)
+    X = np.asarray(X) if xp is np else X
+    return nearest(X, S, k, exclude=exclude, dtype=ranking_dtype(xp, X.dtype), refine=True)
 
 
 def heat_kernel_graph(S: np.ndarray, k: int, epsilon: float | None):
@@ -311,43 +326,55 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
     unknown. The kernel sum runs over the k nearest rows of S. A row that equals a row
     x_j of S exactly is that point: its sum runs over j's row of W, so that
     ``f(x_j, c_j) = y_j`` (the consistency property after eq. 20).
+
+    X may be a device block (``codes`` NumPy or of X's library): the result is then an
+    array of X's device, and ``sol``'s small arrays go there.
     """
     nbrs, d2 = knn_search(X, sol.X, sol.n_neighbors)  # ranks in X's precision
-    X = np.asarray(X)
+    xp = namespace(X)
+    X = np.asarray(X) if xp is np else X
     b = X.shape[0]
     m = sol.eigenvalues.size
-    codes = np.full(b, -1, dtype=np.int64) if codes is None else np.asarray(codes, dtype=np.int64)
+    if codes is None:
+        codes = xp.full(b, -1, dtype=xp.int64, device=device_of(X))
+    else:
+        codes = like(xp, codes, X, xp.int64)
     # exact copies of subsample rows (their float64 distance is 0; no float64 copy of X)
-    same = np.zeros(b, dtype=bool)
-    match = np.zeros(b, dtype=np.int64)
-    near = d2 <= 1e-12 * (1.0 + np.einsum("ij,ij->i", X, X, dtype=np.float64))[:, None]
+    same = xp.zeros(b, dtype=xp.bool, device=device_of(X))
+    match = xp.zeros(b, dtype=xp.int64, device=device_of(X))
+    if xp is np:
+        norms = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    else:
+        norms = row_sq_norms(X)
+    near = d2 <= 1e-12 * (1.0 + norms)[:, None]
     for col in range(nbrs.shape[1]):
         cand = near[:, col] & ~same
-        if cand.any():
-            rows = np.flatnonzero(cand)
-            equal = (X[rows] == sol.X[nbrs[rows, col]]).all(axis=1)
-            same[rows[equal]] = True
-            match[rows[equal]] = nbrs[rows[equal], col]
-    Y = sol.embedding
+        if bool(xp.any(cand)):
+            at = nbrs[:, col][cand]
+            hit = xp.zeros_like(same)
+            hit[cand] = xp.all(X[cand] == xp.take(like(xp, sol.X, X), at, axis=0), axis=1)
+            same = same | hit
+            match = xp.where(hit, nbrs[:, col], match)
+    Y = like(xp, sol.embedding, X)
     # kernel sums: Σ_j K(x, x_j) y_j and Σ_j K(x, x_j); for c = 0 a common factor
     # exp(−d²_min/ε) cancels in the ratio, which keeps far rows from underflowing to 0/0
     labeled = codes >= 0
-    shift = np.where(labeled, 0.0, d2[:, 0])
-    K = np.exp(-(d2 - shift[:, None]) / sol.epsilon)
-    ksum = K.sum(axis=1)
+    shift = xp.where(labeled, 0.0, d2[:, 0])
+    K = xp.exp(-(d2 - shift[:, None]) / sol.epsilon)
+    ksum = xp.sum(K, axis=1)
     ky = _weighted_rows(K, nbrs, Y)
-    if same.any():
-        Wsum, WY = sol.Wsum, sol.WY
-        ksum[same] = Wsum[match[same]]
-        ky[same] = WY[match[same]]
+    if bool(xp.any(same)):
+        Wsum, WY = like(xp, sol.Wsum, X), like(xp, sol.WY, X)
+        ksum[same] = xp.take(Wsum, match[same])
+        ky[same] = xp.take(WY, match[same], axis=0)
     num = sol.beta * ky
     den = sol.beta * ksum
-    num[labeled] += sol.centers[codes[labeled]]
+    num[labeled] += xp.take(like(xp, sol.centers, X), codes[labeled], axis=0)
     den[labeled] += 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
         out = num / den[:, None]
     out[den == 0] = 0.0  # isolated subsample rows (no edge of non-zero weight)
-    return out / (1.0 - sol.eigenvalues)[None, :] if m else out
+    return out / like(xp, 1.0 - sol.eigenvalues, X)[None, :] if m else out
 
 
 def _weighted_rows(weights: np.ndarray, rows: np.ndarray, Y: np.ndarray) -> np.ndarray:
@@ -355,10 +382,17 @@ def _weighted_rows(weights: np.ndarray, rows: np.ndarray, Y: np.ndarray) -> np.n
 
     A CSR matrix of k entries per row and scipy's sparse-dense product: 3–4× faster than
     gathering the (b, k, m) array ``Y[rows]`` and contracting it, and without it. A
-    missing neighbour (row −1, weight 0) adds nothing.
+    missing neighbour (row −1, weight 0) adds nothing. On a device (no sparse product in
+    the array API), one gather of Y's rows per neighbour, summed in the same order.
     """
+    xp = namespace(weights)
     b, k = rows.shape
-    index = np.where(rows >= 0, rows, 0)
+    index = xp.where(rows >= 0, rows, 0)
+    if xp is not np:
+        out = xp.zeros((b, Y.shape[1]), dtype=xp.float64, device=device_of(weights))
+        for j in range(k):
+            out += weights[:, j : j + 1] * xp.take(Y, index[:, j], axis=0)
+        return out
     W = sp.csr_matrix(
         (weights.ravel(), index.ravel(), np.arange(0, b * k + 1, k)), shape=(b, Y.shape[0])
     )
@@ -369,9 +403,10 @@ def nystrom_ensemble(solutions, X: np.ndarray, codes: np.ndarray | None = None) 
     """Average over subsamples of f_b(x, c) R_b (each aligned to the reference frame)."""
     if len(solutions) == 1:  # the reference frame: its rotation is the identity
         return nystrom(solutions[0], X, codes)
+    xp = namespace(X)
     total = None
     for sol in solutions:
-        F = nystrom(sol, X, codes) @ sol.rotation
+        F = nystrom(sol, X, codes) @ like(xp, sol.rotation, X)
         total = F if total is None else total + F
     return total / len(solutions)
 
@@ -397,10 +432,15 @@ def align(solutions: list[CCDRSolution]) -> list[CCDRSolution]:
 # --- block functions of the estimators' maps and passes, and the classifier heads --------
 
 
+# Each takes a NumPy block or a device block (CuPy's: :mod:`scalenc.math.xp`), whose
+# embedding and outputs stay on its device; labels and class codes arrive as NumPy.
+
+
 def split_codes(X, with_codes):
     if not with_codes:
         return X, None
-    return X[:, :-1], X[:, -1].astype(np.int64)
+    xp = namespace(X)
+    return X[:, :-1], xp.astype(X[:, -1], xp.int64)
 
 
 def embed(X, codes, solutions):
@@ -410,7 +450,8 @@ def embed(X, codes, solutions):
 
 def transform_block(X, *, solutions, with_codes, out_dtype):
     X, codes = split_codes(X, with_codes)
-    return embed(X, codes, solutions).astype(out_dtype, copy=False)
+    xp = namespace(X)
+    return xp.astype(embed(X, codes, solutions), dtype_in(xp, out_dtype), copy=False)
 
 
 def scores_block(X, *, solutions, head, binary):
@@ -423,25 +464,33 @@ def proba_block(X, *, solutions, head):
 
 
 def predict_block(X, *, solutions, head, classes):
-    return classes[head.proba(embed(X, None, solutions)).argmax(axis=1)]
+    xp = namespace(X)
+    return take_classes(xp, classes, xp.argmax(head.proba(embed(X, None, solutions)), axis=1))
+
+
+def _labeled(X, codes, solutions):
+    """The embedding f(x, c) of the labeled rows of a block, and their codes (NumPy codes
+    of a device block go to its device)."""
+    xp = namespace(X)
+    codes = like(xp, np.asarray(codes), X)
+    keep = codes >= 0
+    return embed(X[keep], codes[keep], solutions), codes[keep]
 
 
 def linear_stats_block(X, codes, *, row_start, solutions, n_classes):
     """Σ [y 1]ᵀ[y 1] and Σ [y 1]ᵀ onehot over the labeled rows, y = f(x, c)."""
-    codes = np.asarray(codes)
-    keep = codes >= 0
-    F = embed(X[keep], codes[keep], solutions)
-    A = np.hstack([F, np.ones((F.shape[0], 1))])
-    onehot = np.zeros((F.shape[0], n_classes))
-    onehot[np.arange(F.shape[0]), codes[keep]] = 1.0
+    F, codes = _labeled(X, codes, solutions)
+    xp = namespace(F)
+    device = device_of(F)
+    A = xp.concat([F, xp.ones((F.shape[0], 1), dtype=F.dtype, device=device)], axis=1)
+    classes = xp.arange(n_classes, dtype=codes.dtype, device=device)
+    onehot = xp.astype(codes[:, None] == classes[None, :], F.dtype)
     return {"gram": A.T @ A, "cross": A.T @ onehot}
 
 
 def lda_stats_block(X, codes, *, row_start, solutions, n_classes):
-    codes = np.asarray(codes)
-    keep = codes >= 0
-    F = embed(X[keep], codes[keep], solutions)
-    return _blocks.class_moments(F, codes[keep], n_classes, scatter=True)
+    F, codes = _labeled(X, codes, solutions)
+    return _blocks.class_moments(F, codes, n_classes, scatter=True)
 
 
 # --- classifiers on the m-dim embedding ---------------------------------------------------
@@ -455,10 +504,11 @@ class LinearHead:
         self.coef, *_ = np.linalg.lstsq(gram, cross, rcond=None)  # (m+1, L)
 
     def scores(self, F):
-        return F @ self.coef[:-1] + self.coef[-1]
+        coef = like(namespace(F), self.coef, F)
+        return F @ coef[:-1, :] + coef[-1, :]
 
     def proba(self, F):
-        return np.exp(_blocks.log_softmax(self.scores(F)))
+        return namespace(F).exp(_blocks.log_softmax(self.scores(F)))
 
 
 class LDAHead:
@@ -466,10 +516,14 @@ class LDAHead:
         self.model = lda_from_moments(moments["n"], moments["mean"], moments["scatter"])
 
     def scores(self, F):
-        return lda_log_proba(self.model, F)
+        xp = namespace(F)
+        if xp is np:
+            return lda_log_proba(self.model, F)
+        coef, intercept = (like(xp, a, F) for a in class_scores(self.model))
+        return _blocks.log_softmax(xp.astype(F, xp.float64) @ coef.T + intercept)
 
     def proba(self, F):
-        return np.exp(self.scores(F))
+        return namespace(F).exp(self.scores(F))
 
 
 class KNNHead:
@@ -482,8 +536,13 @@ class KNNHead:
 
     def proba(self, F):
         nbrs, _ = knn_search(F, self.F, self.k)
-        votes = np.zeros((F.shape[0], self.n_classes))
-        np.add.at(votes, (np.repeat(np.arange(F.shape[0]), self.k), self.codes[nbrs].ravel()), 1.0)
+        xp = namespace(F)
+        device = device_of(F)
+        voted = xp.take(like(xp, self.codes, F), xp.reshape(nbrs, (-1,)))
+        classes = xp.arange(self.n_classes, dtype=voted.dtype, device=device)
+        votes = xp.zeros((F.shape[0], self.n_classes), dtype=xp.float64, device=device)
+        for j in range(self.k):  # each neighbour's one vote
+            votes += xp.astype(voted[j :: self.k][:, None] == classes[None, :], xp.float64)
         return votes / self.k
 
     def scores(self, F):

@@ -1,6 +1,13 @@
 """The exact k-NN search of many rows against a short reference set (CCDR's subsample, for
-its Nyström extension and k-NN head): a float32 product and k + 1 row-wise argmin passes
-over a cache-sized tile, and the rows whose ranking is in doubt recomputed in float64.
+its Nyström extension and k-NN head): a float32 product and the k + 1 smallest scores of
+each query, and the rows whose ranking is in doubt recomputed in float64.
+
+The queries may be a device block (CuPy's, see :mod:`scalenc.math.xp`); the reference set
+is NumPy and goes to the block's device once per call. NumPy blocks take k + 1 row-wise
+argmin passes over a cache-sized tile; a device block one selection
+(:func:`~scalenc.math.xp.argpartition_rows`) over a tile of
+:data:`~scalenc.math.xp.DEVICE_TILE_ELEMENTS`. Either way the neighbours are those of the
+float64 distances, ties by position.
 
 The search of every row block against every other (nRBFN's soft-KNN) is
 :mod:`scalenc.math.neighbors`'s.
@@ -8,9 +15,24 @@ The search of every row block against every other (nRBFN's soft-KNN) is
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
-from scalenc.math.distances import GATHER_ELEMENTS, duplicate_rank, row_sq_norms, score_bound
+from scalenc.math.distances import (
+    GATHER_ELEMENTS,
+    duplicate_rank,
+    row_sq_norms,
+    score_bound,
+)
+from scalenc.math.xp import (
+    argpartition_rows,
+    device_of,
+    host_dtype,
+    like,
+    namespace,
+    tile_elements,
+)
 
 #: Ranking scores of one query tile against a short reference set (:func:`nearest` with
 #: ``refine``): 512K elements, 2 MB float32, so that the product and the selection passes
@@ -27,48 +49,72 @@ class _Reference:
     """What every query tile needs of the reference rows R (s×p), computed once.
 
     ``scores_t`` = [−2R, ‖r‖²] (s × (p+1), ranking dtype): one product with a query tile
-    [Q, 1] gives the ranking scores ‖r‖² − 2 q·r, transposed (s × tile).
+    [Q, 1] gives the ranking scores ‖r‖² − 2 q·r, transposed (s × tile). ``R``, ``norms``
+    and ``scores_t`` are arrays of ``xp`` (NumPy's, or a device's: :meth:`on`); ``rows``
+    is R as NumPy float64.
     """
 
     def __init__(self, R: np.ndarray, dtype):
-        self.R = np.asarray(R, dtype=np.float64)
+        self.rows = np.asarray(R, dtype=np.float64)
+        self.R = self.rows
         self.norms = row_sq_norms(self.R)
-        self.dtype = np.dtype(dtype)
+        self.dtype = host_dtype(dtype)
         self.size, self.p = self.R.shape
         with np.errstate(over="ignore"):
             self.scores_t = np.hstack([-2.0 * self.R, self.norms[:, None]]).astype(self.dtype)
         self.max_norm2 = float(self.norms.max()) if self.size else 0.0
+        self.xp = np
+        self.rank_dtype = self.dtype
         self._ranks = None
+
+    def on(self, xp, ref) -> _Reference:
+        """These rows as arrays of ``xp`` on the device of the array ``ref`` (itself for
+        NumPy)."""
+        if xp is self.xp:
+            return self
+        moved = copy.copy(self)
+        moved.xp = xp
+        moved.R, moved.norms, moved.scores_t = (
+            like(xp, a, ref) for a in (self.rows, self.norms, self.scores_t)
+        )
+        moved.rank_dtype = moved.scores_t.dtype
+        return moved
 
     def duplicate_rank(self) -> np.ndarray:
         """For each row, how many identical rows come before it (computed once, when
-        first asked for: a sort of the rows)."""
+        first asked for: a sort of the rows), as NumPy."""
         if self._ranks is None:
-            self._ranks = duplicate_rank(self.R)
+            self._ranks = duplicate_rank(self.rows)
         return self._ranks
 
 
-def _rounding_bound(q_norms, ref: _Reference) -> np.ndarray:
+def _rounding_bound(q_norms, ref: _Reference):
     """δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r
-    (:func:`score_bound`)."""
-    return score_bound(q_norms, ref.max_norm2, ref.p, ref.dtype)
+    (:func:`score_bound`), an array of ``q_norms``' library."""
+    return like(ref.xp, score_bound(q_norms, ref.max_norm2, ref.p, ref.dtype), q_norms)
 
 
 def _exact_d2(Q64, q_norms, ref: _Reference, cols):
     """‖q‖² + ‖r‖² − 2 q·r in float64 (clipped at 0) for the reference rows ``cols`` of
     each query (c×w, −1 = none → inf); the (rows, w, p) gathers go in slices of at most
-    :data:`GATHER_ELEMENTS` elements."""
+    :data:`GATHER_ELEMENTS` elements (a device's tile on a device)."""
+    xp = ref.xp
     c, w = cols.shape
-    d2 = np.full(cols.shape, np.inf)
+    d2 = xp.full(cols.shape, xp.inf, dtype=xp.float64, device=device_of(cols))
     real = cols >= 0
-    at = np.where(real, cols, 0)
-    step = max(1, GATHER_ELEMENTS // max(1, w * ref.p))
+    at = xp.where(real, cols, 0)
+    step = max(1, tile_elements(xp, GATHER_ELEMENTS) // max(1, w * ref.p))
     for start in range(0, c, step):
         stop = min(c, start + step)
-        cross = np.einsum("ip,iwp->iw", Q64[start:stop], ref.R[at[start:stop]])
-        here = q_norms[start:stop, None] + ref.norms[at[start:stop]] - 2.0 * cross
-        np.copyto(d2[start:stop], here, where=real[start:stop])
-    return np.maximum(d2, 0.0, out=d2)
+        flat = xp.reshape(at[start:stop, :], (-1,))
+        rows = xp.reshape(xp.take(ref.R, flat, axis=0), (stop - start, w, ref.p))
+        if xp is np:
+            cross = np.einsum("ip,iwp->iw", Q64[start:stop], rows)
+        else:
+            cross = xp.vecdot(Q64[start:stop, None, :], rows, axis=-1)
+        norms = xp.reshape(xp.take(ref.norms, flat), (stop - start, w))
+        d2[start:stop, :] = q_norms[start:stop, None] + norms - 2.0 * cross
+    return xp.clip(xp.where(real, d2, xp.inf), min=0.0)
 
 
 def _smallest_by_extraction(score, m):
@@ -92,10 +138,27 @@ def _smallest_by_extraction(score, m):
     return vals, pos
 
 
+def _smallest(xp, score, m):
+    """The m smallest entries of each row of ``score``, ascending: (values float64,
+    positions). NumPy: :func:`_smallest_by_extraction` (``score`` keeps +inf there); a
+    device: one selection, ordered by (value, position), ``score`` unchanged (a tie at the
+    m-th place may pick another of the tied positions: it leaves the values as they are,
+    and a tie among the k + 1 smallest sends the row to the float64 recomputation)."""
+    if xp is np:
+        return _smallest_by_extraction(score, m)
+    pos = xp.sort(argpartition_rows(xp, score, m), axis=1)
+    vals = xp.take_along_axis(score, pos, axis=1)
+    order = xp.argsort(vals, axis=1, stable=True)
+    vals = xp.astype(xp.take_along_axis(vals, order, axis=1), xp.float64)
+    return vals, xp.take_along_axis(pos, order, axis=1)
+
+
 def _doubt_survivors(score, P, J, thr, ref: _Reference, k):
     """Every reference row that can be among the k nearest of each row in doubt: the
     extracted entries (``P``, ``J``) and the entries left in ``score`` at or below
     ``thr``, as a padded matrix of positions (−1 = none), one row per query."""
+    if ref.xp is not np:
+        return _device_survivors(score, thr, ref, k)
     d = score.shape[0]
     query, cols = np.nonzero(score <= thr[:, None])
     q_ex, j_ex = np.nonzero(P <= thr[:, None])
@@ -118,63 +181,113 @@ def _doubt_survivors(score, P, J, thr, ref: _Reference, k):
     return out
 
 
+def _device_survivors(score, thr, ref: _Reference, k):
+    """:func:`_doubt_survivors` of a device tile, whose ``score`` still holds every entry:
+    the w smallest entries of each row, w the most survivors of a row, those above
+    ``thr`` marked −1 (the same rule for duplicate reference rows)."""
+    xp = ref.xp
+    d = score.shape[0]
+    below = score <= thr[:, None]
+    if int(xp.sum(xp.astype(below, xp.int64))) > DUPLICATE_SURVIVORS * (k + 1) * d:
+        below = below & (like(xp, ref.duplicate_rank(), score) <= k)[None, :]
+    w = max(int(xp.max(xp.sum(xp.astype(below, xp.int64), axis=1))), k)
+    cols = argpartition_rows(xp, xp.where(below, score, xp.inf), w)
+    return xp.where(xp.take_along_axis(below, cols, axis=1), cols, -1)
+
+
+def _float64_order(xp, exact, keys, k):
+    """Positions of the k smallest (``exact``, ``keys``) of each row, in that order."""
+    if xp is np:
+        return np.lexsort((keys, exact), axis=-1)[:, :k]
+    by_key = xp.argsort(keys, axis=1, stable=True)
+    by_exact = xp.argsort(xp.take_along_axis(exact, by_key, axis=1), axis=1, stable=True)
+    return xp.take_along_axis(by_key, by_exact[:, :k], axis=1)
+
+
+def _scores(xp, Q, ref: _Reference, buffer):
+    """The ranking scores ‖r‖² − 2 q·r of a query tile (c×s): one product of [Q, 1] with
+    ``scores_t``, into ``buffer`` for NumPy."""
+    c = Q.shape[0]
+    ones = xp.ones((c, 1), dtype=ref.rank_dtype, device=device_of(Q))
+    if xp is np:
+        Qa = np.hstack([np.asarray(Q, dtype=ref.dtype), ones])
+        return np.matmul(Qa, ref.scores_t.T, out=buffer[: c * ref.size].reshape(c, ref.size))
+    Qa = xp.concat([xp.astype(Q, ref.rank_dtype), ones], axis=1)
+    return Qa @ ref.scores_t.T
+
+
+def _exclude(xp, score, exclude):
+    """Scores of the excluded positions (``exclude[i]`` ≥ 0 for query i) set to +inf."""
+    if xp is np:
+        local = np.flatnonzero(exclude >= 0)
+        score[local, exclude[local]] = np.inf
+        return score
+    columns = xp.arange(score.shape[1], device=device_of(score))[None, :]
+    return xp.where(columns == like(xp, exclude, score)[:, None], xp.inf, score)
+
+
 def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     """The exact k nearest reference rows of a tile of queries: (positions, d2), each c×k,
     sorted by (float64 distance, position)."""
+    xp = ref.xp
     c = Q.shape[0]
     s = ref.size
-    q_norms = np.einsum("ij,ij->i", Q, Q, dtype=np.float64)
+    if xp is np:
+        q_norms = np.einsum("ij,ij->i", Q, Q, dtype=np.float64)
+    else:
+        q_norms = row_sq_norms(Q)
     delta = _rounding_bound(q_norms, ref)
-    limit = np.finfo(ref.dtype).max / 8
-    if ref.dtype != np.float64 and not (q_norms.max() + ref.max_norm2) * 4 < limit:
-        return _nearest_exact(Q, ref.R, k, exclude)  # beyond the ranking range: float64
-    ones = np.ones((c, 1), dtype=ref.dtype)
-    Qa = np.hstack([np.asarray(Q, dtype=ref.dtype), ones])
-    score = np.matmul(Qa, ref.scores_t.T, out=buffer[: c * s].reshape(c, s))
+    limit = float(np.finfo(ref.dtype).max) / 8
+    if ref.dtype != np.float64 and not (float(xp.max(q_norms)) + ref.max_norm2) * 4 < limit:
+        return _nearest_exact(Q, ref.rows, k, exclude)  # beyond the ranking range: float64
+    score = _scores(xp, Q, ref, buffer)
     if exclude is not None:
-        local = np.flatnonzero(exclude >= 0)
-        score[local, exclude[local]] = np.inf
+        score = _exclude(xp, score, exclude)
     m = min(k + 1, s)
-    P = np.full((c, k + 1), np.inf)
-    J = np.full((c, k + 1), -1, dtype=np.int64)
-    P[:, :m], J[:, :m] = _smallest_by_extraction(score, m)
-    J[np.isinf(P)] = -1  # excluded rows (+inf) are never neighbours
+    device = device_of(score)
+    P = xp.full((c, k + 1), xp.inf, dtype=xp.float64, device=device)
+    J = xp.full((c, k + 1), -1, dtype=xp.int64, device=device)
+    P[:, :m], J[:, :m] = _smallest(xp, score, m)
+    J = xp.where(xp.isinf(P), -1, J)  # excluded rows (+inf) are never neighbours
     # certain: the k+1 smallest scores are apart by more than 2δ (then the float64 order
     # is theirs) and the nearest is not within 2δ of distance 0
-    gaps = np.diff(P, axis=1)
-    with np.errstate(invalid="ignore"):
-        certain = (gaps > 2.0 * delta[:, None]).all(axis=1) & (q_norms + P[:, 0] > 2.0 * delta)
-    pos, d2 = J[:, :k].copy(), np.maximum(q_norms[:, None] + P[:, :k], 0.0)
-    doubt = np.flatnonzero(~certain)
-    if doubt.size:  # recompute in float64 every candidate of the rows in doubt
+    with np.errstate(invalid="ignore"):  # inf − inf: padding, or excluded rows
+        gaps = P[:, 1:] - P[:, :-1]
+        apart = xp.all(gaps > 2.0 * delta[:, None], axis=1)
+        certain = apart & (q_norms + P[:, 0] > 2.0 * delta)
+    pos = xp.asarray(J[:, :k], copy=True)
+    d2 = xp.clip(q_norms[:, None] + P[:, :k], min=0.0)
+    doubt = ~certain
+    if bool(xp.any(doubt)):  # recompute in float64 every candidate of the rows in doubt
         floor = -q_norms[doubt]  # scores of distance 0: every row there ties at d2 = 0
-        thr = (np.maximum(P[doubt, k - 1], floor) + 2.0 * delta[doubt]).astype(ref.dtype)
-        thr = np.nextafter(thr, np.inf)  # rounded up: never below the float64 bound
-        thr = np.minimum(thr, np.finfo(ref.dtype).max)  # +inf (excluded) never survives
+        thr = xp.astype(xp.maximum(P[doubt][:, k - 1], floor) + 2.0 * delta[doubt], ref.rank_dtype)
+        thr = xp.nextafter(thr, xp.asarray(xp.inf, dtype=thr.dtype))  # rounded up
+        thr = xp.clip(thr, max=float(np.finfo(ref.dtype).max))  # +inf never survives
         cols = _doubt_survivors(score[doubt], P[doubt], J[doubt], thr, ref, k)
-        exact = _exact_d2(np.asarray(Q[doubt], np.float64), q_norms[doubt], ref, cols)
-        keys = np.where(cols >= 0, cols, s)
-        redo = np.lexsort((keys, exact), axis=-1)[:, :k]
-        pos[doubt] = np.take_along_axis(cols, redo, 1)
-        d2[doubt] = np.take_along_axis(exact, redo, 1)
-    d2[pos < 0] = np.inf
-    return pos, d2
+        exact = _exact_d2(xp.astype(Q[doubt], xp.float64), q_norms[doubt], ref, cols)
+        redo = _float64_order(xp, exact, xp.where(cols >= 0, cols, s), k)
+        pos[doubt] = xp.take_along_axis(cols, redo, axis=1)
+        d2[doubt] = xp.take_along_axis(exact, redo, axis=1)
+    return pos, xp.where(pos < 0, xp.inf, d2)
 
 
 def _nearest_exact(Q, R, k, exclude=None, dtype=None):
-    """Exact k nearest rows of R (or a prepared :class:`_Reference`) for each row of Q."""
+    """Exact k nearest rows of R (NumPy, or a prepared :class:`_Reference`) for each row of
+    Q (NumPy or a device block; the results are Q's arrays)."""
+    xp = namespace(Q)
     ref = R if isinstance(R, _Reference) else _Reference(R, dtype or np.float64)
+    ref = ref.on(xp, Q)
     c, s = Q.shape[0], ref.size
     k_in = min(k, s)
-    pos_out = np.full((c, k), -1, dtype=np.int64)
-    d2_out = np.full((c, k), np.inf)
+    pos_out = xp.full((c, k), -1, dtype=xp.int64, device=device_of(Q))
+    d2_out = xp.full((c, k), xp.inf, dtype=xp.float64, device=device_of(Q))
     if c == 0 or s == 0:
         return pos_out, d2_out
-    tile = min(c, max(1, EXACT_TILE_ELEMENTS // s))
-    buffer = np.empty(tile * s, dtype=ref.dtype)  # reused
+    tile = min(c, max(1, tile_elements(xp, EXACT_TILE_ELEMENTS) // s))
+    buffer = np.empty(tile * s, dtype=ref.dtype) if xp is np else None  # reused
     for start in range(0, c, tile):
         stop = min(c, start + tile)
         excl = None if exclude is None else exclude[start:stop]
-        pos, d2 = _nearest_exact_tile(Q[start:stop], k_in, ref, buffer, excl)
+        pos, d2 = _nearest_exact_tile(Q[start:stop, :], k_in, ref, buffer, excl)
         pos_out[start:stop, :k_in], d2_out[start:stop, :k_in] = pos, d2
     return pos_out, d2_out
