@@ -309,7 +309,8 @@ def sigma_block(X, codes, *, row_start, basis):
     total = 0.0
     step = _tile_rows(xp, rows.shape[0], basis.shape[0])
     if xp is not np:
-        return _sigma_device(xp, rows, like(xp, basis_d, rows), like(xp, basis_norms, rows), eps)
+        basis_d, basis_norms = like(xp, basis_d, rows), like(xp, basis_norms, rows)
+        return _sigma_device(xp, rows, basis_d, basis_norms, float(eps))
     row_norms = row_sq_norms(rows).astype(dtype)
     for start in range(0, rows.shape[0], step):
         stop = start + step
