@@ -48,7 +48,7 @@ from scalenc.math.linalg import (
     procrustes,
 )
 from scalenc.math.neighbors import nearest
-from scalenc.math.xp import device_of, dtype_in, like, namespace, take_classes
+from scalenc.math.xp import device_of, dtype_in, like, namespace, take_classes, to_host
 
 __all__ = [
     "CCDRSolution",
@@ -347,12 +347,13 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
     else:
         norms = row_sq_norms(X)
     near = d2 <= 1e-12 * (1.0 + norms)[:, None]
+    S = like(xp, sol.X, X) if bool(xp.any(near)) else None
     for col in range(nbrs.shape[1]):
         cand = near[:, col] & ~same
         if bool(xp.any(cand)):
             at = nbrs[:, col][cand]
             hit = xp.zeros_like(same)
-            hit[cand] = xp.all(X[cand] == xp.take(like(xp, sol.X, X), at, axis=0), axis=1)
+            hit[cand] = xp.all(X[cand] == xp.take(S, at, axis=0), axis=1)
             same = same | hit
             match = xp.where(hit, nbrs[:, col], match)
     Y = like(xp, sol.embedding, X)
@@ -472,7 +473,7 @@ def _labeled(X, codes, solutions):
     """The embedding f(x, c) of the labeled rows of a block, and their codes (NumPy codes
     of a device block go to its device)."""
     xp = namespace(X)
-    codes = like(xp, np.asarray(codes), X)
+    codes = like(xp, to_host(codes), X)
     keep = codes >= 0
     return embed(X[keep], codes[keep], solutions), codes[keep]
 
