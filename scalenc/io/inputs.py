@@ -218,6 +218,19 @@ def to_device(X: da.Array, device: str) -> da.Array:
     ------
     MissingDeviceDependency
         ``"gpu"`` on a machine where CuPy is not installed or sees no CUDA device.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from scalenc import to_device
+    >>> X = da.ones((6, 2), chunks=(3, 2))
+    >>> to_device(X, "cpu") is X  # NumPy blocks stay as they are
+    True
+    >>> Xg = to_device(X, "gpu")  # doctest: +SKIP
+    >>> type(Xg._meta).__name__, type(Xg.blocks[0].compute()).__name__  # doctest: +SKIP
+    ('ndarray', 'ndarray')
+    >>> Xg._meta.__class__.__module__  # doctest: +SKIP
+    'cupy'
     """
     if device in ("gpu", "cuda"):
         cupy = _cupy()

@@ -86,7 +86,7 @@ def pairwise_sq_distances(A, B, *, tol_zero: bool = True):
     if xp is np:
         cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
     else:
-        cross = like(xp, A, B, dtype) @ like(xp, B, A, dtype).mT
+        cross = like(xp, A, B, dtype) @ like(xp, B, A, dtype).T
     eps = xp.finfo(dtype).eps if tol_zero else None
     return sq_distances_from_inner(cross, row_sq_norms(A), row_sq_norms(B), zero_below=eps)
 

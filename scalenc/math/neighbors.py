@@ -729,7 +729,7 @@ def _nearest_on_device(xp, Q, R, k, exclude, dtype):
     pos_out, d2_out = _no_neighbors(xp, c, k, R)
     for start in range(0, c, tile):
         stop = min(c, start + tile)
-        score = xp.astype(Q[start:stop, :], dtype) @ minus_two_R.mT
+        score = xp.astype(Q[start:stop, :], dtype) @ minus_two_R.T
         score += ranked
         if exclude is not None:
             mine = like(xp, np.asarray(exclude[start:stop], dtype=np.int64), R)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scalenc.math.xp import host_dtype, like, namespace, to_host
+
 __all__ = [
     "fold_of",
     "row_hash",
@@ -179,8 +181,14 @@ def gather_block(X, *, row_start, wanted):
     """Rows of X whose global index is in the sorted array ``wanted``; also counts NaN/inf."""
     lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
     index = wanted[lo:hi]
-    rows = np.asarray(X[index - row_start], dtype=np.float64)
-    bad = int(X.size - np.count_nonzero(np.isfinite(X))) if X.dtype.kind == "f" else 0
+    xp = namespace(X)
+    if xp is np:
+        rows = np.asarray(X[index - row_start], dtype=np.float64)
+    else:  # a device block: the few rows come to the host
+        rows = to_host(xp.astype(xp.take(X, like(xp, index - row_start, X), axis=0), xp.float64))
+    size = X.shape[0] * X.shape[1]
+    floating = host_dtype(X.dtype).kind == "f"
+    bad = int(size - int(xp.count_nonzero(xp.isfinite(X)))) if floating else 0
     return {"index": index, "rows": rows, "nonfinite": np.array([bad])}
 
 

@@ -25,6 +25,7 @@ from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
 from scalenc.math.neighbors import labeled_rows
 from scalenc.math.sampling import fold_of
 from scalenc.math.xp import (
+    device_of,
     dtype_in,
     host_dtype,
     like,
@@ -212,7 +213,7 @@ def normalized_kernel(
     # −‖x − g‖²/(2σ²) = (2 x·g − ‖g‖²)/(2σ²) − ‖x‖²/(2σ²); the last term is constant along
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
     _, scaled_basis, basis_term = prepared
-    products = xp.astype(X, dtype_in(xp, dtype), copy=False) @ scaled_basis.mT
+    products = xp.astype(X, dtype_in(xp, dtype), copy=False) @ scaled_basis.T
     if xp is not np:  # one kernel per step over the whole block (no cache to fit)
         logits = xp.astype(products, xp.float64) - basis_term
         logits = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
@@ -326,12 +327,12 @@ def _sigma_device(xp, rows, basis, basis_norms, eps):
     :func:`scalenc.math.distances.sq_distances_from_inner` as on the host."""
     rows = xp.astype(rows, basis.dtype, copy=False)
     row_norms = xp.astype(row_sq_norms(rows), basis.dtype)
-    total = xp.zeros((), dtype=xp.float64, device=rows.device)
+    total = xp.zeros((), dtype=xp.float64, device=device_of(rows))
     step = _tile_rows(xp, rows.shape[0], basis.shape[0])
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)
         d2 = sq_distances_from_inner(
-            rows[start:stop, ...] @ basis.mT,
+            rows[start:stop, ...] @ basis.T,
             row_norms[start:stop],
             basis_norms,
             zero_below=eps,
@@ -401,9 +402,9 @@ def _gram_device(xp, rows, folds, labels, basis, sigma, n_classes, n_folds):
     each fold's update as one product. The whole square of M is formed (a GPU's GEMM
     outruns the strips of a triangle); the solve reads the lower triangle as on the host."""
     r = basis.shape[0]
-    M = xp.zeros((n_folds, r, r), dtype=xp.float64, device=rows.device)
-    B = xp.zeros((n_folds, n_classes, r), dtype=xp.float64, device=rows.device)
-    classes = xp.arange(n_classes, device=rows.device)
+    M = xp.zeros((n_folds, r, r), dtype=xp.float64, device=device_of(rows))
+    B = xp.zeros((n_folds, n_classes, r), dtype=xp.float64, device=device_of(rows))
+    classes = xp.arange(n_classes, device=device_of(rows))
     prepared = prepare_basis(basis, sigma, _products_dtype(rows, basis), rows)
     step = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r, 1))
     for start in range(0, rows.shape[0], step):
@@ -414,8 +415,8 @@ def _gram_device(xp, rows, folds, labels, basis, sigma, n_classes, n_folds):
             mine = np.flatnonzero(fold_tile == f)
             Wf = Wt if mine.size == Wt.shape[0] else xp.take(Wt, like(xp, mine, rows), axis=0)
             indicator = like(xp, label_tile[mine], rows)[:, None] == classes
-            M[int(f), ...] += Wf.mT @ Wf
-            B[int(f), ...] += xp.astype(indicator, xp.float64).mT @ Wf
+            M[int(f), ...] += Wf.T @ Wf
+            B[int(f), ...] += xp.astype(indicator, xp.float64).T @ Wf
     return M, B
 
 
@@ -454,7 +455,7 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, se
             mine = like(xp, np.flatnonzero(tile_folds == f), rows)
             Wf = xp.take(Wt, mine, axis=0)
             scores = xp.reshape(
-                xp.reshape(weights_d[int(f), ...], (-1, weights.shape[-1])) @ Wf.mT,
+                xp.reshape(weights_d[int(f), ...], (-1, weights.shape[-1])) @ Wf.T,
                 (n_alphas, -1, Wf.shape[0]),
             )  # (n_alphas, K, rows)
             wrong = xp.argmax(scores, axis=1) != xp.take(tile_labels, mine)
@@ -485,7 +486,7 @@ def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, se
             if xp is np:
                 scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
             else:
-                scores = weights_d @ Wt.mT
+                scores = weights_d @ Wt.T
             wrong = xp.argmax(scores, axis=1) != held_labels[start:stop, ...]
             errors += to_host(xp.sum(xp.astype(wrong, xp.int64), axis=1))
     return errors
@@ -518,7 +519,7 @@ def nrbfn_scores(X, *, basis, sigma, weights):
     xp = namespace(X)
     if xp is not np:
         weights_d = like(xp, weights, X)
-        tiles = [Wt @ weights_d.mT for _, _, Wt in kernel_tiles(X, basis, sigma)]
+        tiles = [Wt @ weights_d.T for _, _, Wt in kernel_tiles(X, basis, sigma)]
         return tiles[0] if len(tiles) == 1 else xp.concat(tiles)
     out = np.empty((X.shape[0], weights.shape[0]))
     for start, stop, Wt in kernel_tiles(np.asarray(X), basis, sigma):
@@ -530,7 +531,7 @@ def lrc_scores(X, *, coef, intercept):
     """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
     _blocks.check_finite(X)
     xp = namespace(X)
-    return xp.astype(X, xp.float64) @ like(xp, coef, X).mT + like(xp, intercept, X)
+    return xp.astype(X, xp.float64) @ like(xp, coef, X).T + like(xp, intercept, X)
 
 
 def scores_to_proba(scores: np.ndarray) -> np.ndarray:
@@ -546,7 +547,7 @@ def scores_to_proba(scores: np.ndarray) -> np.ndarray:
     total = xp.sum(proba, axis=1, keepdims=True)
     empty = total <= 0
     if bool(xp.any(empty)):
-        classes = xp.arange(scores.shape[1], device=scores.device)
+        classes = xp.arange(scores.shape[1], device=device_of(scores))
         top = xp.astype(xp.argmax(scores, axis=1, keepdims=True) == classes, proba.dtype)
         proba = xp.where(empty, top, proba)
         total = xp.where(empty, xp.ones_like(total), total)
