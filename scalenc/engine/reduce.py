@@ -105,14 +105,15 @@ def _check_aligned(X: da.Array, aligned) -> None:
             )
 
 
-def _block_partial(X, rows, *aligned, block_fn, absent, **kwargs):
+def _block_partial(X, rows, *aligned, block_fn, absent, on_device=False, **kwargs):
     """One block's partial, called by :func:`reduce_rows`'s blockwise map. The partial of a
-    device block (CuPy's) leaves the device here: merges and solves see NumPy."""
+    device block (CuPy's) leaves the device here, so that merges and solves see NumPy —
+    unless ``on_device``: then the tree merges it on the device and only the root leaves."""
     pieces = list(aligned)
     for position in absent:
         pieces.insert(position, None)
     partial = block_fn(X, *pieces, row_start=rows[0].start, **kwargs)
-    return partial if isinstance(X, np.ndarray) else host_tree(partial)
+    return partial if on_device or isinstance(X, np.ndarray) else host_tree(partial)
 
 
 def _shared(kwargs: dict) -> dict:
@@ -316,6 +317,9 @@ def reduce_rows(
     # with a checkpoint, each block's partial comes with its seconds and is saved when
     # worth it (timed_block, told the pass's directory and the block's number)
     head = [_block_partial]
+    # a large partial (nRBFN's r×r Gram) whose combine merges device arrays stays on the
+    # device through the tree; a checkpoint saves NumPy partials, so not in a checkpoint
+    on_device = plan is None and getattr(block_fn, "device_partials", False)
     if plan is not None:
         save = (plan.fs, plan.directory, plan.rule)
         block_id = ArrayBlockIdDep((X.chunks[0],))
@@ -331,11 +335,14 @@ def reduce_rows(
         meta=np.empty((0,) * len(out_index), dtype=object),
         block_fn=block_fn,
         absent=absent,
+        on_device=on_device,
         **_shared(kwargs),
     )
     partials = list(blocks.to_delayed(optimize_graph=True).ravel())
     if plan is None:
         result = tree_reduce(partials, combine, split_every=split_every)
+        if on_device:
+            result = dask.delayed(host_tree, pure=True)(result)
         note_reader(X, result)
         return result
     root, computed = _checkpointed_tree(partials, combine, split_every, plan, run)

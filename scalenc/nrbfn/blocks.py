@@ -420,6 +420,11 @@ def _gram_device(xp, rows, folds, labels, basis, sigma, n_classes, n_folds):
     return M, B
 
 
+#: The Gram pass's partials (n_folds × r² float64) stay on a device through the tree
+#: (:func:`sum_gram_partials` adds device arrays): only the root comes to the host.
+gram_block.device_partials = True
+
+
 def sum_gram_partials(*partials):
     """Tree node of the Gram pass: the sum of partials of :func:`gram_block`.
 
@@ -427,7 +432,7 @@ def sum_gram_partials(*partials):
     :func:`scalenc.math.moments.combine_partials`, so the same sums), instead of a new r×r
     array per addition: each is n_folds × 617 MB for r ≈ 9000.
     """
-    total = {key: np.array(value, copy=True) for key, value in partials[0].items()}
+    total = {key: namespace(value).asarray(value, copy=True) for key, value in partials[0].items()}
     for part in partials[1:]:
         for key in total:
             total[key] += part[key]
