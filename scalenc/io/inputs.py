@@ -528,6 +528,8 @@ def encode_labels(y: da.Array, classes: np.ndarray, marker=UNLABELED) -> da.Arra
     >>> encode_labels(y, classes=np.array([2, 5])).compute()
     array([ 1, -1,  0,  1])
     """
+    if not isinstance(y._meta, np.ndarray):  # predictions on a device: codes on the host
+        y = to_device(y, "cpu")
     return y.map_blocks(
         encode, classes=classes, marker=marker, dtype=np.int64, meta=np.empty(0, np.int64)
     )
