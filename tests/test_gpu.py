@@ -33,11 +33,13 @@ MODEL_RTOL = {np.float32: 1e-6, np.float64: 1e-10}
 OUTPUT_RTOL = {np.float32: 1e-5, np.float64: 1e-9}
 #: Arrays that come out of an ill-conditioned solve are compared through the model's
 #: outputs instead: nRBFN's weights solve the normal equations at the paper's λ = 1e-13,
-#: which amplify any difference in the Gram's rounding (another BLAS sums in another
-#: order): on an H200 the float64 weights differed by 3e-4 relative. Its outputs are held
-#: to the looser ``SOLVED_OUTPUT_RTOL`` and its predictions to at most 0.1 % changed.
+#: which amplify any difference in the Gram's rounding. On the host alone, the float64
+#: model of this test's data cut in blocks of 1000 rows instead of 700 has weights 2.5e-4
+#: and probabilities 2.4e-6 apart; an H200 against the host: 2.7e-4 and 2.5e-6. Its
+#: outputs are held to ``SOLVED_OUTPUT_RTOL`` and its predictions to at most 0.1 %
+#: changed (none changed on the H200).
 SOLVED = {"weights_"}
-SOLVED_OUTPUT_RTOL = {np.float32: 1e-3, np.float64: 1e-6}
+SOLVED_OUTPUT_RTOL = {np.float32: 1e-3, np.float64: 1e-5}
 ILL_CONDITIONED = {"NRBFNClassifier"}
 
 
