@@ -141,6 +141,20 @@ def test_strict_array_blocks_give_the_numpy_model(name):
             _assert_same_output(got, getattr(cpu, method)(X), np.float64, method, rtol)
 
 
+@pytest.mark.parametrize(
+    "name", ["CCDRClassifier", "EncoderClassifier", "LRClassifier", "NRBFNClassifier"]
+)
+def test_strict_array_blocks_update_as_numpy_blocks(name):
+    """``partial_fit`` of new strict blocks gives the model NumPy blocks give."""
+    X, y = make_blobs(1200, 5, 3, seed=3, sep=1.0)
+    with dask.config.set(scheduler="sync"):
+        cpu = ESTIMATORS[name]().fit(da.from_array(X[:600], chunks=(300, -1)), y[:600])
+        cpu.partial_fit(da.from_array(X[600:], chunks=(300, -1)), y[600:])
+        dev = ESTIMATORS[name]().fit(_strict_blocks(X[:600], 300), y[:600])
+        dev.partial_fit(_strict_blocks(X[600:], 300), y[600:])
+    _assert_same_model(dev, cpu, np.float64)
+
+
 # --- on a GPU -------------------------------------------------------------------------
 
 
