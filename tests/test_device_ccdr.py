@@ -12,7 +12,7 @@ import array_api_compat
 import array_api_strict
 import numpy as np
 import pytest
-from conftest import make_blobs
+from conftest import cupy_or_skip, make_blobs
 
 from scalenc import CCDRClassifier
 from scalenc.ccdr import blocks as cb
@@ -21,17 +21,6 @@ from scalenc.math.nearest import _nearest_exact
 from scalenc.math.xp import to_host
 
 TOL = {np.float64: 1e-12, np.float32: 1e-5}
-
-
-def cupy_or_skip():
-    """CuPy, where it runs on a CUDA device; else the test skips."""
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("CuPy sees no CUDA device")
-    except Exception as error:  # no driver
-        pytest.skip(f"CUDA is not usable: {error}")
-    return cupy
 
 
 def strict(a):

@@ -10,6 +10,7 @@ import array_api_compat
 import array_api_strict
 import numpy as np
 import pytest
+from conftest import cupy_or_skip
 from scipy.stats import rankdata
 
 from scalenc.encoder import blocks
@@ -34,22 +35,12 @@ KERNELS = (Linear(), Euclidean(), Spearman(), Gaussian(sigma=2.5))
 DTYPES = (np.float32, np.float64)
 
 
-def _cupy():
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            pytest.skip("no CUDA device")
-    except Exception as error:  # noqa: BLE001 - any CUDA runtime failure means no device
-        pytest.skip(f"no CUDA device: {error}")
-    return cupy
-
-
 @pytest.fixture(params=["strict", pytest.param("cupy", marks=pytest.mark.gpu)])
 def device(request):
     """A function moving a NumPy array to the device, and a check of a result's library."""
     if request.param == "strict":
         return array_api_strict.asarray, lambda a: isinstance(a, type(array_api_strict.asarray(0)))
-    cupy = _cupy()
+    cupy = cupy_or_skip()
     return cupy.asarray, array_api_compat.is_cupy_array
 
 

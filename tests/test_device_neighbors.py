@@ -12,6 +12,7 @@ from __future__ import annotations
 import array_api_strict
 import numpy as np
 import pytest
+from conftest import cupy_or_skip
 
 from scalenc.math import neighbors
 from scalenc.math.distances import (
@@ -227,22 +228,11 @@ def test_distances_on_strict_arrays_equal_numpy(dtype):
 # --- CuPy, where a GPU is present -----------------------------------------------------------
 
 
-def _cupy():
-    cupy = pytest.importorskip("cupy")
-    try:
-        present = cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # noqa: BLE001 - no driver, no device: the same to these tests
-        present = False
-    if not present:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["continuous", "duplicates", "integer"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kneighbors_block_on_cupy_equals_numpy(kind, dtype):
-    cupy = _cupy()
+    cupy = cupy_or_skip()
     X, codes = blocks_data(kind, dtype, n=3000, p=12)
     cand_index = np.arange(0, 3000, 7)
     C = X[cand_index]
@@ -258,7 +248,7 @@ def test_kneighbors_block_on_cupy_equals_numpy(kind, dtype):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kneighbors_pair_on_cupy_equals_numpy(dtype):
-    cupy = _cupy()
+    cupy = cupy_or_skip()
     X, codes = blocks_data("duplicates", dtype, n=2000, p=8)
     args = {"start_i": 0, "start_j": 900, "n_neighbors": 7}
     want = kneighbors_pair(X[:900], codes[:900], X[900:], codes[900:], **args)

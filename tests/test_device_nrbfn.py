@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import cupy_or_skip
 
 from scalenc.math import xp as xpmod
 from scalenc.nrbfn import blocks as nb
@@ -108,8 +109,6 @@ def test_lrc_scores_on_strict_arrays(problem):
 
 @pytest.mark.gpu
 def test_nrbfn_blocks_on_cupy(problem):
-    from conftest import cupy_or_skip
-
     cupy = cupy_or_skip()
     X, codes, basis, sigma = problem
     Xc = cupy.asarray(X)
