@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import os
+
+# Before anything loads SciPy (here or in a pytest-xdist worker, which imports this file
+# first too): scikit-learn's check_array_api_input runs only with SCIPY_ARRAY_API set, and
+# SciPy reads it once, at import. Set to "1", not defaulted: any other value makes the
+# check fail (scikit-learn's array API dispatch asks for exactly "1") instead of skipping,
+# and every run, CI's and a shell's, then tests SciPy in the same mode.
+os.environ["SCIPY_ARRAY_API"] = "1"
+
 from pathlib import Path
 
 import dask
