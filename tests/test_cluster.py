@@ -1183,3 +1183,283 @@ def test_slurm_driver_with_a_local_stand_in(tmp_path, certs, monkeypatch):
     )
     assert code == 0
     assert (tmp_path / "work" / "predictions.zarr").exists()
+
+
+# --- deploy/: the GPU set-up (dask-cuda workers; the files are checked without a GPU) -------
+
+#: the options of `dask cuda worker` (dask-cuda 26.10's --help) that deploy/ may give; checked
+#: against the installed dask-cuda's --help where dask-cuda can be imported
+DASK_CUDA_WORKER_OPTIONS = {
+    "--host",
+    "--nthreads",
+    "--name",
+    "--memory-limit",
+    "--device-memory-limit",
+    "--dashboard-address",
+    "--local-directory",
+    "--scheduler-file",
+    "--protocol",
+    "--interface",
+    "--death-timeout",
+    "--tls-ca-file",
+    "--tls-cert",
+    "--tls-key",
+}
+GPU_START = DEPLOY / "gpu" / "start-gpu-cluster.sh"
+GPU_STOP = DEPLOY / "gpu" / "stop-gpu-cluster.sh"
+
+
+def compose_merge(*paths: str) -> dict:
+    """The services of compose files given in order, merged as compose merges them."""
+    services: dict = {}
+    for path in paths:
+        for name, svc in yaml_docs(DEPLOY / path)[0]["services"].items():
+            merged = services.setdefault(name, {})
+            for key, value in svc.items():
+                if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                    merged[key] = {**merged[key], **value}
+                elif key == "volumes":
+                    merged[key] = [*merged.get(key, []), *value]
+                else:
+                    merged[key] = value
+    return services
+
+
+def gpu_devices(svc: dict) -> list:
+    return svc["deploy"]["resources"]["reservations"]["devices"]
+
+
+def test_docker_compose_gpu():
+    (gpu,) = yaml_docs(DEPLOY / "docker-compose.gpu.yml")
+    assert set(gpu["services"]) == {"scheduler", "worker", "runner"}
+    for name, svc in gpu["services"].items():
+        assert "ports" not in svc and "networks" not in svc, name  # the base file's stay
+    services = compose_merge("docker-compose.yml", "docker-compose.gpu.yml")
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    assert re.search(r'^ARG PIP_EXTRA=""$', dockerfile, re.M)  # the default image: no extra
+    assert re.search(r'^RUN pip install \. "bokeh>=3\.1" \$PIP_EXTRA ', dockerfile, re.M)
+    for name, svc in services.items():  # one image everywhere: the same dask and distributed
+        assert svc["image"] == "scalenc:gpu", name
+        assert (DEPLOY / svc["build"]["context"] / svc["build"]["dockerfile"]).is_file()
+        extra = svc["build"]["args"]["PIP_EXTRA"].split()
+        assert {".[gpu]", "cupy-cuda12x[ctk]", "dask-cuda[cu12]"} <= set(extra), name
+        for port in svc.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+
+    worker = services["worker"]
+    assert worker["command"][:4] == ["dask", "cuda", "worker", "tcp://scheduler:8786"]
+    assert option(worker["command"], "--nthreads") == "1"
+    assert option(worker["command"], "--dashboard-address").startswith("127.0.0.1:")
+    assert "--device-memory-limit" in worker["command"]
+    assert worker["networks"] == ["dask"] and "ports" not in worker
+    assert worker["deploy"]["replicas"] == 1  # dask-cuda starts a worker process per GPU
+    assert gpu_devices(worker) == [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+
+    runner = services["runner"]
+    assert runner["command"][:3] == ["scalenc", "run", "/jobs/gpu-job.toml"]
+    check_cli_accepts(runner["command"])
+    assert (DEPLOY / "jobs" / "gpu-job.toml").is_file() and "./jobs:/jobs:ro" in runner["volumes"]
+    assert gpu_devices(runner) == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    assert runner["environment"]["SCALENC_SCHEDULER"] == "tcp://scheduler:8786"
+
+    up = "docker compose -f deploy/docker-compose.yml -f deploy/docker-compose.gpu.yml up --build"
+    assert up in bash_blocks(DEPLOY / "README.md")
+    assert up in bash_blocks(DEPLOY / "gpu" / "README.md")
+
+
+def test_docker_compose_gpu_tls():
+    files = [
+        "docker-compose.yml",
+        "docker-compose.tls.yml",
+        "docker-compose.gpu.yml",
+        "docker-compose.gpu-tls.yml",
+    ]
+    (gpu_tls,) = yaml_docs(DEPLOY / files[-1])
+    assert set(gpu_tls["services"]) == {"worker"}
+    services = compose_merge(*files)
+    worker = services["worker"]["command"]
+    assert worker[:4] == ["dask", "cuda", "worker", "tls://scheduler:8786"]
+    for flag, path in (
+        ("--tls-ca-file", "ca"),
+        ("--tls-cert", "worker"),
+        ("--tls-key", "worker-key"),
+    ):
+        assert option(worker, flag) == f"/certs/{path}.pem"
+    tls_options = worker[worker.index("--tls-ca-file") :]
+    plain = compose_merge("docker-compose.yml", "docker-compose.gpu.yml")["worker"]["command"]
+    assert worker[4 : -len(tls_options)] == plain[4:]  # the GPU worker's options, with TLS
+    assert "./certs:/certs:ro" in services["worker"]["volumes"]
+    assert option(services["scheduler"]["command"], "--protocol") == "tls"
+    assert services["runner"]["environment"]["SCALENC_SCHEDULER"] == "tls://scheduler:8786"
+    assert services["runner"]["command"][2] == "/jobs/gpu-job.toml"
+    readme = bash_blocks(DEPLOY / "gpu" / "README.md")
+    assert "-f deploy/" + " -f deploy/".join(files) in readme
+
+
+def test_gpu_job_file_is_the_job_on_gpus():
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    job = tomllib.loads((DEPLOY / "jobs" / "job.toml").read_text())
+    gpu = tomllib.loads((DEPLOY / "jobs" / "gpu-job.toml").read_text())
+    assert gpu["step"] == job["step"]
+    assert gpu["job"].pop("defaults") == {"device": "gpu"}
+    assert gpu["job"] == {**job["job"], "workdir": "/data/scalenc-gpu-job"}
+    parsed = read_job(DEPLOY / "jobs" / "gpu-job.toml")
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    devices = {}
+    for step in parsed.steps:
+        argv = step_argv(step, sub.choices[step.command], parsed.defaults)
+        args = parser.parse_args([step.command, *argv])
+        devices[step.command] = getattr(args, "device", None)
+    assert devices == {"make-data": None, "fit": "gpu", "predict": "gpu", "evaluate": "gpu"}
+
+
+def test_gpu_scripts():
+    for script in (GPU_START, GPU_STOP):
+        subprocess.run(["bash", "-n", str(script)], check=True)
+        assert os.access(script, os.X_OK), script
+    start = GPU_START.read_text()
+    assert "dask cuda worker $join" in start and "--scheduler-file $file" in start
+    # without hosts: scheduler and workers on loopback, found by the scheduler file
+    assert 'listen="--host 127.0.0.1"' in start
+    assert 'join="--scheduler-file $file --host 127.0.0.1"' in start
+    # with hosts: TLS only, as deploy/ssh/start-cluster.sh
+    assert 'listen="--protocol tls --host $scheduler $(tls scheduler)"' in start
+    assert 'join="tls://$scheduler:$port $(tls worker)"' in start
+    assert (
+        "--dashboard-address 127.0.0.1:8787" in start and "--dashboard-address 127.0.0.1:0" in start
+    )
+    assert "--device gpu" in start
+    stop = GPU_STOP.read_text()
+    for name in ("scalenc-gpu-worker.pids", "scalenc-gpu-scheduler.pid"):
+        assert name in start and name in stop
+
+    readme = bash_blocks(DEPLOY / "gpu" / "README.md")
+    for line in (
+        "deploy/gpu/start-gpu-cluster.sh ",
+        "deploy/gpu/start-gpu-cluster.sh node1 gpu1 gpu2",
+        "deploy/gpu/stop-gpu-cluster.sh\n",
+        "deploy/gpu/stop-gpu-cluster.sh node1 gpu1 gpu2",
+        "scalenc run deploy/jobs/gpu-job.toml --scheduler-file ~/scalenc-gpu-scheduler.json",
+        "scalenc run deploy/jobs/gpu-job.toml --scheduler tls://node1:8786 --tls-dir",
+    ):
+        assert line in readme, line
+    for m in re.finditer(r"^(scalenc (?:run|fit) .*)$", readme, re.M):
+        check_cli_accepts(m.group(1).replace("~", "/home/u").split())
+    assert "--device gpu" in readme
+
+
+def test_deploy_gpu_commands_use_real_options():
+    """`dask scheduler` and `dask cuda worker` options given in the GPU set-up exist."""
+    scheduler_help = subprocess.run(
+        [DASK, "scheduler", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    if importlib.util.find_spec("dask_cuda") is not None:
+        worker_help = subprocess.run(
+            [DASK, "cuda", "worker", "--help"], capture_output=True, text=True, check=True
+        ).stdout
+        cuda_options = set(re.findall(r"--[\w-]+", worker_help))
+    else:
+        cuda_options = DASK_CUDA_WORKER_OPTIONS
+    commands = [
+        svc["command"]
+        for path in ("docker-compose.gpu.yml", "docker-compose.gpu-tls.yml")
+        for svc in yaml_docs(DEPLOY / path)[0]["services"].values()
+        if "command" in svc
+    ]
+    for m in re.finditer(r"dask (scheduler|cuda worker)\b((?:\\\n|[^\n])*)", GPU_START.read_text()):
+        commands.append(["dask", *m.group(1).split(), *m.group(2).replace("\\\n", " ").split()])
+    checked = 0
+    for args in commands:
+        if args[:3] == ["dask", "cuda", "worker"]:
+            for flag in (a for a in args[3:] if a.startswith("--")):
+                assert flag in cuda_options, ("dask cuda worker", flag)
+                checked += 1
+        elif args[:2] == ["dask", "scheduler"]:
+            for flag in (a for a in args[2:] if a.startswith("--")):
+                assert re.search(rf"{re.escape(flag)}\b", scheduler_help), ("scheduler", flag)
+                checked += 1
+    assert checked >= 20  # 13 in the compose files, 7 in the script
+
+
+@pytest.mark.slow  # 4 s a mode: the start and stop scripts with `dask worker` for the GPU workers
+@pytest.mark.parametrize("mode", ["loopback", "tls"])
+def test_gpu_scripts_start_a_cluster(mode, tmp_path, certs):
+    """deploy/gpu/ start and stop scripts, `dask cuda worker` played by `dask worker`.
+
+    Without hosts (loopback): a tcp scheduler and worker on 127.0.0.1 found through the
+    scheduler file. With hosts (tls): an `ssh` that runs locally, as in the ssh scripts' test.
+    """
+    import socket
+
+    home = tmp_path / "home"
+    home.mkdir()
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    # dask-cuda's command without a GPU: its arguments noted, then `dask worker` without the
+    # device's option
+    (fake / "dask").write_text(
+        "#!/bin/bash\n"
+        "if [[ $1 == cuda && $2 == worker ]]; then\n"
+        '  shift 2; echo "$*" >> ~/cuda-worker-args; args=()\n'
+        "  while (($#)); do case $1 in --device-memory-limit) shift 2;;"
+        ' *) args+=("$1"); shift;; esac; done\n'
+        f'  exec {DASK} worker "${{args[@]}}"\n'
+        "fi\n"
+        f'exec {DASK} "$@"\n'
+    )
+    (fake / "ssh").write_text(f'#!/bin/bash\nshift\ncd {home} && exec bash -c "$*"\n')
+    for tool in ("dask", "ssh"):
+        (fake / tool).chmod(0o755)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}",
+        "CERTS": str(certs / "good"),
+        "PORT": str(port),
+        "MEMORY": "1GB",
+        "REMOTE_ENV": f"export PATH={fake}:{BIN}:$PATH",
+    }
+    hosts = [] if mode == "loopback" else ["127.0.0.1", "127.0.0.1"]
+    scheme = "tcp" if mode == "loopback" else "tls"
+    security = None if mode == "loopback" else certs / "good"
+    try:
+        started = subprocess.run(
+            ["bash", str(GPU_START), *hosts],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        scheduler_file = home / "scalenc-gpu-scheduler.json"
+        assert json.loads(scheduler_file.read_text())["address"] == f"{scheme}://127.0.0.1:{port}"
+        with scalenc.connect(
+            scheduler_file=str(scheduler_file),
+            security=security,
+            n_workers=1,
+            timeout=60,
+            quiet=True,
+        ) as client:
+            assert client.submit(sum, [1, 2]).result() == 3
+            assert all(a.startswith(f"{scheme}://127.0.0.1:") for a in client.nthreads())
+        (args,) = (home / "cuda-worker-args").read_text().splitlines()
+        assert "--device-memory-limit 0.8" in args and "--nthreads 1" in args
+        assert ("--host 127.0.0.1" in args) == (mode == "loopback")
+        if mode == "loopback":
+            assert "--device gpu --scheduler-file ~/scalenc-gpu-scheduler.json" in started.stdout
+        else:
+            assert f"--scheduler tls://127.0.0.1:{port} --tls-dir" in started.stdout
+    finally:
+        pids = [int(p) for f in home.glob("scalenc-gpu-*.pid*") for p in f.read_text().split()]
+        subprocess.run(["bash", str(GPU_STOP), *hosts], env=env, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 20
+        for pid in pids:  # the processes the script started for this test
+            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.1)
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+    assert len(pids) == 2 and not list(home.glob("scalenc-gpu-*.pid*"))
