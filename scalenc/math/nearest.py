@@ -100,6 +100,8 @@ def _exact_d2(Q64, q_norms, ref: _Reference, cols):
     :data:`GATHER_ELEMENTS` elements (a device's tile on a device)."""
     xp = ref.xp
     c, w = cols.shape
+    if xp is np:  # per cache-sized tile: NumPy's fancy indexing and in-place writes
+        return _exact_d2_host(Q64, q_norms, ref, cols)
     d2 = xp.full(cols.shape, xp.inf, dtype=xp.float64, device=device_of(cols))
     real = cols >= 0
     at = xp.where(real, cols, 0)
@@ -108,13 +110,25 @@ def _exact_d2(Q64, q_norms, ref: _Reference, cols):
         stop = min(c, start + step)
         flat = xp.reshape(at[start:stop, :], (-1,))
         rows = xp.reshape(xp.take(ref.R, flat, axis=0), (stop - start, w, ref.p))
-        if xp is np:
-            cross = np.einsum("ip,iwp->iw", Q64[start:stop], rows)
-        else:
-            cross = xp.vecdot(Q64[start:stop, None, :], rows, axis=-1)
+        cross = xp.vecdot(Q64[start:stop, None, :], rows, axis=-1)
         norms = xp.reshape(xp.take(ref.norms, flat), (stop - start, w))
         d2[start:stop, :] = q_norms[start:stop, None] + norms - 2.0 * cross
     return xp.clip(xp.where(real, d2, xp.inf), min=0.0)
+
+
+def _exact_d2_host(Q64, q_norms, ref: _Reference, cols):
+    """:func:`_exact_d2` for NumPy tiles of about a hundred queries, where the per-call
+    overhead of the device path's generic calls cost 5 % of CCDR's extension."""
+    d2 = np.full(cols.shape, np.inf)
+    real = cols >= 0
+    at = np.where(real, cols, 0)
+    step = max(1, GATHER_ELEMENTS // max(1, cols.shape[1] * ref.p))
+    for start in range(0, cols.shape[0], step):
+        stop = min(cols.shape[0], start + step)
+        cross = np.einsum("ip,iwp->iw", Q64[start:stop], ref.R[at[start:stop]])
+        here = q_norms[start:stop, None] + ref.norms[at[start:stop]] - 2.0 * cross
+        np.copyto(d2[start:stop], here, where=real[start:stop])
+    return np.maximum(d2, 0.0, out=d2)
 
 
 def _smallest_by_extraction(score, m):
@@ -208,10 +222,10 @@ def _scores(xp, Q, ref: _Reference, buffer):
     """The ranking scores ‖r‖² − 2 q·r of a query tile (c×s): one product of [Q, 1] with
     ``scores_t``, into ``buffer`` for NumPy."""
     c = Q.shape[0]
-    ones = xp.ones((c, 1), dtype=ref.rank_dtype, device=device_of(Q))
     if xp is np:
-        Qa = np.hstack([np.asarray(Q, dtype=ref.dtype), ones])
+        Qa = np.hstack([np.asarray(Q, dtype=ref.dtype), np.ones((c, 1), dtype=ref.dtype)])
         return np.matmul(Qa, ref.scores_t.T, out=buffer[: c * ref.size].reshape(c, ref.size))
+    ones = xp.ones((c, 1), dtype=ref.rank_dtype, device=device_of(Q))
     Qa = xp.concat([xp.astype(Q, ref.rank_dtype), ones], axis=1)
     return Qa @ ref.scores_t.T
 
