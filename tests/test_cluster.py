@@ -1091,7 +1091,7 @@ def test_deploy_dask_commands_use_real_options():
         bash_blocks(DEPLOY / "ssh" / "README.md"),
     ]
     for text in texts:
-        for m in re.finditer(r"dask (scheduler|worker|ssh)\b((?:[^\n]|\\\n)*)", text):
+        for m in re.finditer(r"dask (scheduler|worker|ssh)\b((?:\\\n|[^\n])*)", text):
             commands.append(["dask", m.group(1), *m.group(2).replace("\\\n", " ").split()])
     checked = 0
     for args in commands:
