@@ -14,6 +14,16 @@ Rates, measured at the start of the run (and printed):
 * sort: elements · log2 p per second of ``np.sort(axis=1)`` on float64 rows of p values
   (the Spearman kernel's ranks), threaded the same way, for each p of the grid.
 
+With ``--scheduler cluster`` the same three compute rates are also measured on one thread
+(BLAS limited to one thread with threadpoolctl, one thread of ``np.exp`` and of
+``np.sort``), and the floors use the cluster's rates: workers × the one-thread rate, as
+each of the 2 workers runs one task at a time with one BLAS thread (the all-core rates
+are printed and kept in the JSON beside them). Each cluster fit also records Dask's task
+stream: per task prefix, the seconds the workers spent computing and fetching
+dependencies from each other (``transfer``: the partials sent over TCP to the merges of
+the reduction tree), and the fit's wall seconds in transfers; nRBFN's ``gram`` pass sends
+at most one r×r float64 partial per row block (``gram_partial_mb`` in the JSON).
+
 The floor of a stage is max(read time, compute time): read time = the bytes the stage
 reads from the store (X's n·p·itemsize per pass over X; a gather of rows reads the blocks
 that hold them; the encoder's cached embedding counts its bytes once written and once
@@ -83,6 +93,8 @@ import dask
 import dask.array as da
 import numpy as np
 from dask.system import CPU_COUNT
+from dask.utils import key_split
+from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).parent))
 from encoder_scale import cpu_seconds  # noqa: E402 - the sibling benchmark's CPU clock
@@ -98,6 +110,7 @@ ENCODER_P, ENCODER_K, ENCODER_N, ENCODER_N_QUICK = (16, 50, 256), (2, 10), 1_000
 OTHER_P, OTHER_N, OTHER_N_QUICK = (32, 256), (200_000, 1_000_000), (20_000,)
 ESTIMATORS = ("encoder", "nrbfn", "ccdr", "encoder_linear")
 BOUNDS = ("read", "GEMM f32", "GEMM f64", "element-wise", "sort")
+WORKERS = 2  # the LocalCluster of --scheduler cluster: workers × 1 thread each
 
 
 # --- machine rates -------------------------------------------------------------------------
@@ -149,27 +162,45 @@ class Rates:
     elementwise: float  # elements/s
     threads: int
     sort: dict  # p → elements·log2 p per second
+    label: str = "all cores"
 
     @classmethod
-    def measure(cls, widths, gemm_size: int) -> Rates:
-        threads = CPU_COUNT
-        rates = cls(
-            gemm32=blas_peak(np.float32, size=gemm_size) * 1e9,
-            gemm64=blas_peak(np.float64, size=gemm_size) * 1e9,
-            elementwise=elementwise_rate(threads),
-            threads=threads,
-            sort={},
-        )
-        for p in sorted(set(widths)):
-            rates.sort[p] = sort_rate(p, threads)
+    def measure(cls, widths, gemm_size: int, threads: int | None = None) -> Rates:
+        """The rates on ``threads`` threads (all cores by default; one: BLAS limited to
+        one thread)."""
+        threads = threads or CPU_COUNT
+        single = threads == 1
+        with threadpool_limits(1) if single else contextlib.nullcontext():
+            rates = cls(
+                gemm32=blas_peak(np.float32, size=gemm_size) * 1e9,
+                gemm64=blas_peak(np.float64, size=gemm_size) * 1e9,
+                elementwise=elementwise_rate(threads),
+                threads=threads,
+                sort={},
+                label="one thread" if single else "all cores",
+            )
+            for p in sorted(set(widths)):
+                rates.sort[p] = sort_rate(p, threads)
         return rates
+
+    def times(self, workers: int) -> Rates:
+        """``workers`` copies of these rates side by side (a cluster of one-thread workers)."""
+        return Rates(
+            gemm32=self.gemm32 * workers,
+            gemm64=self.gemm64 * workers,
+            elementwise=self.elementwise * workers,
+            threads=self.threads * workers,
+            sort={p: r * workers for p, r in self.sort.items()},
+            label=f"{workers} workers × {self.label}",
+        )
 
     def describe(self) -> str:
         sorts = ", ".join(f"p={p}: {r / 1e9:.2f}" for p, r in self.sort.items())
         return (
             f"GEMM f32 {self.gemm32 / 1e9:.1f} GFLOP/s, GEMM f64 {self.gemm64 / 1e9:.1f} "
             f"GFLOP/s, element-wise (np.exp, {self.threads} threads) "
-            f"{self.elementwise / 1e9:.2f} G/s, sort (np.sort rows) {sorts} G·log2 p/s"
+            f"{self.elementwise / 1e9:.2f} G/s, sort (np.sort rows) {sorts} G·log2 p/s "
+            f"({self.label})"
         )
 
 
@@ -405,10 +436,38 @@ MAKERS = {
 }
 
 
-def run_fit(name: str, store: Store, X, y, rates: Rates, read: float) -> dict:
+def task_stream_summary(records) -> dict:
+    """Per task prefix: tasks, the workers' compute and transfer seconds, and the bytes of
+    the tasks' results; and the wall seconds during which some worker was fetching."""
+    prefixes, spans = {}, []
+    for rec in records:
+        row = prefixes.setdefault(
+            key_split(rec["key"]), {"tasks": 0, "compute_s": 0.0, "transfer_s": 0.0, "nbytes": 0}
+        )
+        row["tasks"] += 1
+        row["nbytes"] += int(rec.get("nbytes") or 0)
+        for ss in rec.get("startstops", ()):
+            if ss["action"] in ("compute", "transfer"):
+                row[f"{ss['action']}_s"] += ss["stop"] - ss["start"]
+            if ss["action"] == "transfer":
+                spans.append((ss["start"], ss["stop"]))
+    wall, end = 0.0, -np.inf
+    for start, stop in sorted(spans):  # the union of the transfer intervals
+        wall += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return {"prefixes": prefixes, "transfer_wall_s": wall}
+
+
+def run_fit(name: str, store: Store, X, y, rates: Rates, read: float, client=None) -> dict:
     make, work_of = MAKERS[name]
     model = make()
-    with warnings.catch_warnings(record=True) as caught:
+    if client is not None:
+        from distributed import get_task_stream
+
+        stream = get_task_stream(client)
+    else:
+        stream = contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught, stream as recorded:
         warnings.simplefilter("always")
         c0, t0 = cpu_seconds(), time.perf_counter()
         model.fit(X, y)
@@ -434,6 +493,8 @@ def run_fit(name: str, store: Store, X, y, rates: Rates, read: float) -> dict:
             by_bound[bound] += floor
     info = {"n_passes_": int(model.n_passes_)}
     if name == "nrbfn":
+        r = int(model.basis_.shape[0])
+        info["gram_partial_mb"] = len(store.chunks) * r * r * 8 / 1e6
         info.update(
             r=int(model.basis_.shape[0]),
             c=int(model.candidate_indices_.size),
@@ -444,6 +505,8 @@ def run_fit(name: str, store: Store, X, y, rates: Rates, read: float) -> dict:
         info.update(plan=model.fit_plan_["name"], kernel=model.kernel_.name)
     else:
         info.update(s=int(model.subsample_indices_.size), m=int(model.n_components_))
+    if client is not None:
+        info["task_stream"] = task_stream_summary(recorded.data)
     return {
         "estimator": name,
         "shape": store.shape(),
@@ -498,17 +561,25 @@ def run(args) -> dict:
     for _, n, p, K in plan:  # every store written before any timing
         if (n, p, K) not in paths:
             paths[n, p, K] = make_store(Path(args.workdir), n, p, K, args.chunk_rows)
-    rates = Rates.measure([p for _, _, p, _ in plan], args.gemm_size)
+    widths = [p for _, _, p, _ in plan]
+    rates = all_cores = Rates.measure(widths, args.gemm_size)
     print(f"\nmachine rates: {rates.describe()}", flush=True)
+    if args.scheduler == "cluster":  # each worker: one task at a time, one BLAS thread
+        one = Rates.measure(widths, args.gemm_size, threads=1)
+        print(f"machine rates: {one.describe()}", flush=True)
+        rates = one.times(WORKERS)
+        print(f"floors use {rates.describe()}", flush=True)
     results = {
         "scheduler": args.scheduler,
         "memory_limit": args.memory_limit if args.scheduler == "cluster" else None,
         "rates": asdict(rates),
+        "rates_all_cores": asdict(all_cores),
         "reads": [],
         "fits": [],
         "load_average": os.getloadavg(),
     }
-    with scheduler(args):
+    with scheduler(args) as client:
+        client = client if args.scheduler == "cluster" else None
         for key, path in paths.items():
             store, X, y = open_store(path, key[2])
             read, seconds = read_rate(X, args.read_repeats)
@@ -520,17 +591,31 @@ def run(args) -> dict:
             for name, n, p, K in plan:
                 if (n, p, K) != key:
                     continue
-                fits = [run_fit(name, store, X, y, rates, read) for _ in range(args.repeats)]
+                fits = [
+                    run_fit(name, store, X, y, rates, read, client) for _ in range(args.repeats)
+                ]
                 fit = min(fits, key=lambda f: f["fit_s"])
                 fit["read_rate"] = read
                 results["fits"].append(fit)
                 ratio = fit["whole_ratio"]
                 print(f"  {name}: fit {fit['fit_s']:.2f} s on {fit['cores_used']:.2f} cores "
                       f"({fit['outside_stages_s']:.2f} s outside the stages), "
-                      f"{'–' if ratio is None else f'{ratio:.1f}'}× its floor; {fit['info']}",
+                      f"{'–' if ratio is None else f'{ratio:.1f}'}× its floor; "
+                      f"{ {k: v for k, v in fit['info'].items() if k != 'task_stream'} }",
                       flush=True)  # fmt: skip
+                if "task_stream" in fit["info"]:
+                    print_transfers(fit)
     results["load_average_after"] = os.getloadavg()
     return results
+
+
+def print_transfers(fit: dict) -> None:
+    ts = fit["info"]["task_stream"]
+    rows = sorted(ts["prefixes"].items(), key=lambda kv: -kv[1]["transfer_s"])
+    print(f"    transfers: {ts['transfer_wall_s']:.2f} s of the fit's wall time; by task "
+          "(tasks, compute s, transfer s, result MB): "
+          + "; ".join(f"{k} {v['tasks']}, {v['compute_s']:.2f}, {v['transfer_s']:.2f}, "
+                      f"{v['nbytes'] / 1e6:.0f}" for k, v in rows[:6]), flush=True)  # fmt: skip
 
 
 def _num(x) -> str:
@@ -542,8 +627,13 @@ def print_table(results: dict) -> None:
     print(f"\nscheduler: {results['scheduler']}"
           + (f" (2 workers × 1 thread × {results['memory_limit']})"
              if results["scheduler"] == "cluster" else ""))  # fmt: skip
-    print(f"GEMM f32 {r['gemm32'] / 1e9:.1f} GFLOP/s, GEMM f64 {r['gemm64'] / 1e9:.1f} GFLOP/s, "
-          f"element-wise {r['elementwise'] / 1e9:.2f} G/s; read rates: "
+    a = results["rates_all_cores"]
+    if a != r:
+        print(f"all cores: GEMM f32 {a['gemm32'] / 1e9:.1f} GFLOP/s, GEMM f64 "
+              f"{a['gemm64'] / 1e9:.1f} GFLOP/s, element-wise {a['elementwise'] / 1e9:.2f} G/s "
+              "(not used by the floors)")  # fmt: skip
+    print(f"floors: {r['label']}: GEMM f32 {r['gemm32'] / 1e9:.1f} GFLOP/s, GEMM f64 "
+          f"{r['gemm64'] / 1e9:.1f} GFLOP/s, element-wise {r['elementwise'] / 1e9:.2f} G/s; read rates: "
           + "; ".join(f"{x['shape']} {x['rate'] / 1e9:.2f} GB/s" for x in results["reads"]))  # fmt: skip
     print("\n| estimator | shape | stage | seconds | floor s | time ÷ floor | floor bound |")
     print("| --- | --- | --- | ---: | ---: | ---: | --- |")

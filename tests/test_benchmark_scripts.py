@@ -132,3 +132,57 @@ def test_roofline_tiny(tmp_path):
         assert 0 < fit["whole_ratio"] < float("inf")
         assert fit["whole_ratio"] == pytest.approx(fit["fit_s"] / fit["whole_floor_s"])
     assert {"gemm32", "gemm64", "elementwise", "sort"} <= results["rates"].keys()
+
+
+def test_roofline_cluster_tiny(tmp_path):
+    """On the LocalCluster the floors use 2 workers × the one-thread rates (the all-core
+    rates kept beside them), and each fit records the task stream's transfers."""
+    proc = _run(
+        "roofline.py",
+        "--rows", "3000",
+        "--features", "8",
+        "--classes", "3",
+        "--estimators", "nrbfn",
+        "--gemm-size", "256",
+        "--read-repeats", "1",
+        "--scheduler", "cluster",
+        "--workdir", str(tmp_path / "work"),
+        "--json", str(tmp_path / "roofline.json"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "(one thread)" in proc.stdout and "floors: 2 workers × one thread" in proc.stdout
+    results = json.loads((tmp_path / "roofline.json").read_text())
+    assert results["rates"]["label"] == "2 workers × one thread"
+    assert results["rates_all_cores"]["label"] == "all cores"
+    (fit,) = results["fits"]
+    stream = fit["info"]["task_stream"]
+    assert stream["transfer_wall_s"] >= 0 and stream["prefixes"]
+    assert sum(row["compute_s"] for row in stream["prefixes"].values()) > 0
+    assert fit["info"]["gram_partial_mb"] > 0
+
+
+def test_encoder_profile_tiny(tmp_path):
+    """Every second of the profiled fit belongs to one component (``other`` the rest), the
+    table prints, and the summary names the two largest components."""
+    proc = _run(
+        "encoder_profile.py",
+        "--rows", "3000",
+        "--features", "8",
+        "--classes", "3",
+        "--chunk-rows", "1000",
+        "--repeats", "1",
+        "--workdir", str(tmp_path / "work"),
+        "--json", str(tmp_path / "profile.json"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "| component | class_means | embedding | cross_entropy |" in proc.stdout
+    assert "top two:" in proc.stdout
+    (shape,) = json.loads((tmp_path / "profile.json").read_text())["shapes"]
+    sync = shape["sync"]
+    assert sync["plan"] == "cache"
+    comps = sync["components"]
+    for name in ("read X", "class sums", "spearman ranks", "stacked class moments",
+                 "LDA log-likelihoods", "Z cache write", "Z cache read"):  # fmt: skip
+        assert comps[name] > 0, name
+    assert sum(comps.values()) == pytest.approx(sync["fit_s"])
+    assert len(shape["summary"]["top"]) == 2
