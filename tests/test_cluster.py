@@ -1011,6 +1011,17 @@ def test_local_cluster_with_tls(certs):
         assert client.submit(sum, [1, 2]).result() == 3
 
 
+def _reap(pids, seconds: float = 20.0) -> None:
+    """Wait up to ``seconds`` for the processes a start script left (the stop script ends
+    them), then kill any still running."""
+    deadline = time.monotonic() + seconds
+    for pid in pids:
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.slow  # 7 s: a TLS scheduler and workers started by the deploy scripts
 def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
     """deploy/ssh/start-cluster.sh and stop-cluster.sh, with an `ssh` that runs locally."""
@@ -1059,12 +1070,7 @@ def test_ssh_scripts_start_a_tls_cluster(tmp_path, certs):
             capture_output=True,
             timeout=60,
         )
-        deadline = time.monotonic() + 20
-        for pid in pids:  # the processes the script started for this test
-            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-                time.sleep(0.1)
-            if Path(f"/proc/{pid}").exists():
-                os.kill(pid, signal.SIGKILL)
+        _reap(pids)
     assert pids and not list(home.glob("scalenc-*.pid*"))
 
 
@@ -1456,10 +1462,5 @@ def test_gpu_scripts_start_a_cluster(mode, tmp_path, certs):
     finally:
         pids = [int(p) for f in home.glob("scalenc-gpu-*.pid*") for p in f.read_text().split()]
         subprocess.run(["bash", str(GPU_STOP), *hosts], env=env, capture_output=True, timeout=60)
-        deadline = time.monotonic() + 20
-        for pid in pids:  # the processes the script started for this test
-            while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
-                time.sleep(0.1)
-            if Path(f"/proc/{pid}").exists():
-                os.kill(pid, signal.SIGKILL)
+        _reap(pids)
     assert len(pids) == 2 and not list(home.glob("scalenc-gpu-*.pid*"))

@@ -49,6 +49,12 @@ def close(actual, expected, dtype=np.float64, **kwargs):
     np.testing.assert_allclose(to_host(actual), expected, **{**tol, **kwargs})
 
 
+def close_to_scale(actual, expected, dtype):
+    """Equal to the rounding of ``dtype`` relative to the largest entry of ``expected``."""
+    scale = np.abs(expected).max()
+    close(actual, expected, rtol=0, atol=scale * (1e-5 if dtype == np.float32 else 1e-12))
+
+
 def data(dtype, n=200, p=7, K=3, seed=0):
     """Rows around K means, with ties in some rows (rounded values, a constant row), about
     a fifth unlabeled (code −1)."""
@@ -84,13 +90,7 @@ def test_class_moments(device, dtype, options):
     for key in expected:
         assert isinstance(actual[key], np.ndarray)  # partials come back as NumPy
         close(actual[key], exact[key], rtol=1e-10)
-        scale = np.abs(expected[key]).max()
-        close(
-            actual[key],
-            expected[key],
-            rtol=0,
-            atol=scale * (1e-5 if dtype == np.float32 else 1e-12),
-        )
+        close_to_scale(actual[key], expected[key], dtype)
 
 
 def test_class_moments_over_several_device_tiles(device, monkeypatch):
@@ -127,13 +127,7 @@ def test_checked_class_moments(device, dtype, scatter):
     assert actual["nonfinite"] == expected["nonfinite"] == 2
     assert actual["rows"] == expected["rows"] == 200
     for key in ("n", "mean", "sqnorm", *(("scatter",) if scatter else ())):
-        scale = np.abs(expected[key]).max()
-        close(
-            actual[key],
-            expected[key],
-            rtol=0,
-            atol=scale * (1e-5 if dtype == np.float32 else 1e-12),
-        )
+        close_to_scale(actual[key], expected[key], dtype)
 
 
 def test_finiteness_and_magnitude_checks(device):
