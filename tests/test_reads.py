@@ -313,3 +313,22 @@ def test_full_method_predict_reads_the_training_x_once(data, local_scheduler):
     model.predict(X_new).compute()
     assert new_reads.per_block() == [1, 1, 1]
     assert train_reads.per_block() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.02])
+def test_encoder_reads_small_labels_once_on_a_local_scheduler(
+    data, local_scheduler, share, monkeypatch
+):
+    """A multi-kernel fit's labels are read once for its three passes while they fit the
+    memory share (``LABELS_MEMORY_SHARE``), and once per pass without it."""
+    import scalenc.encoder.estimator as encoder_estimator
+
+    monkeypatch.setattr(encoder_estimator, "LABELS_MEMORY_SHARE", share)
+    X, y = data
+    Xd = da.from_array(X, chunks=(IRREGULAR, -1))
+    yd, label_reads = counted(y, IRREGULAR)
+    model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(Xd, yd)
+    if share:
+        assert label_reads.passes() == 1
+    else:  # once per pass over X or over the cached embedding
+        assert label_reads.passes() >= model.n_passes_ >= 2

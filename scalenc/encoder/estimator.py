@@ -64,6 +64,13 @@ from scalenc.math.linalg import LDAModel, lda_from_moments
 __all__ = ["EncoderClassifier"]
 
 
+#: On a local scheduler, the labels of a multi-kernel fit are kept in memory (read once,
+#: not once per pass) while they take at most this share of the memory budget: 2 % of a
+#: 6 GB budget holds 15 M int64 labels. Each pass reading them again from a Zarr store
+#: cost 0.5–1.1 reads of X on 1 M-row stores (``benchmarks/README.md``, "Roofline").
+LABELS_MEMORY_SHARE = 0.02
+
+
 @document_table_parameters
 class EncoderClassifier(
     IncrementalFitMixin,
@@ -328,8 +335,9 @@ class EncoderClassifier(
         self.n_cached_passes_ = 0
         full = self.method == "full"
         one_pass = not full and self._one_pass(kernels, X.shape[1])
-        if not one_pass:
-            y = passes.keep_on_workers(y)  # read the labels once for every pass
+        if not one_pass:  # the labels read once for every pass (in memory if small)
+            local = LABELS_MEMORY_SHARE * memory_budget(self)[0]["client"]
+            y = passes.keep_on_workers(y, local_bytes=local)
         with fit_stage(self, "class_means"):
             # the class list comes out of the same pass: no separate read of y first
             (first,) = compute(

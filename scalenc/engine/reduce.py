@@ -405,11 +405,20 @@ def _checkpointed_tree(partials, combine, split_every, plan, run):
     return build(len(sizes) - 1, 0)
 
 
-def keep_on_workers(arr: da.Array) -> da.Array:
-    """On a distributed cluster, ``arr`` persisted on the workers (for an array every pass
-    of a fit reads, such as the labels: read once instead of once per pass); otherwise
-    ``arr`` itself. Nothing comes to the client either way."""
-    return active_client().persist(arr) if uses_distributed() else arr
+def keep_on_workers(arr: da.Array, *, local_bytes: float = 0.0) -> da.Array:
+    """``arr`` read once for every pass of a fit (the labels), instead of once per pass.
+
+    On a distributed cluster, persisted on the workers. On a local scheduler (threads,
+    sync), persisted in this process's memory when its bytes are at most ``local_bytes``
+    and its values are numbers (an object array's bytes are its pointers, not its
+    strings); otherwise ``arr`` itself, read again by each pass. Nothing comes to the
+    client on a cluster.
+    """
+    if uses_distributed():
+        return active_client().persist(arr)
+    if arr.dtype.kind in "biuf" and 0 < arr.nbytes <= local_bytes:
+        return arr.persist()
+    return arr
 
 
 class RowCache:
