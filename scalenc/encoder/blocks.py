@@ -28,7 +28,15 @@ from scalenc.math.moments import (
     over_row_tiles,
     scratch,
 )
-from scalenc.math.xp import device_of, like, namespace, take_classes, tile_elements, to_host
+from scalenc.math.xp import (
+    device_of,
+    dtype_in,
+    like,
+    namespace,
+    take_classes,
+    tile_elements,
+    to_host,
+)
 
 __all__ = [
     "stacked_class_moments",
@@ -45,14 +53,14 @@ __all__ = [
 def embed_block(X, *, kernel, U, out_dtype):
     _blocks.check_finite(X)
     xp = namespace(X)
-    dtype = _dtype(xp, out_dtype)
+    dtype = dtype_in(xp, out_dtype)
     return by_row_tiles(lambda x: xp.astype(kernel(x, U), dtype, copy=False), X, U)
 
 
 def decision_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
     xp = namespace(X)
-    dtype = _dtype(xp, out_dtype)
+    dtype = dtype_in(xp, out_dtype)
 
     def tile(x):
         return xp.astype(decision_scores(model, kernel(x, U)), dtype, copy=False)
@@ -63,7 +71,7 @@ def decision_block(X, *, kernel, U, model, out_dtype):
 def proba_block(X, *, kernel, U, model, out_dtype):
     _blocks.check_finite(X)
     xp = namespace(X)
-    dtype = _dtype(xp, out_dtype)
+    dtype = dtype_in(xp, out_dtype)
 
     def tile(x):
         return xp.astype(xp.exp(log_proba(model, kernel(x, U))), dtype, copy=False)
@@ -86,11 +94,6 @@ def predict_block(X, *, kernel, U, model, classes):
     return by_row_tiles(tile, X, U)
 
 
-def _dtype(xp, dtype):
-    """A NumPy dtype (a Dask array's) as the dtype of the namespace ``xp``."""
-    return np.dtype(dtype) if xp is np else getattr(xp, np.dtype(dtype).name)
-
-
 def decision_scores(model: LDAModel, Z):
     """``Z @ coef.T + intercept`` (:func:`scalenc.math.linalg.lda_decision`) for a NumPy or
     device embedding block, the model's arrays moved to its device."""
@@ -105,7 +108,7 @@ def log_proba(model: LDAModel, Z):
 
 def _scores(Z, coef, intercept):
     xp = namespace(Z)
-    Z = xp.astype(xp.asarray(Z), xp.float64, copy=False)
+    Z = xp.astype(Z, xp.float64, copy=False)
     return Z @ like(xp, coef, Z).T + like(xp, intercept, Z)
 
 

@@ -29,6 +29,7 @@ from scalenc.math.xp import (
     argpartition_rows,
     device_of,
     host_dtype,
+    lexsort_rows,
     like,
     namespace,
     tile_elements,
@@ -211,11 +212,7 @@ def _device_survivors(score, thr, ref: _Reference, k):
 
 def _float64_order(xp, exact, keys, k):
     """Positions of the k smallest (``exact``, ``keys``) of each row, in that order."""
-    if xp is np:
-        return np.lexsort((keys, exact), axis=-1)[:, :k]
-    by_key = xp.argsort(keys, axis=1, stable=True)
-    by_exact = xp.argsort(xp.take_along_axis(exact, by_key, axis=1), axis=1, stable=True)
-    return xp.take_along_axis(by_key, by_exact[:, :k], axis=1)
+    return lexsort_rows(xp, exact, keys)[:, :k]
 
 
 def _scores(xp, Q, ref: _Reference, buffer):

@@ -57,6 +57,7 @@ from scalenc.math.xp import (
     device_of,
     dtype_in,
     host_dtype,
+    lexsort_rows,
     like,
     namespace,
     tile_elements,
@@ -390,13 +391,7 @@ def _pair_distances(Q, R, owner, position, dtype):
 def _in_order(dist, at):
     """Each row's neighbours sorted by (distance, position), padding (inf, −1) last."""
     xp = namespace(dist, at)
-    last = np.iinfo(np.int64).max
-    if xp is np:
-        order = np.lexsort((np.where(at < 0, last, at), dist), axis=-1)
-    else:  # no lexsort in the standard: two stable sorts
-        order = xp.argsort(xp.where(at < 0, last, at), axis=1, stable=True)
-        then = xp.argsort(xp.take_along_axis(dist, order, axis=1), axis=1, stable=True)
-        order = xp.take_along_axis(order, then, axis=1)
+    order = lexsort_rows(xp, dist, xp.where(at < 0, np.iinfo(np.int64).max, at))
     return xp.take_along_axis(dist, order, axis=1), xp.take_along_axis(at, order, axis=1)
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "like",
     "tile_elements",
     "argpartition_rows",
+    "lexsort_rows",
     "take_classes",
     "dtype_in",
     "host_dtype",
@@ -132,6 +133,16 @@ def argpartition_rows(xp, values, k: int):
     if partition is not None:
         return partition(values, k - 1, axis=1)[:, :k]
     return xp.argsort(values, axis=1, stable=True)[:, :k]
+
+
+def lexsort_rows(xp, primary, secondary):
+    """Column positions ordering each row by (``primary``, ``secondary``): NumPy's
+    ``lexsort``, else two stable ``argsort`` (the array API has no ``lexsort``)."""
+    if xp is np:
+        return np.lexsort((secondary, primary), axis=-1)
+    order = xp.argsort(secondary, axis=1, stable=True)
+    then = xp.argsort(xp.take_along_axis(primary, order, axis=1), axis=1, stable=True)
+    return xp.take_along_axis(order, then, axis=1)
 
 
 def take_classes(xp, classes: np.ndarray, codes):

@@ -21,13 +21,12 @@ from __future__ import annotations
 import numpy as np
 
 from scalenc.math import moments as _blocks
-from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
+from scalenc.math.distances import ranking_dtype, row_sq_norms, sq_distances_from_inner
 from scalenc.math.neighbors import labeled_rows
 from scalenc.math.sampling import fold_of
 from scalenc.math.xp import (
     device_of,
     dtype_in,
-    host_dtype,
     like,
     namespace,
     take_classes,
@@ -184,7 +183,7 @@ def prepare_basis(basis: np.ndarray, sigma: float, dtype, ref=None) -> tuple:
 
 def _products_dtype(X, basis) -> np.dtype:
     """The precision of the kernel's products: the data's, at least float32."""
-    return np.result_type(host_dtype(X.dtype), basis.dtype, np.float32)
+    return ranking_dtype(np, X.dtype, basis.dtype)
 
 
 def normalized_kernel(
