@@ -215,3 +215,19 @@ def test_nrbfn_pcg_tiny(tmp_path):
     for s in converged:
         assert s["true_residual"] < 1e-5
         assert s["to_error"] is not None
+
+
+def test_ccdr_eigen_quick(tmp_path):
+    """Two small graphs: every solver runs, and Lanczos and shift-invert give the dense
+    solver's eigenvalues and eigenvector subspaces."""
+    proc = _run("ccdr_eigen.py", "--quick", "--json", str(tmp_path / "eig.json"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads((tmp_path / "eig.json").read_text())
+    assert [row["data"] for row in rows] == ["satimage (train, m=14)", "sim p=32 (auto)"]
+    for row in rows:
+        assert row["reference"] == "dense"
+        assert set(row["seconds"]) == {"lanczos", "shift-invert", "dense"}
+        assert all(seconds > 0 for seconds in row["seconds"].values())
+        for method in ("lanczos", "shift-invert"):
+            assert row["max_dlam"][method] < 1e-10
+            assert row["min_cos"][method] > 1 - 1e-8

@@ -57,13 +57,30 @@ def connected_blobs(n=240, p=5, K=3, seed=0, unlabeled=0.2):
 # --- the eigenproblem ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("solver", ["dense", "eigsh"])
+def _spy(monkeypatch, module, name):
+    """Replace ``module.name`` with a wrapper that records each call's result."""
+    results = []
+    original = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        results.append(original(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(module, name, wrapper)
+    return results
+
+
+@pytest.mark.parametrize("solver", ["dense", "lanczos", "shift-invert"])
 def test_matches_dense_generalised_eigenproblem(solver, monkeypatch):
-    if solver == "eigsh":
+    if solver != "dense":
         monkeypatch.setattr(linalg, "DENSE_MAX", 10)
+    if solver == "shift-invert":  # what fit falls back to when Lanczos fails
+        monkeypatch.setattr(linalg, "_lanczos_eigs", lambda A, k: None)
+    shift_invert = _spy(monkeypatch, linalg, "_shift_invert_eigs")
     X, y = connected_blobs()
     m, beta, k = 5, 0.5, 4
     model = CCDR(n_components=m, beta=beta, n_neighbors=k).fit(X, y)
+    assert len(shift_invert) == (solver == "shift-invert")
     lam, Zc, Zy, eps = oracle(X, y, m, beta, k)
     assert model.n_passes_ == 1
     np.testing.assert_array_equal(model.subsample_indices_, np.arange(len(y)))
@@ -71,6 +88,58 @@ def test_matches_dense_generalised_eigenproblem(solver, monkeypatch):
     np.testing.assert_allclose(model.eigenvalues_, lam, rtol=1e-8, atol=1e-11)
     np.testing.assert_allclose(model.centers_, match_signs(Zc, model.centers_), atol=1e-7)
     np.testing.assert_allclose(model.embedding_, match_signs(Zy, model.embedding_), atol=1e-7)
+
+
+def arms_graph(n_arms, length):
+    """A CCDR graph with symmetries: node 0 is the one class centre, node 1 its labeled
+    row, and ``n_arms`` identical chains of unlabeled rows hang from node 1. Its small
+    eigenvalues are repeated (n_arms − 1 times) and a few 10⁻⁴ to 10⁻⁶ apart."""
+    rows, cols, weights = [0], [1], [1.0]
+    for a in range(n_arms):
+        prev = 1
+        for j in range(length):
+            node = 2 + a * length + j
+            rows.append(prev), cols.append(node), weights.append(0.5)
+            prev = node
+    n = 2 + n_arms * length
+    G = scipy.sparse.coo_matrix((weights, (rows, cols)), shape=(n, n))
+    return (G + G.T).tocsr()
+
+
+def graph_oracle(G, m):
+    """The m smallest non-trivial λ of L u = λ D u, dense."""
+    G = G.toarray()
+    d = G.sum(axis=1)
+    return scipy.linalg.eigh(np.diag(d) - G, np.diag(d), subset_by_index=[1, m])[0]
+
+
+@pytest.mark.parametrize(("n_arms", "length", "m"), [(4, 50, 6), (3, 300, 8), (5, 100, 12)])
+def test_repeated_and_clustered_eigenvalues_match_dense(n_arms, length, m, monkeypatch):
+    """Graphs where Lanczos alone fails: it skips copies of repeated eigenvalues (4 arms)
+    or does not converge on eigenvalues 10⁻⁶ apart (3 arms of 300). Every eigenvalue is
+    still the dense solver's."""
+    monkeypatch.setattr(linalg, "DENSE_MAX", 10)
+    G = arms_graph(n_arms, length)
+    lam, U, info = linalg.graph_eigenvectors(G, m, 1)
+    np.testing.assert_allclose(lam, graph_oracle(G, m), rtol=1e-8, atol=1e-12)
+    d = np.asarray(G.sum(axis=1)).ravel()
+    np.testing.assert_allclose(U.T @ (d[:, None] * U), np.eye(m), atol=1e-8)
+
+
+def test_missed_eigenvalue_finds_a_skipped_copy():
+    """The check after Lanczos: eigenpairs of A that leave out one copy of a repeated
+    eigenvalue (taking the next one instead) are flagged; the true k largest are not."""
+    G = arms_graph(4, 50)
+    d = np.asarray(G.sum(axis=1)).ravel()
+    A = scipy.sparse.diags(1 / np.sqrt(d)) @ G @ scipy.sparse.diags(1 / np.sqrt(d))
+    A = A.tocsr()
+    mu, V = scipy.linalg.eigh(A.toarray())
+    mu, V = mu[::-1], V[:, ::-1]  # largest first
+    assert mu[1] == pytest.approx(mu[2], abs=1e-12) and mu[2] > mu[4] + 1e-6
+    k = 6
+    assert not linalg._missed_eigenvalue(A, mu[:k], V[:, :k])
+    skip = [0, 1, 3, 4, 5, 6]  # one copy of the triple μ₁ = μ₂ = μ₃ left out
+    assert linalg._missed_eigenvalue(A, mu[skip], V[:, skip])
 
 
 def test_eigsh_failure_warns_then_falls_back_to_dense(monkeypatch):
