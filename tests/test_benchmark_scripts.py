@@ -231,3 +231,26 @@ def test_ccdr_eigen_quick(tmp_path):
         for method in ("lanczos", "shift-invert"):
             assert row["max_dlam"][method] < 1e-10
             assert row["min_cos"][method] > 1 - 1e-8
+
+
+def test_compiled_kernels_quick(tmp_path):
+    """The NumPy side always runs; with numba installed the kernels run too, and the
+    script has checked their results against NumPy's (it fails otherwise)."""
+    proc = _run(
+        "compiled_kernels.py", "--quick", "--repeats", "2", "--json", str(tmp_path / "k.json")
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "k.json").read_text())
+    (ranks,), (selection,), (knn,) = result["ranks"], result["selection"], result["soft_knn"]
+    assert (ranks["p"], ranks["K"], selection["s"], selection["m"]) == (16, 10, 500, 5)
+    assert (knn["s"], knn["m"]) == (2000, 20)
+    assert ranks["numpy_s"] > 0 and selection["product_s"] > 0 and selection["numpy_s"] >= 0
+    assert knn["numpy_s"] > 0 and knn["product_s"] > 0
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        assert result["numba"] is None and "numba is not installed" in proc.stdout
+    else:
+        assert ranks["numba_s"] > 0 and selection["numba_s"] > 0 and knn["numba_s"] > 0
+        assert knn["same_positions"] > 0.99  # the same neighbours, bar near-ties
+        assert "numba ÷ NumPy" in proc.stdout
