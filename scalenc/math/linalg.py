@@ -291,9 +291,10 @@ def _lanczos_eigs(A: sp.csr_matrix, k: int):
     """The k smallest eigenpairs of I − A as the k largest (``which="LA"``) of A, by ARPACK.
 
     Each Lanczos step is one product with the sparse A (a few entries per row), with no
-    factorisation: on CCDR's graphs of 5 000 subsample rows this is 4–20× faster than
-    shift-invert, whose sparse LU of I − A fills in almost completely on data of more
-    than a few dimensions (``benchmarks/ccdr_eigen.py``). λ = 1 − μ.
+    factorisation: on CCDR's graphs of 5 000 subsample rows this is 2–16× faster than
+    shift-invert, and 58–108× at 20 000, since shift-invert's sparse LU of I − A fills in
+    almost completely on data of more than a few dimensions
+    (``benchmarks/ccdr_eigen.py``). λ = 1 − μ.
 
     Returns None when ARPACK does not converge within :data:`LANCZOS_MAX_RESTARTS`
     restarts (small λ clustered against the spread of the spectrum), or when
