@@ -171,7 +171,7 @@ def _survivors(score, bound, axis, k, head, few=None):
     entry is ranked in, position = its place along that row or column.
     """
     limit = bound[:, None] if axis == 1 else bound[None, :]
-    keep = np.less(score, limit)
+    keep = np.less(score, limit, out=_blocks.scratch("neighbors.keep", score.shape, bool))
     if head:
         part = (slice(None), slice(0, head)) if axis == 1 else (slice(0, head), slice(None))
         equal = score[part] == limit
@@ -197,11 +197,16 @@ def _select(values, owner, position, n_owners, k, prev=None):
     counts = np.bincount(owner, minlength=n_owners)
     slot = np.arange(owner.size) - np.repeat(np.cumsum(counts) - counts, counts)
     width = int(counts.max()) if n_owners else 0
-    P = np.full((n_owners, width), np.inf, dtype=values.dtype)
-    Q = np.full((n_owners, width), -1, dtype=np.int64)
+    # per-thread buffers (a fresh array per tile is page-faulted in on a Dask worker)
+    P = _blocks.scratch("neighbors.select_values", (n_owners, width), values.dtype)
+    Q = _blocks.scratch("neighbors.select_positions", (n_owners, width), np.int64)
+    P.fill(np.inf)
+    Q.fill(-1)
     P[owner, slot], Q[owner, slot] = values, position
     if prev is not None:
         P, Q = np.hstack([prev[0], P]), np.hstack([prev[1], Q])
+    elif width <= k:  # _k_smallest would return them as they are: not the buffers
+        P, Q = P.copy(), Q.copy()
     return _pad_k(*_k_smallest(P, Q, min(k, P.shape[1])), k)
 
 
@@ -211,6 +216,18 @@ def _pad_k(vals, pos, k):
         vals = np.pad(vals, pad, constant_values=np.inf)
         pos = np.pad(pos, pad, constant_values=-1)
     return vals, pos
+
+
+def _kth_smallest(sample, k, axis):
+    """The k-th smallest entry of each row (axis 1) or column (axis 0) of ``sample``,
+    partitioned in a per-thread copy (:func:`scalenc.math.moments.scratch`):
+    ``np.partition``'s own copy is a fresh megabyte-sized array per tile, mapped and
+    page-faulted in each time on a Dask worker, whose nanny sets
+    ``MALLOC_TRIM_THRESHOLD_``."""
+    work = _blocks.scratch("neighbors.sample", sample.shape, sample.dtype)
+    work[...] = sample
+    work.partition(k - 1, axis=axis)
+    return (work[:, k - 1] if axis == 1 else work[k - 1]).copy()
 
 
 def _sample_size(b: int, k: int) -> int:
@@ -409,7 +426,7 @@ def _smallest_k(score, k, search: _Search, offset=0):
     c, b = score.shape
     sample = _sample_size(b, k)
     if sample:
-        tau = np.partition(score[:, :sample], k - 1, axis=1)[:, k - 1]
+        tau = _kth_smallest(score[:, :sample], k, axis=1)
     else:
         tau = np.full(c, np.inf, dtype=score.dtype)
     if search.delta is None:  # exact scores: equal scores are equal distances
@@ -441,7 +458,7 @@ def _smallest_k_columns(score, k, *, base, prev, search: _Search):
         bound = prev[0].max(axis=1) - search.q_norms
         bound = _limit(bound if exact else bound + 2.0 * search.delta, score.dtype, not exact)
     elif sample:
-        tau = np.partition(score[:sample], k - 1, axis=0)[k - 1]
+        tau = _kth_smallest(score[:sample], k, axis=0)
         if exact:
             bound, head = tau, sample
         else:

@@ -313,8 +313,11 @@ def sigma_block(X, codes, *, row_start, basis):
         return _sigma_device(xp, rows, basis_d, basis_norms, float(eps))
     row_norms = row_sq_norms(rows).astype(dtype)
     for start in range(0, rows.shape[0], step):
-        stop = start + step
-        d2 = rows[start:stop].astype(dtype, copy=False) @ basis_d.T
+        stop = min(start + step, rows.shape[0])
+        # into a per-thread buffer: a fresh tile per step is page-faulted in each time on
+        # a Dask worker, whose nanny sets MALLOC_TRIM_THRESHOLD_ (1.3× the stage at p = 32)
+        out = _blocks.scratch("nrbfn.sigma", (stop - start, basis_d.shape[0]), dtype)
+        d2 = np.matmul(rows[start:stop].astype(dtype, copy=False), basis_d.T, out=out)
         sq_distances_from_inner(d2, row_norms[start:stop], basis_norms, zero_below=eps, out=d2)
         total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
