@@ -188,7 +188,9 @@ def run(cases, dense_max):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two small cases (a smoke test)")
+    parser.add_argument(
+        "--quick", action="store_true", help="two small simulations (a smoke test; no data files)"
+    )
     parser.add_argument("--dense-max", type=int, default=6000, help="largest graph solved densely")
     parser.add_argument(
         "--manifolds",
@@ -206,7 +208,7 @@ def main(argv=None):
         ]
     elif args.quick:
         cases = [
-            ("satimage (train, m=14)", _load("satimage", 1500), 14),
+            ("sim p=8 (m=5)", _simulated(8, 1500), 5),
             ("sim p=32 (auto)", _simulated(32, 1500), "auto"),
         ]
     else:

@@ -218,12 +218,13 @@ def test_nrbfn_pcg_tiny(tmp_path):
 
 
 def test_ccdr_eigen_quick(tmp_path):
-    """Two small graphs: every solver runs, and Lanczos and shift-invert give the dense
-    solver's eigenvalues and eigenvector subspaces."""
+    """Two small simulated graphs: every solver runs, and Lanczos and shift-invert give
+    the dense solver's eigenvalues and eigenvector subspaces."""
     proc = _run("ccdr_eigen.py", "--quick", "--json", str(tmp_path / "eig.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads((tmp_path / "eig.json").read_text())
-    assert [row["data"] for row in rows] == ["satimage (train, m=14)", "sim p=32 (auto)"]
+    assert [row["data"] for row in rows] == ["sim p=8 (m=5)", "sim p=32 (auto)"]
+    assert rows[0]["m"] == 5
     for row in rows:
         assert row["reference"] == "dense"
         assert set(row["seconds"]) == {"lanczos", "shift-invert", "dense"}
