@@ -33,7 +33,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.linalg
-import scipy.sparse as sp
 import scipy.sparse.csgraph
 from sklearn.datasets import make_swiss_roll
 from threadpoolctl import threadpool_limits
@@ -98,10 +97,7 @@ def _problem(X, y, m):
 
 
 def _solvers(G, k):
-    d = np.asarray(G.sum(axis=1)).ravel()
-    inv = 1.0 / np.sqrt(d)
-    A = sp.diags(inv) @ G @ sp.diags(inv)
-    A = ((A + A.T) * 0.5).tocsr()
+    A = linalg.normalised_adjacency(G, np.asarray(G.sum(axis=1)).ravel())
 
     def lanczos():
         return linalg._lanczos_eigs(A, k)

@@ -265,8 +265,7 @@ def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
     n = G.shape[0]
     k = min(k, n)
     inv_sqrt = 1.0 / np.sqrt(d)
-    A = sp.diags(inv_sqrt) @ G @ sp.diags(inv_sqrt)  # D^{-1/2} G D^{-1/2}
-    A = ((A + A.T) * 0.5).tocsr()
+    A = normalised_adjacency(G, d)
     if n > DENSE_MAX and k < n - 1:
         solved = _lanczos_eigs(A, k)
         if solved is None:
@@ -278,6 +277,14 @@ def _component_eigs(G: sp.csr_matrix, d: np.ndarray, k: int):
     Lsym = sp.identity(n, format="csr") - A
     lam, V = scipy.linalg.eigh(Lsym.toarray(), subset_by_index=[0, k - 1])
     return np.clip(lam, 0.0, None), V * inv_sqrt[:, None]
+
+
+def normalised_adjacency(G: sp.spmatrix, d: np.ndarray) -> sp.csr_matrix:
+    """A = D^{-1/2} G D^{-1/2} for the degrees ``d`` (all > 0), symmetrised against
+    rounding; L_sym = I − A."""
+    inv_sqrt = 1.0 / np.sqrt(d)
+    A = sp.diags(inv_sqrt) @ G @ sp.diags(inv_sqrt)
+    return ((A + A.T) * 0.5).tocsr()
 
 
 #: Most restarts (ARPACK's ``maxiter``) of :func:`_lanczos_eigs` before the spectrum is
