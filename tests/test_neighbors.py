@@ -356,3 +356,46 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
     np.testing.assert_allclose(np.concatenate([r[0]["dist2"] for r in results]), d2, atol=1e-9)
     # the sampled bounds leave a few dozen survivors per row; the copies were over 1 000
     assert widths and max(widths) < 200, max(widths)
+
+
+def test_searches_in_one_thread_do_not_share_their_results_buffers():
+    """The selections keep their per-tile temporaries in per-thread buffers
+    (:func:`scalenc.math.moments.scratch`). Searches of different sizes, one after the
+    other in one thread, each give brute force's neighbours, and what an earlier search
+    returned is not overwritten by a later one (no result aliases a buffer)."""
+    from scalenc.math.neighbors import nearest
+
+    rng = np.random.default_rng(3)
+    problems = []
+    for c, b, p in ((300, 2500, 12), (40, 9000, 5), (400, 1200, 30)):
+        Q = rng.random((c, p)).astype(np.float32)
+        R = np.vstack([near_tie_pairs(b // 4, p, seed=c), rng.random((b - b // 2, p))])
+        problems.append((Q, R.astype(np.float32)))
+    for refine, k in ((False, 20), (True, 4)):
+        first = [nearest(Q, R, k, dtype=np.float32, refine=refine) for Q, R in problems]
+        kept = [(pos.copy(), d2.copy()) for pos, d2 in first]
+        for (Q, R), (pos, d2), (pos0, d20) in zip(problems, first, kept, strict=True):
+            again = nearest(Q, R, k, dtype=np.float32, refine=refine)
+            np.testing.assert_array_equal(pos, pos0)  # not overwritten since
+            np.testing.assert_array_equal(d2, d20)
+            np.testing.assert_array_equal(again[0], pos0)
+            np.testing.assert_array_equal(again[1], d20)
+            want_pos, want_d2 = exact_knn(Q, R, k)
+            if refine:  # the float64 neighbours
+                np.testing.assert_array_equal(pos, want_pos)
+            scale = 4 * (np.asarray(R, np.float64) ** 2).sum(axis=1).max()
+            np.testing.assert_allclose(d2, want_d2, rtol=0, atol=1e-6 * scale)
+
+
+def test_shared_arange_is_read_only_and_grows():
+    from scalenc.math.moments import arange
+
+    small = arange(5)
+    np.testing.assert_array_equal(small, np.arange(5))
+    big = arange(100_003)
+    np.testing.assert_array_equal(big, np.arange(100_003))
+    np.testing.assert_array_equal(arange(7), np.arange(7))
+    np.testing.assert_array_equal(small, np.arange(5))  # an earlier view stays valid
+    assert arange(0).size == 0 and big.dtype == np.int64
+    with pytest.raises(ValueError):
+        big[0] = 1

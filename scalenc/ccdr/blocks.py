@@ -368,14 +368,20 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
         Wsum, WY = like(xp, sol.Wsum, X), like(xp, sol.WY, X)
         ksum[same] = xp.take(Wsum, match[same])
         ky[same] = xp.take(WY, match[same], axis=0)
-    num = sol.beta * ky
-    den = sol.beta * ksum
+    # in place: b×m arrays made fresh here were a tenth of a block's time on a Dask
+    # worker at p = 32 (page faults: see benchmarks/worker_faults.py)
+    num = ky
+    num *= sol.beta
+    den = ksum
+    den *= sol.beta
     num[labeled] += xp.take(like(xp, sol.centers, X), codes[labeled], axis=0)
     den[labeled] += 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = num / den[:, None]
-    out[den == 0] = 0.0  # isolated subsample rows (no edge of non-zero weight)
-    return out / like(xp, 1.0 - sol.eigenvalues, X)[None, :] if m else out
+        num /= den[:, None]
+    num[den == 0] = 0.0  # isolated subsample rows (no edge of non-zero weight)
+    if m:
+        num /= like(xp, 1.0 - sol.eigenvalues, X)[None, :]
+    return num
 
 
 def _weighted_rows(weights: np.ndarray, rows: np.ndarray, Y: np.ndarray) -> np.ndarray:

@@ -72,6 +72,22 @@ def scratch(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
+_ARANGE = np.arange(0)
+
+
+def arange(n: int) -> np.ndarray:
+    """0, 1, …, n − 1 (int64), a read-only view of one shared array grown as needed: for
+    row-tile loops, where a fresh ``np.arange`` of a tile's size is page-faulted in on
+    every call on a Dask worker (see :func:`scratch`)."""
+    global _ARANGE
+    table = _ARANGE
+    if table.size < n:
+        table = np.arange(max(n, 2 * table.size), dtype=np.int64)
+        table.flags.writeable = False
+        _ARANGE = table  # one assignment: a thread holding the old table keeps it
+    return table[:n]
+
+
 def onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
     """Sparse K×b indicator of the labeled rows of a block (codes < 0 are unlabeled)."""
     rows = np.flatnonzero(codes >= 0)
