@@ -255,3 +255,33 @@ def test_compiled_kernels_quick(tmp_path):
         assert ranks["numba_s"] > 0 and selection["numba_s"] > 0 and knn["numba_s"] > 0
         assert knn["same_positions"] > 0.99  # the same neighbours, bar near-ties
         assert "numba ÷ NumPy" in proc.stdout
+
+
+def test_worker_faults_quick(tmp_path):
+    """Each stage runs in a plain process and in one with the environment Dask's nanny
+    gives its workers (read from Dask's config), and the table compares them."""
+    import dask
+    from distributed import Nanny  # noqa: F401 (the config of distributed is loaded)
+
+    proc = _run(
+        "worker_faults.py",
+        "--quick",
+        "--repeats",
+        "2",
+        "--rounds",
+        "2",
+        "--json",
+        str(tmp_path / "f.json"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "f.json").read_text())
+    nanny = dask.config.get("distributed.nanny.pre-spawn-environ")
+    assert result["nanny_environ"] == {str(k): str(v) for k, v in nanny.items()}
+    stages = [row["stage"] for row in result["rows"]]
+    assert stages == ["soft_knn", "sigma", "gram", "ccdr_extension"]
+    for row in result["rows"]:
+        assert row["p"] == 8
+        for side in ("plain", "nanny"):
+            assert row[side]["seconds"] > 0 and row[side]["faults"] >= 0
+        assert row["ratio"] == pytest.approx(row["nanny"]["seconds"] / row["plain"]["seconds"])
+    assert "nanny s" in proc.stdout and "ccdr_extension" in proc.stdout
