@@ -270,6 +270,12 @@ SCATTER_TILE = 4096
 #: BLAS (177 against 360 GFLOP/s, benchmarks/README.md): K² < 4Kd.
 AUGMENT_MAX_CLASSES_PER_FEATURE = 4
 SUMS_TILE = 512
+#: Elements of a tile of :func:`_class_sums` (at least :data:`SUMS_TILE` rows): 1 MB of
+#: float64. With 512-row tiles at p ≤ 50 the tiles' small products and copies ran no
+#: faster on two threads than on one (at p = 16 slower: 17 against 12 ms for eight
+#: 32 768-row blocks); with 2¹⁷-element tiles 6 and 14 ms at p = 16 and 50 (24.5 before),
+#: the same at p ≥ 256 (benchmarks/README.md, "Roofline").
+SUMS_TILE_ELEMENTS = 2**17
 #: From this many classes on, class sums come from a sparse indicator
 #: (:func:`_class_sums_sparse`), in tiles of ``SPARSE_SUMS_TILE`` rows.
 SPARSE_SUMS_MIN_CLASSES = 32
@@ -286,12 +292,13 @@ def _as_float64(tile: np.ndarray) -> np.ndarray:
 
 
 def _class_sums(X, codes, n_classes, sqnorm, check_finite):
-    """Per-class sums of the labeled rows (K×d, float64), a tile of ``SUMS_TILE`` rows at a
-    time; with ``sqnorm`` the per-class sums of squared row norms; with ``check_finite``
-    whether every row (labeled or not) is finite.
+    """Per-class sums of the labeled rows (K×d, float64), a tile of about
+    :data:`SUMS_TILE_ELEMENTS` elements (at least ``SUMS_TILE`` rows) at a time; with
+    ``sqnorm`` the per-class sums of squared row norms; with ``check_finite`` whether every
+    row (labeled or not) is finite.
 
-    The float64 copy of a tile stays in L2 and a dense indicator makes the sums one BLAS
-    product per tile. For ``check_finite`` the indicator has one more row of ones: the
+    The float64 copy of a tile (1 MB) stays in L2 and a dense indicator makes the sums one
+    BLAS product per tile. For ``check_finite`` the indicator has one more row of ones: the
     column totals of all the tile's rows, which NaN or ±inf anywhere makes non-finite
     under any summation order (float32 rows summed in float64 cannot overflow; for float64
     rows an overflow only sends the caller to :func:`count_nonfinite`).
@@ -302,10 +309,11 @@ def _class_sums(X, codes, n_classes, sqnorm, check_finite):
     sq = np.zeros(n_classes)
     all_finite = True
     classes = np.arange(n_classes + 1 if check_finite else n_classes)[:, None]
+    rows = max(SUMS_TILE, SUMS_TILE_ELEMENTS // max(X.shape[1], 1))
     with np.errstate(invalid="ignore", over="ignore"):  # NaN/inf rows: the caller counts them
-        for start in range(0, X.shape[0], SUMS_TILE):
-            tile = _as_float64(X[start : start + SUMS_TILE])
-            indicator = (codes[start : start + SUMS_TILE] == classes).astype(np.float64)
+        for start in range(0, X.shape[0], rows):
+            tile = _as_float64(X[start : start + rows])
+            indicator = (codes[start : start + rows] == classes).astype(np.float64)
             if check_finite:
                 indicator[n_classes] = 1.0  # the row of totals over every row of the tile
             part = indicator @ tile
