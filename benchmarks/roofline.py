@@ -94,7 +94,7 @@ import dask.array as da
 import numpy as np
 from dask.system import CPU_COUNT
 from dask.utils import key_split
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).parent))
 from encoder_scale import cpu_seconds  # noqa: E402 - the sibling benchmark's CPU clock
@@ -564,6 +564,12 @@ def run(args) -> dict:
     widths = [p for _, _, p, _ in plan]
     rates = all_cores = Rates.measure(widths, args.gemm_size)
     print(f"\nmachine rates: {rates.describe()}", flush=True)
+    blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    if blas and min(blas) < CPU_COUNT:  # e.g. OMP_NUM_THREADS=1 set before the run
+        print(f"warning: BLAS runs {min(blas)} thread(s) on {CPU_COUNT} cores (its thread "
+              "count is fixed when NumPy loads: OMP_NUM_THREADS or OPENBLAS_NUM_THREADS "
+              "set?), so the all-core GEMM rates above, and the threaded run's floors, are "
+              "those of fewer cores", flush=True)  # fmt: skip
     if args.scheduler == "cluster":  # each worker: one task at a time, one BLAS thread
         one = Rates.measure(widths, args.gemm_size, threads=1)
         print(f"machine rates: {one.describe()}", flush=True)
