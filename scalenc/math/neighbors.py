@@ -168,7 +168,9 @@ def _survivors(score, bound, axis, k, head, few=None):
     square.
 
     Returns (values, owner, position): owner = the row (axis 1) or column (axis 0) an
-    entry is ranked in, position = its place along that row or column.
+    entry is ranked in, position = its place along that row or column. All three are
+    per-thread buffers (:func:`scalenc.math.moments.scratch`), valid until this thread's
+    next call.
     """
     limit = bound[:, None] if axis == 1 else bound[None, :]
     keep = np.less(score, limit, out=_blocks.scratch("neighbors.keep", score.shape, bool))
