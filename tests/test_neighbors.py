@@ -399,3 +399,17 @@ def test_shared_arange_is_read_only_and_grows():
     assert arange(0).size == 0 and big.dtype == np.int64
     with pytest.raises(ValueError):
         big[0] = 1
+
+
+def test_scratch_take_gathers_rows_into_the_threads_buffer():
+    from scalenc.math.moments import scratch_take
+
+    rng = np.random.default_rng(4)
+    A = rng.random((50, 3)).astype(np.float32)
+    at = rng.integers(0, 50, (7, 4))
+    first = scratch_take("test.take", A, at)
+    np.testing.assert_array_equal(first, A[at])
+    assert first.shape == (7, 4, 3) and first.dtype == np.float32
+    second = scratch_take("test.take", A[:, 0], at[0])  # the same buffer, asked again
+    np.testing.assert_array_equal(second, A[at[0], 0])
+    assert np.shares_memory(first, second)

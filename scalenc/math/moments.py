@@ -72,6 +72,18 @@ def scratch(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
     return buf[:nbytes].view(dtype).reshape(shape)
 
 
+def scratch_take(name: str, A: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``A[at]`` along the first axis, written into the per-thread buffer ``name``
+    (:func:`scratch`; valid until the thread asks for ``name`` again).
+
+    ``at`` must hold valid positions: NumPy's ``take`` writes into ``out`` directly only
+    with ``mode="clip"``; with its default ``"raise"`` it fills a fresh temporary first,
+    the very array the buffer is there to avoid.
+    """
+    out = scratch(name, (*np.shape(at), *A.shape[1:]), A.dtype)
+    return np.take(A, at, axis=0, out=out, mode="clip")
+
+
 _ARANGE = np.arange(0)
 
 

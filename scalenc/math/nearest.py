@@ -127,9 +127,7 @@ def _exact_d2_host(Q64, q_norms, ref: _Reference, cols):
     step = max(1, GATHER_ELEMENTS // max(1, cols.shape[1] * ref.p))
     for start in range(0, cols.shape[0], step):
         stop = min(cols.shape[0], start + step)
-        shape = (stop - start, cols.shape[1], ref.p)
-        rows = _blocks.scratch("nearest.rows", shape, np.float64)
-        np.take(ref.R, at[start:stop], axis=0, out=rows, mode="clip")  # valid: no check
+        rows = _blocks.scratch_take("nearest.rows", ref.R, at[start:stop])
         cross = np.einsum("ip,iwp->iw", Q64[start:stop], rows)
         here = q_norms[start:stop, None] + ref.norms[at[start:stop]] - 2.0 * cross
         np.copyto(d2[start:stop], here, where=real[start:stop])
@@ -182,10 +180,7 @@ def _rows_of(xp, score, mask):
     """
     if xp is not np:
         return score[mask]
-    at = np.flatnonzero(mask)
-    out = _blocks.scratch("nearest.doubt", (at.size, score.shape[1]), score.dtype)
-    # mode "clip": the positions are valid, and "raise" would copy ``out`` first
-    return np.take(score, at, axis=0, out=out, mode="clip")
+    return _blocks.scratch_take("nearest.doubt", score, np.flatnonzero(mask))
 
 
 def _doubt_survivors(score, P, J, thr, ref: _Reference, k):

@@ -187,8 +187,7 @@ def _survivors(score, bound, axis, k, head, few=None):
     rows = _blocks.scratch("neighbors.rows", flat.shape, flat.dtype)
     cols = _blocks.scratch("neighbors.cols", flat.shape, flat.dtype)
     np.divmod(flat, score.shape[1], out=(rows, cols))
-    values = _blocks.scratch("neighbors.values", flat.shape, score.dtype)
-    np.take(score.reshape(-1), flat, out=values, mode="clip")  # "raise" copies ``out``
+    values = _blocks.scratch_take("neighbors.values", score.reshape(-1), flat)
     return (values, rows, cols) if axis == 1 else (values, cols, rows)
 
 
@@ -202,8 +201,7 @@ def _select(values, owner, position, n_owners, k, prev=None):
         order = np.argsort(owner.astype(small), kind="stable")
         values, owner, position = values[order], owner[order], position[order]
     counts = np.bincount(owner, minlength=n_owners)
-    slot = _blocks.scratch("neighbors.slot", owner.shape, np.int64)  # place in its owner's row
-    np.take(np.cumsum(counts) - counts, owner, out=slot, mode="clip")
+    slot = _blocks.scratch_take("neighbors.slot", np.cumsum(counts) - counts, owner)
     np.subtract(_blocks.arange(owner.size), slot, out=slot)
     width = int(counts.max()) if n_owners else 0
     # per-thread buffers (a fresh array per tile is page-faulted in on a Dask worker)
@@ -405,17 +403,14 @@ def _pair_distances(Q, R, owner, position, dtype):
     out = xp.empty(owner.shape[0], dtype=dtype, device=device_of(R))
     step = max(1, tile_elements(xp, GATHER_ELEMENTS) // max(1, Q.shape[1]))
     with np.errstate(over="ignore"):
-        if xp is np:  # the gathers into per-thread buffers (page faults, as in _survivors)
-            for start in range(0, owner.shape[0], step):
-                stop = min(owner.shape[0], start + step)
-                shape = (stop - start, Q.shape[1])
-                diff = _gather(Q, owner[start:stop], "neighbors.pair_q", shape, dtype)
-                diff -= _gather(R, position[start:stop], "neighbors.pair_r", shape, dtype)
-                diff *= diff
-                np.sum(diff, axis=1, out=out[start:stop])
-            return out.astype(np.float64, copy=False)
         for start in range(0, owner.shape[0], step):
             stop = min(owner.shape[0], start + step)
+            if xp is np:  # the gathers into per-thread buffers (page faults, as in _survivors)
+                diff = _gather(Q, owner[start:stop], "neighbors.pair_q", dtype)
+                diff -= _gather(R, position[start:stop], "neighbors.pair_r", dtype)
+                diff *= diff
+                np.sum(diff, axis=1, out=out[start:stop])
+                continue
             diff = xp.astype(xp.take(Q, owner[start:stop], axis=0), dtype, copy=False)
             diff -= xp.astype(xp.take(R, position[start:stop], axis=0), dtype, copy=False)
             diff *= diff
@@ -423,11 +418,11 @@ def _pair_distances(Q, R, owner, position, dtype):
     return xp.astype(out, xp.float64, copy=False)
 
 
-def _gather(A, at, name, shape, dtype):
+def _gather(A, at, name, dtype):
     """Rows ``at`` of the NumPy array A in ``dtype``, in the per-thread buffer ``name``."""
     if A.dtype == dtype:
-        return np.take(A, at, axis=0, out=_blocks.scratch(name, shape, dtype), mode="clip")
-    out = _blocks.scratch(name, shape, dtype)
+        return _blocks.scratch_take(name, A, at)
+    out = _blocks.scratch(name, (at.size, A.shape[1]), dtype)
     out[...] = np.take(A, at, axis=0)
     return out
 
@@ -463,8 +458,7 @@ def _smallest_k(score, k, search: _Search, offset=0):
         bound, head = _limit(tau + 2.0 * delta, score.dtype, True), 0
     values, rows, cols = _survivors(score, bound, 1, k, head, search.few_copies())
     queries = np.arange(offset, offset + c)
-    near = _blocks.scratch("neighbors.near", values.shape, np.float64)
-    np.take(search.q_norms[queries], rows, out=near, mode="clip")
+    near = _blocks.scratch_take("neighbors.near", search.q_norms[queries], rows)
     values = np.add(near, values, out=near)  # ≈ distances, float64
     return _in_order(*search.select(values, rows, cols, queries, k))
 
