@@ -246,7 +246,9 @@ def svc_errors(Xtr, ytr, Xte, yte, sigma, tune):
 
 
 def nrbfn(k, alpha, **kw):
-    """nRBFN with the paper's t and k and the exact algorithm (no candidate sample, no cap)."""
+    """nRBFN with the paper's t and k and the exact algorithm (no candidate sample, no cap;
+    the confidence rule's basis and the paper's σ); ``kw`` may set ``n_basis``."""
+    kw = {"n_basis": None, "width": 1.0, **kw}
     return NRBFNClassifier(
         n_neighbors=k,
         confidence_threshold=0.9,

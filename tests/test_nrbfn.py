@@ -103,7 +103,8 @@ def data():
     return X[:160], y[:160], X[160:], y[160:]
 
 
-PARAMS = dict(n_neighbors=7, confidence_threshold=0.9, alpha=1e-9)
+#: the paper's Algorithms 1–3 (its confidence rule for the basis, a fixed λ)
+PARAMS = dict(n_neighbors=7, confidence_threshold=0.9, alpha=1e-9, n_basis=None)
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +155,7 @@ def test_diagnostics_equal_definitions(data, reference):
 def test_cv_picks_the_brute_force_alpha(data):
     X, y, _, _ = data
     grid = [1e-1, 1e-3, 1e-9]
-    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=4, random_state=11).fit(X, y)
+    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=4, n_basis=None, random_state=11).fit(X, y)
     folds = fold_of(np.arange(X.shape[0]), 4, 11)
     errors = np.zeros(len(grid))
     for f in range(4):
@@ -324,7 +325,7 @@ def test_candidate_sample_is_stratified_and_searches_all_rows(data):
 
 def test_n_basis_takes_the_least_confident(data, reference):
     X, y, _, _ = data
-    m = NRBFNClassifier(**PARAMS, n_basis=25).fit(X, y)
+    m = NRBFNClassifier(**{**PARAMS, "n_basis": 25}).fit(X, y)
     order = np.lexsort((np.arange(X.shape[0]), reference.confidence_))
     assert m.basis_indices_.size == 25
     np.testing.assert_array_equal(m.basis_indices_, np.sort(order[:25]))
@@ -542,7 +543,8 @@ def test_usps_reproduces_the_paper():
     d = shared_dataset("usps")
     X = 2 * d["X"] - 1  # the classic [-1, 1] USPS scale
     train, test = d["train_idx"], d["test_idx"]
-    m = NRBFNClassifier(chunk_rows=2000).fit(X[train], d["y"][train])
+    paper = dict(alpha=1e-13, n_basis=None)  # the paper's λ and confidence rule
+    m = NRBFNClassifier(chunk_rows=2000, **paper).fit(X[train], d["y"][train])
     assert m.basis_fraction_ == pytest.approx(0.199, abs=0.002)
     assert 1 - m.score(X[test], d["y"][test]) <= 0.050
     assert m.fitting_error_ == pytest.approx(1.056, abs=0.001)
@@ -564,7 +566,7 @@ def _quiet_fit(est, X, y, **kwargs):
 
 def test_defaults_run_the_exact_algorithm_when_it_fits(data, reference):
     X, y, _, _ = data
-    m = NRBFNClassifier(n_neighbors=7, alpha=1e-9).fit(X, y)  # no warning (errors here)
+    m = NRBFNClassifier(n_neighbors=7, alpha=1e-9, n_basis=None).fit(X, y)  # no warning
     assert m.fit_mode_ == "exact"
     assert m.memory_plan_["soft_knn"]["mode"] == "exact"
     assert m.memory_plan_["basis"]["r"] == reference.basis_indices_.size
@@ -620,7 +622,7 @@ def test_cost_cap_is_the_gram_work_of_the_soft_knn(data, reference, monkeypatch)
     assert (
         _quiet_fit(NRBFNClassifier(**PARAMS, max_basis=r_rule), X, y).basis_indices_.size == r_rule
     )
-    assert NRBFNClassifier(**PARAMS, n_basis=r_rule).fit(X, y).basis_indices_.size == r_rule
+    assert NRBFNClassifier(**{**PARAMS, "n_basis": r_rule}).fit(X, y).basis_indices_.size == r_rule
 
 
 def K_OF(y):
@@ -661,16 +663,17 @@ def test_memory_budget_sets_the_cap():
     limit = max(P.basis_bytes(problem, 300).values())
     knn = P.knn_exact_bytes(problem)["client"]
     assert knn < limit  # the exact search fits; the basis of ~1500 rows does not
+    rule = dict(alpha=1e-13, n_basis=None)  # the confidence rule's basis, no folds
     with dask.config.set(scheduler="sync"):
         with pytest.warns(BasisCappedWarning_(), match=r"max_basis='auto' = 300 \(the rows"):
-            m = NRBFNClassifier(memory_limit=limit, chunk_rows=300).fit(X, y)
+            m = NRBFNClassifier(memory_limit=limit, chunk_rows=300, **rule).fit(X, y)
         assert m.basis_indices_.size == 300 and m.memory_plan_["largest_basis_that_fits"] == 300
         with pytest.raises(MemoryError, match=r"asks for a basis of r=\d+ rows.*at most r=300"):
-            NRBFNClassifier(memory_limit=limit, max_basis=None, chunk_rows=300).fit(X, y)
+            NRBFNClassifier(memory_limit=limit, max_basis=None, chunk_rows=300, **rule).fit(X, y)
         with pytest.raises(
             MemoryError, match=r"max_basis=1000 needs about .*Pass max_basis <= 300"
         ):
-            NRBFNClassifier(memory_limit=limit, max_basis=1000, chunk_rows=300).fit(X, y)
+            NRBFNClassifier(memory_limit=limit, max_basis=1000, chunk_rows=300, **rule).fit(X, y)
 
 
 def BasisCappedWarning_():

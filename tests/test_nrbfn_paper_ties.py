@@ -84,7 +84,7 @@ def test_iris_setosa_step_9_is_an_exact_tie_to_the_first_row(dtype):
         train[rows[: (rows.size + 1) // 2]] = True
     Xtr, ytr = X[train], y[train]
     model = NRBFNClassifier(
-        20, confidence_threshold=0.9, alpha=1e-13, n_candidates=None, max_basis=None
+        20, confidence_threshold=0.9, alpha=1e-13, n_candidates=None, max_basis=None, n_basis=None
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # λ = 1e-13 may warn about conditioning

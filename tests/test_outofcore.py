@@ -112,20 +112,25 @@ def test_multi_kernel_fit_larger_than_worker_memory(store):
 def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):
     """NRBFNClassifier() with no memory_limit on a worker of 400 MiB: the plan's budget is
     what the worker can add before Dask pauses it (80 % of its limit, less what it holds
-    with scalenc imported), so the capped basis fits and no worker is killed. A budget of
-    the whole limit sized the Gram partials to it and the nanny killed the worker."""
+    with scalenc imported), so the basis (grown, or the rule's capped) fits and no worker
+    is killed. A budget of the whole limit sized the Gram partials to it and the nanny
+    killed the worker."""
+    import warnings
+
     from scalenc import NRBFNClassifier
     from scalenc.exceptions import BasisCappedWarning
 
     before = set(limited_client.scheduler_info()["workers"])
     X, y = simulate("normal_noise", 60_000, 20, 3, random_state=2, chunk_rows=10_000)
-    with pytest.warns(BasisCappedWarning):
-        model = NRBFNClassifier().fit(X, y)
-    budget = model.memory_plan_["budget"]
-    assert budget["worker"] < 0.8 * MEMORY_LIMIT
-    assert "pause threshold" in model.memory_plan_["budget_source"]
-    assert model.fit_mode_ != "exact"
-    assert model.score(X, y) > 0.9
+    for params in ({}, {"n_basis": None, "alpha": 1e-13}):  # grown; the confidence rule
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BasisCappedWarning)
+            model = NRBFNClassifier(**params).fit(X, y)
+        plan = model.memory_plan_
+        assert plan["budget"]["worker"] < 0.8 * MEMORY_LIMIT
+        assert "pause threshold" in plan["budget_source"]
+        assert model.basis_.shape[0] <= plan["max_basis"] <= plan["largest_basis_that_fits"]
+        assert model.score(X, y) > 0.9
     assert set(limited_client.scheduler_info()["workers"]) == before  # no worker restarted
 
 

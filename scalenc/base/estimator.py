@@ -114,13 +114,14 @@ _INPUT_PREPARED = contextvars.ContextVar("scalenc_input_prepared", default=False
 
 @contextlib.contextmanager
 def timed_stage(stage_times: dict | None, stage: str):
-    """Record the wall-clock seconds of a stage in ``stage_times[stage]`` (nothing if None)."""
+    """Add the wall-clock seconds of a stage to ``stage_times[stage]`` (nothing if None):
+    a stage run several times (each size of a grown basis) counts them all."""
     start = time.perf_counter()
     try:
         yield
     finally:
         if stage_times is not None:
-            stage_times[stage] = time.perf_counter() - start
+            stage_times[stage] = stage_times.get(stage, 0.0) + time.perf_counter() - start
 
 
 def fit_stage(estimator, stage: str):

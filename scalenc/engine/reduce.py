@@ -123,7 +123,8 @@ def _shared(kwargs: dict) -> dict:
     ``dask.delayed(array, pure=True)``, embedded once in the graph; other values pass as
     they are.
 
-    On a distributed cluster, a value larger than :data:`SCATTER_BYTES` — a NumPy array,
+    On a distributed cluster, a value larger than :data:`SCATTER_BYTES` (and the largest
+    others while together they are larger) — a NumPy array,
     a value the caller wrapped as ``dask.delayed(value)`` (CCDR's solutions), or a
     tuple/list/dict/dataclass of arrays (the folds' networks) — is scattered to every
     worker once (``Client.scatter(..., broadcast=True)``) and the graph refers to its
@@ -140,16 +141,30 @@ def _shared(kwargs: dict) -> dict:
     again under the same key and computes the graph again (:func:`rescatter_lost`).
     """
     client = active_client() if uses_distributed() else None
-    return {key: _share(value, client) for key, value in kwargs.items()}
+    if client is None:
+        return {key: _share(value, None, False) for key, value in kwargs.items()}
+    sizes = {}
+    for key, value in kwargs.items():
+        literal = _literal(value)
+        if literal is not _NOT_A_VALUE:
+            sizes[key] = checkpoint.nbytes_of(literal)
+    # each value over the threshold, then the largest others while together they are over
+    # it (nRBFN's basis and its folds' weights, each under a megabyte, made a graph of 1.1 MB)
+    rest, scattered = sum(sizes.values()), set()
+    for key in sorted(sizes, key=sizes.get, reverse=True):
+        if sizes[key] > SCATTER_BYTES or rest > SCATTER_BYTES:
+            scattered.add(key)
+            rest -= sizes[key]
+    return {key: _share(value, client, key in scattered) for key, value in kwargs.items()}
 
 
 _NOT_A_VALUE = object()
 
 
-def _share(value, client):
-    if client is not None:
+def _share(value, client, scatter: bool):
+    if client is not None and scatter:
         literal = _literal(value)
-        if literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES:
+        if literal is not _NOT_A_VALUE:
             key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
             future = _SCATTERED.get(key)
             if future is None or future.status != "finished":

@@ -23,7 +23,7 @@ import numpy as np
 from scalenc.math import moments as _blocks
 from scalenc.math.distances import ranking_dtype, row_sq_norms, sq_distances_from_inner
 from scalenc.math.neighbors import labeled_rows
-from scalenc.math.sampling import fold_of
+from scalenc.math.sampling import fold_of, row_hash
 from scalenc.math.xp import (
     device_of,
     dtype_in,
@@ -38,6 +38,7 @@ __all__ = [
     "knn_sigma",
     "soft_knn_confidence",
     "select_basis",
+    "growth_order",
     "normalized_kernel",
     "prepare_basis",
     "kernel_tiles",
@@ -164,6 +165,54 @@ def _spread(ordered: np.ndarray, size: int) -> np.ndarray:
     if size <= 0:
         return ordered[:0]
     return ordered[np.linspace(0, ordered.size - 1, size).astype(np.intp)]
+
+
+def growth_order(
+    confidence: np.ndarray,
+    labels: np.ndarray,
+    index: np.ndarray,
+    threshold: float,
+    n_classes: int,
+    seed: int,
+) -> np.ndarray:
+    """Positions (into the candidates) in the order a grown basis takes them: every
+    prefix is a basis, each larger one containing the smaller.
+
+    First the least confident candidate of each class (so that every class has basis
+    rows, whatever the size), then the candidates the confidence rule picks (T <
+    ``threshold``, Algorithm 1 step 8) in an order that spreads every prefix evenly over
+    their confidence ranks (:func:`_nested_spread`, the nested form of the cap's
+    :func:`_spread`), then the other candidates in a random order (:func:`row_hash` of
+    their global row index and ``seed``, so chunk-invariant): on data where the rule
+    picks few rows (well separated classes), the basis grows by rows drawn across the
+    data, as a Nyström or random-centre RBF network would take them.
+    """
+    labels = np.asarray(labels)
+    reserve = _least_confident_per_class(confidence, labels, n_classes)
+    taken = np.zeros(confidence.size, dtype=bool)
+    taken[reserve] = True
+    order = _by_confidence(confidence)
+    boundary = order[(confidence[order] < threshold) & ~taken[order]]
+    taken[boundary] = True
+    rest = np.flatnonzero(~taken)
+    rest = rest[np.lexsort((rest, row_hash(np.asarray(index)[rest], seed)))]
+    return np.concatenate([reserve, boundary[_nested_spread(boundary.size)], rest])
+
+
+def _nested_spread(m: int) -> np.ndarray:
+    """A permutation of ``range(m)`` whose every prefix is spread evenly over the range:
+    the bit-reversed (van der Corput) order of 0..M−1, M the next power of two, scaled to
+    m (rounded) and with repeats dropped (0, m/2, m/4, 3m/4, …)."""
+    if m <= 0:
+        return np.zeros(0, dtype=np.intp)
+    bits = (m - 1).bit_length()  # M = 2**bits: m <= M < 2m
+    i = np.arange(1 << bits, dtype=np.int64)
+    reversed_bits = np.zeros_like(i)
+    for b in range(bits):
+        reversed_bits |= ((i >> b) & 1) << (bits - 1 - b)
+    positions = (reversed_bits * m + (1 << bits) // 2) >> bits  # rounded
+    _, first = np.unique(positions, return_index=True)
+    return positions[np.sort(first)].astype(np.intp)
 
 
 # --- the network (Algorithms 2 and 3) ----------------------------------------------------

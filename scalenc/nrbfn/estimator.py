@@ -51,18 +51,23 @@ from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagn
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
-from scalenc.nrbfn.network import fit_network, problem_of
+from scalenc.nrbfn.network import choose_alpha, fit_network, problem_of
 from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
 
 __all__ = [
     "NRBFNClassifier",
     "DEFAULT_ALPHA_GRID",
+    "AUTO_ALPHA_GRID",
     "KEEP_STATISTICS_BYTES",
 ]
 
 
-#: The paper's cross-validation grid for λ (Section 7.1.1).
+#: The paper's cross-validation grid for λ (Section 7.1.1): ``alpha="cv"``.
 DEFAULT_ALPHA_GRID = (1e-5, 1e-9, 1e-13)
+
+#: ``alpha="auto"``'s grid: the paper's, widened towards strong regularisation for noisy
+#: data (where the paper's λ = 1e-13 overfits: ``benchmarks/README.md``, "Defaults").
+AUTO_ALPHA_GRID = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-7, 1e-9, 1e-11, 1e-13)
 
 #: k of ``n_neighbors="auto"``: the paper's k = 20 (Section 7.1.1), at most the labeled
 #: rows − 1.
@@ -90,6 +95,15 @@ class NRBFNClassifier(_RegressionClassifier):
        cross-validated, one pass, float64.
     4. **Solve** X* = B (M + λ‖W̃‖²_F I)⁻¹ (Cholesky), and the diagnostics ε and γ.
 
+    By default (``n_basis="auto"``, ``alpha="auto"``, ``width="auto"``) the basis is
+    *grown by what it buys on held-out rows*, the paper's own future work ("online basis
+    learning"): steps 2–3 run on nested bases of 128, 256, 512, … candidates
+    (:func:`~scalenc.nrbfn.blocks.growth_order`: each class's least confident row, the
+    confidence rule's rows, then others at random), λ and σ's multiple chosen by
+    cross-validation on each, while the held-out error falls by more than 0.1 point (or
+    2 % of itself); memory is the hard cap. ``alpha=1e-13, n_basis=None, width=1.0`` is
+    the paper's protocol (Tables 2 and 4).
+
     Parameters
     ----------
     n_neighbors : int or "auto", default="auto"
@@ -100,11 +114,14 @@ class NRBFNClassifier(_RegressionClassifier):
         when the training set is smaller (scikit-learn's ``KNeighborsClassifier`` refuses
         such a k instead; the paper only needs k < n).
     confidence_threshold : float in (0, 1], default=0.9
-        t: candidates with confidence below t join the basis.
-    alpha : float ≥ 0, sequence of floats, or "cv", default=1e-13
+        t: candidates with confidence below t join the basis (with ``n_basis="auto"``:
+        they come first in the order the basis grows).
+    alpha : float ≥ 0, sequence of floats, "auto" or "cv", default="auto"
         λ, relative to ‖W̃‖²_F. A sequence is a grid chosen by ``cv``-fold
         cross-validation (held-out error rate; ties go to the earlier value); ``"cv"`` is
-        the paper's grid (1e-5, 1e-9, 1e-13).
+        the paper's grid (1e-5, 1e-9, 1e-13); ``"auto"`` a wider one,
+        :data:`AUTO_ALPHA_GRID` (1e-1 … 1e-13), since the paper's λ = 1e-13, chosen for
+        its clean datasets, overfits noisy data. The paper's fixed λ: ``alpha=1e-13``.
     cv : int ≥ 2, cross-validation splitter, iterable of (train, test) or None, default=5
         Folds for the λ search (None: 5). An int: a row's fold is a hash of its global
         row index, computed block by block (any number of rows, chunk-invariant). A
@@ -119,9 +136,18 @@ class NRBFNClassifier(_RegressionClassifier):
         refitted per fold (one Gram pass for every fold and λ). True: the paper's
         protocol, Algorithm 2 (soft-KNN, basis, σ, Gram) re-run on each fold's training
         rows — about four more passes over X per fold.
-    n_basis : int or None, default=None
-        Exactly this many least-confident candidates as basis (one per class reserved)
-        instead of the threshold — the paper's "same basis size as SVM" mode.
+    n_basis : "auto", int or None, default="auto"
+        ``"auto"``: the basis grown by held-out error (see above; 3 passes per size tried,
+        the sizes' Gram work about 4/3 of the kept size's, or 16/3 with the size that
+        stopped the growth), up to ``max_basis``; with ``cv_refit_basis=True``, the
+        confidence rule (None). None: the paper's confidence rule, every candidate with T
+        < t. An int: exactly this many least-confident candidates as basis (one per
+        class reserved) — the paper's "same basis size as SVM" mode.
+    width : "auto" or float > 0, default="auto"
+        σ as a multiple of the paper's (the mean distance of the labeled rows to the
+        basis, Algorithm 2 step 5). ``"auto"``: with a grown basis, the multiple of
+        (1, 1/2, 1/4) with the least held-out error on the first size (two more passes
+        per multiple), kept as the basis grows; otherwise 1 (the paper's σ).
     max_basis : int, "auto" or None, default="auto"
         Cap on r. A larger threshold basis is cut to ``max_basis`` rows with a
         :class:`~scalenc.exceptions.BasisCappedWarning`: the least confident row of each
@@ -129,8 +155,10 @@ class NRBFNClassifier(_RegressionClassifier):
         data where the rule asks for most rows, this fitted better than the least
         confident rows: 0.2–0.65 point lower error at the same r on Connect-4 and fars,
         within noise on adult and a simulated problem).
-        ``"auto"``: the smaller of two bounds. Memory: the largest r whose Gram pass
-        (r×r float64 partials alive in the tree of fan-in ``split_every``, per fold when
+        ``"auto"``: for a grown basis (``n_basis="auto"``), the largest r whose Gram pass
+        and solve fit the memory budget, at most :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS`;
+        for the confidence rule, the smaller of two bounds. Memory: the largest r whose
+        Gram pass (r×r float64 partials alive in the tree of fan-in ``split_every``, per fold when
         cross-validating) and solve fit the memory budget, at most
         :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS` (10 000). Cost: the r whose Gram pass,
         n·r² multiply-adds, does at most the soft-KNN search's work n·c·(p + 784)
@@ -206,7 +234,12 @@ class NRBFNClassifier(_RegressionClassifier):
     alpha_ : float
         λ used for ``weights_`` (the chosen one when cross-validated).
     cv_error_ : ndarray (n_alphas,) or None
-        Held-out error rate of every λ of the grid.
+        Held-out error rate of every λ of the grid (for a grown basis, at the kept size;
+        NaN for a λ not tried there).
+    basis_growth_ : dict or None
+        For a grown basis, the sizes tried: arrays ``r``, ``width`` (σ's multiple),
+        ``sigma``, ``alpha`` (the best λ) and ``cv_error`` (its held-out error rate), one
+        entry per size; None otherwise.
     fitting_error_ : float
         ε (Definition 7) of the training fit.
     spectral_risk_ : float
@@ -237,11 +270,14 @@ class NRBFNClassifier(_RegressionClassifier):
 
     Notes
     -----
-    Passes over X: 1 for soft-KNN (with a candidate sample; in the exact all-rows mode by
+    Passes over X with the paper's confidence rule (``n_basis=None`` or an int): 1 for
+    soft-KNN (with a candidate sample; in the exact all-rows mode by
     n_b(n_b+1)/2 block-pair tasks in one compute, n p (n + b) flops, each block read once
     and held until its pairs are done), plus 1 to gather the candidate or basis rows, 1 for
     σ, 1 for the Gram, and 1 more to score the λ grid when cross-validating — whatever the
-    grid size: 4, or 5 with cross-validation. Memory per task: one block (two for a k-NN
+    grid size: 4, or 5 with cross-validation. A grown basis (the default): soft-KNN and
+    the gather (2), then 3 per size tried (σ, Gram, held-out errors) and 4 more on the
+    first size for ``width="auto"``. Memory per task: one block (two for a k-NN
     block pair and its distance tiles), one W̃ tile of at most
     :data:`GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r) float64; on the client
     O(n_folds·r² + r p) plus,
@@ -265,17 +301,23 @@ class NRBFNClassifier(_RegressionClassifier):
     >>> from sklearn.datasets import load_iris
     >>> from scalenc import NRBFNClassifier
     >>> X, y = load_iris(return_X_y=True)
-    >>> model = NRBFNClassifier().fit(X, y)
+    >>> model = NRBFNClassifier(random_state=0).fit(X, y)
+    >>> model.basis_growth_["r"], model.basis_.shape  # sizes tried, and the one kept
+    (array([128, 150]), (128, 4))
+    >>> float(model.score(X, y)) > 0.95
+    True
+
+    The paper's protocol: its confidence rule for the basis and λ = 1e-13 (4 passes):
+
+    >>> model = NRBFNClassifier(alpha=1e-13, n_basis=None).fit(X, y)
     >>> model.basis_.shape, model.n_passes_
     ((38, 4), 4)
     >>> round(model.basis_fraction_, 2), round(model.fitting_error_, 2)
     (0.25, 1.05)
-    >>> float(model.score(X, y)) > 0.95
-    True
 
     λ chosen by 5-fold cross-validation on the paper's grid, in one more pass:
 
-    >>> model = NRBFNClassifier(alpha="cv", random_state=0).fit(X, y)
+    >>> model = NRBFNClassifier(alpha="cv", n_basis=None, random_state=0).fit(X, y)
     >>> model.alpha_, model.n_passes_
     (1e-09, 5)
     """
@@ -285,10 +327,11 @@ class NRBFNClassifier(_RegressionClassifier):
         n_neighbors="auto",
         *,
         confidence_threshold=0.9,
-        alpha=1e-13,
+        alpha="auto",
         cv=5,
         cv_refit_basis=False,
-        n_basis=None,
+        n_basis="auto",
+        width="auto",
         max_basis="auto",
         n_candidates="auto",
         memory_limit=None,
@@ -308,6 +351,7 @@ class NRBFNClassifier(_RegressionClassifier):
         self.cv = cv
         self.cv_refit_basis = cv_refit_basis
         self.n_basis = n_basis
+        self.width = width
         self.max_basis = max_basis
         self.n_candidates = n_candidates
         self.memory_limit = memory_limit
@@ -326,10 +370,11 @@ class NRBFNClassifier(_RegressionClassifier):
     _parameter_constraints: dict = {
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "confidence_threshold": [Interval(Real, 0.0, 1.0, closed="right")],
-        "alpha": "no_validation",  # a float, a sequence of floats or "cv": see _alpha_grid
+        "alpha": "no_validation",  # a float, a sequence of floats, "cv" or "auto": _alpha_grid
         "cv": ["cv_object"],
         "cv_refit_basis": ["boolean"],
-        "n_basis": [Interval(Integral, 1, None, closed="left"), None],
+        "n_basis": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
+        "width": [Interval(Real, 0.0, None, closed="neither"), StrOptions({"auto"})],
         "max_basis": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "n_candidates": [Interval(Integral, 2, None, closed="left"), StrOptions({"auto"}), None],
         "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
@@ -353,8 +398,8 @@ class NRBFNClassifier(_RegressionClassifier):
             number = isinstance(v, numbers.Real) and not isinstance(v, bool)
             return number and np.isfinite(v) and v >= 0
 
-        if isinstance(self.alpha, str) and self.alpha == "cv":
-            return DEFAULT_ALPHA_GRID
+        if isinstance(self.alpha, str) and self.alpha in ("cv", "auto"):
+            return DEFAULT_ALPHA_GRID if self.alpha == "cv" else AUTO_ALPHA_GRID
         if real(self.alpha):
             return (float(self.alpha),)
         try:
@@ -362,7 +407,7 @@ class NRBFNClassifier(_RegressionClassifier):
         except TypeError:
             grid = []
         if not grid or not all(real(a) for a in grid):
-            expectation = 'a float >= 0, a non-empty sequence of them, or "cv"'
+            expectation = 'a float >= 0, a non-empty sequence of them, "cv" or "auto"'
             raise invalid(self, "alpha", expectation, self.alpha)
         return tuple(float(a) for a in grid)
 
@@ -397,7 +442,7 @@ class NRBFNClassifier(_RegressionClassifier):
         >>> from sklearn.datasets import load_iris
         >>> from scalenc import NRBFNClassifier
         >>> X, y = load_iris(return_X_y=True)
-        >>> model = NRBFNClassifier().fit(X, y)
+        >>> model = NRBFNClassifier(n_basis=None, alpha=1e-13).fit(X, y)
         >>> model.classes_, model.basis_.shape, model.n_passes_
         (array([0, 1, 2]), (38, 4), 4)
 
@@ -406,7 +451,8 @@ class NRBFNClassifier(_RegressionClassifier):
         >>> import numpy as np
         >>> from sklearn.model_selection import GroupKFold
         >>> groups = np.arange(len(y)) % 5
-        >>> model = NRBFNClassifier(alpha="cv", cv=GroupKFold(3)).fit(X, y, groups=groups)
+        >>> model = NRBFNClassifier(alpha="cv", n_basis=None, cv=GroupKFold(3))
+        >>> model = model.fit(X, y, groups=groups)
         >>> model.alpha_, model.cv_error_.shape  # the error of each λ of the grid
         (1e-05, (3,))
         """
@@ -423,8 +469,11 @@ class NRBFNClassifier(_RegressionClassifier):
         self.n_neighbors_ = self._neighbors_for(n_labeled)
         cv = 5 if self.cv is None else self.cv
         owner = type(self).__name__
+        grow = self._grows()
         folds, n_folds = (
-            (None, 1) if len(grid) == 1 else row_folds(cv, X, codes, groups, owner=owner)
+            (None, 1)
+            if len(grid) == 1 and not grow
+            else row_folds(cv, X, codes, groups, owner=owner)
         )
         refit = n_folds > 1 and self.cv_refit_basis
         fit_plan = self._plan(X, n_labeled, 1 if refit else n_folds)
@@ -439,15 +488,28 @@ class NRBFNClassifier(_RegressionClassifier):
                 )
             net = fit_network(self, X, codes, counts, seed, **network)
         else:
-            net = fit_network(self, X, codes, counts, seed, folds=folds, n_folds=n_folds, **network)
+            net = fit_network(
+                self, X, codes, counts, seed, folds=folds, n_folds=n_folds,
+                grid=grid if grow else None, **network,
+            )  # fmt: skip
         self._keep_network(net)
-        if not refit:
+        if grow:
+            self.alpha_, self.cv_error_ = net.alpha, net.cv_error
+        elif not refit and len(grid) == 1:
+            self.alpha_, self.cv_error_ = grid[0], None
+        elif not refit:
             with fit_stage(self, "cv"):
-                self.alpha_, self.cv_error_ = self._choose_alpha(
-                    X, codes, net.gram, grid, seed, folds, n_labeled
-                )
+                self.alpha_, self.cv_error_ = choose_alpha(
+                    self, X, codes, net.gram, self.basis_, self.sigma_, grid, seed, folds,
+                    n_labeled,
+                )  # fmt: skip
         with fit_stage(self, "solve"):
             self._solve(net.gram, self.alpha_)
+
+    def _grows(self) -> bool:
+        """Whether the basis is grown by held-out error: ``n_basis="auto"``, except with
+        ``cv_refit_basis`` (the paper's protocol: its confidence rule on each fold)."""
+        return self.n_basis == "auto" and not self.cv_refit_basis
 
     #: the statistics :meth:`partial_fit` extends
     _statistics = "_gram_total"
@@ -483,7 +545,8 @@ class NRBFNClassifier(_RegressionClassifier):
         >>> from scalenc import NRBFNClassifier
         >>> X, y = load_iris(return_X_y=True)
         >>> old, new = np.arange(150) % 3 != 0, np.arange(150) % 3 == 0
-        >>> model = NRBFNClassifier(n_basis=20, random_state=0).fit(X[old], y[old])
+        >>> model = NRBFNClassifier(n_basis=20, alpha=1e-13, random_state=0)
+        >>> model = model.fit(X[old], y[old])
         >>> model = model.partial_fit(X[new], y[new])
         >>> model.n_passes_, model.n_updates_, model.basis_.shape
         (1, 1, (20, 4))
@@ -539,6 +602,7 @@ class NRBFNClassifier(_RegressionClassifier):
             net.fit_mode,
         )
         self.sigma_ = net.sigma
+        self.basis_growth_ = net.growth
         self.memory_plan_.update(net.memory)
 
     def _check_sizes(self, counts) -> int:
@@ -580,9 +644,10 @@ class NRBFNClassifier(_RegressionClassifier):
         budget, and a refusal if even the sampled mode cannot fit (``memory_plan_``)."""
         problem = problem_of(X, n_labeled, self.classes_.size, self.n_neighbors_, self.split_every)
         budget, source = memory_budget(self)
-        return plan.plan_fit(
-            self.get_params(), type(self).__name__, problem, budget, source, n_folds
-        )
+        params = self.get_params()
+        if params["n_basis"] == "auto" and not self._grows():
+            params["n_basis"] = None  # cv_refit_basis: the confidence rule on each fold
+        return plan.plan_fit(params, type(self).__name__, problem, budget, source, n_folds)
 
     # --- cross-validation of λ ------------------------------------------------------
 
@@ -625,38 +690,6 @@ class NRBFNClassifier(_RegressionClassifier):
         (errors,) = compute(
             nrbfn_passes.cv_error_refit_pass(
                 X, codes, tuple(models), n_folds, seed, folds=folds, split_every=self.split_every
-            )
-        )
-        cv_error = errors / n_labeled
-        return grid[int(np.argmin(cv_error))], cv_error
-
-    def _choose_alpha(self, X, codes, gram, grid, seed, folds, n_labeled):
-        """λ of the grid with the least held-out error, each fold's weights solved from
-        the Gram of all rows minus the fold's (no refit of the basis)."""
-        if len(grid) == 1:
-            return grid[0], None
-        n_folds = gram["M"].shape[0]
-        M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
-        weights = np.empty((n_folds, len(grid)) + B_all.shape)
-        problems = []
-        for f in range(n_folds):
-            M_train, B_train = M_all - gram["M"][f], B_all - gram["B"][f]
-            for a, lam in enumerate(grid):
-                weights[f, a], problem = ridge_solve(M_train, B_train, lam)
-                if problem:
-                    problems.append(lam)
-        if problems:
-            _warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
-        (errors,) = compute(
-            nrbfn_passes.cv_error_pass(
-                X,
-                codes,
-                self.basis_,
-                self.sigma_,
-                weights,
-                seed,
-                folds=folds,
-                split_every=self.split_every,
             )
         )
         cv_error = errors / n_labeled

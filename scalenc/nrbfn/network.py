@@ -8,6 +8,7 @@ the basis re-chosen on each fold's training rows (``cv_refit_basis``); it return
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from dataclasses import dataclass, field
 
@@ -19,11 +20,39 @@ from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
+from scalenc.math.linalg import ridge_solve
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
+from scalenc.nrbfn.regression import _warn_singular
 
-__all__ = ["Network", "problem_of", "fit_network"]
+__all__ = [
+    "Network",
+    "problem_of",
+    "fit_network",
+    "choose_alpha",
+    "growth_sizes",
+    "GROWTH_START",
+    "GROWTH_TOLERANCE",
+    "GROWTH_RELATIVE",
+    "WIDTHS",
+]
+
+#: Rows of the first size of a grown basis (at least two per class): small enough that
+#: data a few hundred centres fit are fitted with a few hundred.
+GROWTH_START = 128
+
+#: A grown basis doubles while its held-out error falls by more than this (absolute, a
+#: share of the labeled rows) or by :data:`GROWTH_RELATIVE` of itself, whichever is larger.
+GROWTH_TOLERANCE = 1e-3
+
+#: The relative part of the growth's stopping rule (see :data:`GROWTH_TOLERANCE`).
+GROWTH_RELATIVE = 0.02
+
+#: ``width="auto"``: the multiples of the paper's σ tried on a grown basis's first size
+#: (the one with the least held-out error is kept as the basis grows; ties to the first).
+#: Narrower kernels than the paper's mean distance fit data of few features better.
+WIDTHS = (1.0, 0.5, 0.25)
 
 #: Frames between a user's ``fit`` call and the warnings of :func:`fit_network`'s steps
 #: (step, fit_network, the estimator's _fit, fit_streaming, fit).
@@ -46,6 +75,12 @@ class Network:
     gram: dict
     #: the figures the fit adds to ``memory_plan_``: "basis", "gram", "solve"
     memory: dict = field(default_factory=dict)
+    #: λ and the held-out error of each λ of the grid, when chosen while fitting (a grown
+    #: basis); None when the caller chooses λ (:func:`choose_alpha`)
+    alpha: float | None = None
+    cv_error: np.ndarray | None = None
+    #: a grown basis's sizes with their σ, λ and held-out error (:func:`_grow`)
+    growth: dict | None = None
 
 
 def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, split_every: int):
@@ -78,42 +113,26 @@ def fit_network(
     folds=None,
     n_folds: int = 1,
     stage_times: dict | None = None,
+    grid: tuple | None = None,
 ) -> Network:
     """Steps 1–3 on the labeled rows of ``codes``: soft-KNN and the basis, σ, the Gram.
 
     ``est`` gives the parameters (``confidence_threshold``, ``n_basis``, ``max_basis``,
     ``n_candidates``, ``split_every``); ``counts`` the labeled rows per class;
-    ``stage_times``, if given, receives each step's seconds.
+    ``stage_times``, if given, receives each step's seconds. With ``grid`` (the λ grid)
+    the basis is grown by held-out error (:func:`_grow`, ``n_basis="auto"``), which needs
+    ``n_folds`` > 1, and λ is chosen with it.
     """
     n_labeled = int(counts.sum())
     with timed_stage(stage_times, "soft_knn"):
         knn = _soft_knn(est, X, codes, counts, seed, fit_plan, n_neighbors, n_labeled)
+    if grid is not None:
+        return _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stage_times)
+    with timed_stage(stage_times, "soft_knn"):
         net = _choose_basis(est, X, knn, fit_plan, n_labeled)
-    with timed_stage(stage_times, "sigma"):
-        (stats,) = compute(
-            nrbfn_passes.sigma_pass(X, codes, net["basis"], split_every=est.split_every)
-        )
-        sigma = float(stats["dist_sum"]) / (float(stats["rows"]) * net["basis"].shape[0])
-    if not sigma > 0:
-        raise InputError(
-            "Every labeled row is at distance 0 from every basis row (sigma_ = 0): the "
-            "training rows are identical, so the Gaussian basis has no width. Check the "
-            "data (a constant X, or one row repeated), or use LRClassifier."
-        )
-    with timed_stage(stage_times, "gram"):
-        (gram,) = compute(
-            nrbfn_passes.gram_pass(
-                X,
-                codes,
-                net["basis"],
-                sigma,
-                counts.size,
-                n_folds=n_folds,
-                seed=seed,
-                folds=folds,
-                split_every=est.split_every,
-            )
-        )  # M holds lower triangles; the solves read only those
+    sigma, gram = _sigma_and_gram(
+        est, X, codes, counts.size, net["basis"], seed, folds, n_folds, stage_times
+    )
     return Network(
         knn_sigma=knn["knn_sigma"],
         confidence=knn["confidence"],
@@ -122,6 +141,193 @@ def fit_network(
         gram=gram,
         **net,
     )
+
+
+def _sigma(est, X, codes, basis, stage_times) -> float:
+    """Algorithm 2 step 5: σ, the mean distance of the labeled rows to the basis (one pass)."""
+    with timed_stage(stage_times, "sigma"):
+        (stats,) = compute(nrbfn_passes.sigma_pass(X, codes, basis, split_every=est.split_every))
+        sigma = float(stats["dist_sum"]) / (float(stats["rows"]) * basis.shape[0])
+    if not sigma > 0:
+        raise InputError(
+            "Every labeled row is at distance 0 from every basis row (sigma_ = 0): the "
+            "training rows are identical, so the Gaussian basis has no width. Check the "
+            "data (a constant X, or one row repeated), or use LRClassifier."
+        )
+    return sigma
+
+
+def _sigma_and_gram(est, X, codes, n_classes, basis, seed, folds, n_folds, stage_times):
+    """Algorithm 2 steps 5–8 for one basis: σ (one pass, times ``width`` when it is a
+    number), then the per-fold Gram (one pass)."""
+    sigma = _sigma(est, X, codes, basis, stage_times) * _fixed_width(est)
+    return sigma, _gram(est, X, codes, n_classes, basis, sigma, seed, folds, n_folds, stage_times)
+
+
+def _fixed_width(est) -> float:
+    """The multiple of the paper's σ that ``width`` fixes (1 for ``"auto"`` outside growth)."""
+    return 1.0 if isinstance(est.width, str) else float(est.width)
+
+
+def _gram(est, X, codes, n_classes, basis, sigma, seed, folds, n_folds, stage_times) -> dict:
+    """Algorithm 2 steps 6–8: ΦᵀΦ and ΦᵀY per fold, one pass."""
+    with timed_stage(stage_times, "gram"):
+        (gram,) = compute(
+            nrbfn_passes.gram_pass(
+                X,
+                codes,
+                basis,
+                sigma,
+                n_classes,
+                n_folds=n_folds,
+                seed=seed,
+                folds=folds,
+                split_every=est.split_every,
+            )
+        )  # M holds lower triangles; the solves read only those
+    return gram
+
+
+def growth_sizes(n_classes: int, top: int) -> list[int]:
+    """The basis sizes a grown basis tries: :data:`GROWTH_START` (at least two rows per
+    class), doubled until ``top`` (the cap, or every candidate), which ends the list."""
+    r = min(top, max(GROWTH_START, 2 * n_classes))
+    sizes = [r]
+    while r < top:
+        r = min(top, 2 * r)
+        sizes.append(r)
+    return sizes
+
+
+def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stage_times):
+    """The basis grown by what it buys on held-out rows (``n_basis="auto"``).
+
+    The candidates in :func:`~scalenc.nrbfn.blocks.growth_order` (each class's least
+    confident row, the confidence rule's rows spread over their ranks, then the others
+    at random); its prefixes of :func:`growth_sizes` rows are fitted in turn — σ, the
+    per-fold Gram and the held-out error of each λ (the whole grid on the first size,
+    then the last best λ and its two neighbours), three passes each (and, for
+    ``width="auto"``, two more per further multiple of σ in :data:`WIDTHS` on the first
+    size, whose best multiple the larger sizes keep) — while the best
+    held-out error falls by more than :data:`GROWTH_TOLERANCE` (or
+    :data:`GROWTH_RELATIVE` of itself). The size and λ with the least held-out error
+    are kept (ties to the smaller), with that size's Gram: no pass is repeated. Each
+    doubling does four times the Gram work of the last, so the sizes tried cost about
+    4/3 of the kept size's Gram, or 16/3 with the size that stopped the growth.
+    """
+    n_labeled = int(counts.sum())
+    cand_index, cand_codes = knn["cand_index"], knn["cand_codes"]
+    K = counts.size
+    with timed_stage(stage_times, "soft_knn"):
+        order = nb.growth_order(
+            knn["confidence"], cand_codes, cand_index, est.confidence_threshold, K, seed
+        )
+        cap = fit_plan.max_basis
+        top = order.size if cap is None else min(order.size, cap)
+        sizes = growth_sizes(K, top)
+        index = np.sort(cand_index[order[:top]])
+        if knn["candidates"] is not None:
+            rows = knn["candidates"][np.searchsorted(cand_index, index)]
+        else:
+            rows = passes.gather_rows(X, index)
+    path = {key: [] for key in ("r", "width", "sigma", "alpha", "cv_error")}
+    widths = WIDTHS if est.width == "auto" else (_fixed_width(est),)
+    lams = tuple(grid)  # the whole grid on the first size, then the best λ's neighbours
+    best, kept, stopped = None, None, False
+    for r in sizes:
+        prefix = np.sort(cand_index[order[:r]])
+        basis = rows[np.searchsorted(index, prefix)]
+        paper_sigma = _sigma(est, X, codes, basis, stage_times)
+        level = None  # the best width of this size (every width on the first size only)
+        for width in widths:
+            sigma = paper_sigma * width
+            gram = _gram(est, X, codes, K, basis, sigma, seed, folds, n_folds, stage_times)
+            with timed_stage(stage_times, "cv"):
+                alpha, errors = choose_alpha(
+                    est, X, codes, gram, basis, sigma, lams, seed, folds, n_labeled
+                )
+            if level is None or errors.min() < level[0]:
+                level = (float(errors.min()), width, sigma, alpha, errors, gram)
+            del gram
+        error, width, sigma, alpha, errors, gram = level
+        errors = _on_grid(grid, lams, errors)
+        widths, lams = (width,), _neighbours(grid, alpha)
+        for key, value in zip(path, (r, width, sigma, alpha, error)):
+            path[key].append(value)
+        improved = best is None or error < best[0] - max(
+            GROWTH_TOLERANCE, GROWTH_RELATIVE * best[0]
+        )
+        if best is None or error < best[0]:
+            best, kept = (error, r, sigma, alpha, errors, prefix, basis), gram
+        del gram, level
+        if not improved:
+            stopped = True
+            break
+    _, r, sigma, alpha, errors, prefix, basis = best
+    capped = not stopped and top < order.size
+    sampled = cand_index.size < n_labeled
+    if capped:
+        _warn_grown_capped(est, fit_plan, path)
+    problem = fit_plan.problem
+    return Network(
+        knn_sigma=knn["knn_sigma"],
+        confidence=knn["confidence"],
+        candidate_indices=cand_index,
+        basis_indices=prefix,
+        basis=basis,
+        basis_fraction=r / n_labeled,
+        fit_mode="+".join(["sampled"] * sampled + ["capped"] * capped) or "exact",
+        sigma=sigma,
+        gram=kept,
+        memory={
+            "basis": {"wanted": "grown", "r": int(r), "sizes_tried": path["r"]},
+            "gram": plan.gram_bytes(problem, r, n_folds),
+            "solve": plan.solve_bytes(problem, r, n_folds),
+        },
+        alpha=alpha,
+        cv_error=errors,
+        growth={key: np.asarray(value) for key, value in path.items()},
+    )
+
+
+def _neighbours(grid, alpha) -> tuple:
+    """``alpha`` and its neighbours in ``grid``: the λ a larger basis is tried with."""
+    at = list(grid).index(alpha)
+    return tuple(grid[max(0, at - 1) : at + 2])
+
+
+def _on_grid(grid, lams, errors) -> np.ndarray:
+    """The held-out errors of ``lams`` placed on the whole ``grid`` (NaN where not tried)."""
+    out = np.full(len(grid), np.nan)
+    for lam, error in zip(lams, errors):
+        out[list(grid).index(lam)] = error
+    return out
+
+
+def choose_alpha(est, X, codes, gram, basis, sigma, grid, seed, folds, n_labeled):
+    """λ of the grid with the least held-out error, and every λ's error rate: each fold's
+    weights solved from the Gram of all rows minus the fold's, each labeled row scored by
+    its own fold's weights in one pass (the basis is not refitted per fold)."""
+    n_folds = gram["M"].shape[0]
+    M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
+    weights = np.empty((n_folds, len(grid)) + B_all.shape)
+    problems = []
+    for f in range(n_folds):
+        M_train, B_train = M_all - gram["M"][f], B_all - gram["B"][f]
+        for a, lam in enumerate(grid):
+            weights[f, a], problem = ridge_solve(M_train, B_train, lam)
+            if problem:
+                problems.append(lam)
+    del M_all, B_all
+    if problems:
+        _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
+    (errors,) = compute(
+        nrbfn_passes.cv_error_pass(
+            X, codes, basis, sigma, weights, seed, folds=folds, split_every=est.split_every
+        )
+    )
+    cv_error = errors / n_labeled
+    return grid[int(np.argmin(cv_error))], cv_error
 
 
 def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
@@ -178,13 +384,14 @@ def _knn_all_rows(X, codes, k, split_every):
 def _choose_basis(est, X, knn, fit_plan: plan.FitPlan, n_labeled: int) -> dict:
     """The basis rows by the confidence rule (capped where the plan says), gathered."""
     cap = fit_plan.max_basis
+    n_basis = est.n_basis if isinstance(est.n_basis, numbers.Integral) else None
     confidence, cand_index, cand_codes = knn["confidence"], knn["cand_index"], knn["cand_codes"]
     positions, capped = nb.select_basis(
         confidence,
         cand_codes,
         est.confidence_threshold,
         int(fit_plan.problem.n_classes),
-        n_basis=est.n_basis,
+        n_basis=n_basis,
         max_basis=cap,
     )
     wanted = int(np.count_nonzero(confidence < est.confidence_threshold))
@@ -201,7 +408,7 @@ def _choose_basis(est, X, knn, fit_plan: plan.FitPlan, n_labeled: int) -> dict:
             stacklevel=_USER_FRAME,
         )
     r = positions.size
-    if cap is None and est.n_basis is None and r > fit_plan.r_fit:
+    if cap is None and n_basis is None and r > fit_plan.r_fit:
         need = plan.basis_bytes(fit_plan.problem, r, fit_plan.n_folds)
         raise MemoryBudgetError(
             f"The soft-KNN rule asks for a basis of r={r} rows, whose Gram pass and "
@@ -223,11 +430,28 @@ def _choose_basis(est, X, knn, fit_plan: plan.FitPlan, n_labeled: int) -> dict:
         "basis_fraction": positions.size / n_labeled,
         "fit_mode": "+".join(["sampled"] * sampled + ["capped"] * capped) or "exact",
         "memory": {
-            "basis": {"wanted": wanted if est.n_basis is None else int(est.n_basis), "r": int(r)},
+            "basis": {"wanted": wanted if n_basis is None else n_basis, "r": int(r)},
             "gram": plan.gram_bytes(problem, r, n_folds),
             "solve": plan.solve_bytes(problem, r, n_folds),
         },
     }
+
+
+def _warn_grown_capped(est, fit_plan: plan.FitPlan, path: dict) -> None:
+    sizes = ", ".join(f"{r}: {100 * e:.2f} %" for r, e in zip(path["r"], path["cv_error"]))
+    source = (
+        f"max_basis={est.max_basis}"
+        if est.max_basis != "auto"
+        else f"the memory budget ({fit_plan.budget_source}; max_basis='auto' = "
+        f"{fit_plan.max_basis}, at most MAX_AUTO_BASIS={plan.MAX_AUTO_BASIS})"
+    )
+    warnings.warn(
+        f"The grown basis stopped at {path['r'][-1]} rows, the most that {source} allows, "
+        f"while its held-out error was still falling (basis rows: error {sizes}). Pass a "
+        "larger max_basis (within memory_limit) for a larger basis.",
+        BasisCappedWarning,
+        stacklevel=_USER_FRAME + 1,
+    )
 
 
 def _warn_capped(est, fit_plan: plan.FitPlan, wanted: int, cap: int) -> None:

@@ -321,7 +321,9 @@ class FitPlan:
 
 
 def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: str, n_folds: int):
-    """The fit's :class:`FitPlan` from its parameters (``n_basis``, ``max_basis``,
+    """The fit's :class:`FitPlan` from its parameters (``n_basis``: an int, None for the
+    confidence rule, ``"auto"`` for a basis grown by held-out error up to the cap, which
+    memory bounds but not :func:`cost_basis`; ``max_basis``,
     ``n_candidates``, ``memory_limit``, ``split_every``) and the problem's sizes: the
     soft-KNN mode, the largest basis that fits the budget, and a ``MemoryBudgetError``
     naming the setting that fits when even the smallest cannot."""
@@ -354,13 +356,16 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
                 f"{name} <= {r_fit} (or max_basis='auto'), or {limit_hint}."
             )
     cap, cap_source, r_cost = params["max_basis"], None, None
-    if params["n_basis"] is not None:
+    growing = params["n_basis"] == "auto"
+    if isinstance(params["n_basis"], numbers.Integral):
         cap = None
     elif cap == "auto":
         cap = min(r_fit, MAX_AUTO_BASIS)
         cap_source = "memory" if r_fit <= MAX_AUTO_BASIS else "MAX_AUTO_BASIS"
+    elif cap is None and growing:  # a grown basis stops where memory does
+        cap, cap_source = r_fit, "memory"
     mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
-    if cap_source is not None:  # "auto": bounded by cost too
+    if cap_source is not None and not growing:  # the rule's basis: bounded by cost too
         r_cost = cost_basis(problem, c)
         while r_cost < cap:  # a smaller cap may sample fewer candidates: a few rounds
             cap, cap_source = r_cost, "cost"

@@ -52,7 +52,7 @@ from scalenc.exceptions import ModelFileError
 from scalenc.io.tables import FeatureEncoder
 from scalenc.math.linalg import LDAModel
 from scalenc.nrbfn import LRClassifier, NRBFNClassifier
-from scalenc.nrbfn.estimator import DEFAULT_ALPHA_GRID
+from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID, DEFAULT_ALPHA_GRID
 
 __all__ = ["RULES", "check_shapes", "fitted_width"]
 
@@ -339,7 +339,7 @@ def _kernels(model):
 def _alpha_grid(model):
     alpha = getattr(model, "alpha", None)
     if isinstance(alpha, str):
-        n = len(DEFAULT_ALPHA_GRID) if alpha == "cv" else None
+        n = {"cv": len(DEFAULT_ALPHA_GRID), "auto": len(AUTO_ALPHA_GRID)}.get(alpha)
     else:
         n = len(alpha) if isinstance(alpha, (list, tuple)) else 1
     return [("G", n, "the λ grid of {}.alpha")]
