@@ -165,6 +165,17 @@ def test_the_readings_of_every_case():
     assert "features and intercept (r = p + 1 = 11 rows): rank 9: 2 features redundant" in text
 
 
+def test_an_update_says_which_it_is_and_never_none():
+    """`fit --update`: "(update N since its fit)", and nothing where the model gives no
+    count (the encoder's summaries printed "update None")."""
+    lrc = {"weights_": [[0.0] * 3] * 2, "n_features_in_": 2}
+    head = to_text(_fit(lrc, update={"model": "m0", "updates": 2})).splitlines()[0]
+    assert head.startswith("updated nrbfn (NRBFNClassifier) model m0 with d.zarr")
+    assert head.endswith("(update 2 since its fit)")
+    head = to_text(_fit(lrc, update={"model": "m0", "updates": None})).splitlines()[0]
+    assert "None" not in head and "since its fit" not in head
+
+
 # --- the report names its model and data -----------------------------------------------------
 
 

@@ -212,3 +212,139 @@ def test_command_update_reads_only_the_new_data_and_leaves_the_old_model(halves,
     )  # fmt: skip
     assert refused.returncode == 2
     assert "keeps the model's parameters; drop alpha" in refused.stderr
+
+
+# --- the encoder through update_streaming (issue 37) -----------------------------------------
+
+
+def _table_halves():
+    from test_categorical import make_table
+
+    frame, y = make_table(n=600, seed=3)
+    return frame, y, (frame.iloc[:350], y[:350]), (frame.iloc[350:], y[350:])
+
+
+def _dask_frame(frame, y, parts):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    labels = pd.Series(y, index=frame.index)
+    return dd.from_pandas(frame, npartitions=parts), dd.from_pandas(labels, npartitions=parts)
+
+
+@pytest.mark.parametrize("kind", ["pandas", "dask"])
+def test_encoder_partial_fit_encodes_a_table_as_fit_does(kind):
+    """A DataFrame with string, categorical and boolean columns: the first partial_fit
+    learns fit's encoding, and on the same rows gives fit's linear model, exactly."""
+    frame, y, _, _ = _table_halves()
+    X, labels = (frame, y) if kind == "pandas" else _dask_frame(frame, y, 3)
+    linear = dict(kernels=("linear",), chunk_rows=200)
+    model = EncoderClassifier(**linear).partial_fit(X, labels, classes=[0, 1, 2])
+    reference = EncoderClassifier(**linear).fit(X, labels)
+    got, want = model.feature_encoder_, reference.feature_encoder_
+    assert got.feature_names_out == want.feature_names_out and got.n_output == 2 + 3 + 4 + 2
+    assert model.feature_names_in_.tolist() == list(frame.columns)
+    assert (model.n_passes_, model.n_updates_) == (reference.n_passes_, 0) == (1, 0)
+    for name in ("class_counts_", "class_means_", "coef_", "intercept_", "embedding_means_"):
+        np.testing.assert_array_equal(getattr(model, name), getattr(reference, name), name)
+    np.testing.assert_array_equal(model.predict_proba(frame), reference.predict_proba(frame))
+
+
+@pytest.mark.parametrize("kind", ["pandas", "dask"])
+def test_encoder_update_of_a_table_equals_fit_on_all_rows(kind):
+    """fit on the first rows, partial_fit on the rest (LRC's path): the batch's columns
+    are encoded with the fitted categories, and the linear model is fit's on all rows."""
+    frame, y, (Fa, ya), (Fb, yb) = _table_halves()
+    Xa, la = (Fa, ya) if kind == "pandas" else _dask_frame(Fa, ya, 2)
+    Xb, lb = (Fb, yb) if kind == "pandas" else _dask_frame(Fb, yb, 2)
+    model = EncoderClassifier(kernels=("linear",)).fit(Xa, la).partial_fit(Xb, lb)
+    assert (model.n_passes_, model.n_updates_) == (1, 1)
+    reference = EncoderClassifier(kernels=("linear",)).fit(frame, y)
+    _close(model.class_means_, reference.class_means_, 1e-12)
+    # the one-hot columns are collinear (each group sums to one): the LDA amplifies the
+    # merge's rounding to about 1e-7, as test_categorical's other row blocks
+    _close(model.coef_, reference.coef_, 1e-5)
+    np.testing.assert_array_equal(model.predict(frame), reference.predict(frame))
+    # several kernels: the batch goes through the same encoding (two more passes over it)
+    several = EncoderClassifier(kernels=("linear", "euclidean")).fit(Xa, la)
+    several.partial_fit(Xb, lb)
+    assert (several.n_passes_, several.n_updates_) == (3, 1)
+    _close(several.class_means_, reference.class_means_, 1e-12)
+
+
+@pytest.mark.parametrize("columns", ["numeric", "table"])
+def test_lrc_update_of_a_dask_frame(columns):
+    """A Dask DataFrame batch (its partitions' lengths unknown until counted): the labels
+    align by rows, and the update is fit's model on all rows."""
+    frame, y, (Fa, ya), (Fb, yb) = _table_halves()
+    pick = (lambda f: f[["height", "weight"]]) if columns == "numeric" else (lambda f: f)
+    model = LRClassifier().fit(*_dask_frame(pick(Fa), ya, 2))
+    model.partial_fit(*_dask_frame(pick(Fb), yb, 3))
+    assert (model.n_passes_, model.n_updates_) == (1, 1)
+    _close(model.weights_, LRClassifier().fit(pick(frame), y).weights_, 1e-8)
+
+
+def test_encoder_n_updates_counts_the_calls_after_the_first():
+    X, y = make_blobs(n=400, p=4, K=3, seed=5)
+    model = EncoderClassifier(kernels=("linear", "euclidean"))
+    counts = []
+    for rows in np.array_split(np.arange(400), 4):
+        counts.append(model.partial_fit(X[rows], y[rows], classes=[0, 1, 2]).n_updates_)
+    assert counts == [0, 1, 2, 3]
+    fitted = EncoderClassifier().fit(X[:200], y[:200])
+    assert fitted.n_updates_ == 0
+    assert fitted.partial_fit(X[200:], y[200:]).n_updates_ == 1
+
+
+def test_encoder_first_batch_refused_leaves_the_model_unstarted():
+    """A first batch with a label outside classes= is refused; the next call starts the
+    model as if it were the first."""
+    X, y = make_blobs(n=300, p=4, K=3, seed=6)
+    model = EncoderClassifier(kernels=("linear",))
+    with pytest.raises(ValueError, match=r"Label 2 is not one of the classes \[0, 1\]"):
+        model.partial_fit(X, y, classes=[0, 1])
+    model.partial_fit(X, y, classes=[0, 1, 2])
+    assert model.n_updates_ == 0
+    np.testing.assert_array_equal(
+        model.predict(X), EncoderClassifier(kernels=("linear",)).fit(X, y).predict(X)
+    )
+
+
+def test_encoder_full_method_has_no_sums_to_update():
+    X, y = make_blobs(n=200, p=4, K=3, seed=7)
+    with pytest.raises(ValueError, match="partial_fit needs method='fast'"):
+        EncoderClassifier(method="full").partial_fit(X, y, classes=[0, 1, 2])
+    model = EncoderClassifier(method="full").fit(X, y)
+    with pytest.raises(ValueError, match="method='full', which keeps the training X"):
+        model.partial_fit(X, y)
+
+
+def test_command_update_of_an_encoder_counts_its_update(halves, tmp_path):
+    """`fit encoder --update`: the text summary says which update this is, and the JSON
+    holds the count (they printed `update None` and `"updates": null`)."""
+    (Xa, ya), (Xb, yb), (X, y) = halves
+    write_dataset(da.from_array(Xa, chunks=250), ya, str(tmp_path / "old.zarr"))
+    write_dataset(da.from_array(Xb, chunks=200), yb, str(tmp_path / "new.zarr"))
+    cli = [sys.executable, "-m", "scalenc.cli"]
+    fit = [*cli, "fit", "encoder", "--set", "kernels=linear"]
+    subprocess.run(
+        [*fit, "--data", tmp_path / "old.zarr", "--model-out", tmp_path / "m0"],
+        check=True,
+        capture_output=True,
+    )
+    for step, (old, new) in enumerate([("m0", "m1"), ("m1", "m2")], start=1):
+        done = subprocess.run(
+            [
+                *cli, "fit", "encoder", "--data", tmp_path / "new.zarr",
+                "--update", tmp_path / old, "--model-out", tmp_path / new,
+                "--json", tmp_path / f"{new}.json",
+            ],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"(update {step} since its fit)" in done.stdout and "None" not in done.stdout
+        summary = json.loads((tmp_path / f"{new}.json").read_text())
+        assert summary["update"]["updates"] == step and summary["passes"] == 1
+    updated = load_model(tmp_path / "m1")
+    _close(updated.coef_, EncoderClassifier(kernels=("linear",)).fit(X, y).coef_, 1e-8)

@@ -223,27 +223,76 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
 
 
 def update_streaming(estimator, X, y, classes=None):
-    """The one way into ``partial_fit`` of the estimators whose statistics are sums (LRC,
-    nRBFN, CCDRClassifier's linear and LDA heads); returns the estimator.
+    """The one way into ``partial_fit`` of the estimators whose statistics are sums (the
+    encoder, LRC, nRBFN, CCDRClassifier's linear and LDA heads); returns the estimator.
 
     The first call, on an estimator not fitted yet, is ``fit`` on the batch (which must
-    hold labeled rows of every class in ``classes``). Later calls, or a first call on a
-    fitted model (one loaded from a model file included), read only the new batch:
-    ``estimator._update(X, codes)`` merges its statistics with the stored ones
-    (``estimator._statistics`` names them) and solves again. ``n_passes_`` counts the
-    passes over the batch, ``n_updates_`` the updates since ``fit``.
+    hold labeled rows of every class in ``classes``), unless the estimator starts its
+    updates itself: an estimator with the hook ``_start_updates(params)`` (the encoder,
+    whose statistics grow from nothing) takes its classes from ``classes``, required
+    then; the hook sets up empty statistics, and the batch, which may lack some classes,
+    is the first update (its table columns encoded as ``fit`` encodes them).
+    Later calls, or a first call on a fitted model (one loaded from a model file
+    included), read only the new batch: ``estimator._update(X, codes)`` merges its
+    statistics with the stored ones (``estimator._statistics`` names them) and solves
+    again. ``n_passes_`` counts the passes over the batch, ``n_updates_`` the updates
+    since ``fit`` (or since the first call that started the model).
     """
     wanted = None if classes is None else sorted_classes(classes)
-    if not hasattr(estimator, "classes_"):
-        fit_streaming(estimator, X, y)
-        if wanted is not None and not np.array_equal(wanted, estimator.classes_):
-            missing = sorted(set(wanted.tolist()) - set(estimator.classes_.tolist()))
-            raise InputError(
-                f"The first partial_fit batch of {type(estimator).__name__} has labeled rows "
-                f"of the classes {estimator.classes_.tolist()}, not of {missing}: the first "
-                "batch fits the model and must hold every class of classes=."
-            )
-        return estimator
+    first = not hasattr(estimator, "classes_")
+    if first and not hasattr(estimator, "_start_updates"):
+        return _fit_first_batch(estimator, X, y, wanted)
+    if first:
+        Xd, y = _start_updates(estimator, X, y, wanted)
+    else:
+        Xd, y = _update_input(estimator, X, y, wanted)
+    codes = encode_labels(y, estimator.classes_, unlabeled_marker(estimator))
+    estimator.stage_times_ = {}
+    with counting_passes(Xd) as count:
+        try:
+            estimator._update(Xd, codes)
+        except BaseException:
+            if first:  # the model is not started: the next call starts it again
+                del estimator.classes_
+            raise
+    estimator.n_passes_ = count.passes
+    estimator.n_updates_ = 0 if first else getattr(estimator, "n_updates_", 0) + 1
+    return estimator
+
+
+def _fit_first_batch(estimator, X, y, wanted):
+    """The first ``partial_fit`` of an estimator not fitted yet: ``fit`` on the batch."""
+    fit_streaming(estimator, X, y)
+    if wanted is not None and not np.array_equal(wanted, estimator.classes_):
+        missing = sorted(set(wanted.tolist()) - set(estimator.classes_.tolist()))
+        raise InputError(
+            f"The first partial_fit batch of {type(estimator).__name__} has labeled rows "
+            f"of the classes {estimator.classes_.tolist()}, not of {missing}: the first "
+            "batch fits the model and must hold every class of classes=."
+        )
+    return estimator
+
+
+def _start_updates(estimator, X, y, classes):
+    """(X, y) of the first ``partial_fit`` of an estimator that starts its updates itself:
+    parameters and ``classes`` checked before anything is read, the hook's empty
+    statistics, the table encoding and ``n_features_in_`` learned from the batch."""
+    params = estimator._check_params()
+    if classes is None:
+        raise InputError(
+            "classes must be passed on the first call to partial_fit, listing every "
+            "class that will ever appear (e.g. classes=np.unique(y_all))."
+        )
+    check_classes(classes, type(estimator).__name__, unlabeled_marker(estimator))
+    estimator._start_updates(params)
+    Xd, y = prepare_fit(estimator, X, y, find_classes=False)
+    estimator.classes_ = classes
+    return Xd, y
+
+
+def _update_input(estimator, X, y, wanted):
+    """(X, y) of a batch that updates a fitted model: the classes and the stored
+    statistics checked, X's columns checked and encoded as in ``fit``."""
     if wanted is not None and not np.array_equal(wanted, estimator.classes_):
         raise InputError(
             f"classes={wanted.tolist()} differs from the model's classes "
@@ -255,18 +304,14 @@ def update_streaming(estimator, X, y, classes=None):
             f"{_no_statistics_reason(estimator)}); fit it again on all the data."
         )
     estimator._check_params()
-    Xd, _ = prepare_input(estimator, X)
+    check_feature_names_of(estimator, X, reset=False)
+    X = _encode_input(estimator, X, known_lengths=True)  # labels align by rows
     Xd, y = check_xy(
-        Xd, y, chunk_rows=getattr(estimator, "chunk_rows", None), estimator=estimator,
+        X, y, chunk_rows=getattr(estimator, "chunk_rows", None), estimator=estimator,
         require_y=True,
     )  # fmt: skip
-    codes = encode_labels(y, estimator.classes_, unlabeled_marker(estimator))
-    estimator.stage_times_ = {}
-    with counting_passes(Xd) as count:
-        estimator._update(Xd, codes)
-    estimator.n_passes_ = count.passes
-    estimator.n_updates_ = getattr(estimator, "n_updates_", 0) + 1
-    return estimator
+    check_n_features(estimator, Xd)
+    return _impute_input(estimator, Xd), y
 
 
 def _no_statistics_reason(estimator) -> str:

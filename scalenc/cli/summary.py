@@ -257,9 +257,10 @@ def _fit(s: dict):
     head = f"fit {s['method']} ({s['estimator']}) on {_data(s.get('data'))}"
     if s.get("update"):
         update = s["update"]
+        count = update.get("updates")  # None: a model that does not count its updates
         head = (
             f"updated {s['method']} ({s['estimator']}) model {update['model']} with "
-            f"{_data(s.get('data'))} (update {update.get('updates')} since its fit)"
+            f"{_data(s.get('data'))}{'' if count is None else f' (update {count} since its fit)'}"
         )
     timings = s.get("timings", {})
     body = _model_results(s.get("model"), s.get("params"))

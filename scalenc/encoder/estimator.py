@@ -170,6 +170,8 @@ class EncoderClassifier(
     n_passes_ : int
         Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
         ``cache_embedding``, the cross-entropy pass reads the cached Z, not X).
+    n_updates_ : int
+        ``partial_fit`` updates since ``fit`` or since the first ``partial_fit`` (0 then).
     stage_times_ : dict
         Wall-clock seconds of the last ``fit``'s passes: ``class_means`` (pass 1),
         ``embedding`` (pass 2: the kernels and Z's class moments) and ``cross_entropy``

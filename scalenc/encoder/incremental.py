@@ -2,35 +2,34 @@
 without re-reading earlier batches (exact for the linear kernel alone; with other kernels
 each batch is embedded with U as updated by that batch).
 
-A mixin of :class:`~scalenc.encoder.estimator.EncoderClassifier`: it keeps the running
-totals between calls in private attributes (``_x_moments_total``, ``_z_totals``,
-``_loglik_total``, ``_kernel_specs``, ``_one_pass_mode``, ``_model_ready``), which model
-files store, and uses the estimator's fit steps for the statistics.
+A mixin of :class:`~scalenc.encoder.estimator.EncoderClassifier`. ``partial_fit`` is
+:func:`scalenc.base.estimator.update_streaming`, as every estimator's: it checks and
+encodes the batch (a table's columns as ``fit`` encodes them), counts ``n_passes_`` and
+``n_updates_``, and calls this module's two steps: ``_start_updates`` (the hook that lets
+the first call start from the declared classes, with empty sums, where the other
+estimators fit the first batch) and ``_update`` (one batch merged). The running totals
+live in private attributes (``_x_moments_total``, ``_z_totals``, ``_loglik_total``,
+``_kernel_specs``, ``_one_pass_mode``, ``_model_ready``), which model files store.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from scalenc.base.estimator import (
-    check_classes,
-    check_feature_names_of,
-    check_n_features,
-    unlabeled_marker,
-)
+from scalenc.base.estimator import update_streaming
 from scalenc.encoder import passes as encoder_passes
 from scalenc.engine.cluster import compute
-from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
-from scalenc.io.inputs import check_xy, encode_labels
 from scalenc.math import moments as _blocks
-from scalenc.math.labels import sorted_classes
 
 __all__ = ["IncrementalFitMixin"]
 
 
 class IncrementalFitMixin:
     """``partial_fit`` for :class:`~scalenc.encoder.estimator.EncoderClassifier`."""
+
+    #: the statistics :meth:`partial_fit` extends
+    _statistics = "_x_moments_total"
 
     def partial_fit(self, X, y, classes=None):
         """Update the model with a new batch of rows, without re-reading earlier batches.
@@ -41,18 +40,28 @@ class IncrementalFitMixin:
         as batches arrive: each batch's embedding statistics (and, with several kernels,
         its cross-entropy) are computed with U as updated by that batch, so the model
         approaches ``fit``'s as U settles (Shen's Theorem 1: U converges to E(X|Y)).
+        A table's string, categorical and boolean columns are encoded as ``fit`` encodes
+        them: by the first call (its categories), or by the model's ``fit``.
 
         Parameters
         ----------
         X, y : the new batch.
         classes : array-like, required on the first call
-            Every class that will ever appear.
+            Every class that will ever appear; on later calls, checked against the
+            model's (an update cannot add a class).
+
+        Returns
+        -------
+        self
 
         Notes
         -----
         Passes over the batch: 1 (linear, one-pass mode), 2, or 3 (several kernels).
         Until every class has had a labeled row, U is incomplete and Z cannot be formed;
         batches seen until then update U but (for non-linear kernels) not the LDA.
+        Unlike the other estimators' ``partial_fit``, the first call on a model not
+        fitted yet does not need rows of every class: it starts the sums from
+        ``classes``. ``n_updates_`` counts the calls after the first (or after ``fit``).
 
         Examples
         --------
@@ -61,54 +70,42 @@ class IncrementalFitMixin:
         >>> from scalenc import EncoderClassifier
         >>> X, y = load_iris(return_X_y=True)
         >>> batches = np.array_split(np.random.default_rng(0).permutation(len(y)), 3)
-        >>> model = EncoderClassifier()
+        >>> model = EncoderClassifier(kernels=("linear",))
         >>> for rows in batches:
         ...     model = model.partial_fit(X[rows], y[rows], classes=[0, 1, 2])
-        >>> model.class_counts_
-        array([50, 50, 50])
+        >>> model.class_counts_, model.n_passes_, model.n_updates_
+        (array([50, 50, 50]), 1, 2)
 
         With the linear kernel alone, the batches give ``fit``'s model on all rows:
 
-        >>> bool(np.allclose(model.coef_, EncoderClassifier().fit(X, y).coef_))
+        >>> linear = EncoderClassifier(kernels=("linear",)).fit(X, y)
+        >>> bool(np.allclose(model.coef_, linear.coef_))
         True
         """
-        first = not hasattr(self, "_x_moments_total")
-        if first:
-            kernels = self._check_params()
-            if self.method != "fast":
-                raise InputError("partial_fit needs method='fast'; the full method keeps all of X.")
-            if classes is None:
-                raise InputError(
-                    "classes must be passed on the first call to partial_fit, listing every "
-                    "class that will ever appear (e.g. classes=np.unique(y_all))."
-                )
-            classes = sorted_classes(classes)
-            check_classes(classes, type(self).__name__, unlabeled_marker(self))
-        check_feature_names_of(self, X, reset=first)
-        X, y = check_xy(X, y, chunk_rows=self.chunk_rows, estimator=self, require_y=True)
-        if first:
-            self.classes_ = classes
-            self.n_features_in_ = X.shape[1]
-            self._kernel_specs = kernels
-            self._one_pass_mode = self._one_pass(kernels, X.shape[1])
-            self._z_totals = None
-            self._loglik_total = 0.0
-        else:
-            check_n_features(self, X)
-            if classes is not None and not np.array_equal(sorted_classes(classes), self.classes_):
-                raise InputError(
-                    f"classes={list(classes)} differs from the classes of the first "
-                    f"partial_fit call {list(self.classes_)}."
-                )
-        with counting_passes(X) as count:
-            self._partial_update(X, y, first)
-        self.n_passes_ = count.passes
-        return self
+        return update_streaming(self, X, y, classes)
 
-    def _partial_update(self, X, y, first):
-        """partial_fit's steps on a checked batch: its class moments merged with the
-        totals, then (all classes seen) its embedding statistics."""
-        codes = encode_labels(y, self.classes_, unlabeled_marker(self))
+    def _start_updates(self, kernels):
+        """:func:`~scalenc.base.estimator.update_streaming`'s hook for a first call on a
+        model not fitted: empty sums (the first batch's width fixes the one-pass mode)."""
+        if self.method != "fast":
+            raise InputError("partial_fit needs method='fast'; the full method keeps all of X.")
+        self._kernel_specs = kernels
+        self._one_pass_mode = None
+        self._x_moments_total = None
+        self._z_totals = None
+        self._loglik_total = 0.0
+
+    def _no_statistics_reason(self) -> str:
+        if self.method == "full":
+            return "with method='full', which keeps the training X rather than sums"
+        return "by a scalenc that did not keep them"
+
+    def _update(self, X, codes):
+        """One batch: its class moments merged with the totals, then (all classes seen)
+        its embedding statistics."""
+        first = self._x_moments_total is None
+        if first:
+            self._one_pass_mode = self._one_pass(self._kernel_specs, X.shape[1])
         batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
         total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
         self._x_moments_total = total
