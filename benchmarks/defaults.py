@@ -86,8 +86,7 @@ then, from the repository root (the papers' data in ``../shared/data`` or
 
     python benchmarks/defaults.py --list
     python benchmarks/defaults.py --half tune --max-rows 60000 --time-budget 300 \\
-        --methods nrbfn,nrbfn-paper,encoder,encoder-linear,encoder-3k,lrc,ccdr,svc,knn5,lda,nystroem-lr,hgb \\
-        --out tune.json
+        --methods all --out tune.json
     python benchmarks/defaults.py --report tune.json > tune.md
     python benchmarks/defaults.py --quick --out quick.json
     python benchmarks/defaults.py --list-pmlb ~/pmlb      # how PMLB_SETS was written
@@ -556,9 +555,10 @@ def code_version() -> str:
 
     root = Path(scalenc.__file__).resolve().parents[1]
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=10", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "scalenc"],
+        git = ["git", "-C", str(root)]
+        head = subprocess.run(git + ["rev-parse", "--short=10", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(git + ["status", "--porcelain", "--", "scalenc"],
                                capture_output=True, text=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return f"{scalenc.__version__} (not a git checkout)"
@@ -569,7 +569,8 @@ def protocol(args) -> dict:
     """What makes two runs' cells comparable: a results file holds one protocol."""
     return {
         "pmlb_commit": PMLB_COMMIT,
-        "split": f"standard, else stratified {1 - TEST_SHARE:.0%}/{TEST_SHARE:.0%} seed {SPLIT_SEED}",
+        "split": f"standard, else stratified {1 - TEST_SHARE:.0%}/{TEST_SHARE:.0%} "
+        f"seed {SPLIT_SEED}",
         "scaling": "[-1, 1] by the training rows' min/max; constant features 0",
         "quick_rows": args.quick_rows if args.quick else None,
         "time_budget_s": args.time_budget,
@@ -611,7 +612,29 @@ def selected(args) -> list[Dataset]:
     return [d for d in chosen if args.min_rows <= d.rows <= args.max_rows]
 
 
+def run_dataset(ds: Dataset, entry: dict, methods: list[str], keys: dict, code: str, args):
+    """Every method of ``methods`` not yet in ``entry["cells"]`` on ``ds``, in order; the
+    results file rewritten after each."""
+    cells = entry["cells"]
+    with tempfile.TemporaryDirectory(prefix=f"defaults-{ds.name}-") as tmp:
+        entry["info"] = prepare(ds, args, Path(tmp))
+        for method in [m for m in methods if m not in cells]:
+            twin = next((m for m in cells if m in keys and keys[m] == keys[method]
+                         and cells[m].get("code") == code), None)  # fmt: skip
+            load = os.getloadavg()[0]
+            if twin is not None:  # the same estimator, fitted by the same code: not again
+                cell = {k: v for k, v in cells[twin].items() if k != "same_as"}
+                cell["same_as"] = twin
+            else:
+                cell = run_in_subprocess(method, Path(tmp), args.time_budget)
+            cell.update(code=code, load_average=load,
+                        finished=time.strftime("%Y-%m-%d %H:%M:%S"))  # fmt: skip
+            cells[method] = cell
+            yield method, cell
+
+
 def run(args) -> int:
+    """Run the selected cells, print the report; 2 if no dataset could be read."""
     import sklearn
 
     import scalenc
@@ -632,40 +655,30 @@ def run(args) -> int:
     missing = 0
     for ds in sets:
         entry = results["datasets"].get(ds.name, {"cells": {}})
-        todo = [m for m in methods if m not in entry["cells"]]
-        if not todo:
+        if all(m in entry["cells"] for m in methods):
             print(f"{ds.name}: every cell already in {args.out}", flush=True)
             continue
-        with tempfile.TemporaryDirectory(prefix=f"defaults-{ds.name}-") as tmp:
-            try:
-                entry["info"] = prepare(ds, args, Path(tmp))
-            except DataMissing as exc:
-                print(f"{ds.name}: skipped: {exc}", flush=True)
-                missing += 1
-                continue
-            results["datasets"][ds.name] = entry
-            for method in todo:
-                cells = entry["cells"]
-                twin = next((m for m in cells if m in keys and keys[m] == keys[method]
-                             and cells[m].get("code") == code), None)  # fmt: skip
-                load = os.getloadavg()[0]
-                if twin is not None:
-                    cell = {k: v for k, v in cells[twin].items() if k != "same_as"}
-                    cell["same_as"] = twin
-                else:
-                    cell = run_in_subprocess(method, Path(tmp), args.time_budget)
-                cell.update(code=code, load_average=load,
-                            finished=time.strftime("%Y-%m-%d %H:%M:%S"))  # fmt: skip
-                cells[method] = cell
+        try:
+            for method, cell in run_dataset(ds, entry, methods, keys, code, args):
+                results["datasets"][ds.name] = entry
                 write_results(args.out, results)
-                print(f"  {ds.name} · {method}: " + (
-                    cell["failed"].splitlines()[0][:200] if "failed" in cell else
-                    f"{cell['error_pct']:.2f} % error, fit {cell['fit_s']:.1f} s, "
-                    f"predict {cell['predict_s']:.1f} s, {cell['peak_mb']} MB"
-                ) + (f" (same as {twin})" if twin else ""), flush=True)  # fmt: skip
+                print(f"  {ds.name} · {method}: {cell_line(cell)}", flush=True)
+        except DataMissing as exc:
+            print(f"{ds.name}: skipped: {exc}", flush=True)
+            missing += 1
     write_results(args.out, results)
     print("\n" + report(results, halves(), LABELS, SCALENC, PEERS))
     return 2 if sets and missing == len(sets) else 0
+
+
+def cell_line(cell: dict) -> str:
+    if "failed" in cell:
+        return cell["failed"].splitlines()[0][:200]
+    return (
+        f"{cell['error_pct']:.2f} % error, fit {cell['fit_s']:.1f} s, predict "
+        f"{cell['predict_s']:.1f} s, {cell['peak_mb']} MB"
+        + (f" (same as {cell['same_as']})" if "same_as" in cell else "")
+    )
 
 
 # --- the PMLB list, written once ------------------------------------------------------------
