@@ -183,7 +183,8 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
     one ``NRBFNClassifier`` fit; each basis is then fitted in memory exactly as ``fit``
     does (σ = mean distance to the basis, W̃ by ``normalized_kernel``, λ = 1e-13 by
     ``ridge_solve``)."""
-    from nrbfn_basis_curves import fit_basis  # the network on a basis, as fit builds it
+    # the network on a basis, as fit builds it; a PMLB table split and scaled as there
+    from nrbfn_basis_curves import fit_basis, load
 
     from scalenc.nrbfn import blocks as nb
 
@@ -191,16 +192,8 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
         Xtr, ytr, Xte, yte = hard_dataset(50000)
     elif name == "connect_4":
         Xtr, ytr, Xte, yte = connect4_dataset(pmlb_dir)
-    else:  # any PMLB dataset, split and scaled as peers.py does
-        import types
-
-        import peers
-        from sklearn.preprocessing import StandardScaler
-
-        ns = types.SimpleNamespace(data_dir=Path(pmlb_dir), quick=False)
-        Xtr, ytr, Xte, yte = peers.load_split(name, ns)
-        scaler = StandardScaler().fit(Xtr)
-        Xtr, Xte = scaler.transform(Xtr), scaler.transform(Xte)
+    else:  # any PMLB dataset: a stratified 2/3 split, seed 0, standardised
+        Xtr, ytr, Xte, yte = load(name, Path(pmlb_dir) if pmlb_dir else None, 0)
     classes, codes = np.unique(ytr, return_inverse=True)
     K = classes.size
     with warnings.catch_warnings():
