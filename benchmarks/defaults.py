@@ -251,7 +251,7 @@ ORDER = ("svc",) + SCALENC + PEERS[1:]  # SVC, then scalenc back to back, then t
 DEFAULTS = ("nrbfn", "encoder", "lrc", "ccdr", "svc", "knn5", "lda", "nystroem-lr", "hgb")
 LABELS = {
     "nrbfn": "NRBFNClassifier()",
-    "nrbfn-paper": "NRBFNClassifier(alpha=1e-13)",
+    "nrbfn-paper": "NRBFNClassifier(alpha=1e-13, n_basis=None, width=1.0)",
     "encoder": "EncoderClassifier()",
     "encoder-linear": "EncoderClassifier(kernels=('linear',))",
     "encoder-3k": "EncoderClassifier(kernels=('linear', 'euclidean', 'spearman'))",
@@ -280,7 +280,9 @@ def make_estimator(method: str):
 
     return {
         "nrbfn": lambda: scalenc.NRBFNClassifier(random_state=0),
-        "nrbfn-paper": lambda: scalenc.NRBFNClassifier(alpha=1e-13, random_state=0),
+        "nrbfn-paper": lambda: scalenc.NRBFNClassifier(
+            alpha=1e-13, n_basis=None, width=1.0, random_state=0
+        ),
         "encoder": lambda: scalenc.EncoderClassifier(),
         "encoder-linear": lambda: scalenc.EncoderClassifier(kernels=("linear",)),
         "encoder-3k": lambda: scalenc.EncoderClassifier(
