@@ -161,10 +161,13 @@ def _shared(kwargs: dict) -> dict:
 _NOT_A_VALUE = object()
 
 
-def _share(value, client, scatter: bool):
-    if client is not None and scatter:
+def _share(value, client, scatter: bool | None = None):
+    """``value`` as the graph refers to it: scattered to the cluster when ``scatter`` (None:
+    when it is larger than :data:`SCATTER_BYTES`), else embedded once."""
+    if client is not None and scatter is not False:
         literal = _literal(value)
-        if literal is not _NOT_A_VALUE:
+        big = literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES
+        if literal is not _NOT_A_VALUE and (scatter or big):
             key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
             future = _SCATTERED.get(key)
             if future is None or future.status != "finished":

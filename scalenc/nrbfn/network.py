@@ -20,7 +20,7 @@ from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
-from scalenc.math.linalg import ridge_solve
+from scalenc.math.linalg import ridge_path
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
@@ -314,10 +314,8 @@ def choose_alpha(est, X, codes, gram, basis, sigma, grid, seed, folds, n_labeled
     problems = []
     for f in range(n_folds):
         M_train, B_train = M_all - gram["M"][f], B_all - gram["B"][f]
-        for a, lam in enumerate(grid):
-            weights[f, a], problem = ridge_solve(M_train, B_train, lam)
-            if problem:
-                problems.append(lam)
+        weights[f], singular = ridge_path(M_train, B_train, grid)
+        problems.extend(singular)
     del M_all, B_all
     if problems:
         _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")

@@ -1,0 +1,182 @@
+"""nRBFN's default basis, grown by held-out error (issue 36), against plain NumPy oracles:
+the order the basis grows in, the sizes tried, the kept network (Algorithm 2 on its basis,
+σ and λ), the held-out errors of the λ tried, and invariance to chunks and schedulers."""
+
+from __future__ import annotations
+
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import make_blobs
+from test_nrbfn import weights_for
+
+from scalenc import NRBFNClassifier
+from scalenc.exceptions import BasisCappedWarning
+from scalenc.math.linalg import ridge_path, ridge_solve
+from scalenc.math.sampling import fold_of
+from scalenc.nrbfn import blocks as nb
+from scalenc.nrbfn.network import GROWTH_START, WIDTHS, growth_sizes
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_blobs(900, 4, 3, seed=7, sep=0.8)
+    return X[:600], y[:600], X[600:], y[600:]
+
+
+@pytest.fixture(scope="module")
+def grown(data):
+    X, y, _, _ = data
+    return NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+
+
+def test_growth_order_reserves_each_class_then_the_rule_then_the_rest():
+    rng = np.random.default_rng(0)
+    confidence = rng.random(200)
+    labels = rng.integers(0, 4, 200)
+    index = np.arange(200) * 3 + 1
+    order = nb.growth_order(confidence, labels, index, 0.5, 4, seed=1)
+    assert np.array_equal(np.sort(order), np.arange(200))  # a permutation
+    assert set(labels[order[:4]]) == {0, 1, 2, 3}  # every prefix of ≥ K rows has each class
+    for k in range(4):  # each class's first is its least confident candidate
+        assert (
+            order[k]
+            == np.flatnonzero(labels == labels[order[k]])[
+                np.argmin(confidence[labels == labels[order[k]]])
+            ]
+        )
+    rule = confidence[order[4:]] < 0.5
+    first_rest = np.argmin(rule) if not rule.all() else rule.size
+    assert rule[:first_rest].all() and not rule[first_rest:].any()  # the rule's rows first
+    again = nb.growth_order(confidence, labels, index, 0.5, 4, seed=1)
+    other = nb.growth_order(confidence, labels, index, 0.5, 4, seed=2)
+    assert np.array_equal(order, again) and not np.array_equal(order, other)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 7, 64, 100, 1000])
+def test_nested_spread_prefixes_cover_the_ranks_evenly(m):
+    order = nb._nested_spread(m)
+    assert np.array_equal(np.sort(order), np.arange(m))
+    for size in (2, 4, 8):
+        if size <= m:  # the first `size` leave no gap wider than about m / size ranks
+            prefix = np.sort(order[:size])
+            gaps = np.diff(np.r_[prefix, m])
+            assert prefix[0] == 0 and gaps.max() <= -(-m // size) + 1
+
+
+def test_growth_sizes_double_from_the_start_to_the_top():
+    assert growth_sizes(3, 1000) == [GROWTH_START, 256, 512, 1000]
+    assert growth_sizes(3, 90) == [90]
+    assert growth_sizes(200, 1000) == [400, 800, 1000]  # at least two rows per class
+
+
+def test_grown_network_is_algorithm_2_on_its_basis_sigma_and_alpha(data, grown):
+    X, y, X_test, _ = data
+    m = grown
+    path = m.basis_growth_
+    r = m.basis_.shape[0]
+    assert r in path["r"] and list(path["r"]) == growth_sizes(3, path["r"][-1])
+    kept = list(path["r"]).index(r)
+    assert m.alpha_ == path["alpha"][kept] and m.sigma_ == path["sigma"][kept]
+    assert path["width"][kept] in WIDTHS
+    np.testing.assert_array_equal(m.basis_, X[m.basis_indices_])
+    # σ: the width's multiple of the mean distance of the training rows to the basis
+    dist = np.sqrt(((m.basis_[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    assert m.sigma_ == pytest.approx(path["width"][kept] * dist.mean(), rel=1e-10)
+    want = weights_for(X, y, m.basis_, m.sigma_, m.alpha_)
+    np.testing.assert_allclose(m.weights_, want, rtol=1e-6, atol=1e-8)
+    # the kept size's held-out errors: each fold's weights from the other folds' rows
+    folds = fold_of(np.arange(X.shape[0]), 5, 5)
+    tried = np.flatnonzero(~np.isnan(m.cv_error_))
+    assert tried.size in (3, 9) or tried.size == 2  # the whole grid, or a λ's neighbours
+    grid = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-7, 1e-9, 1e-11, 1e-13)
+    for a in tried:
+        wrong = 0
+        for f in range(5):
+            train, held = folds != f, folds == f
+            W = weights_for(X[train], y[train], m.basis_, m.sigma_, grid[a])
+            Q2 = ((m.basis_[:, None, :] - X[held][None, :, :]) ** 2).sum(-1)
+            K = np.exp(-Q2 / (2 * m.sigma_**2))
+            wrong += int(((W @ (K / K.sum(axis=0))).argmax(axis=0) != y[held]).sum())
+        assert m.cv_error_[a] == pytest.approx(wrong / X.shape[0], abs=1.5 / X.shape[0])
+    assert path["cv_error"][kept] == np.nanmin(m.cv_error_) == min(path["cv_error"])
+    assert m.score(X_test, data[3]) > 0.7  # overlapping classes (sep 0.8)
+
+
+def test_growth_stops_when_the_held_out_error_stops_falling(grown):
+    errors = grown.basis_growth_["cv_error"]
+    last, before = errors[-1], min(errors[:-1]) if errors.size > 1 else np.inf
+    stopped = grown.basis_growth_["r"][-1] < 600  # fewer than every candidate
+    if stopped:  # the last size did not beat the best before it by the tolerance
+        assert last >= before - max(1e-3, 0.02 * before)
+
+
+@pytest.mark.parametrize("chunks", [50, 173])
+def test_grown_model_does_not_depend_on_chunks_or_scheduler(data, grown, chunks):
+    X, y, X_test, _ = data
+    with dask.config.set(scheduler="sync"):
+        m = NRBFNClassifier(n_neighbors=7, random_state=5).fit(
+            da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks)
+        )
+    np.testing.assert_array_equal(m.basis_indices_, grown.basis_indices_)
+    np.testing.assert_array_equal(m.basis_growth_["r"], grown.basis_growth_["r"])
+    assert m.alpha_ == grown.alpha_
+    # the Gram's sums in another order, through a solve at a small λ
+    np.testing.assert_allclose(m.weights_, grown.weights_, rtol=1e-5, atol=1e-8)
+    np.testing.assert_array_equal(m.predict(X_test), grown.predict(X_test))
+
+
+def test_max_basis_caps_the_growth(data):
+    X, y, _, _ = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", BasisCappedWarning)  # if it was still improving
+        m = NRBFNClassifier(n_neighbors=7, max_basis=150, random_state=0).fit(X, y)
+    assert list(m.basis_growth_["r"]) in ([128], [128, 150])
+    assert m.basis_.shape[0] <= 150 and m.memory_plan_["max_basis"] == 150
+
+
+def test_paper_protocol_is_unchanged_by_the_new_defaults(data):
+    X, y, _, _ = data
+    m = NRBFNClassifier(n_neighbors=7, alpha=1e-9, n_basis=None).fit(X, y)
+    assert m.basis_growth_ is None and m.n_passes_ == 4 and m.cv_error_ is None
+
+
+@pytest.mark.parametrize(
+    "case", ["50 rows", "a class of 3 rows", "constant columns", "one feature"]
+)
+def test_small_and_odd_data_get_a_fit(case):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] > 0).astype(int)
+    if case == "50 rows":
+        X, y = X[:50], y[:50]
+    elif case == "a class of 3 rows":
+        X[:3] += 6.0
+        y[:3] = 2
+    elif case == "constant columns":
+        X = np.c_[X, np.ones((300, 2))]
+    else:
+        X = X[:, :1]
+    m = NRBFNClassifier(random_state=0).fit(X, y)
+    assert set(np.unique(y[m.basis_indices_])) == set(np.unique(y))  # each class has rows
+    assert m.score(X, y) > 0.9
+    if case == "a class of 3 rows":
+        assert (m.predict(X[:3]) == 2).all()
+
+
+def test_ridge_path_equals_ridge_solve_per_alpha():
+    rng = np.random.default_rng(0)
+    A = rng.random((400, 60))
+    M, B = np.tril(A.T @ A), rng.random((3, 60))
+    lams = (1e-1, 1e-4, 1e-9)
+    W, problems = ridge_path(M, B, lams)
+    for i, lam in enumerate(lams):
+        np.testing.assert_allclose(W[i], ridge_solve(M, B, lam)[0], rtol=1e-8, atol=1e-10)
+    assert problems == []
+    v = np.arange(1.0, 6.0)
+    singular = np.tril(np.outer(v, v))  # rank 1: at λ = 0 no factorisation, zero weights
+    W, problems = ridge_path(singular, np.ones((2, 5)), (0.0, 1e-3))
+    assert problems == [0.0] and not W[0].any() and W[1].any()
