@@ -47,8 +47,9 @@ Protocol
   Float64 NumPy arrays; scalenc on its default threaded Dask scheduler.
 * Methods (``METHODS``; ``--methods``, default every estimator's defaults): scalenc's
   ``NRBFNClassifier()``, ``EncoderClassifier()``, ``LRClassifier()``,
-  ``CCDRClassifier()``, and named variants (``nrbfn-paper``, ``encoder-linear``,
-  ``encoder-3k``); scikit-learn's ``SVC()``, ``KNeighborsClassifier()`` (5-NN),
+  ``CCDRClassifier()``, and named variants (``nrbfn-paper``: ``alpha=1e-13``;
+  ``nrbfn-cv``: ``alpha="cv"``; ``encoder-linear``; ``encoder-3k``: the kernels linear,
+  euclidean and spearman); scikit-learn's ``SVC()``, ``KNeighborsClassifier()`` (5-NN),
   ``LinearDiscriminantAnalysis()``, ``Nystroem(n_components=1000)`` +
   ``LogisticRegression(max_iter=1000)``, ``HistGradientBoostingClassifier()``.
   ``random_state=0`` wherever an estimator has one, nothing else set.
@@ -245,13 +246,23 @@ def halves(sets: list[Dataset] | None = None) -> dict[str, str]:
 
 # --- methods --------------------------------------------------------------------------------
 
-SCALENC = ("nrbfn", "nrbfn-paper", "encoder", "encoder-linear", "encoder-3k", "lrc", "ccdr")
+SCALENC = (
+    "nrbfn",
+    "nrbfn-paper",
+    "nrbfn-cv",
+    "encoder",
+    "encoder-linear",
+    "encoder-3k",
+    "lrc",
+    "ccdr",
+)
 PEERS = ("svc", "knn5", "lda", "nystroem-lr", "hgb")
 ORDER = ("svc",) + SCALENC + PEERS[1:]  # SVC, then scalenc back to back, then the rest
 DEFAULTS = ("nrbfn", "encoder", "lrc", "ccdr", "svc", "knn5", "lda", "nystroem-lr", "hgb")
 LABELS = {
     "nrbfn": "NRBFNClassifier()",
     "nrbfn-paper": "NRBFNClassifier(alpha=1e-13)",
+    "nrbfn-cv": "NRBFNClassifier(alpha='cv')",
     "encoder": "EncoderClassifier()",
     "encoder-linear": "EncoderClassifier(kernels=('linear',))",
     "encoder-3k": "EncoderClassifier(kernels=('linear', 'euclidean', 'spearman'))",
@@ -281,6 +292,7 @@ def make_estimator(method: str):
     return {
         "nrbfn": lambda: scalenc.NRBFNClassifier(random_state=0),
         "nrbfn-paper": lambda: scalenc.NRBFNClassifier(alpha=1e-13, random_state=0),
+        "nrbfn-cv": lambda: scalenc.NRBFNClassifier(alpha="cv", random_state=0),
         "encoder": lambda: scalenc.EncoderClassifier(),
         "encoder-linear": lambda: scalenc.EncoderClassifier(kernels=("linear",)),
         "encoder-3k": lambda: scalenc.EncoderClassifier(
@@ -550,14 +562,15 @@ def run_in_subprocess(method: str, workdir: Path, budget: float) -> dict:
 
 
 def code_version() -> str:
-    """The commit of the scalenc imported, ``+dirty`` when its files differ from it."""
+    """The last commit that changed the scalenc imported, ``+dirty`` when its files
+    differ from it (commits to the benchmarks alone do not change it)."""
     import scalenc
 
     root = Path(scalenc.__file__).resolve().parents[1]
     try:
         git = ["git", "-C", str(root)]
-        head = subprocess.run(git + ["rev-parse", "--short=10", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()  # fmt: skip
+        head = subprocess.run(git + ["log", "-1", "--format=%h", "--abbrev=10", "--", "scalenc"],
+                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
         dirty = subprocess.run(git + ["status", "--porcelain", "--", "scalenc"],
                                capture_output=True, text=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):

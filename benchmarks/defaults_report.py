@@ -82,7 +82,7 @@ def win_tie_loss(sets, labels, scalenc, peers) -> list[str]:
 def criteria(sets, labels) -> list[str]:
     """Issue 36's done-when criteria, on the cells of ``sets``."""
     lines = []
-    for m in ("nrbfn", "nrbfn-paper"):
+    for m in ("nrbfn", "nrbfn-paper", "nrbfn-cv"):
         pairs = [(n, d["cells"]) for n, d in sets if error(d["cells"].get(m)) is not None]
         if not pairs:
             continue

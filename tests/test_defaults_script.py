@@ -73,6 +73,7 @@ def test_every_method_with_its_defaults():
         expected = type(built[m])().set_params(random_state=0).get_params()
         assert built[m].get_params() == expected, m
     assert built["nrbfn-paper"].get_params()["alpha"] == 1e-13
+    assert built["nrbfn-cv"].get_params()["alpha"] == "cv"
     assert built["encoder-linear"].kernels == ("linear",)
     assert built["encoder-3k"].kernels == ("linear", "euclidean", "spearman")
     assert built["nystroem-lr"].get_params()["nystroem__n_components"] == 1000
