@@ -47,11 +47,13 @@ Protocol
   Float64 NumPy arrays; scalenc on its default threaded Dask scheduler.
 * Methods (``METHODS``; ``--methods``, default every estimator's defaults): scalenc's
   ``NRBFNClassifier()``, ``EncoderClassifier()``, ``LRClassifier()``,
-  ``CCDRClassifier()``, and named variants (``nrbfn-paper``, ``encoder-linear``,
-  ``encoder-3k``); scikit-learn's ``SVC()``, ``KNeighborsClassifier()`` (5-NN),
+  ``CCDRClassifier()``, and named variants (``nrbfn-paper``: ``alpha=1e-13``;
+  ``nrbfn-cv``: ``alpha="cv"``; ``encoder-linear``; ``encoder-3k``: the kernels linear,
+  euclidean and spearman); scikit-learn's ``SVC()``, ``KNeighborsClassifier()`` (5-NN),
   ``LinearDiscriminantAnalysis()``, ``Nystroem(n_components=1000)`` +
   ``LogisticRegression(max_iter=1000)``, ``HistGradientBoostingClassifier()``.
-  ``random_state=0`` wherever an estimator has one, nothing else set.
+  ``random_state=0`` wherever an estimator has one, nothing else set. Any method takes
+  parameters in brackets for tuning runs: ``--methods "nrbfn[alpha=1e-9],svc[C=10]"``.
 * Order: datasets by rows, smallest first; within a dataset SVC first, then every scalenc
   method (each fit back to back with SVC's), then the other peers.
 * Each (dataset, method) runs in a fresh process that reads the split from ``.npy`` files:
@@ -95,6 +97,7 @@ then, from the repository root (the papers' data in ``../shared/data`` or
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import hashlib
 import io
@@ -245,13 +248,23 @@ def halves(sets: list[Dataset] | None = None) -> dict[str, str]:
 
 # --- methods --------------------------------------------------------------------------------
 
-SCALENC = ("nrbfn", "nrbfn-paper", "encoder", "encoder-linear", "encoder-3k", "lrc", "ccdr")
+SCALENC = (
+    "nrbfn",
+    "nrbfn-paper",
+    "nrbfn-cv",
+    "encoder",
+    "encoder-linear",
+    "encoder-3k",
+    "lrc",
+    "ccdr",
+)
 PEERS = ("svc", "knn5", "lda", "nystroem-lr", "hgb")
 ORDER = ("svc",) + SCALENC + PEERS[1:]  # SVC, then scalenc back to back, then the rest
 DEFAULTS = ("nrbfn", "encoder", "lrc", "ccdr", "svc", "knn5", "lda", "nystroem-lr", "hgb")
 LABELS = {
     "nrbfn": "NRBFNClassifier()",
     "nrbfn-paper": "NRBFNClassifier(alpha=1e-13, n_basis=None, width=1.0)",
+    "nrbfn-cv": "NRBFNClassifier(alpha='cv', n_basis=None, width=1.0)",
     "encoder": "EncoderClassifier()",
     "encoder-linear": "EncoderClassifier(kernels=('linear',))",
     "encoder-3k": "EncoderClassifier(kernels=('linear', 'euclidean', 'spearman'))",
@@ -266,8 +279,47 @@ LABELS = {
 METHODS = tuple(LABELS)
 
 
+def parse_method(text: str) -> tuple[str, dict]:
+    """A method's name (a key of ``LABELS``) and the parameters set on it:
+    ``"nrbfn[alpha=1e-9, n_basis=300]"`` is ``("nrbfn", {"alpha": 1e-9, "n_basis": 300})``."""
+    match = re.fullmatch(r"([\w-]+)(?:\[(.*)\])?", text.strip())
+    if match is None or match.group(1) not in LABELS:
+        raise ValueError(f"unknown method {text!r}; choose among {', '.join(METHODS)}, each "
+                         "with parameters in brackets if you like: nrbfn[alpha=1e-9]")  # fmt: skip
+    params = {}
+    if match.group(2):
+        call = ast.parse(f"f({match.group(2)})", mode="eval").body
+        if call.args:
+            raise ValueError(f"{text!r}: give parameters by name, e.g. nrbfn[alpha=1e-9]")
+        params = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    return match.group(1), params
+
+
+def split_methods(text: str) -> list[str]:
+    """``--methods``: a comma list whose brackets may hold commas."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text + ","):
+        depth += (char in "[(") - (char in "])")
+        if char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return [p for p in parts if p]
+
+
+def label(method: str) -> str:
+    name, params = parse_method(method)
+    given = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    return LABELS[name] + (f" with {given}" if given else "")
+
+
+def order_key(method: str) -> tuple[int, str]:
+    """SVC, then the scalenc methods, then the other peers; variants after their method."""
+    return ORDER.index(parse_method(method)[0]), method
+
+
 def make_estimator(method: str):
-    """The estimator named ``method`` (a key of ``LABELS``)."""
+    """The estimator ``method`` names (see ``parse_method``)."""
+    name, params = parse_method(method)
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.kernel_approximation import Nystroem
@@ -283,6 +335,9 @@ def make_estimator(method: str):
         "nrbfn-paper": lambda: scalenc.NRBFNClassifier(
             alpha=1e-13, n_basis=None, width=1.0, random_state=0
         ),
+        "nrbfn-cv": lambda: scalenc.NRBFNClassifier(
+            alpha="cv", n_basis=None, width=1.0, random_state=0
+        ),
         "encoder": lambda: scalenc.EncoderClassifier(),
         "encoder-linear": lambda: scalenc.EncoderClassifier(kernels=("linear",)),
         "encoder-3k": lambda: scalenc.EncoderClassifier(
@@ -297,7 +352,7 @@ def make_estimator(method: str):
             Nystroem(n_components=1000, random_state=0), LogisticRegression(max_iter=1000)
         ),
         "hgb": lambda: HistGradientBoostingClassifier(random_state=0),
-    }[method]()
+    }[name]().set_params(**params)
 
 
 def estimator_key(method: str) -> str:
@@ -552,14 +607,15 @@ def run_in_subprocess(method: str, workdir: Path, budget: float) -> dict:
 
 
 def code_version() -> str:
-    """The commit of the scalenc imported, ``+dirty`` when its files differ from it."""
+    """The last commit that changed the scalenc imported, ``+dirty`` when its files
+    differ from it (commits to the benchmarks alone do not change it)."""
     import scalenc
 
     root = Path(scalenc.__file__).resolve().parents[1]
     try:
         git = ["git", "-C", str(root)]
-        head = subprocess.run(git + ["rev-parse", "--short=10", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()  # fmt: skip
+        head = subprocess.run(git + ["log", "-1", "--format=%h", "--abbrev=10", "--", "scalenc"],
+                              capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
         dirty = subprocess.run(git + ["status", "--porcelain", "--", "scalenc"],
                                capture_output=True, text=True).stdout.strip()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
@@ -643,7 +699,7 @@ def run(args) -> int:
 
     results = read_results(args.out, protocol(args))
     code = code_version()
-    methods = [m for m in ORDER if m in args.methods]
+    methods = sorted(dict.fromkeys(args.methods), key=order_key)
     keys = {m: estimator_key(m) for m in methods}
     sets = selected(args)
     results["runs"].append({
@@ -669,7 +725,7 @@ def run(args) -> int:
             print(f"{ds.name}: skipped: {exc}", flush=True)
             missing += 1
     write_results(args.out, results)
-    print("\n" + report(results, halves(), LABELS, SCALENC, PEERS))
+    print("\n" + page(results))
     return 2 if sets and missing == len(sets) else 0
 
 
@@ -681,6 +737,14 @@ def cell_line(cell: dict) -> str:
         f"{cell['predict_s']:.1f} s, {cell['peak_mb']} MB"
         + (f" (same as {cell['same_as']})" if "same_as" in cell else "")
     )
+
+
+def page(results: dict) -> str:
+    """The markdown report of ``results`` (``defaults_report.report``)."""
+    methods = sorted({m for d in results["datasets"].values() for m in d["cells"]}, key=order_key)
+    scalenc = [m for m in methods if parse_method(m)[0] in SCALENC]
+    peers = [m for m in methods if parse_method(m)[0] in PEERS]
+    return report(results, halves(), {m: label(m) for m in methods}, scalenc, peers)
 
 
 # --- the PMLB list, written once ------------------------------------------------------------
@@ -749,7 +813,8 @@ def parse_args(argv=None):
     parser.add_argument("--max-rows", type=int, default=MAX_ROWS,
                         help="only datasets this small (a selection, not a cap)")  # fmt: skip
     parser.add_argument("--methods", default=",".join(DEFAULTS),
-                        help=f"comma list among {', '.join(METHODS)}, or 'all' "
+                        help=f"comma list among {', '.join(METHODS)}, each with parameters "
+                        "set in brackets if you like (nrbfn[alpha=1e-9]), or 'all' "
                         f"(default: {','.join(DEFAULTS)})")  # fmt: skip
     parser.add_argument(
         "--time-budget",
@@ -771,11 +836,12 @@ def parse_args(argv=None):
     parser.add_argument("--cell", help=argparse.SUPPRESS)
     parser.add_argument("--cell-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    args.methods = METHODS if args.methods == "all" else [
-        m.strip() for m in args.methods.split(",") if m.strip()]  # fmt: skip
+    args.methods = METHODS if args.methods == "all" else split_methods(args.methods)
     for m in args.methods:
-        if m not in METHODS:
-            parser.error(f"unknown method {m!r}; choose among {', '.join(METHODS)}")
+        try:
+            parse_method(m)
+        except (ValueError, SyntaxError) as exc:
+            parser.error(str(exc))
     if args.datasets:
         args.datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
         names = {d.name for d in datasets()}
@@ -800,7 +866,7 @@ def main(argv=None) -> int:
         print_list()
         return 0
     if args.report:
-        print(report(json.loads(args.report.read_text()), halves(), LABELS, SCALENC, PEERS))
+        print(page(json.loads(args.report.read_text())))
         return 0
     return run(args)
 

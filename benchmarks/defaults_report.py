@@ -79,10 +79,11 @@ def win_tie_loss(sets, labels, scalenc, peers) -> list[str]:
     return lines
 
 
-def criteria(sets, labels) -> list[str]:
-    """Issue 36's done-when criteria, on the cells of ``sets``."""
+def criteria(sets, labels, scalenc) -> list[str]:
+    """Issue 36's done-when criteria, on the cells of ``sets`` (nRBFN's for each of its
+    variants)."""
     lines = []
-    for m in ("nrbfn", "nrbfn-paper"):
+    for m in [m for m in scalenc if m.startswith("nrbfn")]:
         pairs = [(n, d["cells"]) for n, d in sets if error(d["cells"].get(m)) is not None]
         if not pairs:
             continue
@@ -259,7 +260,7 @@ def report(results: dict, half_of: dict, labels: dict, scalenc, peers) -> str:
             continue
         out += ["", f"## Half `{half}`: {len(sets)} datasets", ""]
         out += ["### Wins / ties / losses", ""] + win_tie_loss(sets, labels, scalenc, peers)
-        crit = criteria(sets, labels)
+        crit = criteria(sets, labels, scalenc)
         out += (["", "### Issue 36's criteria", ""] + crit) if crit else []
         out += ["", "### Test error %", ""] + error_table(sets, labels, methods)
         out += ["", "### What the defaults chose", ""] + choices_table(sets, labels)

@@ -73,10 +73,30 @@ def test_every_method_with_its_defaults():
         expected = type(built[m])().set_params(random_state=0).get_params()
         assert built[m].get_params() == expected, m
     assert built["nrbfn-paper"].get_params()["alpha"] == 1e-13
+    assert built["nrbfn-cv"].get_params()["alpha"] == "cv"
     assert built["encoder-linear"].kernels == ("linear",)
     assert built["encoder-3k"].kernels == ("linear", "euclidean", "spearman")
     assert built["nystroem-lr"].get_params()["nystroem__n_components"] == 1000
     assert built["nystroem-lr"].get_params()["logisticregression__max_iter"] == 1000
+
+
+def test_methods_with_parameters_in_brackets():
+    """``--methods`` takes any method with parameters set by name, commas inside brackets
+    included; a variant sorts after its method, and an unknown name lists the known."""
+    d = _module()
+    text = 'knn5,nrbfn[alpha=1e-9, n_basis=300],encoder[kernels=("linear", "spearman")],svc'
+    methods = d.split_methods(text)
+    assert methods == ["knn5", "nrbfn[alpha=1e-9, n_basis=300]",
+                       'encoder[kernels=("linear", "spearman")]', "svc"]  # fmt: skip
+    assert sorted(methods, key=d.order_key) == [methods[i] for i in (3, 1, 2, 0)]
+    model = d.make_estimator(methods[1])
+    assert (model.alpha, model.n_basis, model.random_state) == (1e-9, 300, 0)
+    assert d.label(methods[2]) == "EncoderClassifier() with kernels=('linear', 'spearman')"
+    assert d.estimator_key("knn5[n_neighbors=5]") == d.estimator_key("knn5")
+    with pytest.raises(ValueError, match="unknown method 'rbf'; choose among nrbfn, "):
+        d.parse_method("rbf")
+    with pytest.raises(ValueError, match="give parameters by name"):
+        d.parse_method("svc[10]")
 
 
 def test_split_and_scale():
@@ -205,19 +225,28 @@ def test_quick_run_from_the_papers_data(tmp_path):
         pytest.skip(f"{PAPERS / 'satimage.npz'} is absent (set SCALENC_DATA_DIR)")
     out = tmp_path / "quick.json"
     args = ("--quick", "--quick-rows", "600", "--datasets", "satimage,banana",
-            "--methods", "nrbfn,encoder,encoder-linear,svc,knn5", "--papers-dir", str(PAPERS),
+            "--methods", "nrbfn,encoder,encoder-linear,svc,knn5,knn5[n_neighbors=5]",
+            "--papers-dir", str(PAPERS),
             "--pmlb", str(tmp_path / "no-pmlb"), "--cache-dir", str(tmp_path / "cache"),
             "--out", str(out))  # fmt: skip
     proc = _run(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "banana: skipped: get PMLB's history with `git clone --no-checkout" in proc.stdout
     assert "encoder-linear: " in proc.stdout and "(same as encoder)" in proc.stdout
+    assert "knn5[n_neighbors=5]: " in proc.stdout and "(same as knn5)" in proc.stdout
     assert "## Half `shaped`: 1 datasets" in proc.stdout
     results = json.loads(out.read_text())
     assert list(results["datasets"]) == ["satimage"]
     entry = results["datasets"]["satimage"]
     assert entry["info"]["train_rows"] == 420 and entry["info"]["test_rows"] == 180
-    assert list(entry["cells"]) == ["svc", "nrbfn", "encoder", "encoder-linear", "knn5"]
+    assert list(entry["cells"]) == [
+        "svc",
+        "nrbfn",
+        "encoder",
+        "encoder-linear",
+        "knn5",
+        "knn5[n_neighbors=5]",
+    ]
     for method, cell in entry["cells"].items():
         assert "failed" not in cell, (method, cell)
         assert 0 <= cell["error_pct"] < 40 and cell["peak_mb"] > 0, method
