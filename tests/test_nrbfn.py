@@ -756,17 +756,32 @@ def test_exact_soft_knn_work_counts_the_selection(n, p, exact):
 # --- cross-validation splitters and the paper's per-fold refit ------------------------
 
 
-def _brute_force_cv(X, y, basis, sigma, grid, splits):
+def _normalized_kernel(A, G, sigma):
+    """W̃ (r×n): the Gaussian kernel between basis and rows, normalised over the basis."""
+    W = np.exp(-((G[:, None, :] - A[None, :, :]) ** 2).sum(-1) / (2 * sigma**2))
+    return W / W.sum(axis=0, keepdims=True)
+
+
+def _brute_force_cv(X, y, basis, sigma, grid, splits, basis_indices=None):
+    """Each λ's held-out error rate, each split's model from its training rows. With
+    ``basis_indices`` (a grown basis), a split's model leaves out the basis rows held out
+    by it: the rows of W̃ (normalised over the whole basis) of the other basis rows."""
     errors = np.zeros(len(grid))
+    F = np.eye(y.max() + 1)[y].T
     for train, held in splits:
+        keep = np.ones(basis.shape[0], bool)
+        if basis_indices is not None:
+            keep = ~np.isin(basis_indices, np.arange(X.shape[0])[held])
+        A = _normalized_kernel(X[train], basis, sigma)[keep]
         for a, lam in enumerate(grid):
-            W = weights_for(X[train], y[train], basis, sigma, lam)
-            _, labels = predict_oracle(X[held], basis, sigma, W)
-            errors[a] += np.count_nonzero(labels != y[held])
+            M = A @ A.T + lam * (A**2).sum() * np.eye(A.shape[0])
+            W = F[:, train] @ A.T @ np.linalg.inv(M)
+            scores = W @ _normalized_kernel(X[held], basis, sigma)[keep]
+            errors[a] += np.count_nonzero(scores.argmax(axis=0) != y[held])
     return errors / X.shape[0]
 
 
-@pytest.mark.parametrize("kind", ["kfold", "stratified", "iterable", "groups"])
+@pytest.mark.parametrize("kind", ["kfold", "stratified", "iterable", "groups", "rule"])
 def test_cv_splitters_equal_the_brute_force_search(data, kind):
     from sklearn.model_selection import GroupKFold, KFold, StratifiedKFold
 
@@ -778,15 +793,19 @@ def test_cv_splitters_equal_the_brute_force_search(data, kind):
         "stratified": StratifiedKFold(3),
         "iterable": list(KFold(3).split(X)),
         "groups": GroupKFold(3),
+        "rule": KFold(4, shuffle=True, random_state=0),  # the confidence rule's basis
     }[kind]
     kwargs = {"groups": groups} if kind == "groups" else {}
-    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=cv).fit(
+    rule = {"n_basis": None} if kind == "rule" else {}  # else grown, the default
+    m = NRBFNClassifier(n_neighbors=7, alpha=grid, cv=cv, **rule).fit(
         da.from_array(X, chunks=(45, -1)), y, **kwargs
     )
     splits = list(cv.split(X, y, kwargs.get("groups"))) if kind != "iterable" else cv
-    expected = _brute_force_cv(X, y, m.basis_, m.sigma_, grid, splits)
-    np.testing.assert_allclose(m.cv_error_, expected)
-    assert m.alpha_ == grid[int(np.argmin(expected))]
+    own = None if rule else m.basis_indices_
+    expected = _brute_force_cv(X, y, m.basis_, m.sigma_, grid, splits, own)
+    tried = ~np.isnan(m.cv_error_)  # a grown basis's larger sizes try the best λ's neighbours
+    np.testing.assert_allclose(m.cv_error_[tried], expected[tried], rtol=1e-12)
+    assert m.alpha_ == np.asarray(grid)[tried][int(np.argmin(expected[tried]))]
 
 
 def test_cv_splits_that_do_not_partition_are_refused(data):

@@ -100,8 +100,8 @@ class NRBFNClassifier(_RegressionClassifier):
     learning"): steps 2–3 run on nested bases of 128, 256, 512, … candidates
     (:func:`~scalenc.nrbfn.blocks.growth_order`: each class's least confident row, the
     confidence rule's rows, then others at random), λ and σ's multiple chosen by
-    cross-validation on each, while the held-out error falls by more than 0.1 point (or
-    2 % of itself); memory is the hard cap. ``alpha=1e-13, n_basis=None, width=1.0`` is
+    cross-validation on each, while the held-out error falls by more than 0.1 point;
+    memory is the hard cap. ``alpha=1e-13, n_basis=None, width=1.0`` is
     the paper's protocol (Tables 2 and 4).
 
     Parameters
