@@ -175,9 +175,14 @@ def facts(cells: dict, m: str) -> str:
     cell, notes = cells[m], cells[m].get("notes", {})
     parts = []
     if "basis_r" in notes:
-        capped = notes.get("basis_wanted") not in (None, notes["basis_r"])
+        wanted = notes.get("basis_wanted")
+        capped = wanted not in (None, "grown", notes["basis_r"])
         parts.append(
-            f"basis {notes['basis_r']} of {notes.get('basis_wanted')} asked"
+            (
+                f"basis {notes['basis_r']} (grown by held-out error)"
+                if wanted == "grown"
+                else f"basis {notes['basis_r']} of {wanted} asked"
+            )
             + (f" (capped by {notes.get('max_basis_source')})" if capped else "")
             + f", α = {notes.get('alpha_'):.0e}, "
             f"{notes.get('fit_mode_')}, soft-KNN {notes.get('soft_knn')}, "
