@@ -429,8 +429,9 @@ def read_rate(X: da.Array, repeats: int) -> tuple[float, float]:
 
 
 MAKERS = {
-    "encoder": (lambda: EncoderClassifier(kernels=THREE), encoder_work),
-    "encoder_linear": (lambda: EncoderClassifier(), encoder_work),
+    # the paper's passes over every row (encoder_work's floors), not the sampled choice
+    "encoder": (lambda: EncoderClassifier(kernels=THREE, choice_sample=None), encoder_work),
+    "encoder_linear": (lambda: EncoderClassifier(kernels=("linear",)), encoder_work),
     "nrbfn": (lambda: NRBFNClassifier(random_state=0), nrbfn_work),
     "ccdr": (lambda: CCDRClassifier(random_state=0), ccdr_work),
 }

@@ -132,9 +132,9 @@ def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
 def test_embed_tile_rows():
     from scalenc.encoder.kernels import embed_tile_rows
 
-    assert embed_tile_rows(16) == 2048 and embed_tile_rows(256) == 256  # 2^15 elements, 256 rows
+    assert embed_tile_rows(16) == 4096 and embed_tile_rows(256) == 256  # 2^16 elements, 256 rows
     assert embed_tile_rows(1024) == 256 and embed_tile_rows(4096) == 64  # at most 2^18 elements
-    assert embed_tile_rows(10**6) == 1 and embed_tile_rows(0) == 2**15
+    assert embed_tile_rows(10**6) == 1 and embed_tile_rows(0) == 2**16
 
 
 def test_a_callable_kernel_sees_the_whole_block_once(monkeypatch):

@@ -24,7 +24,7 @@ from scalenc.persist.types import _TYPES, ALLOWED_TYPES
 # id → (class, params, classes)
 MODELS = {
     "encoder": (EncoderClassifier, {"kernels": ("linear", "euclidean")}, 3),
-    "encoder-one-pass": (EncoderClassifier, {}, 3),
+    "encoder-one-pass": (EncoderClassifier, {"kernels": ("linear",)}, 3),
     "encoder-binary": (EncoderClassifier, {"kernels": ("linear", "gaussian")}, 2),
     "nrbfn": (NRBFNClassifier, {"random_state": 0, "alpha": "cv", "cv": 3}, 3),
     "lrc": (LRClassifier, {}, 3),

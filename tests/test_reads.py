@@ -136,9 +136,9 @@ CASES = {
     # EncoderClassifier: "Passes over X: 1 (linear kernel alone, p ≤ max_scatter_features),
     # 2 (one kernel), 2 plus one over the cached Z (several kernels; 3 over X with
     # cache_embedding=False)."
-    "encoder-linear": Case(lambda: EncoderClassifier(), _const(1)),
+    "encoder-linear": Case(lambda: EncoderClassifier(kernels=("linear",)), _const(1)),
     "encoder-linear-p-above-max_scatter_features": Case(
-        lambda: EncoderClassifier(max_scatter_features=2), _const(2)
+        lambda: EncoderClassifier(kernels=("linear",), max_scatter_features=2), _const(2)
     ),
     "encoder-euclidean": Case(lambda: EncoderClassifier(kernels=("euclidean",)), _const(2)),
     "encoder-spearman": Case(lambda: EncoderClassifier(kernels=("spearman",)), _const(2)),
@@ -151,7 +151,9 @@ CASES = {
     ),
     # method="full": "2 (class means, then Z's moments), 3 with several kernels"; Z = A W
     # is one compute in which each block of X is read once and shared by its block pairs.
-    "encoder-full-linear": Case(lambda: EncoderClassifier(method="full"), _const(2)),
+    "encoder-full-linear": Case(
+        lambda: EncoderClassifier(kernels=("linear",), method="full"), _const(2)
+    ),
     "encoder-full-two-kernels": Case(
         lambda: EncoderClassifier(method="full", kernels=("linear", "euclidean")), _const(3)
     ),
@@ -259,7 +261,7 @@ def test_partial_fit_passes_over_the_batch(kernels, documented, data, local_sche
 
 FITTED = {
     "encoder": lambda: EncoderClassifier(kernels=THREE_KERNELS),
-    "encoder-full": lambda: EncoderClassifier(method="full"),
+    "encoder-full": lambda: EncoderClassifier(kernels=("linear",), method="full"),
     "nrbfn": lambda: NRBFNClassifier(n_neighbors=7, n_basis=60, n_candidates=200, random_state=0),
     "lrc": lambda: LRClassifier(),
     "ccdr": lambda: CCDR(n_components=3, subsample_size=400, random_state=0),

@@ -41,6 +41,7 @@ from scalenc.math.xp import (
 __all__ = [
     "stacked_class_moments",
     "stacked_log_likelihood",
+    "stacked_row_losses",
     "full_embedding_block",
     "linear_embedding_moments",
     "choose_kernel",
@@ -252,8 +253,15 @@ def _device_stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: in
 
 
 def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+    picked = _stacked_own_log_proba(Z, codes, coef, intercept, n_kernels)
+    return tuple(np.array(v) for v in picked.sum(axis=1))
+
+
+def _stacked_own_log_proba(Z, codes, coef, intercept, n_kernels: int) -> np.ndarray:
+    """log T_m(i, y_i) of a NumPy tile's labeled rows, (M, b)."""
     M = n_kernels
     K = coef.shape[0] // M
+    codes = np.asarray(codes)
     labeled = codes >= 0
     Z = np.asarray(Z, dtype=np.float64)
     if not labeled.all():
@@ -266,8 +274,22 @@ def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> t
         np.matmul(coef[cols, cols].T, Z[:, cols].T, out=scores[m])
     scores += intercept.reshape(M, K, 1)
     log_proba = log_softmax(scores, axis=1, overwrite=True)
-    picked = log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
-    return tuple(np.array(v) for v in picked.sum(axis=1))
+    return log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
+
+
+def stacked_row_losses(Z, codes, coef, intercept, n_kernels: int) -> np.ndarray:
+    """−log T_m(i, y_i) for every kernel m and labeled row i of a NumPy stacked embedding,
+    shape (M, labeled rows): the terms of :func:`stacked_log_likelihood`'s sums, one by
+    one (the encoder's kernel choice on a sample needs their spread). Row tiles of
+    :func:`stacked_tile_rows` rows.
+    """
+    codes = np.asarray(codes)
+    rows = stacked_tile_rows(Z.shape[1])
+    tiles = [
+        -_stacked_own_log_proba(Z[i : i + rows], codes[i : i + rows], coef, intercept, n_kernels)
+        for i in range(0, Z.shape[0], rows)
+    ]
+    return np.concatenate(tiles, axis=1) if tiles else np.zeros((n_kernels, 0))
 
 
 def full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):

@@ -39,6 +39,7 @@ from scalenc.base.validation import (
     document_table_parameters,
     invalid,
 )
+from scalenc.encoder import choice
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import (
     apply_to_embedding,
@@ -58,7 +59,7 @@ from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
 from scalenc.io.inputs import encode_labels
-from scalenc.math.labels import check_class_values, warn_marker_as_class
+from scalenc.math.labels import check_class_values, encode, warn_marker_as_class
 from scalenc.math.linalg import LDAModel, lda_from_moments
 
 __all__ = ["EncoderClassifier"]
@@ -88,15 +89,18 @@ class EncoderClassifier(
     several kernels, a third pass computes each kernel's training cross-entropy
     ``c_m = −Σ_i log T_m(i, y_i)`` and the kernel is chosen as in the paper: the first
     kernel is the benchmark and another replaces it only if its cross-entropy is at least
-    ``min_improvement`` (30 %) smaller.
+    ``min_improvement`` (30 %) smaller. By default the paper's three kernels (linear,
+    euclidean, spearman) are compared; for large n the comparison starts on a fixed
+    sample of rows and X is read twice (``choice_sample``).
 
     Parameters
     ----------
-    kernels : sequence of str, Kernel or callable, default=("linear",)
-        Kernel choices δ_m: ``"linear"``, ``"euclidean"``, ``"spearman"``, ``"gaussian"``
-        (see :mod:`scalenc.encoder.kernels`), a :class:`scalenc.encoder.kernels.Kernel` such as
-        ``Gaussian(sigma=2.0)``, or a callable ``f(X_block, U) -> (rows, K)``.
-        A single string is taken as one kernel.
+    kernels : sequence of str, Kernel or callable, default=("linear", "euclidean", "spearman")
+        Kernel choices δ_m, the first the benchmark: ``"linear"``, ``"euclidean"``,
+        ``"spearman"``, ``"gaussian"`` (see :mod:`scalenc.encoder.kernels`), a
+        :class:`scalenc.encoder.kernels.Kernel` such as ``Gaussian(sigma=2.0)``, or a
+        callable ``f(X_block, U) -> (rows, K)``. A single string is taken as one kernel;
+        ``("linear",)`` is the one-pass linear fit.
     min_improvement : float in [0, 1), default=0.3
         A kernel replaces the first (benchmark) kernel only if its cross-entropy is at
         most ``(1 − min_improvement)`` times the benchmark's.
@@ -122,7 +126,17 @@ class EncoderClassifier(
         pass 1's own time plus the kernels timed on a sample block
         (:mod:`scalenc.encoder.plan`); Z is cached when it is smaller than X or the
         kernels are expensive, computed again when it is many times larger than X (small
-        p, many classes). The choice and its numbers are in ``fit_plan_``.
+        p, many classes). The choice and its numbers are in ``fit_plan_``. Not used when
+        the kernels are compared on a sample (``choice_sample``).
+    choice_sample : int, "auto" or None, default="auto"
+        With several kernels and many rows, compare them first on a fixed random sample
+        of this many labeled rows, drawn in pass 1 (:mod:`scalenc.encoder.choice`, which
+        states the error bound): the kernels that the sample shows the rule cannot
+        choose are dropped, and passes 2 and 3 run for the others only, which the rule
+        then compares with exact cross-entropies (one kernel left: pass 2 alone, for its
+        statistics). ``"auto"``: 65 536 rows (at most 64 MB of X) when X has at least
+        eight times as many; an int: that many whenever X has more rows; None: every
+        kernel over every row (the paper's passes).
     tol : float, default=1e-7
         Rank threshold of the LDA on the standardised singular values of the embedding's
         within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
@@ -159,11 +173,13 @@ class EncoderClassifier(
     kernel_index_ : int
     cross_entropy_ : ndarray of shape (n_kernels,)
         c_m per kernel. NaN when only one kernel was given (no choice to make, so no pass
-        is spent on it).
+        is spent on it). With a sample (``fit_plan_["name"] == "sample"``), exact for the
+        kernels in ``fit_plan_["compared_over_every_row"]``, the sample's estimates
+        (scaled to every labeled row) for the others.
     coef_, intercept_ : ndarray
         The LDA on Z of the chosen kernel, as scikit-learn's (binary: one row).
     lda_models_ : list of LDAModel
-        The LDA fitted for every kernel.
+        The LDA fitted for every kernel (on the sample, for a kernel the sample dropped).
     embedding_means_ : ndarray of shape (K, K)
         Class means of Z for the chosen kernel.
     n_features_in_ : int
@@ -174,13 +190,20 @@ class EncoderClassifier(
         ``partial_fit`` updates since ``fit`` or since the first ``partial_fit`` (0 then).
     stage_times_ : dict
         Wall-clock seconds of the last ``fit``'s passes: ``class_means`` (pass 1),
-        ``embedding`` (pass 2: the kernels and Z's class moments) and ``cross_entropy``
-        (the pass that chooses the kernel), those that were made.
+        ``sample`` (the kernels compared on the sample, in memory), ``embedding`` (pass 2:
+        the kernels and Z's class moments) and ``cross_entropy`` (the pass that chooses
+        the kernel), those that were made.
     fit_plan_ : dict
         How the last ``fit`` ran: ``name`` — ``"one_pass"`` (linear kernel from pass 1's
         scatter), ``"two_pass"`` (one kernel), ``"cache"`` or ``"recompute"`` (several
-        kernels, Z cached or computed again for the cross-entropy), ``"full"`` (Section
-        2) — and ``passes_over_X``; with ``cache_embedding="auto"`` also the measured
+        kernels, Z cached or computed again for the cross-entropy), ``"sample"`` (several
+        kernels compared on a sample first), ``"full"`` (Section 2) — and
+        ``passes_over_X``. ``"sample"`` also gives ``sample_rows``, the kernels
+        ``dropped_by_sample``, those ``compared_over_every_row`` (none when one kernel
+        was left), and the plan of the passes over every row, ``every_row``; a sample
+        that cannot be used (a class with fewer than 10 sampled rows) leaves the
+        cache-or-recompute plan with the reason in ``sample``. With
+        ``cache_embedding="auto"`` the cache-or-recompute plan also gives the measured
         numbers that chose: ``read_s`` (pass 1's seconds), ``kernel_s_per_row``,
         ``cache_s_per_row`` and the two plans' estimated seconds ``cache_s`` and
         ``recompute_s``; or, when the cache would not fit (a block of Z more than half of
@@ -193,12 +216,17 @@ class EncoderClassifier(
     Passes over X: 1 (linear kernel alone, p ≤ ``max_scatter_features``), 2 (one kernel),
     2 plus one over the cached Z (several kernels, plan ``"cache"``), 3 (several kernels,
     plan ``"recompute"``: ``cache_embedding=False``, or ``"auto"`` when Z would cost more
-    to store and read back than X to read again). ``fit_plan_["passes_over_X"]`` equals
-    ``n_passes_``.
+    to store and read back than X to read again); with a sample (several kernels, large
+    n: plan ``"sample"``) the same for the kernels it leaves, 2 when it leaves one.
+    ``fit_plan_["passes_over_X"]`` equals ``n_passes_``. The sample spares the kernels
+    it drops their evaluation on every row: on the papers' simulated stores it drops
+    Spearman, whose ranks cost more than a read of X (``benchmarks/README.md``, "The
+    default encoder at 8 M rows").
     Memory per task: one row block plus O(Kp) (O(p²) in the one-pass mode), and with
     several kernels row tiles of about 8 MB of the embedding (plus one block of Z, M·K·8
-    bytes a row, when it is cached); on the client
-    O(Kp + MK²). Nothing n-sized is brought to the client.
+    bytes a row, when it is cached); on the client O(Kp + MK²), and with a sample its
+    rows (at most 64 MB with ``"auto"``) and their embedding. Nothing n-sized is brought
+    to the client.
     ``predict``, ``predict_proba``, ``decision_function`` and ``transform`` are one lazy
     block map over X: NumPy in gives NumPy out, Dask in gives a lazy Dask array out.
 
@@ -207,7 +235,7 @@ class EncoderClassifier(
     >>> from sklearn.datasets import load_wine
     >>> from scalenc import EncoderClassifier
     >>> X, y = load_wine(return_X_y=True)
-    >>> model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
+    >>> model = EncoderClassifier().fit(X, y)  # linear, euclidean and spearman
     >>> model.kernel_.name, model.n_passes_
     ('linear', 2)
     >>> model.cross_entropy_.round(1)
@@ -219,7 +247,7 @@ class EncoderClassifier(
 
     The linear kernel alone is fitted in one pass over X:
 
-    >>> EncoderClassifier().fit(X, y).n_passes_
+    >>> EncoderClassifier(kernels=("linear",)).fit(X, y).n_passes_
     1
 
     Dask in gives lazy Dask out, computed block by block:
@@ -231,12 +259,13 @@ class EncoderClassifier(
 
     def __init__(
         self,
-        kernels=("linear",),
+        kernels=("linear", "euclidean", "spearman"),
         *,
         min_improvement=0.3,
         method="fast",
         max_scatter_features=1024,
         cache_embedding="auto",
+        choice_sample="auto",
         tol=1e-7,
         unlabeled=-1,
         categorical="onehot",
@@ -251,6 +280,7 @@ class EncoderClassifier(
         self.method = method
         self.max_scatter_features = max_scatter_features
         self.cache_embedding = cache_embedding
+        self.choice_sample = choice_sample
         self.tol = tol
         self.unlabeled = unlabeled
         self.categorical = categorical
@@ -273,6 +303,7 @@ class EncoderClassifier(
         "method": [StrOptions({"fast", "full"})],
         "max_scatter_features": [Interval(Integral, 0, None, closed="left")],
         "cache_embedding": ["boolean", StrOptions({"auto"})],
+        "choice_sample": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "unlabeled": [Real, str, None],
         **TABLE_CONSTRAINTS,
@@ -337,6 +368,11 @@ class EncoderClassifier(
         self.n_cached_passes_ = 0
         full = self.method == "full"
         one_pass = not full and self._one_pass(kernels, X.shape[1])
+        sample = None
+        if not full and len(kernels) > 1:  # the kernel choice on a sample (large n)
+            sample = choice.sample_plan(
+                self.choice_sample, X.shape[0], X.shape[1], X.dtype.itemsize
+            )
         if not one_pass:  # the labels read once for every pass (in memory if small)
             local = LABELS_MEMORY_SHARE * memory_budget(self)[0]["client"]
             y = passes.keep_on_workers(y, local_bytes=local)
@@ -349,6 +385,7 @@ class EncoderClassifier(
                     scatter=one_pass,
                     sqnorm=full or any(k.needs_sqnorm for k in kernels),
                     marker=self.unlabeled,
+                    sample=sample,
                     split_every=self.split_every,
                 )
             )
@@ -364,7 +401,10 @@ class EncoderClassifier(
             self._fit_full(X, codes, kernels, moments)
             return
         z_moments = self._set_class_stats(moments, kernels, one_pass)
-        z_moments = self._finish_fit(X, codes, z_moments)
+        if sample is not None:
+            z_moments = self._fit_on_sample(X, codes, first["sample"])
+        else:
+            z_moments = self._finish_fit(X, codes, z_moments)
         self._keep_running_totals(moments, kernels, one_pass, z_moments)
 
     def _keep_running_totals(self, moments, kernels, one_pass, z_moments):
@@ -415,79 +455,131 @@ class EncoderClassifier(
         """Passes 2 and 3 as needed, then the LDA models and the kernel choice; returns the
         embedding's class statistics, one per kernel."""
         self._require_all_classes()
+        if z_moments is None:
+            z_moments, self.lda_models_, self.cross_entropy_ = self._every_row(
+                X, codes, self.kernels_
+            )
+        else:  # the one-pass linear fit: nothing more to read
+            self.fit_plan_ = fit_plan(
+                X, self.kernels_, self.class_means_, one_pass=True, cache_embedding=None,
+                read_seconds=None, budget=None,
+            )  # fmt: skip
+            self.lda_models_ = [self._lda(m) for m in z_moments]
+            self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        self._select_kernel(z_moments)
+        return z_moments
+
+    def _every_row(self, X, codes, kernels):
+        """The embedding statistics, LDA models and (several kernels) cross-entropies of
+        ``kernels`` over every row: pass 2, then a pass over the cached Z or a third over
+        X, by the plan in ``fit_plan_``."""
         U = self.class_means_
-        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         # measured rates decide the plan: a resumed fit keeps its first run's
         self.fit_plan_ = checkpoint.remembered(
             "encoder-fit-plan",
             lambda: fit_plan(
                 X,
-                self.kernels_,
+                kernels,
                 U,
-                one_pass=z_moments is not None,
+                one_pass=False,
                 cache_embedding=self.cache_embedding,
                 read_seconds=self.stage_times_["class_means"],
                 budget=lambda: memory_budget(self)[0],
             ),
         )
         if self.fit_plan_["name"] == "cache":
-            z_moments = self._fit_kernels_cached(X, codes, U)
-        else:
-            if z_moments is None:
-                with fit_stage(self, "embedding"):
-                    (z_moments,) = compute(
-                        encoder_passes.embedding_moments_pass(
-                            X, codes, self.kernels_, U, split_every=self.split_every
-                        )
+            return self._fit_kernels_cached(X, codes, kernels)
+        with fit_stage(self, "embedding"):
+            (z_moments,) = compute(
+                encoder_passes.embedding_moments_pass(
+                    X, codes, kernels, U, split_every=self.split_every
+                )
+            )
+        models = [self._lda(m) for m in z_moments]
+        cross_entropy = np.full(len(kernels), np.nan)
+        if len(kernels) > 1:
+            with fit_stage(self, "cross_entropy"):
+                (loglik,) = compute(
+                    encoder_passes.cross_entropy_pass(
+                        X, codes, kernels, U, models, split_every=self.split_every
                     )
-                z_moments = list(z_moments)
-            self.lda_models_ = [self._lda(m) for m in z_moments]
-            if len(self.kernels_) > 1:
-                with fit_stage(self, "cross_entropy"):
-                    (loglik,) = compute(
-                        encoder_passes.cross_entropy_pass(
-                            X,
-                            codes,
-                            self.kernels_,
-                            U,
-                            self.lda_models_,
-                            split_every=self.split_every,
-                        )
-                    )
-                self.cross_entropy_ = -np.array([float(v) for v in loglik])
-        self._select_kernel(z_moments)
+                )
+            cross_entropy = -np.array([float(v) for v in loglik])
+        return list(z_moments), models, cross_entropy
+
+    def _fit_on_sample(self, X, codes, drawn):
+        """The kernel choice for large n (:mod:`scalenc.encoder.choice`): the kernels the
+        sample shows the rule cannot choose are dropped, and the others go through the
+        passes over every row (their exact statistics; with two or more left, their
+        exact cross-entropies). Returns every kernel's embedding statistics (the
+        sample's, scaled, for the kernels dropped)."""
+        self._require_all_classes()
+        with fit_stage(self, "sample"):
+            screen = choice.sample_choice(
+                drawn["rows"],
+                encode(drawn["labels"], self.classes_, marker=unlabeled_marker(self)),
+                self.kernels_,
+                self.class_means_,
+                self.class_counts_,
+                tol=self.tol,
+                min_improvement=self.min_improvement,
+            )
+        if screen is None:  # a class too rare in the sample: every row decides
+            z_moments = self._finish_fit(X, codes, None)
+            self.fit_plan_["sample"] = "not used: a class has fewer than 10 sampled rows"
+            return z_moments
+        left = [m for m in range(len(self.kernels_)) if m not in screen.dropped]
+        z_moments, self.lda_models_ = list(screen.moments), list(screen.models)
+        self.cross_entropy_ = screen.cross_entropy.copy()
+        stats, models, cross_entropy = self._every_row(X, codes, [self.kernels_[m] for m in left])
+        for position, m in enumerate(left):
+            z_moments[m], self.lda_models_[m] = stats[position], models[position]
+            if len(left) > 1:
+                self.cross_entropy_[m] = cross_entropy[position]
+        names = [kernel.name for kernel in self.kernels_]
+        self.fit_plan_ = {
+            "name": "sample",
+            "passes_over_X": self.fit_plan_["passes_over_X"],
+            "sample_rows": screen.rows,
+            "dropped_by_sample": [names[m] for m in sorted(screen.dropped)],
+            "compared_over_every_row": [names[m] for m in left] if len(left) > 1 else [],
+            "every_row": self.fit_plan_,
+        }
+        index = choice.rule_among(self.cross_entropy_, left, self.min_improvement)
+        self._select_kernel(z_moments, index)
         return z_moments
 
-    def _fit_kernels_cached(self, X, codes, U):
-        """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached."""
-        K, M = self.classes_.size, len(self.kernels_)
-        with passes.RowCache(encoder_passes.embed_all(X, self.kernels_, U)) as cache:
+    def _fit_kernels_cached(self, X, codes, kernels):
+        """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached;
+        returns the embedding statistics, LDA models and cross-entropies of ``kernels``."""
+        K, M = self.classes_.size, len(kernels)
+        with passes.RowCache(encoder_passes.embed_all(X, kernels, self.class_means_)) as cache:
             with fit_stage(self, "embedding"):
                 (z_moments,) = compute(
                     encoder_passes.stacked_moments_pass(
                         cache.first_pass_input(), codes, M, K, split_every=self.split_every
                     )
                 )
-            z_moments = list(z_moments)
-            self.lda_models_ = [self._lda(m) for m in z_moments]
+            models = [self._lda(m) for m in z_moments]
             with fit_stage(self, "cross_entropy"):
                 (loglik,) = compute(
                     encoder_passes.stacked_cross_entropy_pass(
-                        cache.cached(), codes, self.lda_models_, K, split_every=self.split_every
+                        cache.cached(), codes, models, K, split_every=self.split_every
                     )
                 )
-        self.cross_entropy_ = -np.array([float(v) for v in loglik])
         self.n_cached_passes_ = 1
-        return z_moments
+        return list(z_moments), models, -np.array([float(v) for v in loglik])
 
     def _lda(self, z_moments) -> LDAModel:
         return lda_from_moments(
             z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
         )
 
-    def _select_kernel(self, z_moments):
-        """The kernel by the paper's cross-entropy rule, with its LDA model and Z's means."""
-        index = choose_kernel(self.cross_entropy_, self.min_improvement)
+    def _select_kernel(self, z_moments, index=None):
+        """The kernel by the paper's cross-entropy rule (or ``index``, the rule's choice
+        made already), with its LDA model and Z's means."""
+        if index is None:
+            index = choose_kernel(self.cross_entropy_, self.min_improvement)
         self.kernel_index_ = index
         self.kernel_ = self.kernels_[index]
         model = self.lda_models_[index]
@@ -592,8 +684,10 @@ class EncoderClassifier(
         >>> Z.shape
         (5, 3)
 
-        The linear kernel's embedding is X Uᵀ, U the class means:
+        Here the linear kernel was chosen, whose embedding is X Uᵀ, U the class means:
 
+        >>> model.kernel_.name
+        'linear'
         >>> import numpy as np
         >>> bool(np.allclose(Z, X[:5] @ model.class_means_.T))
         True
@@ -616,7 +710,7 @@ class EncoderClassifier(
 
         Two classes give one score per row, positive for ``classes_[1]``:
 
-        >>> binary = EncoderClassifier().fit(X[:100], y[:100])
+        >>> binary = EncoderClassifier(kernels=("linear",)).fit(X[:100], y[:100])
         >>> binary.decision_function(X[[0, 99]]) > 0
         array([False,  True])
         """

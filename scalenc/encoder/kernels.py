@@ -71,11 +71,13 @@ def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
 
 
 #: Elements (rows × features) per row tile in :func:`embed`: every per-tile temporary
-#: stays in L2 cache (128 rows of 256 features). Wide rows get at least
+#: stays in L2 cache (256 rows of 256 features). Wide rows get at least
 #: :data:`EMBED_MIN_TILE_ROWS` rows a tile (up to :data:`EMBED_MAX_TILE_ELEMENTS`): a tile
 #: of 32 rows of 1024 features paid its per-tile calls, and the three kernels ran 14 %
-#: faster with 256 rows (p = 256: 9 %); for narrow rows larger tiles were slower.
-EMBED_TILE_ELEMENTS = 2**15
+#: faster with 256 rows (p = 256: 9 %). 2¹⁶ rather than 2¹⁵ elements: the linear and
+#: euclidean kernels 6–13 % less CPU at p = 16–50, the three kernels 5–13 % (one thread,
+#: K = 5 and 10, median of 7; 2¹⁷ was slower for three kernels at p = 16, K = 10).
+EMBED_TILE_ELEMENTS = 2**16
 EMBED_MIN_TILE_ROWS = 256
 EMBED_MAX_TILE_ELEMENTS = 2**18
 
@@ -94,7 +96,7 @@ def embed_tile_rows(n_features: int) -> int:
     --------
     >>> from scalenc.encoder.kernels import embed_tile_rows
     >>> embed_tile_rows(16), embed_tile_rows(256), embed_tile_rows(1024)
-    (2048, 256, 256)
+    (4096, 256, 256)
     """
     p = max(n_features, 1)
     return max(1, EMBED_TILE_ELEMENTS // p, min(EMBED_MIN_TILE_ROWS, EMBED_MAX_TILE_ELEMENTS // p))

@@ -28,6 +28,8 @@ CCDR (Raich, Costa, Damelin & Hero)
 
 from __future__ import annotations
 
+import functools
+
 import dask
 import dask.array as da
 import numpy as np
@@ -102,16 +104,25 @@ def class_moments_pass(
     )
 
 
-def _labeled_moments_block(X, y, *, row_start, scatter, sqnorm, marker=labels.UNLABELED):
-    """Class moments of one block keyed by the block's own label values, and its rows
-    labeled ``marker`` itself."""
+def _labeled_moments_block(
+    X, y, *, row_start, scatter, sqnorm, marker=labels.UNLABELED, sample=None
+):
+    """Class moments of one block keyed by the block's own label values, its rows
+    labeled ``marker`` itself, and with ``sample`` its share of the hashed sample."""
     counted = labels.class_counts(y, marker)
     classes = counted["classes"]
     codes = labels.encode(y, classes, marker=marker)
     moments = _moments_block(
         X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
     )
-    return {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
+    out = {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
+    if sample is not None:
+        rate, size, seed = sample
+        drawn = _sampling.hashed_rows_block(
+            X, y, codes >= 0, row_start=row_start, rate=rate, seed=seed
+        )
+        out["sample"] = _sampling.keep_smallest_keys(drawn, size)
+    return out
 
 
 def _align_classes(part: dict, classes: np.ndarray) -> dict:
@@ -129,12 +140,17 @@ def _align_classes(part: dict, classes: np.ndarray) -> dict:
     return out
 
 
-def _merge_labeled(*parts: dict) -> dict:
-    """Merge label-keyed partials: the union of their classes, moments aligned to it."""
+def _merge_labeled(*parts: dict, sample_size: int | None = None) -> dict:
+    """Merge label-keyed partials: the union of their classes, moments aligned to it, and
+    the ``sample_size`` sampled rows of smallest hash."""
     classes = labels.union(*(part["classes"] for part in parts))
     moments = _blocks.combine_partials(*(_align_classes(part, classes) for part in parts))
     marker_rows = sum(part["marker_rows"] for part in parts)
-    return {"classes": classes, "moments": moments, "marker_rows": marker_rows}
+    out = {"classes": classes, "moments": moments, "marker_rows": marker_rows}
+    if sample_size is not None:
+        drawn = _sampling.concat_tables(*(part["sample"] for part in parts))
+        out["sample"] = _sampling.keep_smallest_keys(drawn, sample_size)
+    return out
 
 
 def labeled_moments_pass(
@@ -144,6 +160,7 @@ def labeled_moments_pass(
     scatter: bool = False,
     sqnorm: bool = False,
     marker=labels.UNLABELED,
+    sample: tuple[float, int, int] | None = None,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """The class list and :func:`class_moments_pass`'s statistics in one pass over (X, y).
@@ -156,15 +173,26 @@ def labeled_moments_pass(
     :func:`class_moments_pass` give, without a separate read of y and a round trip to the
     client between the two. ``moments["n"]`` and ``marker_rows`` are what
     :func:`scalenc.math.labels.warn_marker_as_class` reads.
+
+    With ``sample=(rate, size, seed)`` the same pass draws a uniform random sample of the
+    labeled rows, ``"sample"``: of the rows whose :func:`~scalenc.math.sampling.row_hash`
+    is below ``rate``, the ``size`` with the smallest hashes (``rows`` in X's dtype, their
+    ``labels``, global ``index`` and ``key``, in index order), the same for any chunking.
+    Each block keeps at most ``size`` rows, and the merges hold about ``rate · n`` rows:
+    the sample's memory, not X's.
     """
+    combine = _merge_labeled
+    if sample is not None:
+        combine = functools.partial(_merge_labeled, sample_size=sample[1])
     return reduce_rows(
         _labeled_moments_block,
         X,
         y,
-        combine=_merge_labeled,
+        combine=combine,
         scatter=scatter,
         sqnorm=sqnorm,
         marker=marker,
+        sample=None if sample is None else tuple(sample),
         split_every=split_every,
     )
 

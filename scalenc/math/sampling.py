@@ -9,6 +9,10 @@ scheduler. Two draws use it:
   :func:`stratified_sample` in memory.
 * CCDR's subsamples: per stratum (unlabeled rows, then each class), ranks drawn from a
   generator and found block by block from per-block counts (:func:`select_block`).
+* The encoder's sample for its kernel choice: the labeled rows with the smallest
+  :func:`row_hash` among those below a rate (:func:`hashed_rows_block`, merged by
+  :func:`keep_smallest_keys`), drawn in the same pass as the class means, before the
+  classes are known.
 
 Both allocate the sample to strata by :func:`stratum_shares` (largest remainders).
 """
@@ -34,6 +38,8 @@ __all__ = [
     "select_block",
     "gather_block",
     "combine_gather",
+    "hashed_rows_block",
+    "keep_smallest_keys",
 ]
 
 
@@ -203,3 +209,44 @@ def combine_gather(*parts):
 def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
     """Cross-validation fold (0..n_folds−1) of each global row index (a hash, so chunk-free)."""
     return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
+
+
+def hashed_rows_block(X, labels, labeled, *, row_start: int, rate: float, seed: int) -> dict:
+    """One block's share of a uniform random sample of the labeled rows: those whose
+    :func:`row_hash` is below ``rate``, with their labels, global indices and hashes.
+
+    The rows keep X's dtype and come to the host (a device block's few rows included).
+    Merged by :func:`keep_smallest_keys`, the blocks' shares give the rows with the
+    smallest hashes overall, for any chunking: a sample without replacement.
+    """
+    index = row_start + np.arange(X.shape[0], dtype=np.int64)
+    key = row_hash(index, seed)
+    pick = np.flatnonzero((key < rate) & np.asarray(labeled))
+    xp = namespace(X)
+    if xp is np:
+        rows = np.asarray(X)[pick]
+    else:
+        rows = to_host(xp.take(X, like(xp, pick, X), axis=0))
+    return {
+        "rows": rows,
+        "labels": np.asarray(labels)[pick],
+        "index": index[pick],
+        "key": key[pick],
+    }
+
+
+def keep_smallest_keys(part: dict, size: int) -> dict:
+    """The ``size`` entries of a sample (equal-length arrays with ``key`` and ``index``)
+    with the smallest (key, index), in increasing index order; all of them if fewer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.math.sampling import keep_smallest_keys
+    >>> part = {"index": np.array([4, 9, 2]), "key": np.array([0.5, 0.1, 0.3])}
+    >>> keep_smallest_keys(part, 2)["index"]
+    array([2, 9])
+    """
+    keep = np.lexsort((part["index"], part["key"]))[:size]
+    keep = keep[np.argsort(part["index"][keep], kind="stable")]
+    return {name: values[keep] for name, values in part.items()}
