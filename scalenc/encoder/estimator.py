@@ -56,7 +56,7 @@ from scalenc.encoder.plan import (
     fit_plan,
 )
 from scalenc.engine import checkpoint, passes
-from scalenc.engine.cluster import compute
+from scalenc.engine.cluster import compute, task_threads
 from scalenc.exceptions import InputError
 from scalenc.io.inputs import encode_labels
 from scalenc.math.labels import check_class_values, encode, warn_marker_as_class
@@ -371,7 +371,11 @@ class EncoderClassifier(
         sample = None
         if not full and len(kernels) > 1:  # the kernel choice on a sample (large n)
             sample = choice.sample_plan(
-                self.choice_sample, X.shape[0], X.shape[1], X.dtype.itemsize
+                self.choice_sample,
+                X.shape[0],
+                X.shape[1],
+                X.dtype.itemsize,
+                task_bytes=self._task_bytes,
             )
         if not one_pass:  # the labels read once for every pass (in memory if small)
             local = LABELS_MEMORY_SHARE * memory_budget(self)[0]["client"]
@@ -406,6 +410,10 @@ class EncoderClassifier(
         else:
             z_moments = self._finish_fit(X, codes, z_moments)
         self._keep_running_totals(moments, kernels, one_pass, z_moments)
+
+    def _task_bytes(self) -> int:
+        """What one block task of a pass may hold (the workers' budget over their threads)."""
+        return memory_budget(self)[0]["worker"] // task_threads()[0]
 
     def _keep_running_totals(self, moments, kernels, one_pass, z_moments):
         """Keep fit's sums so that partial_fit can extend them with new batches."""
