@@ -134,9 +134,10 @@ class EncoderClassifier(
         states the error bound): the kernels that the sample shows the rule cannot
         choose are dropped, and passes 2 and 3 run for the others only, which the rule
         then compares with exact cross-entropies (one kernel left: pass 2 alone, for its
-        statistics). ``"auto"``: 65 536 rows (at most 64 MB of X) when X has at least
-        eight times as many; an int: that many whenever X has more rows; None: every
-        kernel over every row (the paper's passes).
+        statistics). ``"auto"``: 65 536 rows (at most 64 MB of X, and an eighth of what
+        a block task may hold) when X has at least eight times as many; an int: that
+        many whenever X has more rows; None: every kernel over every row (the paper's
+        passes).
     tol : float, default=1e-7
         Rank threshold of the LDA on the standardised singular values of the embedding's
         within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
