@@ -970,7 +970,10 @@ def test_fit_method_help_lists_the_estimators_parameters(method, capsys):
         assert f"\n  {param.name}={default}" in out, param.name
     assert out.index("estimator parameters") < out.index("exit codes:")
     if method == "encoder":
-        assert '\n  kernels=["linear"]  sequence of str, Kernel or callable\n' in out
+        assert (
+            '\n  kernels=["linear", "euclidean", "spearman"]  sequence of str, Kernel or callable\n'
+            in out
+        )
         assert "\n  min_improvement=0.3  float in [0, 1)\n      A kernel replaces the first" in out
     if method == "ccdr-classifier":  # "As for :class:`CCDR`" is looked up in CCDR's docs
         assert '\n  n_components="auto"  int or "auto"\n      m, the embedding dimension.' in out

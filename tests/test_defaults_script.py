@@ -225,14 +225,14 @@ def test_quick_run_from_the_papers_data(tmp_path):
         pytest.skip(f"{PAPERS / 'satimage.npz'} is absent (set SCALENC_DATA_DIR)")
     out = tmp_path / "quick.json"
     args = ("--quick", "--quick-rows", "600", "--datasets", "satimage,banana",
-            "--methods", "nrbfn,encoder,encoder-linear,svc,knn5,knn5[n_neighbors=5]",
+            "--methods", "nrbfn,encoder,encoder-3k,svc,knn5,knn5[n_neighbors=5]",
             "--papers-dir", str(PAPERS),
             "--pmlb", str(tmp_path / "no-pmlb"), "--cache-dir", str(tmp_path / "cache"),
             "--out", str(out))  # fmt: skip
     proc = _run(*args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "banana: skipped: get PMLB's history with `git clone --no-checkout" in proc.stdout
-    assert "encoder-linear: " in proc.stdout and "(same as encoder)" in proc.stdout
+    assert "encoder-3k: " in proc.stdout and "(same as encoder)" in proc.stdout
     assert "knn5[n_neighbors=5]: " in proc.stdout and "(same as knn5)" in proc.stdout
     assert "## Half `shaped`: 1 datasets" in proc.stdout
     results = json.loads(out.read_text())
@@ -243,7 +243,7 @@ def test_quick_run_from_the_papers_data(tmp_path):
         "svc",
         "nrbfn",
         "encoder",
-        "encoder-linear",
+        "encoder-3k",
         "knn5",
         "knn5[n_neighbors=5]",
     ]

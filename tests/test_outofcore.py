@@ -79,7 +79,7 @@ def test_fit_predict_larger_than_worker_memory(store, tmp_path, limited_client):
     assert total > 2.5 * MEMORY_LIMIT
     client_rss = psutil.Process().memory_info().rss
     X, y = load(store)
-    model = EncoderClassifier().fit(X, y)
+    model = EncoderClassifier(kernels=("linear",)).fit(X, y)
     assert model.n_passes_ == 1
     out = write_output(model.predict(X), tmp_path / "pred.zarr")
     accuracy = model.score(X, y)
@@ -103,10 +103,27 @@ def test_fit_predict_larger_than_worker_memory(store, tmp_path, limited_client):
 def test_multi_kernel_fit_larger_than_worker_memory(store):
     X, y = load(store)
     # the cache persisted on the worker and spilled (``"auto"`` would compute Z again here
-    # when the worker holds too much already to keep Z under its pause threshold)
-    model = EncoderClassifier(kernels=("linear", "euclidean"), cache_embedding=True)
+    # when the worker holds too much already to keep Z under its pause threshold), every
+    # kernel over every row
+    model = EncoderClassifier(
+        kernels=("linear", "euclidean"), cache_embedding=True, choice_sample=None
+    )
     model.fit(X[:600_000], y[:600_000])
     assert model.n_passes_ == 2 and np.isfinite(model.cross_entropy_).all()
+
+
+@pytest.mark.slow  # shares the 1.2 GB store
+def test_default_fit_with_its_sample_larger_than_worker_memory(store, fresh_small_client):
+    """EncoderClassifier() on 1.5 M rows on a new 600 MiB worker: pass 1 gathers the kernel
+    choice's sample, sized to an eighth of what a task may hold (the full 65 536 rows,
+    52 MB, got a 400 MiB worker killed in its merge), and no worker is restarted."""
+    before = set(fresh_small_client.scheduler_info()["workers"])
+    X, y = load(store)
+    model = EncoderClassifier().fit(X, y)
+    plan = model.fit_plan_
+    assert plan["name"] == "sample" and 4096 <= plan["sample_rows"] < 65536
+    assert model.n_passes_ == plan["passes_over_X"]
+    assert set(fresh_small_client.scheduler_info()["workers"]) == before
 
 
 def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):

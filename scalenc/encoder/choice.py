@@ -20,19 +20,19 @@ are not chosen (Spearman's ranks cost 1.4–2 reads of X at p = 50–256). For l
 The chosen kernel's LDA is always the exact one (fitted on every labeled row), and so is
 every cross-entropy the final comparison uses: the sample only drops kernels.
 
-Error bound
------------
-c_m is estimated as N/m Σ_{i∈S} ℓ_m(i), N the labeled rows of X. Each comparison of the
-rule, c_a − w·c_b (w = 1 − min_improvement against the benchmark, 1 between two other
-kernels), is estimated with its standard error from the paired differences
-ℓ_a(i) − w·ℓ_b(i), finite-population corrected. It drops a kernel only when it clears
+**Error bound.** c_m is estimated as N/m Σ_{i∈S} ℓ_m(i), N the labeled rows of X. Each
+comparison of the rule, c_a − w·c_b (w = 1 − min_improvement against the benchmark, 1
+between two other kernels), is estimated with its standard error from the paired
+differences ℓ_a(i) − w·ℓ_b(i), finite-population corrected. It drops a kernel only when it clears
 :data:`CHOICE_Z` = 4 standard errors, plus :data:`LDA_MARGIN` = 5 % of its two sides for
 the LDA being fitted on the sample itself: under the normal approximation a kernel the
 rule would choose is dropped with probability below 3·10⁻⁵ per comparison. What a
 sample cannot see is a cross-entropy made by rows rarer than about 1/m (a handful of
-rows with huge losses): their kernels are kept only if the rows it does see make the
-comparison uncertain. Near-separable classes, whose cross-entropies come from few rows,
-have large standard errors and keep their kernels in the comparison over every row.
+rows with huge losses): where such rows would change the rule's choice, the sample may
+drop the kernel the rule would choose (``choice_sample=None`` compares every kernel over
+every row). Near-separable classes, whose cross-entropies come from few rows, show
+large standard errors on the sample and keep their kernels in the comparison over
+every row.
 
 ``fit_plan_`` reports the sample's size, the kernels it dropped and those compared over
 every row.
@@ -71,6 +71,12 @@ SAMPLE_BYTES = 2**26
 #: ``"auto"`` samples only when X has at least this many times the sample's rows (the
 #: sample's kernels then cost at most an eighth of a pass's).
 SAMPLE_MIN_FACTOR = 8
+#: ``"auto"``'s sample takes at most this share of what one block task may hold: the merge
+#: of pass 1 that gathers it holds up to twice its rows and their concatenation (a
+#: 400 MiB worker of two threads was killed gathering 64 MB).
+SAMPLE_TASK_SHARE = 1 / 8
+#: Fewest rows of an ``"auto"`` sample; a smaller one (too little memory) is not drawn.
+SAMPLE_MIN_ROWS = 4096
 #: Rows are drawn with a hash below ``SAMPLE_OVERDRAW · m / n``, then the m smallest kept:
 #: m rows when at least half the rows are labeled, about 2·m·(labeled share) otherwise.
 SAMPLE_OVERDRAW = 2
@@ -84,12 +90,15 @@ CHOICE_Z = 4.0
 LDA_MARGIN = 0.05
 
 
-def sample_plan(setting, n_rows: int, n_features: int, itemsize: int):
+def sample_plan(setting, n_rows: int, n_features: int, itemsize: int, task_bytes=None):
     """``(rate, size, seed)`` of the sample pass 1 draws, or None for no sample.
 
     ``setting`` is the estimator's ``choice_sample``: ``"auto"`` (:data:`SAMPLE_ROWS`
-    rows, at most :data:`SAMPLE_BYTES` of X, when X has :data:`SAMPLE_MIN_FACTOR` times
-    as many rows), an int (that many rows when X has more), or None.
+    rows, at most :data:`SAMPLE_BYTES` of X and :data:`SAMPLE_TASK_SHARE` of
+    ``task_bytes``, what a block task may hold (a number, or a function asked only when
+    X is large enough), when X has :data:`SAMPLE_MIN_FACTOR` times as many rows and that
+    is at least :data:`SAMPLE_MIN_ROWS`), an int (that many rows when X has more), or
+    None.
 
     Examples
     --------
@@ -100,12 +109,20 @@ def sample_plan(setting, n_rows: int, n_features: int, itemsize: int):
     True
     >>> sample_plan(1000, 5000, 10, 8)
     (0.4, 1000, 24301)
+    >>> sample_plan("auto", 8_000_000, 200, 4, task_bytes=80 * 2**20)  # small workers
+    (0.00327675, 13107, 24301)
     """
     if setting is None:
         return None
     if setting == "auto":
-        size = int(min(SAMPLE_ROWS, SAMPLE_BYTES // max(1, n_features * itemsize)))
-        if n_rows < SAMPLE_MIN_FACTOR * size:
+        row_bytes = max(1, n_features * itemsize)
+        size = min(SAMPLE_ROWS, SAMPLE_BYTES // row_bytes)
+        if n_rows < SAMPLE_MIN_FACTOR * max(size, SAMPLE_MIN_ROWS):
+            return None
+        if task_bytes is not None:  # asked only now: on a cluster it asks the workers
+            task_bytes = task_bytes() if callable(task_bytes) else task_bytes
+            size = min(size, int(SAMPLE_TASK_SHARE * task_bytes) // row_bytes)
+        if size < SAMPLE_MIN_ROWS or n_rows < SAMPLE_MIN_FACTOR * size:
             return None
     else:
         size = int(setting)

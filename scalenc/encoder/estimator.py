@@ -56,7 +56,7 @@ from scalenc.encoder.plan import (
     fit_plan,
 )
 from scalenc.engine import checkpoint, passes
-from scalenc.engine.cluster import compute
+from scalenc.engine.cluster import compute, task_threads
 from scalenc.exceptions import InputError
 from scalenc.io.inputs import encode_labels
 from scalenc.math.labels import check_class_values, encode, warn_marker_as_class
@@ -134,9 +134,10 @@ class EncoderClassifier(
         states the error bound): the kernels that the sample shows the rule cannot
         choose are dropped, and passes 2 and 3 run for the others only, which the rule
         then compares with exact cross-entropies (one kernel left: pass 2 alone, for its
-        statistics). ``"auto"``: 65 536 rows (at most 64 MB of X) when X has at least
-        eight times as many; an int: that many whenever X has more rows; None: every
-        kernel over every row (the paper's passes).
+        statistics). ``"auto"``: 65 536 rows (at most 64 MB of X, and an eighth of what
+        a block task may hold) when X has at least eight times as many; an int: that
+        many whenever X has more rows; None: every kernel over every row (the paper's
+        passes).
     tol : float, default=1e-7
         Rank threshold of the LDA on the standardised singular values of the embedding's
         within-class scatter (scikit-learn's ``LinearDiscriminantAnalysis(tol=...)``, whose
@@ -371,7 +372,11 @@ class EncoderClassifier(
         sample = None
         if not full and len(kernels) > 1:  # the kernel choice on a sample (large n)
             sample = choice.sample_plan(
-                self.choice_sample, X.shape[0], X.shape[1], X.dtype.itemsize
+                self.choice_sample,
+                X.shape[0],
+                X.shape[1],
+                X.dtype.itemsize,
+                task_bytes=self._task_bytes,
             )
         if not one_pass:  # the labels read once for every pass (in memory if small)
             local = LABELS_MEMORY_SHARE * memory_budget(self)[0]["client"]
@@ -406,6 +411,10 @@ class EncoderClassifier(
         else:
             z_moments = self._finish_fit(X, codes, z_moments)
         self._keep_running_totals(moments, kernels, one_pass, z_moments)
+
+    def _task_bytes(self) -> int:
+        """What one block task of a pass may hold (the workers' budget over their threads)."""
+        return memory_budget(self)[0]["worker"] // task_threads()[0]
 
     def _keep_running_totals(self, moments, kernels, one_pass, z_moments):
         """Keep fit's sums so that partial_fit can extend them with new batches."""
