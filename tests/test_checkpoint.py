@@ -130,6 +130,9 @@ def test_rerun_reads_every_finished_pass_back_and_gives_the_same_model(make, dat
     ],
     ids=["nrbfn", "ccdr-classifier"],
 )
+# a drawn seed may give a subsample whose k-NN graph has two components, which CCDR warns
+# of (a clean-clone CI run drew one); what this test checks is the resume, not the graph
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.GraphWarning")
 def test_a_seed_drawn_for_random_state_none_is_drawn_again_on_resume(make, data, tmp_path):
     X, y = data
     with dask.config.set({"scalenc.checkpoint.keep": True}):
