@@ -32,11 +32,16 @@ def test_sklearn_compatible(estimator, check):
 
 
 def test_expected_failures_are_only_the_unlabeled_marker():
-    """The one named failure applies to classifiers with unlabeled=-1, and only to them."""
+    """The named failures: the unlabeled marker's for classifiers with unlabeled=-1, and
+    nRBFN's clipped probabilities (ties where its decision values differ)."""
+    proba = {"check_decision_proba_consistency"}
     for est in DEFAULTS:
         expected = set(expected_failed_checks(est))
-        assert expected == (set() if isinstance(est, CCDR) else {"check_classifiers_classes"})
-    assert all(expected_failed_checks(est) == {} for est in FULLY_SUPERVISED)
+        want = set() if isinstance(est, CCDR) else {"check_classifiers_classes"}
+        assert expected == want | (proba if isinstance(est, NRBFNClassifier) else set())
+    for est in FULLY_SUPERVISED:
+        want = proba if isinstance(est, NRBFNClassifier) else set()
+        assert set(expected_failed_checks(est)) == want
     assert expected_failed_checks(EncoderClassifier(unlabeled="?")) == {}
 
 

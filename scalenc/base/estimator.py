@@ -89,12 +89,25 @@ def expected_failed_checks(estimator) -> dict[str, str]:
     For ``sklearn.utils.estimator_checks.check_estimator(estimator,
     expected_failed_checks=expected_failed_checks(estimator))``: a classifier whose
     unlabeled marker is −1 cannot pass ``check_classifiers_classes`` (its −1 rows are
-    unlabeled, not a class); nothing else is expected to fail.
+    unlabeled, not a class); nRBFN's probabilities tie where its decision values do not
+    (``check_decision_proba_consistency``); nothing else is expected to fail.
     """
     is_classifier = hasattr(estimator, "predict") and hasattr(estimator, "predict_proba")
+    expected = {}
     if is_classifier and unlabeled_marker(estimator) == UNLABELED:
-        return {"check_classifiers_classes": _CLASSES_CHECK_REASON}
-    return {}
+        expected["check_classifiers_classes"] = _CLASSES_CHECK_REASON
+    if type(estimator).__name__ == "NRBFNClassifier":
+        expected["check_decision_proba_consistency"] = _PROBA_CHECK_REASON
+    return expected
+
+
+_PROBA_CHECK_REASON = (
+    "nRBFN's predict_proba clips the negative entries of its scores F̂ (the paper's "
+    "quasi-probabilities) and renormalises each row, so every row whose other class scores "
+    "at most 0 gets probability 1: their probabilities tie where decision_function's values "
+    "do not. With the grown basis and λ chosen on held-out rows (issue 36), which the "
+    "rounding of BLAS's sums can tip between runs, this check fails on some machines."
+)
 
 
 def _marker_text(marker) -> str:
