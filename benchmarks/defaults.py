@@ -525,7 +525,15 @@ def fitted_notes(model) -> dict:
         notes["basis_wanted"] = plan.get("basis", {}).get("wanted")
         notes["max_basis_source"] = plan.get("max_basis_source")
         notes["soft_knn"] = plan.get("soft_knn", {}).get("mode")
-        for name in ("alpha_", "fit_mode_", "sigma_", "rank_", "n_neighbors_", "cv_error_"):
+        for name in (
+            "alpha_",
+            "fit_mode_",
+            "sigma_",
+            "rank_",
+            "n_neighbors_",
+            "cv_error_",
+            "basis_growth_",
+        ):
             notes[name] = getattr(model, name, None)
     for name in ("kernel_", "cross_entropy_", "n_components_", "n_passes_"):
         if getattr(model, name, None) is not None:

@@ -11,14 +11,22 @@ import dask.array as da
 import numpy as np
 import pytest
 from conftest import make_blobs
-from test_nrbfn import _brute_force_cv, weights_for
+from test_nrbfn import _brute_force_cv, predict_oracle, weights_for
 
 from scalenc import NRBFNClassifier
 from scalenc.exceptions import BasisCappedWarning
 from scalenc.math.linalg import ridge_path, ridge_solve
 from scalenc.math.sampling import fold_of
 from scalenc.nrbfn import blocks as nb
-from scalenc.nrbfn.network import GROWTH_START, WIDTHS, growth_sizes
+from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
+from scalenc.nrbfn.network import (
+    CHEAP_WORK,
+    GROWTH_START,
+    WIDTHS,
+    growth_sizes,
+    next_size,
+    size_work,
+)
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +90,18 @@ def test_grown_network_is_algorithm_2_on_its_basis_sigma_and_alpha(data, grown):
     kept = list(path["r"]).index(r)
     assert m.alpha_ == path["alpha"][kept] and m.sigma_ == path["sigma"][kept]
     assert path["width"][kept] in WIDTHS
+    assert np.all(path["width"] == path["width"][0])  # chosen on the first size, kept
     np.testing.assert_array_equal(m.basis_, X[m.basis_indices_])
     # σ: the width's multiple of the mean distance of the training rows to the basis
     dist = np.sqrt(((m.basis_[:, None, :] - X[None, :, :]) ** 2).sum(-1))
     assert m.sigma_ == pytest.approx(path["width"][kept] * dist.mean(), rel=1e-10)
     want = weights_for(X, y, m.basis_, m.sigma_, m.alpha_)
-    np.testing.assert_allclose(m.weights_, want, rtol=1e-6, atol=1e-8)
+    # a small λ (1e-11 here, σ twice the paper's) leaves the Gram's condition near 1e11:
+    # the weights (of size 1e3–1e4) agree to 1e-4 of the largest, the outputs (of size 1)
+    # to 1e-5
+    np.testing.assert_allclose(m.weights_, want, atol=1e-4 * abs(want).max())
+    F_hat, _ = predict_oracle(X_test, m.basis_, m.sigma_, want)
+    np.testing.assert_allclose(np.asarray(m.decision_function(X_test)), F_hat.T, atol=1e-5)
     # the kept size's held-out errors: each fold's model from the other folds' rows and
     # the basis rows outside the fold
     folds = fold_of(np.arange(X.shape[0]), 5, 5)
@@ -101,12 +115,45 @@ def test_grown_network_is_algorithm_2_on_its_basis_sigma_and_alpha(data, grown):
     assert m.score(X_test, data[3]) > 0.7  # overlapping classes (sep 0.8)
 
 
-def test_growth_stops_when_the_held_out_error_stops_falling(grown):
-    errors = grown.basis_growth_["cv_error"]
-    last, before = errors[-1], min(errors[:-1]) if errors.size > 1 else np.inf
-    stopped = grown.basis_growth_["r"][-1] < 600  # fewer than every candidate
-    if stopped:  # the last size did not beat the best before it by the tolerance
-        assert last >= before - 1e-3
+def test_growth_stops_where_next_size_says(grown):
+    errors, sizes = grown.basis_growth_["cv_error"], list(grown.basis_growth_["r"])
+    assert size_work(600, 600, 5, len(AUTO_ALPHA_GRID)) < CHEAP_WORK  # every size here is cheap
+    for tried in range(1, len(sizes)):  # each size was wanted by the sizes before it
+        assert next_size(errors[:tried], 0.0)
+    if sizes[-1] < 600:  # fewer than every candidate: the last sizes said stop
+        assert not next_size(errors, 0.0)
+
+
+def _errors(*percent):
+    return np.array(percent) / 100
+
+
+def test_next_size_after_a_gain_and_after_a_miss():
+    cheap, costly = 0.0, 2 * CHEAP_WORK
+    assert next_size(_errors(20.0), costly)  # one size: nothing to judge yet
+    # a miss (0.14 point worse than the best) after a gain: a cheap size is tried, not a costly one
+    assert next_size(_errors(20.29, 17.86, 18.0), cheap)
+    assert not next_size(_errors(20.29, 17.86, 18.0), costly)
+    # two misses end even a cheap growth (0.06 point is a miss); a costly size needs a gain
+    assert not next_size(_errors(20.29, 17.86, 18.0, 17.80), cheap)
+    assert not next_size(_errors(20.0, 19.95), costly)
+    # a miss then a gain: growth goes on, on the gain alone
+    assert next_size(_errors(20.29, 17.86, 18.0, 17.5), costly)
+
+
+def test_next_size_predicts_a_costly_size_from_the_last_two_gains():
+    costly = 2 * CHEAP_WORK
+    # sleep's path: gains 0.67, 0.79, 0.45, 0.19 point; 0.19·(0.19/0.45) = 0.08 < 0.1
+    path = (25.96, 25.29, 24.50, 24.05, 23.86)
+    assert not next_size(_errors(*path), costly)
+    assert next_size(_errors(*path), 0.0)  # a cheap size is tried whatever the trend
+    # 0.45·min(1, 0.45/0.79) = 0.26 > 0.1; a growing gain predicts itself (ratio ≤ 1)
+    assert next_size(_errors(*path[:4]), costly)
+    assert next_size(_errors(30.0, 29.8, 29.5), costly)
+
+
+def test_size_work_is_the_gram_and_the_held_out_factors():
+    assert size_work(1000, 100, 5, 3) == 1000 * 100**2 + 5 * 3 * 100**3 / 3
 
 
 @pytest.mark.parametrize("chunks", [50, 173])
@@ -119,8 +166,12 @@ def test_grown_model_does_not_depend_on_chunks_or_scheduler(data, grown, chunks)
     np.testing.assert_array_equal(m.basis_indices_, grown.basis_indices_)
     np.testing.assert_array_equal(m.basis_growth_["r"], grown.basis_growth_["r"])
     assert m.alpha_ == grown.alpha_
-    # the Gram's sums in another order, through a solve at a small λ
-    np.testing.assert_allclose(m.weights_, grown.weights_, rtol=1e-5, atol=1e-8)
+    # the Gram's sums in another order, through a solve at λ = 1e-11 (condition near
+    # 1e11): weights to 1e-4 of the largest, the outputs (of size 1) to 1e-5, labels exactly
+    np.testing.assert_allclose(m.weights_, grown.weights_, atol=1e-4 * abs(grown.weights_).max())
+    np.testing.assert_allclose(
+        np.asarray(m.decision_function(X_test)), grown.decision_function(X_test), atol=1e-5
+    )
     np.testing.assert_array_equal(m.predict(X_test), grown.predict(X_test))
 
 

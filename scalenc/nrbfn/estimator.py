@@ -100,9 +100,10 @@ class NRBFNClassifier(_RegressionClassifier):
     learning"): steps 2–3 run on nested bases of 128, 256, 512, … candidates
     (:func:`~scalenc.nrbfn.blocks.growth_order`: each class's least confident row, the
     confidence rule's rows, then others at random), λ and σ's multiple chosen by
-    cross-validation on each, while the held-out error falls by more than 0.1 point;
-    memory is the hard cap. ``alpha=1e-13, n_basis=None, width=1.0`` is
-    the paper's protocol (Tables 2 and 4).
+    cross-validation on each, while the held-out error falls by more than 0.1 point (a
+    size costing more than about a second only when the last two gains predict that it
+    does: :func:`~scalenc.nrbfn.network.next_size`); memory is the hard cap.
+    ``alpha=1e-13, n_basis=None, width=1.0`` is the paper's protocol (Tables 2 and 4).
 
     Parameters
     ----------
@@ -138,8 +139,9 @@ class NRBFNClassifier(_RegressionClassifier):
         rows — about four more passes over X per fold.
     n_basis : "auto", int or None, default="auto"
         ``"auto"``: the basis grown by held-out error (see above; 3 passes per size tried,
-        the sizes' Gram work about 4/3 of the kept size's, or 16/3 with the size that
-        stopped the growth), up to ``max_basis``; with ``cv_refit_basis=True``, the
+        the sizes' Gram work about 4/3 of the kept size's, or 16/3 with a size tried that
+        did not pay; a costly size is tried only when the last gains predict it pays),
+        up to ``max_basis``; with ``cv_refit_basis=True``, the
         confidence rule (None). None: the paper's confidence rule, every candidate with T
         < t. An int: exactly this many least-confident candidates as basis (one per
         class reserved) — the paper's "same basis size as SVM" mode.
