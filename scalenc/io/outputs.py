@@ -19,7 +19,7 @@ from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
 from scalenc.io import readers
 from scalenc.io.atomic import atomic_path, atomic_prefix
-from scalenc.io.inputs import as_dask_labels
+from scalenc.io.labels import as_dask_labels
 
 __all__ = [
     "write_output",

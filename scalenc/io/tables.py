@@ -50,6 +50,7 @@ __all__ = [
     "FeatureEncoder",
     "column_kind",
     "is_frame",
+    "is_dask_frame",
     "frame_statistics",
     "merge_statistics",
     "encode_frame",
@@ -80,6 +81,21 @@ def column_kind(dtype) -> str:
     if kind in "bOSU":
         return "categorical"
     return "other"
+
+
+def is_dask_frame(obj) -> bool:
+    """A Dask DataFrame or Series (lazy, partitioned).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import dask.dataframe as dd
+    >>> from scalenc.io.tables import is_dask_frame
+    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    >>> is_dask_frame(dd.from_pandas(frame, npartitions=1)), is_dask_frame(frame)
+    (True, False)
+    """
+    return type(obj).__module__.startswith("dask") and hasattr(obj, "to_dask_array")
 
 
 def is_frame(obj) -> bool:
