@@ -22,7 +22,7 @@ from scalenc.exceptions import (
     InputNotFoundError,
     InputPermissionError,
 )
-from scalenc.io import readers
+from scalenc.io import readers, tables
 from scalenc.io.atomic import check_complete
 from scalenc.io.devices import to_device
 from scalenc.io.identity import remember_source
@@ -422,6 +422,8 @@ def load(
             f"device={device!r} needs numeric features; this table has categorical or "
             "string columns, which are encoded by the estimator on the host."
         )
+    else:
+        X = _table_blocks(X, chunk_rows)
     remember_source(X, fs, fs_path)
     if labels is not None:
         y = _open_labels(labels, storage_options)
@@ -432,6 +434,16 @@ def load(
         elif isinstance(labels, (str, os.PathLike)) and _looks_like_path(os.fspath(labels)):
             remember_source(y, *readers.filesystem(os.fspath(labels), storage_options))
     return X, y
+
+
+def _table_blocks(X: Table, chunk_rows: int | None) -> Table:
+    """A table read whole (CSV) in the row blocks an array of its rows gets
+    (:func:`as_dask_array`): its labels are aligned to them, and its encoded features keep
+    them. A table read by the workers (Parquet) keeps its row groups."""
+    if not tables.in_memory(X.frame):
+        return X
+    n, p = X.shape
+    return Table(X.frame, _even(n, chunk_rows or _auto_rows(p, np.dtype(np.float64).itemsize, n)))
 
 
 def _display(fs, path: str) -> str:

@@ -38,7 +38,7 @@ import numpy as np
 from dask.base import tokenize
 
 from scalenc.engine.cluster import compute
-from scalenc.engine.reduce import SPLIT_EVERY, reduce_rows, tree_reduce
+from scalenc.engine.reduce import SPLIT_EVERY, from_numpy_rows, reduce_rows, tree_reduce
 from scalenc.exceptions import InputError
 
 __all__ = [
@@ -378,7 +378,7 @@ def _frame_of(X):
     return X, (None if hasattr(X, "npartitions") else (len(X),))
 
 
-def _in_memory(frame) -> bool:
+def in_memory(frame) -> bool:
     return not hasattr(frame, "npartitions")
 
 
@@ -461,6 +461,13 @@ def _encoder_from(stats, frame, numeric, categorical, params, source) -> Feature
     )
 
 
+def _encoded_in_memory(X, frame, encoder: FeatureEncoder):
+    """A pandas frame encoded: a NumPy array for a DataFrame, and for a :class:`Table` (a
+    CSV file's) a Dask array in the table's row blocks, which its labels were given."""
+    encoded = encode_frame(frame, encoder)
+    return from_numpy_rows(encoded, X.lengths) if isinstance(X, Table) else encoded
+
+
 def _encoded_blocks(parts, encoder: FeatureEncoder, lengths) -> da.Array:
     encode = dask.delayed(encode_frame, pure=True)
     blocks = [
@@ -498,10 +505,10 @@ def fit_features(X, params: dict, *, split_every: int = SPLIT_EVERY, source: str
             "categorical='error'. Pass categorical='onehot' (--categorical onehot) to "
             "encode them, or leave them out with feature_columns= (--feature-columns)."
         )
-    if _in_memory(frame):
+    if in_memory(frame):
         stats = frame_statistics(frame, numeric, categorical)
         encoder = _encoder_from(stats, frame, numeric, categorical, params, source)
-        return encode_frame(frame, encoder), encoder
+        return _encoded_in_memory(X, frame, encoder), encoder
     parts = Table(frame, lengths).parts()
     statistics = dask.delayed(frame_statistics, pure=True)
     partials = [statistics(part, numeric, categorical) for part in parts]
@@ -565,8 +572,8 @@ def encode_features(X, encoder: FeatureEncoder, *, known_lengths: bool = False):
                 "array."
             )
         return X
-    if _in_memory(frame):
-        return encode_frame(frame, encoder)
+    if in_memory(frame):
+        return _encoded_in_memory(X, frame, encoder)
     parts = Table(frame, lengths).parts()
     if lengths is None and known_lengths:
         (lengths,) = compute([dask.delayed(len, pure=True)(part) for part in parts])
