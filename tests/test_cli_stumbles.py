@@ -4,6 +4,9 @@ its output and its exit code."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -58,3 +61,54 @@ def test_report_on_a_csv_table_with_string_and_missing_columns(table_csv, tmp_pa
     assert code == 0, err
     assert json.loads(out)["scores"]["labeled_rows"] == 20_000
     assert (tmp_path / "report.html").exists()
+
+
+#: The `scalenc` executable that receives SIGINT once `--overwrite` has swapped the new
+#: output in, while the old one (now under the temporary name) is being deleted.
+SIGNAL_AFTER_SWAP = """
+import os, signal, sys, time
+from scalenc.io import atomic
+from scalenc.cli import main
+
+original = atomic.remove
+
+def remove(path):
+    if not remove.fired and ".tmp-" in os.fspath(path):
+        remove.fired = True
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    original(path)
+
+remove.fired = False
+atomic.remove = remove
+sys.exit(main())
+"""
+
+
+def test_a_signal_after_the_overwrite_swap_says_the_new_output_is_there(tmp_path):
+    from conftest import make_blobs
+    from test_cli_output import _default_sigint, _env
+
+    from scalenc import load_model
+
+    X, y = make_blobs(n=400, p=4, K=2, seed=0)
+    data = tmp_path / "d.npz"
+    np.savez(data, X=X, y=y)
+    model = tmp_path / "model"
+    fit = ["fit", "lrc", "--data", data, "--model-out", model, "--overwrite"]
+    code, _, err = run_exe_text(*fit, "--set", "alpha=1.0")
+    assert code == 0, err
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_AFTER_SWAP, *map(str, fit), "--set", "alpha=2.0"],
+        capture_output=True, text=True, timeout=300, env=_env(), preexec_fn=_default_sigint,
+    )  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "discarded" not in proc.stderr and "left as it" not in proc.stderr, proc.stderr
+    assert re.search(
+        rf"scalenc error \(exit 130\): scalenc fit was interrupted by SIGINT \(Ctrl-C\) after it "
+        rf"had written {re.escape(str(model))} complete \(that path holds the new result\)\.",
+        proc.stderr,
+    ), proc.stderr
+    assert load_model(model).alpha == 2.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npz", "model"]
