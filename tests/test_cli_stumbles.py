@@ -112,3 +112,42 @@ def test_a_signal_after_the_overwrite_swap_says_the_new_output_is_there(tmp_path
     ), proc.stderr
     assert load_model(model).alpha == 2.0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npz", "model"]
+
+
+@pytest.fixture(scope="module")
+def two_batches(tmp_path_factory):
+    from conftest import make_blobs
+
+    X, y = make_blobs(n=600, p=5, K=3, seed=3)
+    folder = tmp_path_factory.mktemp("batches")
+    np.savez(folder / "day1.npz", X=X[:300], y=y[:300])
+    np.savez(folder / "day2.npz", X=X[300:], y=y[300:])
+    return folder
+
+
+@pytest.mark.parametrize("method", ["encoder", "ccdr-classifier"])
+def test_an_update_summary_counts_the_updates(two_batches, tmp_path, method):
+    folder = two_batches
+    code, _, err = run_exe_text(
+        "fit", method, "--data", folder / "day1.npz", "--model-out", tmp_path / "m1"
+    )
+    assert code == 0, err
+    update = ["fit", method, "--data", folder / "day2.npz", "--update", tmp_path / "m1"]
+    code, out, err = run_exe_text(*update, "--model-out", tmp_path / "m2")
+    assert code == 0, err
+    assert re.search(rf"^updated {method} \(\w+\) model .*m1 with .*\(update 1 since its fit\)$",
+                     out, re.MULTILINE), out  # fmt: skip
+    assert "None" not in out and "?" not in out, out
+    code, out, err = run_exe_text(*update, "--model-out", tmp_path / "m3", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["update"]["updates"] == 1
+
+
+def test_the_ccdr_classifier_summary_shows_its_heat_kernel_scale(two_batches, tmp_path):
+    code, out, err = run_exe_text(
+        "fit", "ccdr-classifier", "--data", two_batches / "day1.npz", "--model-out",
+        tmp_path / "m",
+    )  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"embedding: \d+ components, ε = \d[\d.e+-]*, eigenvalues ", out), out
+    assert "ε = ?" not in out
