@@ -429,7 +429,10 @@ def test_set_values_are_parsed():
 
 
 BAD_INPUT_CASES = {
-    "unknown parameter": (["--set", "kernal=linear"], "Invalid parameter 'kernal'"),
+    "unknown parameter": (
+        ["--set", "kernal=linear"],
+        "EncoderClassifier has no parameter 'kernal'. Did you mean 'kernels'?",
+    ),
     "bad parameter value": (
         ["--set", "min_improvement=2"],
         "The 'min_improvement' parameter of EncoderClassifier must be",

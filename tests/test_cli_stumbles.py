@@ -151,3 +151,72 @@ def test_the_ccdr_classifier_summary_shows_its_heat_kernel_scale(two_batches, tm
     assert code == 0, err
     assert re.search(r"embedding: \d+ components, ε = \d[\d.e+-]*, eigenvalues ", out), out
     assert "ε = ?" not in out
+
+
+def test_an_unknown_option_after_the_command_gets_the_command_usage(table_csv, tmp_path):
+    path, model = table_csv
+    code, out, err = run_exe_text(
+        "fit", "lrc", "--data", path, "--label-column", "label", "--model-out", tmp_path / "m",
+        "--bogus",
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.startswith("usage: scalenc fit ")
+    assert err.endswith("scalenc fit: error: unrecognized arguments: --bogus\n"), err
+    code, _, err = run_exe_text(
+        "predict", "--model", model, "--data", path, "--out", tmp_path / "p.zarr", "--proab"
+    )
+    assert code == 2
+    assert err.startswith("usage: scalenc predict ")
+    assert "scalenc predict: error: unrecognized arguments: --proab (did you mean --proba?)" in err
+
+
+def test_a_misspelt_parameter_gets_the_nearest_name(table_csv, tmp_path):
+    path, _ = table_csv
+    code, _, err = run_exe_text(
+        "fit", "lrc", "--data", path, "--label-column", "label", "--model-out", tmp_path / "m",
+        "--set", "alpah=1",
+    )  # fmt: skip
+    assert code == 2
+    assert "LRClassifier has no parameter 'alpah'. Did you mean 'alpha'? Its parameters: [" in err
+    assert "scalenc data " not in err  # refused before the data is read
+
+
+def test_a_bad_parameter_value_is_refused_before_the_data_is_read(table_csv, tmp_path):
+    path, _ = table_csv
+    code, _, err = run_exe_text(
+        "fit", "lrc", "--data", path, "--label-column", "label", "--model-out", tmp_path / "m",
+        "--set", "alpha=-1",
+    )  # fmt: skip
+    assert code == 2
+    assert "The 'alpha' parameter of LRClassifier must be a float in the range [0.0, inf)" in err
+    assert "scalenc data " not in err and "scalenc fit lrc" not in err, err
+
+
+def test_a_table_is_logged_by_its_column_kinds_not_as_object(table_csv):
+    path, model = table_csv
+    code, out, err = run_exe_text(
+        "evaluate", "--model", model, "--data", path, "--label-column", "label",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    kinds = "table of 1 categorical, 2 numeric columns (encoded by the estimator)"
+    assert f"20000 rows x 3 features, {kinds}, 2 row blocks" in err
+    assert "object" not in err
+    assert json.loads(out)["data"]["dtype"] == kinds
+
+
+def test_a_string_in_a_numeric_column_is_named(table_csv, tmp_path):
+    path, model = table_csv
+    frame = pd.read_csv(path).iloc[:3000].astype({"a": object})
+    frame.loc[7, "a"] = "abc"
+    bad = tmp_path / "bad.csv"
+    frame.to_csv(bad, index=False)
+    code, _, err = run_exe_text(
+        "evaluate", "--model", model, "--data", bad, "--label-column", "label"
+    )
+    assert code == 2
+    assert "could not convert" not in err
+    assert (
+        "Feature column 'a' holds 'abc' (1 such value(s)), not a number; the model was fitted "
+        "on it as a numeric column. Correct or remove those values"
+    ) in err, err

@@ -10,6 +10,7 @@ estimator module ``fit`` loads is looked up in :data:`~scalenc.cli.parser.METHOD
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
@@ -28,6 +29,7 @@ from scalenc.cli.summary import plural
 from scalenc.io.atomic import write_text
 from scalenc.io.inputs import load
 from scalenc.io.outputs import write_dataset, write_output
+from scalenc.io.tables import Table
 from scalenc.persist import load_model, read_model_metadata, save_model
 from scalenc.report import (
     build_report,
@@ -155,7 +157,7 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
         args.data,
         X.shape[0],
         plural(X.shape[1], "feature"),
-        X.dtype,
+        _feature_types(X),
         plural(X.numblocks[0], "row block"),
         max(X.chunks[0]),
         "" if y is None else ", with labels",
@@ -163,12 +165,20 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
     return X, y
 
 
+def _feature_types(X) -> str:
+    """X's dtype, or a table's columns by kind (the estimator encodes them as float64, or
+    float32 where every numeric column is)."""
+    if isinstance(X, Table):
+        return f"table of {X.column_kinds()} columns (encoded by the estimator)"
+    return str(X.dtype)
+
+
 def _data_summary(args, X, y) -> dict:
     out = {
         "path": args.data,
         "rows": int(X.shape[0]),
         "features": int(X.shape[1]),
-        "dtype": str(X.dtype),
+        "dtype": _feature_types(X),
         "row_blocks": int(X.numblocks[0]),
         "chunk_rows": int(max(X.chunks[0])),
     }
@@ -254,8 +264,7 @@ def cmd_fit(args, session) -> dict:
         if not hasattr(est, "partial_fit"):
             raise BadInput(f"A {cls.__name__} model cannot be updated; fit it again.")
     else:
-        est = cls()
-        est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
+        est = _estimator_with(cls, params)
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
     X, y = _open_data(args, labels=True, require_labels=True)
@@ -292,6 +301,24 @@ def cmd_fit(args, session) -> dict:
     if args.update:
         summary["update"] = {"model": args.update, "updates": getattr(est, "n_updates_", None)}
     return summary
+
+
+def _estimator_with(cls, params: dict):
+    """``cls(**params)``, its parameters checked as its ``fit`` checks them first, before any
+    data is read; an unknown name is refused with the nearest valid one."""
+    est = cls()
+    valid = sorted(est.get_params(deep=False))
+    for name in params:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise BadInput(
+                f"{cls.__name__} has no parameter {name!r}.{hint} Its parameters: {valid} "
+                "(`scalenc fit METHOD --help` lists them with their defaults)."
+            )
+    est.set_params(**params)
+    est._check_params()
+    return est
 
 
 def _check_update_args(args, params) -> None:

@@ -185,10 +185,13 @@ class Table:
     def __dask_tokenize__(self):
         return ("scalenc.Table", tokenize(self.frame), self.lengths)
 
-    def __repr__(self) -> str:
+    def column_kinds(self) -> str:
+        """The columns by kind, such as ``"1 categorical, 2 numeric"``."""
         kinds = Counter(column_kind(t) for t in self.dtypes)
-        text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        return f"Table({self.shape[0]} rows × {self.shape[1]} columns: {text})"
+        return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+
+    def __repr__(self) -> str:
+        return f"Table({self.shape[0]} rows × {self.shape[1]} columns: {self.column_kinds()})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -253,7 +256,28 @@ def _numeric_values(frame, names) -> np.ndarray:
     """The numeric columns as float64 with NaN for missing entries (pandas' NA included)."""
     if not names:
         return np.empty((len(frame), 0))
-    return frame[list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+    try:
+        return frame[list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+    except (ValueError, TypeError):
+        _refuse_non_numbers(frame, names)
+        raise
+
+
+def _refuse_non_numbers(frame, names) -> None:
+    """Name the first numeric column holding a value that is not a number, and the value."""
+    import pandas as pd  # deferred: pandas is imported only for tables
+
+    for name in names:
+        column = frame[name]
+        bad = pd.to_numeric(column, errors="coerce").isna() & column.notna()
+        if bad.any():
+            value = column[bad].iloc[0]
+            raise InputError(
+                f"Feature column {name!r} holds {value!r} ({int(bad.sum())} such value(s)), "
+                "not a number; the model was fitted on it as a numeric column. Correct or "
+                "remove those values (an empty cell is a missing value), or refit on data "
+                "where the column is text to encode it as categories."
+            )
 
 
 def _plain(value):
