@@ -220,3 +220,85 @@ def test_a_string_in_a_numeric_column_is_named(table_csv, tmp_path):
         "Feature column 'a' holds 'abc' (1 such value(s)), not a number; the model was fitted "
         "on it as a numeric column. Correct or remove those values"
     ) in err, err
+
+
+# --- NumPy to Zarr: write_dataset and `scalenc convert` -------------------------------------
+
+
+def test_write_dataset_takes_numpy_arrays(tmp_path):
+    from scalenc import load, write_dataset
+
+    X = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = np.array(["a", "b"] * 10, dtype=object)
+    path = write_dataset(X, y, tmp_path / "train.zarr")
+    X2, y2 = load(path)
+    np.testing.assert_array_equal(X2.compute(), X)
+    assert X2.dtype == np.float32 and y2.compute().tolist() == y.tolist()
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """The same 2 000 × 3 rows and labels as .npz, .npy (no labels), CSV and Parquet."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(2000, 3))
+    y = rng.integers(0, 3, 2000)
+    folder = tmp_path_factory.mktemp("sources")
+    np.savez(folder / "d.npz", X=X, y=y)
+    np.save(folder / "d.npy", X)
+    frame = pd.DataFrame({"f0": X[:, 0], "f1": X[:, 1], "f2": X[:, 2], "label": y})
+    frame.to_csv(folder / "d.csv", index=False)
+    frame.to_parquet(folder / "d.parquet", row_group_size=700)
+    return folder, X, y
+
+
+@pytest.mark.parametrize("name", ["d.npz", "d.npy", "d.csv", "d.parquet"])
+def test_convert_writes_a_zarr_store_that_load_reads(sources, tmp_path, name):
+    from scalenc import load
+
+    folder, X, y = sources
+    labels = ["--label-column", "label"] if name.endswith((".csv", ".parquet")) else []
+    out = tmp_path / "d.zarr"
+    code, text, err = run_exe_text(
+        "convert", "--data", folder / name, *labels, "--out", out, "--chunk-rows", 500
+    )
+    assert code == 0, err
+    assert re.match(
+        rf"convert .*{re.escape(name)} \(2000 rows × 3 features, 4 row blocks\) to ", text
+    )
+    X2, y2 = load(out)
+    assert X2.chunks[0] == (500, 500, 500, 500)
+    np.testing.assert_array_equal(X2.compute(), X)
+    if name == "d.npy":
+        assert y2 is None
+    else:
+        np.testing.assert_array_equal(y2.compute(), y)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.zarr"]  # no temporary left
+
+
+def test_convert_replaces_an_output_only_with_overwrite(sources, tmp_path):
+    from scalenc import load
+
+    folder, X, _ = sources
+    out = tmp_path / "d.zarr"
+    assert run_exe_text("convert", "--data", folder / "d.npy", "--out", out)[0] == 0
+    code, _, err = run_exe_text("convert", "--data", folder / "d.npz", "--out", out)
+    assert code == 2 and f"{out} exists; pass --overwrite to replace it." in err
+    assert load(out)[1] is None  # left as it was
+    code, _, err = run_exe_text("convert", "--data", folder / "d.npz", "--out", out, "--overwrite")
+    assert code == 0, err
+    assert load(out)[1] is not None
+
+
+def test_convert_refuses_a_table_with_text_columns_naming_the_fix(table_csv, tmp_path):
+    path, _ = table_csv
+    code, _, err = run_exe_text(
+        "convert", "--data", path, "--label-column", "label", "--out", tmp_path / "t.zarr"
+    )
+    assert code == 2
+    assert "has columns that are not numbers (1 categorical, 2 numeric)" in err
+    assert "--feature-columns" in err and not (tmp_path / "t.zarr").exists()
+    code, _, err = run_exe_text(
+        "convert", "--data", path, "--label-column", "label", "--feature-columns", "a",
+        "--out", tmp_path / "t.zarr",
+    )  # fmt: skip
+    assert code == 0, err

@@ -520,6 +520,39 @@ def cmd_make_data(args, session) -> dict:
     }
 
 
+def cmd_convert(args, session) -> dict:
+    _check_inputs(args)  # inputs before output conflicts
+    fmt = _xy_format(args.out)
+    _check_free(args.out, args.overwrite)
+    X, y = _open_data(args, labels=True)
+    if isinstance(X, Table):
+        raise BadInput(
+            f"{args.data} has columns that are not numbers ({X.column_kinds()}): a Zarr "
+            "store holds numeric arrays. Select the numeric columns with --feature-columns, "
+            "or give the table itself to fit, predict and evaluate, which encode its "
+            "categories."
+        )
+    with session.progress("convert", X, passes=1):  # the writes are its one pass
+        path, seconds = timed(
+            write_dataset,
+            X,
+            y,
+            args.out,
+            format=fmt,
+            attrs={"source": redact([args.data])[0], "converted_by": "scalenc convert"},
+            overwrite=args.overwrite,
+            storage_options=storage_options(args.storage_option),
+        )
+    log.info("convert: wrote %s in %.2fs", path, seconds)
+    return {
+        "data": _data_summary(args, X, y),
+        "format": fmt,
+        "passes": 1,
+        "timings": {"write_seconds": seconds},
+        "outputs": {"data": path},
+    }
+
+
 def _xy_format(path: str) -> str:
     suffix = Path(path.rstrip("/")).suffix.lower()
     if suffix not in (".zarr", ".parquet"):
@@ -590,5 +623,6 @@ STEPS = {
     "evaluate": cmd_evaluate,
     "info": cmd_info,
     "make-data": cmd_make_data,
+    "convert": cmd_convert,
     "report": cmd_report,
 }

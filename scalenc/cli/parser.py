@@ -543,6 +543,21 @@ def _add_make_data(sub, name):
     return p
 
 
+def _add_convert(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options(), _data_options(device=False), _label_options()],
+        help="turn .npz, .npy, CSV or Parquet data into a Zarr store the commands read",
+        description="Write --data (and its labels) as a Zarr group with arrays X and y "
+        "(or a Parquet dataset with columns x0.. and y), block by block, as `load` and "
+        "every command read it.",
+    )
+    p.add_argument("--out", required=True, metavar="PATH", help="*.zarr or *.parquet")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    return p
+
+
 def _add_report(sub, name):
     p = _command(
         sub,
@@ -591,6 +606,7 @@ _COMMANDS = {
     "evaluate": _add_evaluate,
     "info": _add_info,
     "make-data": _add_make_data,
+    "convert": _add_convert,
     "report": _add_report,
     "run": _add_run,
 }

@@ -327,6 +327,12 @@ def _make_data(s: dict):
     return head, [f"written in {_seconds(s.get('timings', {}).get('write_seconds'))}"]
 
 
+def _convert(s: dict):
+    out = (s.get("outputs") or {}).get("data")
+    head = f"convert {_data(s.get('data'))} to {out}"
+    return head, [f"written in {_seconds(s.get('timings', {}).get('write_seconds'))}"]
+
+
 def _report(s: dict):
     head = f"report on {s['model']} ({s['estimator']})"
     if s.get("data"):
@@ -344,6 +350,7 @@ _RENDERERS = {
     "evaluate": _evaluate,
     "info": _info,
     "make-data": _make_data,
+    "convert": _convert,
     "report": _report,
 }
 
