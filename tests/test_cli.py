@@ -1029,7 +1029,7 @@ def test_progress_counts_passes_over_the_data_and_shows_an_eta(tmp_path):
         with stage("gram"):
             (Xd * 2).sum().compute()
     text = out.getvalue()
-    assert "scalenc fit: pass 1 0% (0/" in text and "scalenc fit: other 0% (0/" in text
+    assert "scalenc fit: pass 1 0% (0/" in text and "scalenc fit: after pass 1 0% (0/" in text
     assert "scalenc fit: pass 2 (gram) 100% (" in text and "pass 3" not in text
 
     display = _Display("predict", "bar", io.StringIO(), 10.0, passes=1)
@@ -1051,10 +1051,10 @@ def test_fit_progress_numbers_the_passes_the_summary_counts(inputs, tmp_path, ca
         "--set", "kernels=linear,euclidean", "--progress", "lines", "--progress-interval", 0,
     )  # fmt: skip
     assert code == 0 and summary["passes"] == 2, err
-    started = re.findall(r"scalenc fit: (pass \d+|other) 0% \(0/\d+ tasks\) started", err)
+    started = re.findall(r"scalenc fit: (.+) 0% \(0/\d+ tasks\) started", err)
     # the labels read into memory once (not a pass over X), the two passes, then the
     # pass over the cached embedding, which re-reads no data
-    assert started == ["other", "pass 1", "pass 2", "other"]
+    assert started == ["before the first pass", "pass 1", "pass 2", "after pass 2"]
     assert "fit: done in" in err and ", 2 passes over the data" in err
 
 

@@ -302,3 +302,28 @@ def test_convert_refuses_a_table_with_text_columns_naming_the_fix(table_csv, tmp
         "--out", tmp_path / "t.zarr",
     )  # fmt: skip
     assert code == 0, err
+
+
+# --- progress numbering -----------------------------------------------------------------------
+
+
+def test_a_csv_fit_numbers_its_passes_as_the_summary_counts_them(tmp_path):
+    rng = np.random.default_rng(5)
+    n = 3000
+    frame = pd.DataFrame(
+        {"a": rng.normal(size=n), "b": rng.normal(size=n), "c": rng.choice(["x", "y"], n)}
+    )
+    frame["label"] = (frame.a + (frame.c == "x") > 0.5).astype(int)
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    code, out, err = run_exe_text(
+        "fit", "nrbfn", "--data", tmp_path / "t.csv", "--label-column", "label",
+        "--model-out", tmp_path / "m", "--progress", "lines", "--progress-interval", "0",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    passes = json.loads(out)["passes"]
+    numbers = [int(n) for n in re.findall(r"scalenc fit: pass (\d+) .*started$", err, re.M)]
+    assert numbers == list(range(1, passes + 1)), err
+    assert "fit: done in " in err and f", {passes} passes over the data" in err
+    assert "other" not in err  # computations outside the passes are named by where they fall
+    assert "before the first pass" in err

@@ -21,9 +21,10 @@ import dask.array as da
 import psutil
 import pytest
 from conftest import make_blobs
+from test_checkpoint import assert_same_model
 from test_cli import EXE
 
-from scalenc import cli
+from scalenc import cli, load_model
 from scalenc.io import write_dataset
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals")
@@ -62,7 +63,7 @@ def _fit_argv(data: Path, folder: Path, *extra) -> list[str]:
     return [
         "fit", "nrbfn", "--data", str(data), "--model-out", str(folder / "model"),
         "--checkpoint", str(folder / "ck"), "--set", "n_basis=1000", "--set", "random_state=0",
-        "--progress", "none", *extra,
+        "--progress", "lines", "--progress-interval", "0", *extra,
     ]  # fmt: skip
 
 
@@ -126,7 +127,7 @@ def _assert_reported_once(err: str, folder: Path) -> None:
 
 
 def _resume(argv: list[str], folder: Path) -> dict:
-    """Run the resuming command; its JSON summary's checkpoint section."""
+    """Run the resuming command; its JSON summary (its stderr under ``"stderr"``)."""
     assert argv[0] == "scalenc"
     summary = folder / "resumed.json"
     proc = subprocess.run(
@@ -137,7 +138,13 @@ def _resume(argv: list[str], folder: Path) -> dict:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(summary.read_text())["checkpoint"]
+    return {**json.loads(summary.read_text()), "stderr": proc.stderr}
+
+
+def _pass_numbers(err: str) -> list[int]:
+    """The pass numbers a fit's progress lines show, in order, each once."""
+    numbers = [int(n) for n in re.findall(r"scalenc fit: pass (\d+)\b.* started$", err, re.M)]
+    return list(dict.fromkeys(numbers))
 
 
 def test_ctrl_c_during_a_long_pass_ends_within_seconds_and_resumes(data, tmp_path):
@@ -150,9 +157,24 @@ def test_ctrl_c_during_a_long_pass_ends_within_seconds_and_resumes(data, tmp_pat
     assert not (tmp_path / "model").exists()
     rerun = _rerun_command(err)
     assert rerun[1:] == argv
-    checkpoint = _resume(rerun, tmp_path)
+    resumed = _resume(rerun, tmp_path)
+    checkpoint = resumed["checkpoint"]
     assert checkpoint["resumed"] and checkpoint["groups_reused"] + checkpoint["passes_reused"] > 0
-    assert (tmp_path / "model").exists()
+    # the same fit uninterrupted: the same model, and the resumed fit's passes numbered as
+    # its passes (a pass read back keeps its place; only the computed ones are counted)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    proc = subprocess.run(
+        [*EXE, *_fit_argv(data, plain), "--json", str(plain / "fit.json")],
+        capture_output=True, text=True, env=_env(), timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    total = json.loads((plain / "fit.json").read_text())["passes"]
+    assert _pass_numbers(proc.stderr) == list(range(1, total + 1)), proc.stderr
+    numbers = _pass_numbers(resumed["stderr"])
+    assert numbers == list(range(total - resumed["passes"] + 1, total + 1)), resumed["stderr"]
+    assert "other" not in resumed["stderr"] and "other" not in proc.stderr
+    assert_same_model(load_model(tmp_path / "model"), load_model(plain / "model"))
 
 
 #: The `scalenc` executable whose Dask computations, once interrupted, take 3 s to finish
@@ -185,8 +207,8 @@ def test_a_second_ctrl_c_ends_at_once_without_a_traceback(data, tmp_path):
         err,
     ), err
     assert not (tmp_path / "model").exists()
-    checkpoint = _resume(["scalenc", *argv], tmp_path)
-    assert checkpoint["resumed"] and (tmp_path / "model").exists()
+    assert _resume(["scalenc", *argv], tmp_path)["checkpoint"]["resumed"]
+    assert (tmp_path / "model").exists()
 
 
 @pytest.mark.cluster
@@ -200,8 +222,8 @@ def test_ctrl_c_on_a_local_cluster_ends_within_seconds_and_resumes(data, tmp_pat
     assert "distributed." not in err and "leaked" not in err, err
     _, alive = psutil.wait_procs(children, timeout=30)
     assert not alive, f"the command's worker processes outlived it: {alive}"
-    checkpoint = _resume(_rerun_command(err), tmp_path)
-    assert checkpoint["resumed"] and (tmp_path / "model").exists()
+    assert _resume(_rerun_command(err), tmp_path)["checkpoint"]["resumed"]
+    assert (tmp_path / "model").exists()
 
 
 def test_ctrl_c_while_blocks_are_busy_in_blas_ends_within_seconds(tmp_path):

@@ -273,7 +273,7 @@ def cmd_fit(args, session) -> dict:
     else:
         log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
     step = est.partial_fit if args.update else est.fit
-    with session.progress("fit", X), dask.config.set(_checkpoint_config(args)):
+    with session.progress("fit", counted=True), dask.config.set(_checkpoint_config(args)):
         _, fit_s = timed(step, X, y)
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""

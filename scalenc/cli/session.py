@@ -47,9 +47,10 @@ class Session:
         self.quiet = args.quiet
         self.ends_process = ends_process
 
-    def progress(self, label: str, data=None, passes: int | None = None):
+    def progress(self, label: str, data=None, passes: int | None = None, counted=False):
         """Progress of the computations of one step; those reading ``data`` are its
-        ``passes`` (when known) over the data."""
+        ``passes`` (when known) over the data, or with ``counted`` (a fit) those the
+        engine counts."""
         mode = "none" if self.quiet else self.args.progress
         return Progress(
             label,
@@ -59,6 +60,7 @@ class Session:
             client=self.client,
             data=data,
             passes=passes,
+            counted=counted,
         )
 
     @contextlib.contextmanager
