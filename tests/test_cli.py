@@ -703,8 +703,8 @@ def test_job_errors_and_failed_step(inputs, tmp_path, capsys):
     code, summary, _ = run(capsys, "run", job)
     assert code == cli.EXIT_BAD_INPUT
     assert (
-        "step 1 (run): unknown command; use one of ['embed', 'evaluate', 'fit', 'info', "
-        "'make-data', 'predict', 'report']." in summary["error"]["message"]
+        "step 1 (run): unknown command; use one of ['convert', 'embed', 'evaluate', 'fit', "
+        "'info', 'make-data', 'predict', 'report']." in summary["error"]["message"]
     )
 
     job.write_text("[[step]\n")
