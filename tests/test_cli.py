@@ -429,7 +429,10 @@ def test_set_values_are_parsed():
 
 
 BAD_INPUT_CASES = {
-    "unknown parameter": (["--set", "kernal=linear"], "Invalid parameter 'kernal'"),
+    "unknown parameter": (
+        ["--set", "kernal=linear"],
+        "EncoderClassifier has no parameter 'kernal'. Did you mean 'kernels'?",
+    ),
     "bad parameter value": (
         ["--set", "min_improvement=2"],
         "The 'min_improvement' parameter of EncoderClassifier must be",
@@ -700,8 +703,8 @@ def test_job_errors_and_failed_step(inputs, tmp_path, capsys):
     code, summary, _ = run(capsys, "run", job)
     assert code == cli.EXIT_BAD_INPUT
     assert (
-        "step 1 (run): unknown command; use one of ['embed', 'evaluate', 'fit', 'info', "
-        "'make-data', 'predict', 'report']." in summary["error"]["message"]
+        "step 1 (run): unknown command; use one of ['convert', 'embed', 'evaluate', 'fit', "
+        "'info', 'make-data', 'predict', 'report']." in summary["error"]["message"]
     )
 
     job.write_text("[[step]\n")
@@ -1026,7 +1029,7 @@ def test_progress_counts_passes_over_the_data_and_shows_an_eta(tmp_path):
         with stage("gram"):
             (Xd * 2).sum().compute()
     text = out.getvalue()
-    assert "scalenc fit: pass 1 0% (0/" in text and "scalenc fit: other 0% (0/" in text
+    assert "scalenc fit: pass 1 0% (0/" in text and "scalenc fit: after pass 1 0% (0/" in text
     assert "scalenc fit: pass 2 (gram) 100% (" in text and "pass 3" not in text
 
     display = _Display("predict", "bar", io.StringIO(), 10.0, passes=1)
@@ -1048,10 +1051,10 @@ def test_fit_progress_numbers_the_passes_the_summary_counts(inputs, tmp_path, ca
         "--set", "kernels=linear,euclidean", "--progress", "lines", "--progress-interval", 0,
     )  # fmt: skip
     assert code == 0 and summary["passes"] == 2, err
-    started = re.findall(r"scalenc fit: (pass \d+|other) 0% \(0/\d+ tasks\) started", err)
+    started = re.findall(r"scalenc fit: (.+) 0% \(0/\d+ tasks\) started", err)
     # the labels read into memory once (not a pass over X), the two passes, then the
     # pass over the cached embedding, which re-reads no data
-    assert started == ["other", "pass 1", "pass 2", "other"]
+    assert started == ["before the first pass", "pass 1", "pass 2", "after pass 2"]
     assert "fit: done in" in err and ", 2 passes over the data" in err
 
 

@@ -10,7 +10,8 @@ import zarr
 
 from scalenc import EncoderClassifier
 from scalenc.engine.passes import find_classes
-from scalenc.io.inputs import as_dask_array, check_xy, encode_labels, load
+from scalenc.io.inputs import as_dask_array, check_xy, load
+from scalenc.io.labels import encode_labels
 from scalenc.io.outputs import write_output
 from scalenc.io.tables import Table
 from scalenc.math.labels import unlabeled_mask

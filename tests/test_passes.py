@@ -212,7 +212,7 @@ def test_labeled_moments_pass_equals_class_list_then_moments(labels, chunks, dty
     class moments of class_moments_pass, whatever classes each block lacks: a block
     with no labeled row, and a class that first appears in the last block."""
     from scalenc.engine.passes import find_classes
-    from scalenc.io.inputs import encode_labels
+    from scalenc.io.labels import encode_labels
 
     rng = np.random.default_rng(3)
     X = (rng.normal(size=(300, 4)) * [1, 2, 3, 4] + 10).astype(dtype)
@@ -252,7 +252,7 @@ def test_a_pass_reads_each_block_in_its_own_task(tmp_path):
     task: a pass over a Zarr store is one task per block plus the tree's merges."""
     import zarr
 
-    from scalenc.io.inputs import encode_labels
+    from scalenc.io.labels import encode_labels
 
     X = np.arange(400.0).reshape(100, 4)
     root = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
@@ -272,7 +272,7 @@ def test_a_pass_reads_each_block_in_its_own_task(tmp_path):
 def test_a_pass_reads_each_block_of_x_and_y_once():
     """Counted reads: one pass over (X, y) reads every block of each exactly once, and
     runs one task per block plus the merges, so each block's two reads share its task."""
-    from scalenc.io.inputs import encode_labels
+    from scalenc.io.labels import encode_labels
 
     X = np.arange(400.0).reshape(100, 4)
     Xd, x_reads = counted(X, (10, 40, 25, 25))

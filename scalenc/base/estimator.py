@@ -25,7 +25,9 @@ from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
 from scalenc.io import tables
 from scalenc.io.identity import IdentityUnavailable, input_identity
-from scalenc.io.inputs import check_xy, encode_labels, is_dask_frame
+from scalenc.io.inputs import check_xy
+from scalenc.io.labels import encode_labels
+from scalenc.io.tables import is_dask_frame
 from scalenc.math import moments as _blocks
 from scalenc.math.labels import UNLABELED, sorted_classes, unlabeled_mask
 

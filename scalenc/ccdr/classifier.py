@@ -26,7 +26,7 @@ from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes
 from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS
 from scalenc.engine.cluster import compute
-from scalenc.io.inputs import encode_labels
+from scalenc.io.labels import encode_labels
 from scalenc.math.moments import merge_partials
 
 __all__ = [

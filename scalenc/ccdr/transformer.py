@@ -44,7 +44,8 @@ from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import blas_single_thread, compute
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import InputError, MemoryBudgetError
-from scalenc.io.inputs import check_xy, encode_labels
+from scalenc.io.inputs import check_xy
+from scalenc.io.labels import encode_labels
 from scalenc.math import sampling as _sampling
 
 __all__ = [

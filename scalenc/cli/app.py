@@ -23,6 +23,7 @@ arguments have parsed, so ``scalenc --help`` and argument errors stay fast.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import signal
 import sys
@@ -57,14 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``scalenc`` with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
     A SIGINT or SIGTERM at any moment of the call ends it with exit code 130 or 143 and a
-    one-line message on stderr, never a traceback (see :class:`CommandSignals`).
+    one-line message on stderr, never a traceback (see :class:`CommandSignals`). Called
+    without ``argv`` (the ``scalenc`` executable), an interrupted command then ends the
+    process at once (:func:`_end_process`).
     """
+    process = argv is None  # the process's own command line: an interruption ends it
     argv = list(sys.argv[1:] if argv is None else argv)
-    with CommandSignals(argv) as signals:
+    with CommandSignals(argv, ends_process=process) as signals:
         try:
-            return _main(argv, signals)
+            code = _main(argv, signals)
         except KeyboardInterrupt as exc:  # one the command could not report itself
-            return _report_interrupt(exc, argv, signals.started)
+            code = _report_interrupt(exc, argv, signals.started)
+    if process and code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        _end_process(code)
+    return code
 
 
 def _main(argv: list[str], signals: CommandSignals) -> int:
@@ -98,9 +105,13 @@ class CommandSignals:
     parse and the libraries load, nothing is read or written yet and an exception raised
     inside a library's import could be swallowed there: a signal is held and raised by
     :meth:`start`, so the command stops there, reporting it the same way. A second signal
-    while one is held stops the process at once with the exit code and one line on stderr
-    (a double Ctrl-C always ends a slow start). Once the command's summary is out
+    while one is held, or while the command cleans up after the first one, stops the
+    process at once with the exit code and one line on stderr (a double Ctrl-C always
+    ends at once, without a traceback). Once the command's summary is out
     (:meth:`finish`), a signal is dropped: the command has finished.
+
+    ``ends_process``: the command is the process's own (the ``scalenc`` executable), which
+    ends as soon as an interruption is reported (:func:`_end_process`).
 
     The previous handlers are restored on exit; a signal that was ignored (``nohup``, a
     background job) stays ignored. Off the main thread (no handler can be set there) this
@@ -109,11 +120,13 @@ class CommandSignals:
 
     _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self, argv: list[str]):
+    def __init__(self, argv: list[str], *, ends_process: bool = False):
         self.argv = argv
+        self.ends_process = ends_process
         self.started = False
         self.finished = False
         self.held: int | None = None
+        self.raised: int | None = None
         self._previous: dict = {}
 
     def __enter__(self) -> CommandSignals:
@@ -141,33 +154,83 @@ class CommandSignals:
     def _handle(self, signum, frame) -> None:
         if self.finished:
             return
-        if self.started:
+        if self.started and self.raised is None:
+            self.raised = signum
             raise _interrupt(signum)
-        if self.held is None:
+        if not self.started and self.held is None:
             self.held = signum
             return
-        code = _report_interrupt(_interrupt(signum), self.argv, started=False)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # a write the signal interrupted; the process ends anyway
-                pass
-        os._exit(code)
+        # a second signal: while starting, or while the first one's clean-up runs
+        started = self.started
+        code = _report_interrupt(_interrupt(signum), self.argv, started=started, again=started)
+        _end_process(code)
+
+
+def _end_process(code: int) -> None:
+    """End the process now, with ``code``, once an interruption has been reported.
+
+    By then the command has stopped scheduling work, discarded its unfinished outputs,
+    and written its message and summary; a checkpoint holds what the finished tasks
+    saved (each file written whole or not at all). What is left are the blocks still
+    running in Dask's worker threads, which a normal exit would wait for (seconds to a
+    minute), and OpenBLAS's thread shutdown at exit, which can hang: neither holds
+    anything the command still needs, so the process ends without them (``os._exit``,
+    after flushing stdout, stderr and the log). The workers of a LocalCluster end with
+    the process that started them.
+    """
+    for handler in (
+        logging.getLogger("scalenc").handlers + logging.getLogger("scalenc.cli").handlers
+    ):
+        _quietly(handler.flush)
+    for stream in (sys.stdout, sys.stderr):
+        _quietly(stream.flush)
+    _quietly(_release_semaphores)
+    os._exit(code)
+
+
+def _release_semaphores() -> None:
+    """Unlink the named semaphores this process made (a LocalCluster's, for its worker
+    processes), as a normal exit does: else multiprocessing's resource tracker unlinks
+    them after the process ends and warns of "leaked semaphore objects" after the
+    command's message. Only their clean-ups run, not the other exit hooks (a queue's
+    would wait for its thread)."""
+    if "multiprocessing" not in sys.modules:
+        return
+    from multiprocessing import synchronize, util
+
+    for finalizer in list(util._finalizer_registry.values()):
+        if getattr(finalizer, "_callback", None) is synchronize.SemLock._cleanup:
+            finalizer()
+
+
+def _quietly(flush) -> None:
+    try:
+        flush()
+    except Exception:  # a stream closed or a write the signal interrupted: ending anyway
+        pass
 
 
 def _interrupt(signum: int) -> KeyboardInterrupt:
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
-def _report_interrupt(exc: KeyboardInterrupt, argv: list[str], started: bool) -> int:
+def _report_interrupt(
+    exc: KeyboardInterrupt, argv: list[str], started: bool, again: bool = False
+) -> int:
     """Write the one line of a signal the command could not report itself (while the
-    arguments parsed or the libraries loaded: nothing read or written yet; or while it
-    reported its own error) on stderr; return its exit code."""
+    arguments parsed or the libraries loaded: nothing read or written yet; while it
+    reported its own error; or a second signal, ``again``, while it stopped after the
+    first) on stderr; return its exit code."""
     terminated = isinstance(exc, Terminated)
     code = EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     signame = "SIGTERM" if terminated else "SIGINT (Ctrl-C)"
     what = " ".join(["scalenc", *argv[:1]]) if argv[:1] and argv[0][:1] != "-" else "scalenc"
     when = "" if started else " while starting; nothing was read or written"
+    if again:
+        when = (
+            " again while it stopped; it ended at once (a temporary output it was "
+            "discarding may be left; the next write of that path removes it)"
+        )
     stamp = time.strftime("%H:%M:%S")
     sys.stderr.write(
         f"{stamp} scalenc error (exit {code}): {what} was interrupted by {signame}{when}.\n"

@@ -10,6 +10,7 @@ estimator module ``fit`` loads is looked up in :data:`~scalenc.cli.parser.METHOD
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import logging
 import os
@@ -28,6 +29,7 @@ from scalenc.cli.summary import plural
 from scalenc.io.atomic import write_text
 from scalenc.io.inputs import load
 from scalenc.io.outputs import write_dataset, write_output
+from scalenc.io.tables import Table
 from scalenc.persist import load_model, read_model_metadata, save_model
 from scalenc.report import (
     build_report,
@@ -155,7 +157,7 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
         args.data,
         X.shape[0],
         plural(X.shape[1], "feature"),
-        X.dtype,
+        _feature_types(X),
         plural(X.numblocks[0], "row block"),
         max(X.chunks[0]),
         "" if y is None else ", with labels",
@@ -163,12 +165,20 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
     return X, y
 
 
+def _feature_types(X) -> str:
+    """X's dtype, or a table's columns by kind (the estimator encodes them as float64, or
+    float32 where every numeric column is)."""
+    if isinstance(X, Table):
+        return f"table of {X.column_kinds()} columns (encoded by the estimator)"
+    return str(X.dtype)
+
+
 def _data_summary(args, X, y) -> dict:
     out = {
         "path": args.data,
         "rows": int(X.shape[0]),
         "features": int(X.shape[1]),
-        "dtype": str(X.dtype),
+        "dtype": _feature_types(X),
         "row_blocks": int(X.numblocks[0]),
         "chunk_rows": int(max(X.chunks[0])),
     }
@@ -254,8 +264,7 @@ def cmd_fit(args, session) -> dict:
         if not hasattr(est, "partial_fit"):
             raise BadInput(f"A {cls.__name__} model cannot be updated; fit it again.")
     else:
-        est = cls()
-        est.set_params(**params)  # unknown names: sklearn's message; values: checked by fit
+        est = _estimator_with(cls, params)
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
     X, y = _open_data(args, labels=True, require_labels=True)
@@ -264,7 +273,7 @@ def cmd_fit(args, session) -> dict:
     else:
         log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
     step = est.partial_fit if args.update else est.fit
-    with session.progress("fit", X), dask.config.set(_checkpoint_config(args)):
+    with session.progress("fit", counted=True), dask.config.set(_checkpoint_config(args)):
         _, fit_s = timed(step, X, y)
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""
@@ -292,6 +301,24 @@ def cmd_fit(args, session) -> dict:
     if args.update:
         summary["update"] = {"model": args.update, "updates": getattr(est, "n_updates_", None)}
     return summary
+
+
+def _estimator_with(cls, params: dict):
+    """``cls(**params)``, its parameters checked as its ``fit`` checks them first, before any
+    data is read; an unknown name is refused with the nearest valid one."""
+    est = cls()
+    valid = sorted(est.get_params(deep=False))
+    for name in params:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise BadInput(
+                f"{cls.__name__} has no parameter {name!r}.{hint} Its parameters: {valid} "
+                "(`scalenc fit METHOD --help` lists them with their defaults)."
+            )
+    est.set_params(**params)
+    est._check_params()
+    return est
 
 
 def _check_update_args(args, params) -> None:
@@ -493,6 +520,39 @@ def cmd_make_data(args, session) -> dict:
     }
 
 
+def cmd_convert(args, session) -> dict:
+    _check_inputs(args)  # inputs before output conflicts
+    fmt = _xy_format(args.out)
+    _check_free(args.out, args.overwrite)
+    X, y = _open_data(args, labels=True)
+    if isinstance(X, Table):
+        raise BadInput(
+            f"{args.data} has columns that are not numbers ({X.column_kinds()}): a Zarr "
+            "store holds numeric arrays. Select the numeric columns with --feature-columns, "
+            "or give the table itself to fit, predict and evaluate, which encode its "
+            "categories."
+        )
+    with session.progress("convert", X, passes=1):  # the writes are its one pass
+        path, seconds = timed(
+            write_dataset,
+            X,
+            y,
+            args.out,
+            format=fmt,
+            attrs={"source": redact([args.data])[0], "converted_by": "scalenc convert"},
+            overwrite=args.overwrite,
+            storage_options=storage_options(args.storage_option),
+        )
+    log.info("convert: wrote %s in %.2fs", path, seconds)
+    return {
+        "data": _data_summary(args, X, y),
+        "format": fmt,
+        "passes": 1,
+        "timings": {"write_seconds": seconds},
+        "outputs": {"data": path},
+    }
+
+
 def _xy_format(path: str) -> str:
     suffix = Path(path.rstrip("/")).suffix.lower()
     if suffix not in (".zarr", ".parquet"):
@@ -563,5 +623,6 @@ STEPS = {
     "evaluate": cmd_evaluate,
     "info": cmd_info,
     "make-data": cmd_make_data,
+    "convert": cmd_convert,
     "report": cmd_report,
 }

@@ -59,7 +59,7 @@ def execute(args, argv: list[str], signals) -> int:
 def _execute(args, argv: list[str], signals) -> int:
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    session = Session(args)
+    session = Session(args, ends_process=signals.ends_process)
     summary = {
         "scalenc": __version__,
         "command": args.command,
@@ -83,7 +83,8 @@ def _execute(args, argv: list[str], signals) -> int:
         if isinstance(exc, SystemExit):
             raise
         code = exit_code(exc)
-        summary.update(status="error", error=error_dict(exc, what, failed_args))
+        rerun = redact(argv) if failed_args is args else None  # a job's step: its own
+        summary.update(status="error", error=error_dict(exc, what, failed_args, rerun))
         log.error("error (exit %d): %s", code, summary["error"]["message"])
         if args.verbose or code == EXIT_COMPUTE and not isinstance(exc, CLIError):
             log.debug("%s", "".join(traceback.format_exception(exc)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import json
 import sys
 
@@ -123,6 +124,27 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(self.prog, message, self.format_usage())
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but arguments no option takes are refused by the command's own
+        parser (its usage and ``scalenc COMMAND: error:``), each with the nearest option
+        of that command when one is close (``did you mean --model-out?``)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self.commands.get(getattr(parsed, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}{_nearest(parser, extras)}")
+        return parsed
+
+
+def _nearest(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """`` (did you mean --x?)`` for the first unknown option close to one of ``parser``'s."""
+    options = [o for action in parser._actions for o in action.option_strings]
+    for extra in extras:
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.partition("=")[0], options, n=1, cutoff=0.75)
+            if close:
+                return f" (did you mean {close[0]}?)"
+    return ""
 
 
 class _FitHelp(argparse._HelpAction):
@@ -301,7 +323,7 @@ def _add_scheduler_options(g) -> None:
     )
 
 
-def _data_options() -> _Parser:
+def _data_options(*, device: bool = True) -> _Parser:
     data = _Parser(add_help=False)
     g = data.add_argument_group("data")
     g.add_argument(
@@ -317,13 +339,14 @@ def _data_options() -> _Parser:
         metavar="N",
         help="rows per block (default: about 64 MB)",
     )
-    g.add_argument(
-        "--device",
-        choices=["cpu", "gpu"],
-        default="cpu",
-        help="where the data's blocks are computed: 'gpu' moves each block to the CUDA "
-        "device as a CuPy array as it is read (needs scalenc[gpu]; default cpu)",
-    )
+    if device:
+        g.add_argument(
+            "--device",
+            choices=["cpu", "gpu"],
+            default="cpu",
+            help="where the data's blocks are computed: 'gpu' moves each block to the CUDA "
+            "device as a CuPy array as it is read (needs scalenc[gpu]; default cpu)",
+        )
     g.add_argument(
         "--feature-columns",
         metavar="NAMES|GLOB",
@@ -520,6 +543,21 @@ def _add_make_data(sub, name):
     return p
 
 
+def _add_convert(sub, name):
+    p = _command(
+        sub,
+        name,
+        [_common_options(), _data_options(device=False), _label_options()],
+        help="turn .npz, .npy, CSV or Parquet data into a Zarr store the commands read",
+        description="Write --data (and its labels) as a Zarr group with arrays X and y "
+        "(or a Parquet dataset with columns x0.. and y), block by block, as `load` and "
+        "every command read it.",
+    )
+    p.add_argument("--out", required=True, metavar="PATH", help="*.zarr or *.parquet")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    return p
+
+
 def _add_report(sub, name):
     p = _command(
         sub,
@@ -568,6 +606,7 @@ _COMMANDS = {
     "evaluate": _add_evaluate,
     "info": _add_info,
     "make-data": _add_make_data,
+    "convert": _add_convert,
     "report": _add_report,
     "run": _add_run,
 }

@@ -10,10 +10,14 @@ written to disk). Every Dask computation started inside it is reported:
   callbacks above do not see distributed work); the dashboard address is where the
   detailed view lives, and the command line prints it when it connects.
 
-Estimators make several computations. Those that read the command's data (``data=``: its
-graph holds a key of the data's layers) are numbered as passes, as the log and the summary
-count them (``pass 2``, or ``pass 1/1`` when the number of passes is known); the others
-(labels, a cached embedding) are shown as ``other``. A stage name announced by
+Estimators make several computations. A fit's passes are numbered as the engine counts
+them (:func:`scalenc.engine.reads.latest`), so ``pass 4`` is the fourth pass the summary
+counts, and a resumed fit's remaining pass is ``pass 4`` too, after three passes ``read
+back`` from its checkpoint. Elsewhere, computations that read the command's data
+(``data=``: its graph holds a key of the data's layers) are numbered as passes (``pass 1/1``
+when the number of passes is known). The other computations (labels, a cached embedding)
+are named by where they fall (``after pass 2``); on a terminal their bar is drawn over by
+the next one instead of staying on the screen. A stage name announced by
 :func:`stage` is added (``pass 2 (gram)``). Once tasks have finished, an ETA for the
 current computation is shown (elapsed time × tasks left / tasks done). On a distributed
 cluster the scheduler is polled (every 0.5–5 s), so a computation shorter than the poll is
@@ -30,6 +34,7 @@ from typing import TextIO
 
 from dask.callbacks import Callback
 
+from scalenc.engine import reads as reads_module
 from scalenc.exceptions import InputError
 
 __all__ = [
@@ -102,7 +107,9 @@ class _Display:
     """Draws (done, total) of each computation as a bar or as periodic lines.
 
     ``passes`` is the number of passes over the data the step makes, when known (1 for
-    predict, evaluate, ...): the passes are then shown as ``pass 1/1``.
+    predict, evaluate, ...): the passes are then shown as ``pass 1/1``. ``counted``: the
+    step is a fit, whose passes the engine numbers; what it computes before it counts
+    them is not a pass.
     """
 
     width = 30
@@ -110,9 +117,16 @@ class _Display:
     eta_after = 1.0
 
     def __init__(
-        self, label: str, mode: str, stream: TextIO, interval: float, passes: int | None = None
+        self,
+        label: str,
+        mode: str,
+        stream: TextIO,
+        interval: float,
+        passes: int | None = None,
+        counted: bool = False,
     ):
         self.label = label
+        self.counted = counted
         self.mode = mode
         self.stream = stream
         self.interval = interval
@@ -123,16 +137,27 @@ class _Display:
         self._start = 0.0
         self._drawn = 0
         self._printed = False
+        self.folded = False
 
-    def start(self, total: int | None, reads_data: bool | None = None) -> None:
-        """A computation starts; ``reads_data`` says whether it is a pass over the data
-        (None: not known, counted as one)."""
-        if reads_data is False:
-            self.what = "other"
-        else:
+    def start(self, total: int | None, reads_data: bool | None = None, computation=None) -> None:
+        """A computation starts; ``computation`` is what the engine counting a fit's passes
+        says it is (:class:`scalenc.engine.reads.Computation`), else ``reads_data`` says
+        whether it is a pass over the data (None: not known, counted as one)."""
+        if computation is not None:
+            reads_data = computation.number is not None
+            if reads_data:
+                self.passes = computation.number
+        elif self.counted:  # before the fit counts its passes (its labels, a table's encoding)
+            reads_data = False
+        elif reads_data is not False:
             self.passes += 1
+        self.folded = reads_data is False
+        if self.folded:
+            self.what = f"after pass {self.passes}" if self.passes else "before the first pass"
+        else:
             of = f"/{self.expected}" if self.expected and self.passes <= self.expected else ""
-            self.what = f"pass {self.passes}{of}"
+            back = " read back from the checkpoint" if getattr(computation, "read_back", 0) else ""
+            self.what = f"pass {self.passes}{of}{back}"
         if _STAGES:
             self.what += f" ({_STAGES[-1]})"
         self._start = self._last = time.monotonic()
@@ -158,7 +183,11 @@ class _Display:
     def finish(self, done: int, total: int | None, errored: bool) -> None:
         now = time.monotonic()
         status = "failed" if errored else "done"
-        if self.mode == "bar":
+        if self.mode == "bar" and self.folded and not errored:  # the next bar draws over it
+            self.stream.write("\r" + " " * self._drawn + "\r")
+            self._drawn = 0
+            self.stream.flush()
+        elif self.mode == "bar":
             self._bar(done, total, now, status)
             self.stream.write("\n")
             self.stream.flush()
@@ -221,7 +250,7 @@ class _LocalCallback(Callback):
         )
         self.done = len(state["cache"])
         reads = any(_key_name(k) in self.layers for k in dsk) if self.layers else None
-        self.display.start(self.total, reads)
+        self.display.start(self.total, reads, reads_module.latest())
 
     def _posttask(self, key, result, dsk, state, worker_id):
         self.done += 1
@@ -281,7 +310,7 @@ class _DistributedPoller:
                 return
             if pending and not self.busy:
                 self.busy, self.peak = True, pending
-                self.display.start(pending, reads if self.layers else None)
+                self.display.start(pending, reads if self.layers else None, reads_module.latest())
             if self.busy:
                 self.peak = max(self.peak, pending)
                 self.display.update(self.peak - pending, self.peak)
@@ -310,6 +339,9 @@ class Progress:
         others shown as ``other``. None: every computation is numbered.
     passes : int or None
         How many passes the step makes, when known in advance (shown as ``pass 1/1``).
+    counted : bool, default=False
+        The step is a fit whose passes the engine counts and numbers
+        (:func:`scalenc.engine.reads.latest`): computations outside them are not passes.
     """
 
     def __init__(
@@ -322,10 +354,11 @@ class Progress:
         client=None,
         data=None,
         passes: int | None = None,
+        counted: bool = False,
     ):
         self.stream = stream if stream is not None else sys.stderr
         self.mode = choose_mode(mode, self.stream, client)
-        self.display = _Display(label, self.mode, self.stream, interval, passes)
+        self.display = _Display(label, self.mode, self.stream, interval, passes, counted)
         self.client = client
         self.layers = data_layers(data)
         self._ctx = None

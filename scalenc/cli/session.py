@@ -34,17 +34,23 @@ NOTICE = logging.INFO + 5
 
 
 class Session:
-    """What the steps of one invocation share: the log, the client, progress settings."""
+    """What the steps of one invocation share: the log, the client, progress settings.
 
-    def __init__(self, args):
+    ``ends_process``: an interruption ends the process once it is reported (the
+    ``scalenc`` executable), so the cluster is not closed first.
+    """
+
+    def __init__(self, args, *, ends_process: bool = False):
         self.args = args
         self.client = None
         self.scheduler_info = {"kind": "threads"}
         self.quiet = args.quiet
+        self.ends_process = ends_process
 
-    def progress(self, label: str, data=None, passes: int | None = None):
+    def progress(self, label: str, data=None, passes: int | None = None, counted=False):
         """Progress of the computations of one step; those reading ``data`` are its
-        ``passes`` (when known) over the data."""
+        ``passes`` (when known) over the data, or with ``counted`` (a fit) those the
+        engine counts."""
         mode = "none" if self.quiet else self.args.progress
         return Progress(
             label,
@@ -54,6 +60,7 @@ class Session:
             client=self.client,
             data=data,
             passes=passes,
+            counted=counted,
         )
 
     @contextlib.contextmanager
@@ -84,8 +91,22 @@ class Session:
             )
             try:
                 yield self.client
+            except BaseException as exc:
+                if self.ends_process and interrupted(exc):
+                    # the process ends once the interruption is reported: the scheduler
+                    # releases a lost client's tasks, and a LocalCluster's workers end
+                    # with this process, so nothing waits for them to close, and their
+                    # logs do not follow the command's message (kept referenced: a
+                    # collected generator would close them)
+                    self._left_open = stack.pop_all()
+                raise
             finally:
                 self.client = None
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is a SIGINT or SIGTERM, or a job step's failure caused by one."""
+    return isinstance(exc, KeyboardInterrupt) or isinstance(exc.__cause__, KeyboardInterrupt)
 
 
 @contextlib.contextmanager

@@ -229,9 +229,11 @@ def _model_results(model: dict | None, params: dict | None = None) -> list[str]:
         eig = model["eigenvalues_"]
         shown = ", ".join(_num(v) for v in eig[:3]) + (", …" if len(eig) > 3 else "")
         head = f"; classifier: {params['classifier']}" if params and "classifier" in params else ""
+        # CCDRClassifier's heat-kernel scale is its transformer's (``ccdr_``)
+        epsilon = model.get("epsilon_", (model.get("ccdr_") or {}).get("epsilon_"))
+        scale = "" if epsilon is None else f", ε = {_num(epsilon)}"
         lines.append(
-            f"embedding: {plural(len(eig), 'component')}, ε = {_num(model.get('epsilon_'))}, "
-            f"eigenvalues {shown}{head}"
+            f"embedding: {plural(len(eig), 'component')}{scale}, eigenvalues {shown}{head}"
         )
     return lines
 
@@ -325,6 +327,12 @@ def _make_data(s: dict):
     return head, [f"written in {_seconds(s.get('timings', {}).get('write_seconds'))}"]
 
 
+def _convert(s: dict):
+    out = (s.get("outputs") or {}).get("data")
+    head = f"convert {_data(s.get('data'))} to {out}"
+    return head, [f"written in {_seconds(s.get('timings', {}).get('write_seconds'))}"]
+
+
 def _report(s: dict):
     head = f"report on {s['model']} ({s['estimator']})"
     if s.get("data"):
@@ -342,6 +350,7 @@ _RENDERERS = {
     "evaluate": _evaluate,
     "info": _info,
     "make-data": _make_data,
+    "convert": _convert,
     "report": _report,
 }
 

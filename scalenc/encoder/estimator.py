@@ -58,7 +58,7 @@ from scalenc.encoder.plan import (
 from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads
 from scalenc.exceptions import InputError
-from scalenc.io.inputs import encode_labels
+from scalenc.io.labels import encode_labels
 from scalenc.math.labels import check_class_values, encode, warn_marker_as_class
 from scalenc.math.linalg import LDAModel, lda_from_moments
 

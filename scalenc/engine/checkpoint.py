@@ -68,6 +68,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.sizeof import sizeof
 
+from scalenc.engine import reads
 from scalenc.exceptions import CheckpointMismatchError, CheckpointWarning, InputError
 
 __all__ = [
@@ -513,12 +514,18 @@ class CheckpointRun:
         path = f"{self.root}/decisions/{name}"
         if self.fs.exists(path):
             try:
-                return _decode(self.fs.cat_file(path))
+                stored = _decode(self.fs.cat_file(path))
             except (_Damaged, OSError):
                 pass
+            else:
+                if isinstance(stored, tuple) and len(stored) == 3 and stored[0] == _REMEMBERED:
+                    reads.note_read_back(stored[1])  # the passes it cost keep their place
+                    return stored[2]
+                return stored
+        before = reads.passes_so_far()
         value = compute()
         self.fs.makedirs(f"{self.root}/decisions", exist_ok=True)
-        _write(self.fs, path, _encode(value))
+        _write(self.fs, path, _encode((_REMEMBERED, reads.passes_so_far() - before, value)))
         return value
 
     def summary(self) -> dict:
@@ -538,6 +545,10 @@ class CheckpointRun:
 _ACTIVE: contextvars.ContextVar[CheckpointRun | None] = contextvars.ContextVar(
     "scalenc_checkpoint", default=None
 )
+
+
+#: What a remembered value is stored with: (this marker, the passes over X it cost, value).
+_REMEMBERED = "scalenc-remembered"
 
 
 def active_run() -> CheckpointRun | None:

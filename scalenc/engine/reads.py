@@ -9,6 +9,10 @@ on a cluster), counts one pass for each computation whose graphs read X: a regis
 reader, or X's own blocks. Graphs that read only y, or a cache of X's embedding, do not
 count. (The estimators compute at most one reduction over X at a time, or several over
 one array computed from X whose blocks they share.)
+
+A pass a resumed fit reads back from its checkpoint instead of reading X is not counted,
+but it keeps its place: :func:`latest` numbers each computation as the fit's pass it is
+(``pass 4`` after three passes read back), which is what the command's progress shows.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from collections.abc import Iterable, Iterator
 
 from dask.base import is_dask_collection
 
-__all__ = ["PassCount", "counting_passes", "note_reader", "note_computation"]
+__all__ = [
+    "PassCount",
+    "Computation",
+    "counting_passes",
+    "note_reader",
+    "note_computation",
+    "latest",
+    "passes_so_far",
+    "note_read_back",
+]
 
 
 class PassCount:
@@ -28,7 +41,9 @@ class PassCount:
     def __init__(self, layer: str):
         self.layer = layer
         self.passes = 0
+        self.read_back = 0  # passes a checkpoint gave back instead of reading X
         self._readers: set = set()
+        self._read_back: set = set()
 
     def derives_from_x(self, arr) -> bool:
         """Whether ``arr``'s graph holds the counted array (it is X, or computed from X)."""
@@ -47,6 +62,29 @@ class PassCount:
                 if key in self._readers or name == self.layer:
                     return True
         return False
+
+    def reads_back(self, collections: Iterable) -> bool:
+        """Whether computing ``collections`` gives a pass back from a checkpoint."""
+        return any(
+            key in self._read_back
+            for collection in collections
+            for key in collection.__dask_graph__().keys()
+        )
+
+
+class Computation:
+    """What one computation is to the fit counting it: its ``number`` among the fit's
+    passes (None: not a pass, such as a pass over the labels), and whether the pass is
+    ``read_back`` from a checkpoint instead of reading X."""
+
+    def __init__(self, number: int | None, read_back: bool = False):
+        self.number = number
+        self.read_back = read_back
+
+
+#: The last computation :func:`note_computation` saw, None outside a counted fit; a plain
+#: value so that the thread polling a distributed scheduler sees it too.
+_LATEST: list[Computation | None] = [None]
 
 
 _COUNTS: contextvars.ContextVar[tuple[PassCount, ...]] = contextvars.ContextVar(
@@ -79,22 +117,51 @@ def counting_passes(X) -> Iterator[PassCount]:
         _COUNTS.reset(token)
 
 
-def note_reader(source, result) -> None:
+def note_reader(source, result, *, read_back: bool = False) -> None:
     """Register ``result`` (a Delayed whose computation reads every block of ``source``)
-    as a reader of each counted array ``source`` derives from."""
+    as a reader of each counted array ``source`` derives from; with ``read_back``, as
+    the pass over ``source`` a checkpoint gives back instead (not a read of it)."""
     for count in _COUNTS.get():
         if count.derives_from_x(source):
-            count._readers.add(result.key)
+            (count._read_back if read_back else count._readers).add(result.key)
 
 
 def note_computation(collections: Iterable) -> None:
-    """Count the passes over each counted array that computing ``collections`` performs."""
+    """Count the passes over each counted array that computing ``collections`` performs,
+    and note what the computation is to the innermost count (:func:`latest`)."""
     counts = _COUNTS.get()
     if not counts:
+        _LATEST[0] = None
         return
     collections = list(_dask_collections(collections))
     for count in counts:
-        count.passes += count.read_by(collections)
+        if count.read_by(collections):
+            count.passes += 1
+            _LATEST[0] = Computation(count.passes + count.read_back)
+        elif count.reads_back(collections):
+            count.read_back += 1
+            _LATEST[0] = Computation(count.passes + count.read_back, read_back=True)
+        else:
+            _LATEST[0] = Computation(None)
+
+
+def passes_so_far() -> int:
+    """The passes over X the innermost counted fit has computed so far (0 outside one)."""
+    counts = _COUNTS.get()
+    return counts[-1].passes if counts else 0
+
+
+def note_read_back(passes: int) -> None:
+    """``passes`` passes over X that a checkpoint gave back without a computation (a
+    remembered result): they keep their place in the fit's numbering."""
+    for count in _COUNTS.get():
+        count.read_back += passes
+
+
+def latest() -> Computation | None:
+    """What the computation started last is to the fit counting its passes (its pass
+    number, or not a pass), or None outside a counted fit."""
+    return _LATEST[0]
 
 
 def _dask_collections(values) -> Iterator:

@@ -331,7 +331,9 @@ def reduce_rows(
             # the pass finished before: its result is read back and X is not read
             run.reused["passes"] += 1
             run.reused["blocks"] += X.numblocks[0]
-            return dask.delayed(_load_result, pure=False)(plan.fs, plan.result)
+            result = dask.delayed(_load_result, pure=False)(plan.fs, plan.result)
+            note_reader(X, result, read_back=True)
+            return result
     # with a checkpoint, each block's partial comes with its seconds and is saved when
     # worth it (timed_block, told the pass's directory and the block's number)
     head = [_block_partial]
@@ -370,8 +372,7 @@ def reduce_rows(
     result = dask.delayed(checkpoint.finish_pass, pure=False)(
         root, fs=plan.fs, path=plan.result_path
     )
-    if computed:
-        note_reader(X, result)
+    note_reader(X, result, read_back=not computed)
     return result
 
 

@@ -2,7 +2,8 @@
 :func:`write_dataset` (outputs, written atomically), and the readers, integrity checks and
 atomic writer beneath them."""
 
-from scalenc.io.inputs import check_xy, load, to_device
+from scalenc.io.devices import to_device
+from scalenc.io.inputs import check_xy, load
 from scalenc.io.outputs import write_dataset, write_output
 from scalenc.io.tables import Table
 

@@ -46,6 +46,7 @@ __all__ = [
     "check_complete",
     "IncompleteOutputError",
     "publish",
+    "published",
     "write_text",
     "remove",
     "fsync_directory",
@@ -134,10 +135,39 @@ def publish(tmp: str, path: str, *, overwrite: bool) -> None:
         if _swap_hook is not None and _renameat2() is not None:
             _swap_hook(path)
         if _rename2(tmp, path, _RENAME_EXCHANGE):
+            _PUBLISHED.add(_where(path))
             remove(tmp)  # now the old result
         else:
             _swap_with_backup(tmp, path)
+    _PUBLISHED.add(_where(path))
     fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+#: Where this process has published a complete result (:func:`published`).
+_PUBLISHED: set[str] = set()
+
+
+def _where(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
+def published(path) -> bool:
+    """Whether this process has published a complete result at ``path`` (a local path or a
+    URL): what an interruption after the swap, while the old result is deleted, leaves
+    there.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from scalenc.io.atomic import published, write_text
+    >>> path = os.path.join(tempfile.mkdtemp(), "note.txt")
+    >>> published(path)
+    False
+    >>> _ = write_text(path, "done")
+    >>> published(path)
+    True
+    """
+    return _where(os.fspath(path).rstrip("/")) in _PUBLISHED
 
 
 def _rename_new(tmp: str, path: str, overwrite: bool) -> None:
@@ -169,6 +199,7 @@ def _swap_with_backup(tmp: str, path: str) -> None:
                 os.rename(backup, path)
                 raise
             swapped = True
+            _PUBLISHED.add(_where(path))
     finally:  # also when a deferred signal is delivered on leaving the block
         if swapped:
             remove(backup)
@@ -286,6 +317,7 @@ def _publish_prefix(fs, tmp: str, path: str) -> None:
     for name in fs.find(tmp):
         fs.copy(name, path + name[len(tmp) :])
     fs.rm(marker)
+    _PUBLISHED.add(fs.unstrip_protocol(path))
     fs.rm(tmp, recursive=True)
 
 

@@ -2,8 +2,8 @@
 
 :func:`load` reads every format lazily (Zarr, Parquet, ``.npy``, ``.npz``, CSV, from local
 paths and fsspec URLs); :func:`check_xy` turns NumPy arrays, Dask arrays and DataFrames
-and Zarr arrays into aligned row-chunked Dask arrays; :func:`encode_labels` maps labels to
-class codes block by block.
+and Zarr arrays into aligned row-chunked Dask arrays. Labels are aligned by
+:mod:`scalenc.io.labels`, blocks moved to a device by :mod:`scalenc.io.devices`.
 """
 
 from __future__ import annotations
@@ -13,33 +13,30 @@ from pathlib import Path
 
 import dask.array as da
 import numpy as np
-from dask.base import tokenize
 from dask.system import CPU_COUNT
 from sklearn.utils import check_array
-from sklearn.utils.validation import column_or_1d
 
 from scalenc.engine.reduce import from_numpy_rows
 from scalenc.exceptions import (
     InputError,
     InputNotFoundError,
     InputPermissionError,
-    MissingDeviceDependency,
 )
-from scalenc.io import readers
+from scalenc.io import readers, tables
 from scalenc.io.atomic import check_complete
+from scalenc.io.devices import to_device
 from scalenc.io.identity import remember_source
-from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
-from scalenc.io.tables import Table
-from scalenc.math.labels import UNLABELED, encode
-from scalenc.math.xp import host_dtype, is_device_array, to_host
+from scalenc.io.integrity import DamagedDataError
+from scalenc.io.labels import as_dask_labels
+from scalenc.io.readers import from_zarr, is_zarr_array
+from scalenc.io.tables import Table, is_dask_frame
+from scalenc.math.xp import host_dtype, is_device_array
 
 __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "as_dask_array",
-    "as_dask_labels",
     "from_numpy_rows",
     "check_xy",
-    "encode_labels",
     "load",
     "data_dir",
 ]
@@ -139,7 +136,7 @@ def as_dask_array(
     if is_dask_frame(X):
         X = _frame_to_array(X, name, lengths=known_lengths)
     if not isinstance(X, da.Array):
-        if _is_zarr_array(X):
+        if is_zarr_array(X):
             X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
         elif is_device_array(X):  # a CuPy array: its blocks stay on the device
             X = _check_device_array(X, name)
@@ -207,85 +204,8 @@ def _check_device_array(X, name: str):
     return X
 
 
-def to_device(X: da.Array, device: str) -> da.Array:
-    """X with its blocks moved to ``device``, lazily, each as it is read.
-
-    ``"gpu"`` (or ``"cuda"``) makes each block a CuPy array on the current CUDA device,
-    so that the estimators' block math runs there; ``"cpu"`` brings blocks back as NumPy.
-    Labels stay on the host: only X moves.
-
-    Raises
-    ------
-    MissingDeviceDependency
-        ``"gpu"`` on a machine where CuPy is not installed or sees no CUDA device.
-
-    Examples
-    --------
-    >>> import dask.array as da
-    >>> from scalenc import to_device
-    >>> X = da.ones((6, 2), chunks=(3, 2))
-    >>> to_device(X, "cpu") is X  # NumPy blocks stay as they are
-    True
-    >>> Xg = to_device(X, "gpu")  # doctest: +SKIP
-    >>> type(Xg._meta).__name__, type(Xg.blocks[0].compute()).__name__  # doctest: +SKIP
-    ('ndarray', 'ndarray')
-    >>> Xg._meta.__class__.__module__  # doctest: +SKIP
-    'cupy'
-    """
-    if device in ("gpu", "cuda"):
-        cupy = _cupy()
-        return X.map_blocks(cupy.asarray, dtype=X.dtype, meta=cupy.empty((0,) * X.ndim, X.dtype))
-    if device == "cpu":
-        if isinstance(X._meta, np.ndarray):
-            return X
-        return X.map_blocks(to_host, dtype=X.dtype, meta=np.empty((0,) * X.ndim, X.dtype))
-    raise InputError(f"device must be 'cpu' or 'gpu'; got {device!r}.")
-
-
-def _cupy():
-    """CuPy, on a machine that has a CUDA device, or a clear error."""
-    try:
-        import cupy
-    except ImportError as error:
-        raise MissingDeviceDependency(
-            "device='gpu' needs CuPy: pip install 'scalenc[gpu]' (CUDA 12), or the CuPy "
-            "package that matches your CUDA, e.g. pip install cupy-cuda13x."
-        ) from error
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:  # CUDA's driver is missing or refuses
-        raise MissingDeviceDependency(
-            f"CuPy is installed but CUDA is not usable: {error}"
-        ) from error
-    if count == 0:
-        raise MissingDeviceDependency("CuPy is installed but sees no CUDA device.")
-    return cupy
-
-
 def _even(n: int, rows: int) -> tuple[int, ...]:
     return tuple([rows] * (n // rows) + ([n % rows] if n % rows else []))
-
-
-def _is_zarr_array(obj) -> bool:
-    return type(obj).__module__.startswith("zarr") and hasattr(obj, "shape")
-
-
-# --- labels --------------------------------------------------------------------------
-
-
-def is_dask_frame(obj) -> bool:
-    """A Dask DataFrame or Series (lazy, partitioned).
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> import dask.dataframe as dd
-    >>> from scalenc.io.inputs import is_dask_frame
-    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
-    >>> is_dask_frame(dd.from_pandas(frame, npartitions=1)), is_dask_frame(frame)
-    (True, False)
-    """
-    return type(obj).__module__.startswith("dask") and hasattr(obj, "to_dask_array")
 
 
 def _frame_to_array(frame, name: str, *, lengths: bool = True) -> da.Array:
@@ -301,134 +221,6 @@ def _frame_to_array(frame, name: str, *, lengths: bool = True) -> da.Array:
         kinds = [getattr(dtype, "kind", "O") for dtype in frame.dtypes]
         readers.check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
     return frame.to_dask_array(lengths=True if lengths else None)
-
-
-def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
-    """A Zarr array as a lazy Dask array, refusing a store with missing chunks and naming a
-    damaged chunk when it is read (:mod:`scalenc.io.integrity`).
-
-    The chunk check lists the store's keys (no data is read); with
-    ``allow_missing_chunks`` absent chunks are read as the fill value, with a warning.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> import zarr
-    >>> from scalenc.io.inputs import from_zarr
-    >>> folder = tempfile.TemporaryDirectory()
-    >>> z = zarr.open_array(
-    ...     os.path.join(folder.name, "x.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
-    ... )
-    >>> z[:] = 1.0
-    >>> X = from_zarr(z)
-    >>> X.chunks, float(X.sum().compute())
-    (((4, 4, 2), (2,)), 20.0)
-
-    A store whose chunk of rows 8–9 was never written is refused, not read as zeros:
-
-    >>> z = zarr.open_array(
-    ...     os.path.join(folder.name, "y.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
-    ... )
-    >>> z[:8] = 1.0
-    >>> from_zarr(z)
-    Traceback (most recent call last):
-    ...
-    scalenc.exceptions.DamagedDataError: ... is missing 1 of its 3 chunks: ... (rows 8–9). ...
-    >>> folder.cleanup()
-    """
-    check_chunks(array, allow_missing=allow_missing_chunks)
-    guard = ReadGuard(array)
-    name = f"from-zarr-{tokenize(_zarr_location(array), 'scalenc-read-guard')}"
-    return da.from_array(guard, chunks=array.chunks, name=name, lock=False, asarray=True)
-
-
-def _zarr_location(array):
-    """What names a Zarr array's reads, the same in every process: its store's full
-    location and the array's path, shape, chunks and dtype (the array itself where the
-    store has no location)."""
-    store = getattr(getattr(array, "store_path", None), "store", None)
-    root = getattr(store, "root", None)
-    if root is not None:
-        where = f"file://{os.path.abspath(os.fspath(root))}"
-    elif getattr(store, "fs", None) is not None and getattr(store, "path", None) is not None:
-        where = store.fs.unstrip_protocol(store.path)
-    else:
-        return array
-    return (where, array.path, array.shape, array.chunks, str(array.dtype))
-
-
-def _frame_labels(y) -> da.Array:
-    """Labels in a Dask Series (or one-column DataFrame) as a Dask array with known chunks.
-
-    A pandas extension dtype (``string``, ``category``, ``Int64``: what Parquet and pandas
-    give string or nullable labels) becomes an object array here, partition by partition,
-    as Dask's own conversion would make it, but without Dask's warning that it converts.
-    """
-    dtypes = [y.dtype] if y.ndim == 1 else list(y.dtypes)
-    if not all(isinstance(dtype, np.dtype) for dtype in dtypes):
-        y = y.astype(object)
-    return y.to_dask_array(lengths=True)
-
-
-def as_dask_labels(
-    y, X: da.Array, *, name: str = "y", allow_missing_chunks: bool = False
-) -> da.Array:
-    """Labels as a 1-D Dask array with exactly X's row chunks (rechunked if they differ).
-
-    Examples
-    --------
-    >>> import dask.array as da
-    >>> import numpy as np
-    >>> from scalenc.io.inputs import as_dask_labels
-    >>> X = da.zeros((6, 2), chunks=(4, 2))
-    >>> as_dask_labels(["a", "b", "a", "b", "a", "b"], X).chunks
-    ((4, 2),)
-    >>> as_dask_labels(da.arange(6, chunks=3), X).chunks  # rechunked to X's rows
-    ((4, 2),)
-    >>> as_dask_labels(np.zeros(5), X)
-    Traceback (most recent call last):
-    ...
-    scalenc.exceptions.InputError: X has 6 rows but y has 5 labels; pass one label per row ...
-    """
-    if _is_zarr_array(y):
-        y = from_zarr(y, allow_missing_chunks=allow_missing_chunks)
-    if is_dask_frame(y):
-        y = _frame_labels(y)
-    if isinstance(y, da.Array) and not isinstance(y._meta, np.ndarray):
-        y = to_device(y, "cpu")  # labels are few: classes and codes live on the host
-    if not isinstance(y, da.Array):
-        if hasattr(y, "to_numpy"):
-            y = y.to_numpy()
-        y = to_host(y) if is_device_array(y) else np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if y.ndim != 1:
-            raise InputError(
-                f"{name} should be a 1d array (one label per row); got shape {y.shape}. "
-                "Multi-output labels are not supported."
-            )
-        if y.shape[0] != X.shape[0]:
-            raise InputError(
-                f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
-                "pass one label per row (use -1 for unlabeled rows)."
-            )
-        return from_numpy_rows(y, X.chunks[0])
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise InputError(f"{name} must be 1-D (one label per row); got shape {y.shape}.")
-    if any(np.isnan(c) for c in y.chunks[0]):
-        raise InputError(
-            f"{name} has unknown chunk sizes {y.chunks[0]}; call {name}.compute_chunk_sizes()."
-        )
-    if y.shape[0] != X.shape[0]:
-        raise InputError(
-            f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
-            "pass one label per row (use -1 for unlabeled rows)."
-        )
-    if y.chunks[0] != X.chunks[0]:
-        y = y.rechunk({0: X.chunks[0]})
-    return y
 
 
 def check_xy(
@@ -513,26 +305,6 @@ def check_xy(
     if y is None:
         return X, None
     return X, as_dask_labels(y, X)
-
-
-def encode_labels(y: da.Array, classes: np.ndarray, marker=UNLABELED) -> da.Array:
-    """Lazy class codes 0..K-1 of y (−1 for unlabeled rows: the ``marker`` and None/NaN,
-    see :func:`scalenc.math.labels.unlabeled_mask`), block by block.
-
-    Examples
-    --------
-    >>> import dask.array as da
-    >>> import numpy as np
-    >>> from scalenc.io.inputs import encode_labels
-    >>> y = da.from_array(np.array([5, -1, 2, 5]), chunks=2)
-    >>> encode_labels(y, classes=np.array([2, 5])).compute()
-    array([ 1, -1,  0,  1])
-    """
-    if not isinstance(y._meta, np.ndarray):  # predictions on a device: codes on the host
-        y = to_device(y, "cpu")
-    return y.map_blocks(
-        encode, classes=classes, marker=marker, dtype=np.int64, meta=np.empty(0, np.int64)
-    )
 
 
 # --- files ---------------------------------------------------------------------------
@@ -650,6 +422,8 @@ def load(
             f"device={device!r} needs numeric features; this table has categorical or "
             "string columns, which are encoded by the estimator on the host."
         )
+    else:
+        X = _table_blocks(X, chunk_rows)
     remember_source(X, fs, fs_path)
     if labels is not None:
         y = _open_labels(labels, storage_options)
@@ -660,6 +434,16 @@ def load(
         elif isinstance(labels, (str, os.PathLike)) and _looks_like_path(os.fspath(labels)):
             remember_source(y, *readers.filesystem(os.fspath(labels), storage_options))
     return X, y
+
+
+def _table_blocks(X: Table, chunk_rows: int | None) -> Table:
+    """A table read whole (CSV) in the row blocks an array of its rows gets
+    (:func:`as_dask_array`): its labels are aligned to them, and its encoded features keep
+    them. A table read by the workers (Parquet) keeps its row groups."""
+    if not tables.in_memory(X.frame):
+        return X
+    n, p = X.shape
+    return Table(X.frame, _even(n, chunk_rows or _auto_rows(p, np.dtype(np.float64).itemsize, n)))
 
 
 def _display(fs, path: str) -> str:

@@ -19,7 +19,8 @@ from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
 from scalenc.io import readers
 from scalenc.io.atomic import atomic_path, atomic_prefix
-from scalenc.io.inputs import as_dask_labels
+from scalenc.io.inputs import as_dask_array
+from scalenc.io.labels import as_dask_labels
 
 __all__ = [
     "write_output",
@@ -227,7 +228,7 @@ def write_output(
 
 
 def write_dataset(
-    X: da.Array,
+    X,
     y: da.Array | None,
     path,
     *,
@@ -246,8 +247,10 @@ def write_dataset(
 
     Parameters
     ----------
-    X : dask.array.Array
-        The features (rows × features), written one row block at a time.
+    X : dask.array.Array or array-like
+        The features (rows × features), written one row block at a time; NumPy arrays
+        (and DataFrames, Zarr arrays) are split into row blocks as
+        :func:`~scalenc.io.inputs.check_xy` splits them.
     y : dask.array.Array, array-like or None
         One label per row, or None for a dataset without labels.
     path : str or path-like
@@ -287,12 +290,22 @@ def write_dataset(
     >>> X2, y2 = load(path)
     >>> X2.shape, X2.chunks[0]
     ((1000, 10), (250, 250, 250, 250))
+
+    NumPy arrays are written as they are (``scalenc convert`` does this for ``.npz``,
+    ``.npy``, CSV and Parquet files):
+
+    >>> import numpy as np
+    >>> path = write_dataset(np.eye(4), np.array([0, 1, 0, 1]), os.path.join(folder, "eye.zarr"))
+    >>> load(path)[1].compute().tolist()
+    [0, 1, 0, 1]
     >>> shutil.rmtree(folder)
     """
     import zarr
 
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)
+    if not isinstance(X, da.Array):
+        X = as_dask_array(X)  # NumPy, a Zarr array or a DataFrame, in row blocks
     if y is not None:
         y = as_dask_labels(y, X)
     with _output_target(spath, overwrite, storage_options) as (tmp, fs):

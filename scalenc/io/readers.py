@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import warnings
 
@@ -23,10 +24,11 @@ import dask
 import dask.array as da
 import fsspec
 import numpy as np
+from dask.base import tokenize
 
 from scalenc.exceptions import DataWarning, InputError, InputNotFoundError
 from scalenc.io.identity import source_token
-from scalenc.io.integrity import DamagedDataError
+from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
 from scalenc.io.tables import Table, column_kind
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "read_npz",
     "read_csv",
     "open_zarr",
+    "from_zarr",
+    "is_zarr_array",
 ]
 
 
@@ -371,3 +375,61 @@ def open_zarr(url: str, storage_options: dict | None = None):
         raise InputNotFoundError(
             f"Cannot open {url!r} as Zarr, Parquet, .npy, .npz or CSV ({exc}). Check the path."
         ) from exc
+
+
+def from_zarr(array, *, allow_missing_chunks: bool = False) -> da.Array:
+    """A Zarr array as a lazy Dask array, refusing a store with missing chunks and naming a
+    damaged chunk when it is read (:mod:`scalenc.io.integrity`).
+
+    The chunk check lists the store's keys (no data is read); with
+    ``allow_missing_chunks`` absent chunks are read as the fill value, with a warning.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import zarr
+    >>> from scalenc.io.readers import from_zarr
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> z = zarr.open_array(
+    ...     os.path.join(folder.name, "x.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
+    ... )
+    >>> z[:] = 1.0
+    >>> X = from_zarr(z)
+    >>> X.chunks, float(X.sum().compute())
+    (((4, 4, 2), (2,)), 20.0)
+
+    A store whose chunk of rows 8–9 was never written is refused, not read as zeros:
+
+    >>> z = zarr.open_array(
+    ...     os.path.join(folder.name, "y.zarr"), mode="w", shape=(10, 2), chunks=(4, 2), dtype="f4"
+    ... )
+    >>> z[:8] = 1.0
+    >>> from_zarr(z)
+    Traceback (most recent call last):
+    ...
+    scalenc.exceptions.DamagedDataError: ... is missing 1 of its 3 chunks: ... (rows 8–9). ...
+    >>> folder.cleanup()
+    """
+    check_chunks(array, allow_missing=allow_missing_chunks)
+    guard = ReadGuard(array)
+    name = f"from-zarr-{tokenize(_zarr_location(array), 'scalenc-read-guard')}"
+    return da.from_array(guard, chunks=array.chunks, name=name, lock=False, asarray=True)
+
+
+def _zarr_location(array):
+    """What names a Zarr array's reads, the same in every process: its store's full
+    location and the array's path, shape, chunks and dtype (the array itself where the
+    store has no location)."""
+    store = getattr(getattr(array, "store_path", None), "store", None)
+    root = getattr(store, "root", None)
+    if root is not None:
+        where = f"file://{os.path.abspath(os.fspath(root))}"
+    elif getattr(store, "fs", None) is not None and getattr(store, "path", None) is not None:
+        where = store.fs.unstrip_protocol(store.path)
+    else:
+        return array
+    return (where, array.path, array.shape, array.chunks, str(array.dtype))
+
+
+def is_zarr_array(obj) -> bool:
+    return type(obj).__module__.startswith("zarr") and hasattr(obj, "shape")

@@ -38,7 +38,7 @@ import numpy as np
 from dask.base import tokenize
 
 from scalenc.engine.cluster import compute
-from scalenc.engine.reduce import SPLIT_EVERY, reduce_rows, tree_reduce
+from scalenc.engine.reduce import SPLIT_EVERY, from_numpy_rows, reduce_rows, tree_reduce
 from scalenc.exceptions import InputError
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "FeatureEncoder",
     "column_kind",
     "is_frame",
+    "is_dask_frame",
     "frame_statistics",
     "merge_statistics",
     "encode_frame",
@@ -80,6 +81,21 @@ def column_kind(dtype) -> str:
     if kind in "bOSU":
         return "categorical"
     return "other"
+
+
+def is_dask_frame(obj) -> bool:
+    """A Dask DataFrame or Series (lazy, partitioned).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> import dask.dataframe as dd
+    >>> from scalenc.io.tables import is_dask_frame
+    >>> frame = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]})
+    >>> is_dask_frame(dd.from_pandas(frame, npartitions=1)), is_dask_frame(frame)
+    (True, False)
+    """
+    return type(obj).__module__.startswith("dask") and hasattr(obj, "to_dask_array")
 
 
 def is_frame(obj) -> bool:
@@ -169,10 +185,13 @@ class Table:
     def __dask_tokenize__(self):
         return ("scalenc.Table", tokenize(self.frame), self.lengths)
 
-    def __repr__(self) -> str:
+    def column_kinds(self) -> str:
+        """The columns by kind, such as ``"1 categorical, 2 numeric"``."""
         kinds = Counter(column_kind(t) for t in self.dtypes)
-        text = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        return f"Table({self.shape[0]} rows × {self.shape[1]} columns: {text})"
+        return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+
+    def __repr__(self) -> str:
+        return f"Table({self.shape[0]} rows × {self.shape[1]} columns: {self.column_kinds()})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -237,7 +256,28 @@ def _numeric_values(frame, names) -> np.ndarray:
     """The numeric columns as float64 with NaN for missing entries (pandas' NA included)."""
     if not names:
         return np.empty((len(frame), 0))
-    return frame[list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+    try:
+        return frame[list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+    except (ValueError, TypeError):
+        _refuse_non_numbers(frame, names)
+        raise
+
+
+def _refuse_non_numbers(frame, names) -> None:
+    """Name the first numeric column holding a value that is not a number, and the value."""
+    import pandas as pd  # deferred: pandas is imported only for tables
+
+    for name in names:
+        column = frame[name]
+        bad = pd.to_numeric(column, errors="coerce").isna() & column.notna()
+        if bad.any():
+            value = column[bad].iloc[0]
+            raise InputError(
+                f"Feature column {name!r} holds {value!r} ({int(bad.sum())} such value(s)), "
+                "not a number; the model was fitted on it as a numeric column. Correct or "
+                "remove those values (an empty cell is a missing value), or refit on data "
+                "where the column is text to encode it as categories."
+            )
 
 
 def _plain(value):
@@ -362,7 +402,7 @@ def _frame_of(X):
     return X, (None if hasattr(X, "npartitions") else (len(X),))
 
 
-def _in_memory(frame) -> bool:
+def in_memory(frame) -> bool:
     return not hasattr(frame, "npartitions")
 
 
@@ -445,6 +485,13 @@ def _encoder_from(stats, frame, numeric, categorical, params, source) -> Feature
     )
 
 
+def _encoded_in_memory(X, frame, encoder: FeatureEncoder):
+    """A pandas frame encoded: a NumPy array for a DataFrame, and for a :class:`Table` (a
+    CSV file's) a Dask array in the table's row blocks, which its labels were given."""
+    encoded = encode_frame(frame, encoder)
+    return from_numpy_rows(encoded, X.lengths) if isinstance(X, Table) else encoded
+
+
 def _encoded_blocks(parts, encoder: FeatureEncoder, lengths) -> da.Array:
     encode = dask.delayed(encode_frame, pure=True)
     blocks = [
@@ -482,10 +529,10 @@ def fit_features(X, params: dict, *, split_every: int = SPLIT_EVERY, source: str
             "categorical='error'. Pass categorical='onehot' (--categorical onehot) to "
             "encode them, or leave them out with feature_columns= (--feature-columns)."
         )
-    if _in_memory(frame):
+    if in_memory(frame):
         stats = frame_statistics(frame, numeric, categorical)
         encoder = _encoder_from(stats, frame, numeric, categorical, params, source)
-        return encode_frame(frame, encoder), encoder
+        return _encoded_in_memory(X, frame, encoder), encoder
     parts = Table(frame, lengths).parts()
     statistics = dask.delayed(frame_statistics, pure=True)
     partials = [statistics(part, numeric, categorical) for part in parts]
@@ -549,8 +596,8 @@ def encode_features(X, encoder: FeatureEncoder, *, known_lengths: bool = False):
                 "array."
             )
         return X
-    if _in_memory(frame):
-        return encode_frame(frame, encoder)
+    if in_memory(frame):
+        return _encoded_in_memory(X, frame, encoder)
     parts = Table(frame, lengths).parts()
     if lengths is None and known_lengths:
         (lengths,) = compute([dask.delayed(len, pure=True)(part) for part in parts])
