@@ -31,10 +31,11 @@ from scalenc.math.moments import (
 from scalenc.math.xp import (
     device_of,
     dtype_in,
+    index_dtype,
     like,
     namespace,
+    rows_per_tile,
     take_classes,
-    tile_elements,
     to_host,
 )
 
@@ -87,7 +88,7 @@ def predict_block(X, *, kernel, U, model, classes):
     def tile(x):
         scores = decision_scores(model, kernel(x, U))
         if scores.shape[1] == 1:
-            index = xp.astype(scores[:, 0] > 0, np.intp if xp is np else xp.int64)
+            index = xp.astype(scores[:, 0] > 0, index_dtype(xp))
         else:
             index = xp.argmax(scores, axis=1)
         return take_classes(xp, classes, index)
@@ -153,9 +154,8 @@ def stacked_tile_rows(width: int) -> int:
 def tile_rows(xp, width: int) -> int:
     """:func:`stacked_tile_rows` for NumPy blocks; a device tile of about
     :data:`scalenc.math.xp.DEVICE_TILE_ELEMENTS` elements."""
-    if xp is np:
-        return blocks.stacked_tile_rows(width)
-    return max(256, tile_elements(xp, STACKED_TILE_BYTES // 8) // max(width, 1))
+    host = blocks.stacked_tile_rows(width)
+    return rows_per_tile(xp, host, width, host_elements=STACKED_TILE_BYTES // 8, least=256)
 
 
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):

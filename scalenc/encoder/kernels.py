@@ -33,8 +33,8 @@ import numpy as np
 
 from scalenc.exceptions import InputError
 from scalenc.math import moments as _blocks
-from scalenc.math.distances import sq_distances_from_inner
-from scalenc.math.xp import device_of, like, namespace, tile_elements, to_host
+from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
+from scalenc.math.xp import as_block, device_of, like, namespace, rows_per_tile, to_host
 
 __all__ = [
     "Kernel",
@@ -82,13 +82,6 @@ EMBED_MIN_TILE_ROWS = 256
 EMBED_MAX_TILE_ELEMENTS = 2**18
 
 
-def _row_sq_norms(xp, A):
-    """‖a_i‖² of every row of a float64 array."""
-    if xp is np:
-        return np.einsum("ij,ij->i", A, A)
-    return xp.sum(A * A, axis=1)
-
-
 def embed_tile_rows(n_features: int) -> int:
     """Rows of one row tile of :func:`embed` for rows of ``n_features``.
 
@@ -121,7 +114,7 @@ class Means:
     def __init__(self, U, like_block=None):
         #: The namespace of the block the means meet (``numpy`` without one).
         self.xp = namespace(like_block)
-        self.U = np.asarray(U) if self.xp is np else like(self.xp, U, like_block)
+        self.U = like(self.xp, as_block(self.xp, U), like_block)
 
     @functools.cached_property
     def u64(self):
@@ -131,7 +124,7 @@ class Means:
     @functools.cached_property
     def sq_norms(self):
         """‖u_k‖² per class, float64."""
-        return _row_sq_norms(self.xp, self.u64)
+        return row_sq_norms(self.u64)
 
     @functools.cached_property
     def centred_ranks(self) -> np.ndarray:
@@ -165,7 +158,7 @@ class Tile:
 
     def __init__(self, X, means: Means):
         self.xp = namespace(X)
-        self.X = np.asarray(X) if self.xp is np else X
+        self.X = as_block(self.xp, X)
         self.means = means
 
     @property
@@ -185,11 +178,7 @@ class Tile:
     @functools.cached_property
     def x64(self) -> np.ndarray:
         """The tile's rows in float64 (X itself when it is float64 already)."""
-        if self.xp is not np or self.X.dtype == np.float64:
-            return self.xp.astype(self.X, self.xp.float64, copy=False)
-        out = _blocks.scratch("tile.x64", self.X.shape, np.float64)
-        out[...] = self.X
-        return out
+        return _blocks.scratch_astype("tile.x64", self.X, np.float64)
 
     @functools.cached_property
     def inner(self) -> np.ndarray:
@@ -199,12 +188,7 @@ class Tile:
     @functools.cached_property
     def sq_distances(self) -> np.ndarray:
         """‖x_i − u_j‖² (:func:`scalenc.math.neighbors.sq_distances_from_inner`), clipped at 0."""
-        x_sq = _row_sq_norms(self.xp, self.x64)
-        if self.xp is np:
-            return sq_distances_from_inner(self.inner, x_sq, self.means.sq_norms)
-        # the same expansion, in the same order, with the standard's calls
-        out = self.inner * -2.0 + x_sq[:, None] + self.means.sq_norms[None, :]
-        return self.xp.clip(out, min=0.0)
+        return sq_distances_from_inner(self.inner, row_sq_norms(self.x64), self.means.sq_norms)
 
 
 def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -226,7 +210,7 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     True
     """
     xp = namespace(X)
-    X = np.asarray(X) if xp is np else X
+    X = as_block(xp, X)
     means = Means(U, X)
     K = means.U.shape[0]
     out = xp.empty((X.shape[0], len(kernels) * K), dtype=xp.float64, device=device_of(X))
@@ -234,10 +218,9 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     for m, kernel in enumerate(kernels):
         if not kernel.tiled:  # a user function sees the whole block, once
             out[:, m * K : (m + 1) * K] = kernel(X, means.U)
-    if xp is np:
-        rows = embed_tile_rows(X.shape[1])
-    else:  # a device tile's temporaries: rows × p and rows × K
-        rows = max(1, tile_elements(xp, EMBED_TILE_ELEMENTS) // max(X.shape[1], K, 1))
+    # a device tile's temporaries: rows × p and rows × K
+    width = max(X.shape[1], K, 1)
+    rows = rows_per_tile(xp, embed_tile_rows(X.shape[1]), width, host_elements=EMBED_TILE_ELEMENTS)
     for start in range(0, X.shape[0] if tiled else 0, rows):
         stop = min(start + rows, X.shape[0])
         tile = Tile(X[start:stop, ...], means)
@@ -535,10 +518,7 @@ class Euclidean(Kernel):
 def _centre_and_scale(ranks):
     xp = namespace(ranks)
     ranks -= xp.mean(ranks, axis=1, keepdims=True)
-    if xp is np:
-        norms = np.linalg.norm(ranks, axis=1, keepdims=True)
-        return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
-    norms = xp.linalg.vector_norm(ranks, axis=1, keepdims=True)
+    norms = xp.linalg.vector_norm(ranks, axis=1, keepdims=True)  # NumPy's: its linalg.norm
     return xp.where(norms > 0, ranks / xp.where(norms > 0, norms, 1.0), 0.0)
 
 

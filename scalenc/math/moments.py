@@ -29,7 +29,16 @@ import scipy.sparse as sp
 
 from scalenc.exceptions import InputError
 from scalenc.math import labels
-from scalenc.math.xp import device_of, host_tree, like, namespace, tile_elements, to_host
+from scalenc.math.xp import (
+    device_of,
+    dtype_in,
+    host_tree,
+    is_numpy,
+    like,
+    namespace,
+    tile_elements,
+    to_host,
+)
 
 __all__ = [
     "class_moments",
@@ -41,6 +50,10 @@ __all__ = [
     "log_softmax",
     "labeled_log_likelihood",
     "scratch",
+    "scratch_take",
+    "host_scratch",
+    "gather",
+    "scratch_astype",
     "magnitude_limit",
     "check_magnitude",
     "confusion_counts",
@@ -82,6 +95,39 @@ def scratch_take(name: str, A: np.ndarray, at: np.ndarray) -> np.ndarray:
     """
     out = scratch(name, (*np.shape(at), *A.shape[1:]), A.dtype)
     return np.take(A, at, axis=0, out=out, mode="clip")
+
+
+def host_scratch(xp, name: str, shape: tuple[int, ...], dtype) -> np.ndarray | None:
+    """:func:`scratch` for a NumPy block; None for a device's (whose library allocates
+    and reuses its own memory): for the ``out=`` of a loop that runs on either."""
+    return scratch(name, shape, dtype) if is_numpy(xp) else None
+
+
+def gather(name: str, A, at, dtype=None):
+    """The rows ``at`` of A (in ``dtype``, when given): for NumPy in the per-thread
+    buffer ``name`` (:func:`scratch_take`), for a device block a fresh array of its
+    device (``at`` an array of that device)."""
+    xp = namespace(A)
+    if not is_numpy(xp):
+        rows = xp.take(A, at, axis=0)
+        return rows if dtype is None else xp.astype(rows, dtype, copy=False)
+    if dtype is None or A.dtype == dtype:
+        return scratch_take(name, A, at)
+    out = scratch(name, (at.size, A.shape[1]), dtype)
+    out[...] = np.take(A, at, axis=0)
+    return out
+
+
+def scratch_astype(name: str, X, dtype):
+    """X in ``dtype``: X itself when it has that dtype already, a NumPy block converted
+    into the per-thread buffer ``name`` (valid until the next request for ``name``), a
+    device block converted by its library."""
+    xp = namespace(X)
+    if not is_numpy(xp) or X.dtype == dtype:
+        return xp.astype(X, dtype_in(xp, dtype), copy=False)
+    out = scratch(name, X.shape, dtype)
+    out[...] = X
+    return out
 
 
 _ARANGE = np.arange(0)
@@ -628,13 +674,12 @@ def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[fl
     The cross-entropy of Shen's Section 3, Step 4, is minus the total over all blocks.
     """
     xp = namespace(log_proba)
-    if xp is np:
-        labeled = np.flatnonzero(codes >= 0)
-        return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
     codes = like(xp, to_host(codes), log_proba)
-    labeled = codes >= 0
-    picked = xp.take_along_axis(log_proba, xp.where(labeled, codes, 0)[:, None], axis=1)
-    return float(xp.sum(xp.where(labeled, picked[:, 0], 0.0))), int(xp.count_nonzero(labeled))
+    labeled = xp.nonzero(codes >= 0)[0]
+    # log_proba[labeled, codes[labeled]], as positions in the flattened (b, K) array
+    at = labeled * log_proba.shape[1] + xp.take(codes, labeled)
+    picked = xp.take(xp.reshape(log_proba, (-1,)), at)
+    return float(xp.sum(picked)), int(labeled.shape[0])
 
 
 def confusion_counts(

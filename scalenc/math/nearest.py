@@ -178,9 +178,7 @@ def _rows_of(xp, score, mask):
     gathers of :func:`_exact_d2_host`, 84 000 faults per 25 000-row block of CCDR's
     extension at p = 256, where a third of the rows are in doubt (1.2× the block's time).
     """
-    if xp is not np:
-        return score[mask]
-    return _blocks.scratch_take("nearest.doubt", score, np.flatnonzero(mask))
+    return _blocks.gather("nearest.doubt", score, xp.nonzero(mask)[0])
 
 
 def _doubt_survivors(score, P, J, thr, ref: _Reference, k):
@@ -262,10 +260,7 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     xp = ref.xp
     c = Q.shape[0]
     s = ref.size
-    if xp is np:
-        q_norms = np.einsum("ij,ij->i", Q, Q, dtype=np.float64)
-    else:
-        q_norms = row_sq_norms(Q)
+    q_norms = row_sq_norms(Q, copy=False)
     delta = _rounding_bound(q_norms, ref)
     limit = float(np.finfo(ref.dtype).max) / 8
     if ref.dtype != np.float64 and not (float(xp.max(q_norms)) + ref.max_norm2) * 4 < limit:
@@ -314,7 +309,7 @@ def _nearest_exact(Q, R, k, exclude=None, dtype=None):
     if c == 0 or s == 0:
         return pos_out, d2_out
     tile = min(c, max(1, tile_elements(xp, EXACT_TILE_ELEMENTS) // s))
-    buffer = np.empty(tile * s, dtype=ref.dtype) if xp is np else None  # reused
+    buffer = _blocks.host_scratch(xp, "nearest.scores", (tile * s,), ref.dtype)
     for start in range(0, c, tile):
         stop = min(c, start + tile)
         excl = None if exclude is None else exclude[start:stop]

@@ -60,6 +60,7 @@ from scalenc.math.xp import (
     lexsort_rows,
     like,
     namespace,
+    take_rows,
     tile_elements,
     to_host,
 )
@@ -101,11 +102,7 @@ def labeled_rows(X, codes: np.ndarray, row_start: int = 0):
     """
     keep = np.flatnonzero(np.asarray(codes) >= 0)
     index, kept_codes = (row_start + keep).astype(np.int64), np.asarray(codes)[keep]
-    xp = namespace(X)
-    if xp is np:
-        return np.asarray(X)[keep], index, kept_codes
-    rows = X if keep.size == X.shape[0] else xp.take(X, like(xp, keep, X), axis=0)
-    return rows, index, kept_codes
+    return take_rows(namespace(X), X, keep), index, kept_codes
 
 
 def _empty_neighbors(c: int, k: int) -> dict[str, np.ndarray]:
@@ -405,26 +402,12 @@ def _pair_distances(Q, R, owner, position, dtype):
     with np.errstate(over="ignore"):
         for start in range(0, owner.shape[0], step):
             stop = min(owner.shape[0], start + step)
-            if xp is np:  # the gathers into per-thread buffers (page faults, as in _survivors)
-                diff = _gather(Q, owner[start:stop], "neighbors.pair_q", dtype)
-                diff -= _gather(R, position[start:stop], "neighbors.pair_r", dtype)
-                diff *= diff
-                np.sum(diff, axis=1, out=out[start:stop])
-                continue
-            diff = xp.astype(xp.take(Q, owner[start:stop], axis=0), dtype, copy=False)
-            diff -= xp.astype(xp.take(R, position[start:stop], axis=0), dtype, copy=False)
+            # NumPy's gathers into per-thread buffers (page faults, as in _survivors)
+            diff = _blocks.gather("neighbors.pair_q", Q, owner[start:stop], dtype)
+            diff -= _blocks.gather("neighbors.pair_r", R, position[start:stop], dtype)
             diff *= diff
             out[start:stop] = xp.sum(diff, axis=1)
     return xp.astype(out, xp.float64, copy=False)
-
-
-def _gather(A, at, name, dtype):
-    """Rows ``at`` of the NumPy array A in ``dtype``, in the per-thread buffer ``name``."""
-    if A.dtype == dtype:
-        return _blocks.scratch_take(name, A, at)
-    out = _blocks.scratch(name, (at.size, A.shape[1]), dtype)
-    out[...] = np.take(A, at, axis=0)
-    return out
 
 
 def _in_order(dist, at):
@@ -685,16 +668,13 @@ def nearest(
     c, b = Q.shape[0], R.shape[0]
     if b == 0 or c == 0:
         return _no_neighbors(xp, c, k, R)
-    if dtype is None:
-        dtype = ranking_dtype(xp, Q.dtype, R.dtype)
-    elif xp is np:
-        dtype = np.dtype(dtype)
+    dtype = (
+        ranking_dtype(xp, Q.dtype, R.dtype) if dtype is None else dtype_in(xp, host_dtype(dtype))
+    )
     if refine:
         return _nearest_exact(Q, R, k, exclude, dtype)
     if xp is not np:
-        return _nearest_on_device(
-            xp, like(xp, Q, R), R, k, exclude, dtype_in(xp, host_dtype(dtype))
-        )
+        return _nearest_on_device(xp, like(xp, Q, R), R, k, exclude, dtype)
     pos_out = np.full((c, k), -1, dtype=np.int64)
     d2_out = np.full((c, k), np.inf)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)

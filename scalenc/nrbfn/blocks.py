@@ -25,10 +25,13 @@ from scalenc.math.distances import ranking_dtype, row_sq_norms, sq_distances_fro
 from scalenc.math.neighbors import labeled_rows
 from scalenc.math.sampling import fold_of, row_hash
 from scalenc.math.xp import (
+    as_block,
     device_of,
     dtype_in,
     like,
+    matmul,
     namespace,
+    rows_per_tile,
     take_classes,
     tile_elements,
     to_host,
@@ -294,9 +297,7 @@ def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
     step = _tile_rows(xp, rows.shape[0], r)
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)
-        W = None
-        if xp is np:
-            W = _blocks.scratch("nrbfn.kernel_tile", (stop - start, r), np.float64)
+        W = _blocks.host_scratch(xp, "nrbfn.kernel_tile", (stop - start, r), np.float64)
         yield (
             start,
             stop,
@@ -337,9 +338,7 @@ def _basis_tiles(n_rows: int, r: int) -> int:
 def _tile_rows(xp, n_rows: int, r: int) -> int:
     """Rows of a kernel tile: :func:`_basis_tiles` on the host, a device-sized tile on an
     accelerator (:func:`scalenc.math.xp.tile_elements`)."""
-    if xp is np:
-        return _basis_tiles(n_rows, r)
-    return max(1, tile_elements(xp, KERNEL_TILE_ELEMENTS) // max(r, 1))
+    return rows_per_tile(xp, _basis_tiles(n_rows, r), r, host_elements=KERNEL_TILE_ELEMENTS)
 
 
 def sigma_block(X, codes, *, row_start, basis):
@@ -573,13 +572,10 @@ def nrbfn_scores(X, *, basis, sigma, weights):
     at a time (:func:`kernel_tiles`)."""
     _blocks.check_finite(X)
     xp = namespace(X)
-    if xp is not np:
-        weights_d = like(xp, weights, X)
-        tiles = [Wt @ weights_d.T for _, _, Wt in kernel_tiles(X, basis, sigma)]
-        return tiles[0] if len(tiles) == 1 else xp.concat(tiles)
-    out = np.empty((X.shape[0], weights.shape[0]))
-    for start, stop, Wt in kernel_tiles(np.asarray(X), basis, sigma):
-        np.matmul(Wt, weights.T, out=out[start:stop])
+    weights = like(xp, weights, X)
+    out = xp.empty((X.shape[0], weights.shape[0]), dtype=xp.float64, device=device_of(X))
+    for start, stop, Wt in kernel_tiles(as_block(xp, X), basis, sigma):
+        matmul(xp, Wt, weights.T, out=out[start:stop, ...])
     return out
 
 
