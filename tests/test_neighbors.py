@@ -360,7 +360,7 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
 
 def test_searches_in_one_thread_do_not_share_their_results_buffers():
     """The selections keep their per-tile temporaries in per-thread buffers
-    (:func:`scalenc.math.moments.scratch`). Searches of different sizes, one after the
+    (:func:`scalenc.math.buffers.scratch`). Searches of different sizes, one after the
     other in one thread, each give brute force's neighbours, and what an earlier search
     returned is not overwritten by a later one (no result aliases a buffer)."""
     from scalenc.math.neighbors import nearest
@@ -388,7 +388,7 @@ def test_searches_in_one_thread_do_not_share_their_results_buffers():
 
 
 def test_shared_arange_is_read_only_and_grows():
-    from scalenc.math.moments import arange
+    from scalenc.math.buffers import arange
 
     small = arange(5)
     np.testing.assert_array_equal(small, np.arange(5))
@@ -402,7 +402,7 @@ def test_shared_arange_is_read_only_and_grows():
 
 
 def test_scratch_take_gathers_rows_into_the_threads_buffer():
-    from scalenc.math.moments import scratch_take
+    from scalenc.math.buffers import scratch_take
 
     rng = np.random.default_rng(4)
     A = rng.random((50, 3)).astype(np.float32)

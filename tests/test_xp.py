@@ -7,7 +7,7 @@ import array_api_strict
 import numpy as np
 import pytest
 
-from scalenc.math import moments
+from scalenc.math import buffers
 from scalenc.math.xp import (
     as_block,
     host_dtype,
@@ -80,11 +80,11 @@ def test_matmul_into_out(to):
 
 
 def test_host_scratch_is_a_reused_numpy_buffer_and_none_on_a_device():
-    a = moments.host_scratch(np, "test_xp.a", (3, 2), np.float32)
+    a = buffers.host_scratch(np, "test_xp.a", (3, 2), np.float32)
     assert a.shape == (3, 2) and a.dtype == np.float32
-    b = moments.host_scratch(np, "test_xp.a", (2, 2), np.float32)
+    b = buffers.host_scratch(np, "test_xp.a", (2, 2), np.float32)
     assert np.shares_memory(a, b)
-    assert moments.host_scratch(namespace(strict(X)), "test_xp.a", (3, 2), np.float32) is None
+    assert buffers.host_scratch(namespace(strict(X)), "test_xp.a", (3, 2), np.float32) is None
 
 
 @pytest.mark.parametrize("to", [lambda a: a, strict], ids=["numpy", "strict"])
@@ -94,7 +94,7 @@ def test_gather_rows_in_a_dtype(to, dtype):
     xp = namespace(block)
     want_dtype = None if dtype is None else (np.dtype(dtype) if xp is np else xp.float32)
     at = np.array([3, 3, 1])
-    got = moments.gather("test_xp.gather", block, at if xp is np else strict(at), want_dtype)
+    got = buffers.gather("test_xp.gather", block, at if xp is np else strict(at), want_dtype)
     np.testing.assert_array_equal(to_host(got), X[at])
     if dtype is not None:
         assert got.dtype == want_dtype
@@ -103,7 +103,7 @@ def test_gather_rows_in_a_dtype(to, dtype):
 @pytest.mark.parametrize("to", [lambda a: a, strict], ids=["numpy", "strict"])
 def test_scratch_astype(to):
     block = to(X)
-    assert moments.scratch_astype("test_xp.astype", block, np.float64) is block
-    got = moments.scratch_astype("test_xp.astype", to(X.astype(np.float32)), np.float64)
+    assert buffers.scratch_astype("test_xp.astype", block, np.float64) is block
+    got = buffers.scratch_astype("test_xp.astype", to(X.astype(np.float32)), np.float64)
     np.testing.assert_array_equal(to_host(got), X)
     assert host_dtype(got.dtype) == np.float64

@@ -26,8 +26,8 @@ from scalenc.exceptions import InputError
 from scalenc.io import tables
 from scalenc.io.identity import IdentityUnavailable, input_identity
 from scalenc.io.inputs import check_xy, encode_labels, is_dask_frame
-from scalenc.math import moments as _blocks
 from scalenc.math.labels import UNLABELED, sorted_classes, unlabeled_mask
+from scalenc.math.moments import magnitude_limit, too_large
 
 __all__ = [
     "fit_streaming",
@@ -194,11 +194,11 @@ def refuse_nonfinite(count) -> None:
 def check_class_means(means: np.ndarray, dtype) -> None:
     """Refuse class means beyond the magnitude the data's dtype can square: a few rows of
     huge values (1e30 in float32) that would dominate every statistic of the fit."""
-    limit = _blocks.magnitude_limit(dtype)
+    limit = magnitude_limit(dtype)
     peaks = np.abs(np.asarray(means)).max(axis=0) if np.size(means) else np.zeros(0)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise _blocks.too_large(column, f"has a class mean of {peaks[column]:.3g}", dtype)
+        raise too_large(column, f"has a class mean of {peaks[column]:.3g}", dtype)
 
 
 def _columns_of(X):

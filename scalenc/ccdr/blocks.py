@@ -38,7 +38,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from scalenc.exceptions import GraphWarning, InputError
-from scalenc.math import moments as _blocks
 from scalenc.math.distances import ranking_dtype, row_sq_norms
 from scalenc.math.linalg import (
     graph_eigenvectors,
@@ -46,7 +45,9 @@ from scalenc.math.linalg import (
     lda_log_proba,
     procrustes,
 )
+from scalenc.math.moments import check_finite, class_moments
 from scalenc.math.neighbors import nearest
+from scalenc.math.softmax import log_softmax
 from scalenc.math.xp import as_block, device_of, dtype_in, like, namespace, take_classes, to_host
 
 __all__ = [
@@ -447,7 +448,7 @@ def split_codes(X, with_codes):
 
 
 def embed(X, codes, solutions):
-    _blocks.check_finite(X)
+    check_finite(X)
     return nystrom_ensemble(solutions, X, codes)
 
 
@@ -493,7 +494,7 @@ def linear_stats_block(X, codes, *, row_start, solutions, n_classes):
 
 def lda_stats_block(X, codes, *, row_start, solutions, n_classes):
     F, codes = _labeled(X, codes, solutions)
-    return _blocks.class_moments(F, codes, n_classes, scatter=True)
+    return class_moments(F, codes, n_classes, scatter=True)
 
 
 # --- classifiers on the m-dim embedding ---------------------------------------------------
@@ -511,7 +512,7 @@ class LinearHead:
         return F @ coef[:-1, :] + coef[-1, :]
 
     def proba(self, F):
-        return namespace(F).exp(_blocks.log_softmax(self.scores(F)))
+        return namespace(F).exp(log_softmax(self.scores(F)))
 
 
 class LDAHead:

@@ -32,9 +32,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalenc.exceptions import InputError
-from scalenc.math import moments as _blocks
+from scalenc.math import buffers
 from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
-from scalenc.math.xp import as_block, device_of, like, namespace, rows_per_tile, to_host
+from scalenc.math.xp import (
+    as_block,
+    device_of,
+    host_or_device,
+    like,
+    namespace,
+    rows_per_tile,
+    to_host,
+)
 
 __all__ = [
     "Kernel",
@@ -178,7 +186,7 @@ class Tile:
     @functools.cached_property
     def x64(self) -> np.ndarray:
         """The tile's rows in float64 (X itself when it is float64 already)."""
-        return _blocks.scratch_astype("tile.x64", self.X, np.float64)
+        return buffers.scratch_astype("tile.x64", self.X, np.float64)
 
     @functools.cached_property
     def inner(self) -> np.ndarray:
@@ -244,13 +252,15 @@ def average_ranks(A: np.ndarray) -> np.ndarray:
     >>> bool((average_ranks(A) == rankdata(A, axis=1)).all())
     True
     """
-    xp = namespace(A)
-    if xp is not np:
-        return _sorted_average_ranks(xp, A)
+    return host_or_device(namespace(A), _average_ranks_on_host, _average_ranks_on_device)(A)
+
+
+def _average_ranks_on_host(A):
+    """:func:`average_ranks` of a NumPy block (:func:`_ranks_and_tied_rows`)."""
     return _ranks_and_tied_rows(A)[0]
 
 
-def _sorted_average_ranks(xp, A):
+def _average_ranks_on_device(A):
     """:func:`average_ranks` with the array API standard's calls (a device block's ranks).
 
     Each row is sorted (``argsort``); its runs of equal values are numbered by a
@@ -259,6 +269,7 @@ def _sorted_average_ranks(xp, A):
     whole flattened array by a per-row offset. A run's average rank goes back to the
     row's columns through the inverse permutation (a second ``argsort``).
     """
+    xp = namespace(A)
     n_rows, n_cols = A.shape
     if A.size == 0:
         return xp.zeros((n_rows, n_cols), dtype=xp.float64, device=device_of(A))
@@ -315,7 +326,7 @@ def _rows_with_ties(sorted_values: np.ndarray) -> np.ndarray:
     if n_cols < 2:
         return np.empty(0, dtype=np.intp)
     flat = np.ascontiguousarray(sorted_values).reshape(-1)
-    equal = _blocks.scratch("ranks.equal", (flat.size - 1,), bool)
+    equal = buffers.scratch("ranks.equal", (flat.size - 1,), bool)
     np.equal(flat[1:], flat[:-1], out=equal)
     if not equal.any():
         return np.empty(0, dtype=np.intp)
@@ -336,7 +347,7 @@ def _float32_ordinal_ranks(
     tie check (equal high bits) and where each rank goes (the low bits).
     """
     n_rows, n_cols = A.shape
-    keys = _blocks.scratch("ranks.keys", A.shape, np.float64)
+    keys = buffers.scratch("ranks.keys", A.shape, np.float64)
     if as_float64 is None:
         keys[...] = A  # a plain cast (np.add with a float64 output dtype is 3× slower)
         keys += 0.0  # −0 made +0
@@ -346,10 +357,10 @@ def _float32_ordinal_ranks(
     bits |= _flat_index(n_rows, n_cols)
     keys.sort(axis=1)
     values = np.bitwise_and(
-        bits, ~_INDEX_BITS, out=_blocks.scratch("ranks.values", A.shape, np.int64)
+        bits, ~_INDEX_BITS, out=buffers.scratch("ranks.values", A.shape, np.int64)
     )
     bits &= _INDEX_BITS
-    ranked = _blocks.scratch("ranks.ranked", A.shape, np.float64) if scratch else np.empty(A.shape)
+    ranked = buffers.scratch("ranks.ranked", A.shape, np.float64) if scratch else np.empty(A.shape)
     ranked.reshape(-1)[bits.reshape(-1)] = _ordinal_ranks(n_rows, n_cols)
     return ranked, values
 
@@ -543,21 +554,29 @@ class Spearman(Kernel):
     name = "spearman"
 
     def tile(self, tile):
-        ranks_u = tile.means.centred_ranks
-        if tile.xp is not np:  # every row centred and scaled, with or without ties
-            return _centre_and_scale(average_ranks(tile.X)) @ ranks_u.T
-        n_cols = tile.X.shape[1]
-        # the tile's float64 copy, if another kernel made one, saves a conversion
-        ranks, tied = _ranks_and_tied_rows(
-            tile.X, scratch=True, as_float64=tile.__dict__.get("x64")
-        )
-        # A row without ties ranks as a permutation of 1..p: mean (p+1)/2 and norm
-        # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
-        norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
-        Z = (ranks @ ranks_u.T) / norm
-        if tied.size:
-            Z[tied] = _centre_and_scale(ranks[tied]) @ ranks_u.T
-        return Z
+        return host_or_device(tile.xp, _spearman_on_host, _spearman_on_device)(tile)
+
+
+def _spearman_on_device(tile):
+    """Spearman's kernel of a device tile: every row's ranks centred and scaled, with or
+    without ties."""
+    return _centre_and_scale(average_ranks(tile.X)) @ tile.means.centred_ranks.T
+
+
+def _spearman_on_host(tile):
+    """Spearman's kernel of a NumPy tile: rows without ties skip the centring and scaling
+    (their mean and norm are constants)."""
+    ranks_u = tile.means.centred_ranks
+    n_cols = tile.X.shape[1]
+    # the tile's float64 copy, if another kernel made one, saves a conversion
+    ranks, tied = _ranks_and_tied_rows(tile.X, scratch=True, as_float64=tile.__dict__.get("x64"))
+    # A row without ties ranks as a permutation of 1..p: mean (p+1)/2 and norm
+    # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
+    norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
+    Z = (ranks @ ranks_u.T) / norm
+    if tied.size:
+        Z[tied] = _centre_and_scale(ranks[tied]) @ ranks_u.T
+    return Z
 
 
 @dataclass(frozen=True, repr=False)

@@ -37,7 +37,7 @@ from scalenc.engine.cluster import (
     uses_distributed,
 )
 from scalenc.exceptions import ClusterUnavailableError, InputError
-from scalenc.math import moments as _blocks
+from scalenc.math.moments import combine_partials
 from scalenc.math.xp import host_tree, is_device_array, to_host
 
 try:
@@ -69,7 +69,7 @@ SCATTER_BYTES = 1_000_000
 
 def tree_reduce(
     partials: Sequence[Delayed],
-    combine: Callable = _blocks.combine_partials,
+    combine: Callable = combine_partials,
     *,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
@@ -274,7 +274,7 @@ def reduce_rows(
     block_fn: Callable,
     X: da.Array,
     *aligned: da.Array | None,
-    combine: Callable = _blocks.combine_partials,
+    combine: Callable = combine_partials,
     split_every: int = SPLIT_EVERY,
     **kwargs,
 ) -> Delayed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalenc.math.moments import scratch
+from scalenc.math.buffers import scratch
 from scalenc.math.xp import device_of, dtype_in, host_dtype, like, namespace
 
 
@@ -74,7 +74,7 @@ def sq_distances_from_inner(
         out[...] = xp.clip(out, min=0.0)
     if zero_below is not None and out.size:
         tol = (8.0 * zero_below * (a_sq + xp.max(b_sq)))[:, None]
-        if host:  # the mask in a per-thread buffer (moments.scratch), not a fresh tile
+        if host:  # the mask in a per-thread buffer (buffers.scratch), not a fresh tile
             out[np.less(out, tol, out=scratch("distances.below", out.shape, bool))] = 0.0
         else:
             out[...] = xp.where(out < tol, 0.0, out)

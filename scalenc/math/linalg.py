@@ -28,7 +28,7 @@ import scipy.sparse.linalg
 from threadpoolctl import threadpool_limits
 
 from scalenc.exceptions import ConvergenceWarning, InputError, NumericalWarning
-from scalenc.math.moments import log_softmax
+from scalenc.math.softmax import log_softmax
 from scalenc.math.xp import as_block, like, namespace
 
 __all__ = [

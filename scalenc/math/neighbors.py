@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalenc.math import moments as _blocks
+from scalenc.math.buffers import arange, gather, scratch, scratch_take
 from scalenc.math.distances import (
     GATHER_ELEMENTS,
     duplicate_rank,
@@ -51,12 +51,14 @@ from scalenc.math.distances import (
     score_bound,
     sq_distances_from_inner,
 )
+from scalenc.math.moments import check_magnitude, count_nonfinite
 from scalenc.math.nearest import _nearest_exact
 from scalenc.math.xp import (
     argpartition_rows,
     device_of,
     dtype_in,
     host_dtype,
+    host_or_device,
     lexsort_rows,
     like,
     namespace,
@@ -166,11 +168,11 @@ def _survivors(score, bound, axis, k, head, few=None):
 
     Returns (values, owner, position): owner = the row (axis 1) or column (axis 0) an
     entry is ranked in, position = its place along that row or column. All three are
-    per-thread buffers (:func:`scalenc.math.moments.scratch`), valid until this thread's
+    per-thread buffers (:func:`scalenc.math.buffers.scratch`), valid until this thread's
     next call.
     """
     limit = bound[:, None] if axis == 1 else bound[None, :]
-    keep = np.less(score, limit, out=_blocks.scratch("neighbors.keep", score.shape, bool))
+    keep = np.less(score, limit, out=scratch("neighbors.keep", score.shape, bool))
     if head:
         part = (slice(None), slice(0, head)) if axis == 1 else (slice(0, head), slice(None))
         equal = score[part] == limit
@@ -181,10 +183,10 @@ def _survivors(score, bound, axis, k, head, few=None):
     flat = np.flatnonzero(keep)  # 1-D: several times faster than a 2-D nonzero
     # into per-thread buffers, valid until the next tile's call (as ``keep``): fresh
     # survivor arrays per tile were 1.2× the soft-KNN block on a Dask worker (page faults)
-    rows = _blocks.scratch("neighbors.rows", flat.shape, flat.dtype)
-    cols = _blocks.scratch("neighbors.cols", flat.shape, flat.dtype)
+    rows = scratch("neighbors.rows", flat.shape, flat.dtype)
+    cols = scratch("neighbors.cols", flat.shape, flat.dtype)
     np.divmod(flat, score.shape[1], out=(rows, cols))
-    values = _blocks.scratch_take("neighbors.values", score.reshape(-1), flat)
+    values = scratch_take("neighbors.values", score.reshape(-1), flat)
     return (values, rows, cols) if axis == 1 else (values, cols, rows)
 
 
@@ -198,12 +200,12 @@ def _select(values, owner, position, n_owners, k, prev=None):
         order = np.argsort(owner.astype(small), kind="stable")
         values, owner, position = values[order], owner[order], position[order]
     counts = np.bincount(owner, minlength=n_owners)
-    slot = _blocks.scratch_take("neighbors.slot", np.cumsum(counts) - counts, owner)
-    np.subtract(_blocks.arange(owner.size), slot, out=slot)
+    slot = scratch_take("neighbors.slot", np.cumsum(counts) - counts, owner)
+    np.subtract(arange(owner.size), slot, out=slot)
     width = int(counts.max()) if n_owners else 0
     # per-thread buffers (a fresh array per tile is page-faulted in on a Dask worker)
-    P = _blocks.scratch("neighbors.select_values", (n_owners, width), values.dtype)
-    Q = _blocks.scratch("neighbors.select_positions", (n_owners, width), np.int64)
+    P = scratch("neighbors.select_values", (n_owners, width), values.dtype)
+    Q = scratch("neighbors.select_positions", (n_owners, width), np.int64)
     P.fill(np.inf)
     Q.fill(-1)
     P[owner, slot], Q[owner, slot] = values, position
@@ -224,11 +226,11 @@ def _pad_k(vals, pos, k):
 
 def _kth_smallest(sample, k, axis):
     """The k-th smallest entry of each row (axis 1) or column (axis 0) of ``sample``,
-    partitioned in a per-thread copy (:func:`scalenc.math.moments.scratch`):
+    partitioned in a per-thread copy (:func:`scalenc.math.buffers.scratch`):
     ``np.partition``'s own copy is a fresh megabyte-sized array per tile, mapped and
     page-faulted in each time on a Dask worker, whose nanny sets
     ``MALLOC_TRIM_THRESHOLD_``."""
-    work = _blocks.scratch("neighbors.sample", sample.shape, sample.dtype)
+    work = scratch("neighbors.sample", sample.shape, sample.dtype)
     work[...] = sample
     work.partition(k - 1, axis=axis)
     return (work[:, k - 1] if axis == 1 else work[k - 1]).copy()
@@ -403,8 +405,8 @@ def _pair_distances(Q, R, owner, position, dtype):
         for start in range(0, owner.shape[0], step):
             stop = min(owner.shape[0], start + step)
             # NumPy's gathers into per-thread buffers (page faults, as in _survivors)
-            diff = _blocks.gather("neighbors.pair_q", Q, owner[start:stop], dtype)
-            diff -= _blocks.gather("neighbors.pair_r", R, position[start:stop], dtype)
+            diff = gather("neighbors.pair_q", Q, owner[start:stop], dtype)
+            diff -= gather("neighbors.pair_r", R, position[start:stop], dtype)
             diff *= diff
             out[start:stop] = xp.sum(diff, axis=1)
     return xp.astype(out, xp.float64, copy=False)
@@ -441,7 +443,7 @@ def _smallest_k(score, k, search: _Search, offset=0):
         bound, head = _limit(tau + 2.0 * delta, score.dtype, True), 0
     values, rows, cols = _survivors(score, bound, 1, k, head, search.few_copies())
     queries = np.arange(offset, offset + c)
-    near = _blocks.scratch_take("neighbors.near", search.q_norms[queries], rows)
+    near = scratch_take("neighbors.near", search.q_norms[queries], rows)
     values = np.add(near, values, out=near)  # ≈ distances, float64
     return _in_order(*search.select(values, rows, cols, queries, k))
 
@@ -538,8 +540,8 @@ def kneighbors_block(
     most :data:`TILE_ELEMENTS` distances (a device's :func:`tile_elements`), so memory is
     O(TILE_ELEMENTS + c·k).
     """
-    nonfinite = _blocks.count_nonfinite(X)
-    _blocks.check_magnitude(X)
+    nonfinite = count_nonfinite(X)
+    check_magnitude(X)
     rows, index, labels = labeled_rows(_finite(X), codes, row_start)
     # their NaN/inf are counted where their block is X
     candidates = _finite(like(namespace(X), candidates, X))
@@ -673,8 +675,13 @@ def nearest(
     )
     if refine:
         return _nearest_exact(Q, R, k, exclude, dtype)
-    if xp is not np:
-        return _nearest_on_device(xp, like(xp, Q, R), R, k, exclude, dtype)
+    return host_or_device(xp, _nearest_on_host, _nearest_on_device)(xp, Q, R, k, exclude, dtype)
+
+
+def _nearest_on_host(xp, Q, R, k, exclude, dtype):
+    """:func:`nearest` of NumPy rows: tiles of :data:`TILE_ELEMENTS` scores in a reused
+    buffer, the k smallest of each row by :func:`_smallest_k`."""
+    c, b = Q.shape[0], R.shape[0]
     pos_out = np.full((c, k), -1, dtype=np.int64)
     d2_out = np.full((c, k), np.inf)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
@@ -707,8 +714,9 @@ def _no_neighbors(xp, c, k, ref):
 
 
 def _nearest_on_device(xp, Q, R, k, exclude, dtype):
-    """:func:`nearest` on a device: the same neighbours (the k smallest (distance,
-    position), distances Σ (q_t − r_t)² in ``dtype``), found as a GPU finds them best.
+    """:func:`nearest` on a device (Q moved to R's): the same neighbours (the k smallest
+    (distance, position), distances Σ (q_t − r_t)² in ``dtype``), found as a GPU finds
+    them best.
 
     Where it differs from the NumPy path (:func:`_smallest_k`): no sampled bound nor
     compaction of survivors into ragged lists, which serve a CPU's caches; every step is
@@ -730,6 +738,7 @@ def _nearest_on_device(xp, Q, R, k, exclude, dtype):
     Memory: a few score tiles of :func:`tile_elements` elements. Returns device arrays:
     positions (int64) and distances (float64), c×k.
     """
+    Q = like(xp, Q, R)
     c, b = Q.shape[0], R.shape[0]
     device = device_of(R)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)

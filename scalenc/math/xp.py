@@ -43,6 +43,7 @@ __all__ = [
     "index_dtype",
     "rows_per_tile",
     "matmul",
+    "host_or_device",
 ]
 
 #: Elements of one tile of a block's work on an accelerator. Tiles sized for a CPU core's
@@ -120,6 +121,19 @@ def like(xp, value, ref, dtype=None):
     if xp is np:
         return value if dtype is None else np.asarray(value, dtype=dtype)
     return xp.asarray(value, dtype=dtype, device=device_of(ref))
+
+
+def host_or_device(xp, host, device):
+    """One step's implementation for a block of ``xp``: ``host`` for NumPy, ``device``
+    for any other library.
+
+    The one way a block function chooses between two implementations, where the
+    algorithm differs on a device: the host's works through cache-sized tiles with
+    NumPy's ``out=``, in-place fancy indexing and per-thread buffers; the device's runs
+    whole-block kernels with the standard's calls. The two are named
+    ``_<step>_on_host`` and ``_<step>_on_device`` and take the same arguments.
+    """
+    return host if is_numpy(xp) else device
 
 
 def as_block(xp, X):
