@@ -157,10 +157,10 @@ def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
     The k nearest are the k smallest (distance, global index), as a stable sort gives —
     in every block pair, with or without the sampled bounds and running column bounds
     (``tiles`` = threshold sample, pair tile elements; 150: tiles of fewer than k rows)."""
-    from scalenc.math import neighbors
+    from scalenc.math import neighbors, selection
 
     if tiles is not None:
-        monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", tiles[0])
+        monkeypatch.setattr(selection, "THRESHOLD_SAMPLE", tiles[0])
         monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", tiles[1])
     rng = np.random.default_rng(6)
     X = rng.integers(0, 3, (180, 3)).astype(np.float64)
@@ -331,17 +331,17 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
     and the selection keeps a few dozen survivors per row, not every copy in the block (it
     kept them all and sorted them, so the all-rows search grew as the square of the
     copies)."""
-    from scalenc.math import neighbors
+    from scalenc.math import selection
 
     widths = []
-    select = neighbors._select
+    select = selection._select
 
     def recording(values, owner, position, n_owners, k, prev=None):
         if owner.size:
             widths.append(int(np.bincount(owner).max()))
         return select(values, owner, position, n_owners, k, prev)
 
-    monkeypatch.setattr(neighbors, "_select", recording)
+    monkeypatch.setattr(selection, "_select", recording)
     rng = np.random.default_rng(7)
     X = rng.normal(size=(6000, 4))
     X[rng.permutation(6000)[:4000]] = X[0]

@@ -195,15 +195,15 @@ def test_chunking_does_not_change_the_model(data, reference, chunks):
 
 
 def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatch):
-    from scalenc.math import neighbors
+    from scalenc.math import neighbors, selection
     from scalenc.nrbfn import blocks as nrbfn
 
     monkeypatch.setattr(nrbfn, "KERNEL_TILE_ELEMENTS", 7 * 50)  # 7-row kernel pieces (r≈50)
     monkeypatch.setattr(nrbfn, "GRAM_TILE_ELEMENTS", 30 * 50)
     monkeypatch.setattr(nrbfn, "GRAM_STRIP", 13)  # Gram in 13-row strips: diagonal + GEMM parts
-    monkeypatch.setattr(neighbors, "TILE_ELEMENTS", 9 * 80)
+    monkeypatch.setattr(selection, "TILE_ELEMENTS", 9 * 80)
     monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", 11 * 80)
-    monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", 16)  # bounded selection on 80-row blocks
+    monkeypatch.setattr(selection, "THRESHOLD_SAMPLE", 16)  # bounded selection on 80-row blocks
     X, y, X_test, _ = data
     m = NRBFNClassifier(**PARAMS, chunk_rows=80).fit(X, y)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
