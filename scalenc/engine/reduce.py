@@ -283,9 +283,13 @@ def reduce_rows(
     Parameters
     ----------
     block_fn : callable
-        NumPy function of one row block returning a small partial (arrays, numbers,
-        dicts or tuples of them). ``row_start`` is the global index of the block's first
-        row, so random choices and folds can depend on global row indices only.
+        Function of one row block returning a small partial (arrays, numbers, dicts or
+        tuples of them). The block is an array of X's library: NumPy, or a device's
+        (CuPy's), whose namespace the function takes from it
+        (:func:`scalenc.math.xp.namespace`); the partial leaves a device as NumPy
+        (unless ``block_fn.device_partials``). ``row_start`` is the global index of the
+        block's first row, so random choices and folds can depend on global row indices
+        only.
     X : dask array (n, p), one chunk along columns
     *aligned : dask arrays with the same row chunks as X (labels, weights), or None
     combine : callable
