@@ -29,6 +29,7 @@ from scalenc.math.buffers import scratch
 from scalenc.math.tiles import over_row_tiles
 from scalenc.math.xp import (
     device_of,
+    host_or_device,
     host_tree,
     like,
     namespace,
@@ -102,10 +103,14 @@ def class_moments(
     for a device block (whose moments are float64 throughout, and always say
     ``all_finite`` exactly: see :func:`centred_class_sums`).
     """
-    if namespace(X) is not np:
-        return _device_class_moments(
-            X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=check_finite
-        )
+    moments = host_or_device(namespace(X), _class_moments_on_host, _class_moments_on_device)
+    return moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=check_finite)
+
+
+def _class_moments_on_host(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
+    """:func:`class_moments` of a NumPy block: a float64 copy of the labeled rows centred
+    at their mean, or float32 products per tile (:func:`_float32_moments`), or the class
+    sums alone (:func:`_class_sums`)."""
     codes = np.asarray(codes)
     labeled = codes >= 0
     n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
@@ -149,7 +154,7 @@ def class_moments(
     return out
 
 
-def _device_class_moments(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
+def _class_moments_on_device(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
     """:func:`class_moments` of a device block: tiles of :func:`centred_class_sums`,
     merged on the host by Chan's update."""
     all_finite = True

@@ -217,13 +217,25 @@ def kneighbors_pair(
     bi, bj = rows_i.shape[0], rows_j.shape[0]
     if bi == 0 or bj == 0:
         return _empty_neighbors(bi, n_neighbors), _empty_neighbors(bj, n_neighbors)
-    if namespace(rows_i, rows_j) is not np:  # one search each way (nearest_on_device)
-        pos_i, d2_i = nearest(rows_i, rows_j, n_neighbors)
-        pos_j, d2_j = nearest(rows_j, rows_i, n_neighbors)
-        return (
-            _partial(to_host(pos_i), to_host(d2_i), index_j, labels_j),
-            _partial(to_host(pos_j), to_host(d2_j), index_i, labels_i),
-        )
+    pair = host_or_device(namespace(rows_i, rows_j), _pair_on_host, _pair_on_device)
+    return pair(rows_i, index_i, labels_i, rows_j, index_j, labels_j, n_neighbors)
+
+
+def _pair_on_device(rows_i, index_i, labels_i, rows_j, index_j, labels_j, n_neighbors):
+    """:func:`kneighbors_pair` of device blocks: one search each way
+    (:func:`~scalenc.math.neighbors_device.nearest_on_device`)."""
+    pos_i, d2_i = nearest(rows_i, rows_j, n_neighbors)
+    pos_j, d2_j = nearest(rows_j, rows_i, n_neighbors)
+    return (
+        _partial(to_host(pos_i), to_host(d2_i), index_j, labels_j),
+        _partial(to_host(pos_j), to_host(d2_j), index_i, labels_i),
+    )
+
+
+def _pair_on_host(rows_i, index_i, labels_i, rows_j, index_j, labels_j, n_neighbors):
+    """:func:`kneighbors_pair` of NumPy blocks: one product per tile serving both
+    directions."""
+    bi, bj = rows_i.shape[0], rows_j.shape[0]
     dtype = np.result_type(rows_i.dtype, rows_j.dtype, np.float32)
     norms_i, norms_j = row_sq_norms(rows_i), row_sq_norms(rows_j)
     norms_i32, norms_j32 = norms_i.astype(dtype), norms_j.astype(dtype)
