@@ -11,6 +11,7 @@ from scalenc.math import buffers
 from scalenc.math.xp import (
     as_block,
     host_dtype,
+    host_or_device,
     host_rows,
     index_dtype,
     matmul,
@@ -107,3 +108,14 @@ def test_scratch_astype(to):
     got = buffers.scratch_astype("test_xp.astype", to(X.astype(np.float32)), np.float64)
     np.testing.assert_array_equal(to_host(got), X)
     assert host_dtype(got.dtype) == np.float64
+
+
+def test_host_or_device_chooses_by_the_namespace():
+    def host(a):
+        return "host"
+
+    def device(a):
+        return "device"
+
+    assert host_or_device(np, host, device) is host
+    assert host_or_device(namespace(strict(X)), host, device) is device
