@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+from sklearn.base import TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -29,9 +30,13 @@ from scalenc.math.linalg import LDAModel
 __all__ = ["EncoderOutputsMixin"]
 
 
-class EncoderOutputsMixin:
+class EncoderOutputsMixin(TransformerMixin):
     """``transform``, ``decision_function``, ``predict_proba``, ``predict_log_proba`` and
-    ``predict`` for :class:`~scalenc.encoder.estimator.EncoderClassifier`."""
+    ``predict`` for :class:`~scalenc.encoder.estimator.EncoderClassifier`.
+
+    A ``TransformerMixin``: scikit-learn wraps ``transform`` for ``set_output`` in the
+    class that defines it, this one.
+    """
 
     def _check_fitted(self):
         check_is_fitted(self, "classes_")
