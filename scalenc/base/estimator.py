@@ -334,15 +334,14 @@ def _no_statistics_reason(estimator) -> str:
 
 def fit_checkpoint(estimator, X, y):
     """The checkpoint of ``estimator``'s fit on (X, y) (:mod:`scalenc.engine.checkpoint`),
-    a context giving its run, or giving None where the estimator has no ``checkpoint`` or
-    a checkpoint is already active (a fit inside another's, such as CCDRClassifier's CCDR).
+    a context giving its run, or giving None where the estimator has no ``checkpoint``.
 
     The checkpoint's key: the estimator's class and parameters (``checkpoint`` aside), the
     scalenc version and the identity of X and y (:func:`scalenc.io.identity.input_identity`:
     their graphs, row chunks and files' sizes and modification times; no data is read).
     """
     url = getattr(estimator, "checkpoint", None)
-    if url is None or checkpoint.active_run() is not None:
+    if url is None:
         return contextlib.nullcontext(None)
     try:
         key = {
