@@ -40,7 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from scalenc.encoder.kernels import Means, Spearman, Tile
 from scalenc.math.nearest import EXACT_TILE_ELEMENTS, _smallest_by_extraction
-from scalenc.math.neighbors import _Search, _smallest_k
+from scalenc.math.selection import Search, smallest_k
 
 try:
     import numba
@@ -158,7 +158,7 @@ def _selection_row(p, s, m, repeats, kernel, rng):
 
 
 def _soft_knn_row(p, s, k, repeats, kernel, rng):
-    """nRBFN's soft-KNN selection (:func:`scalenc.math.neighbors._smallest_k`: the k-th
+    """nRBFN's soft-KNN selection (:func:`scalenc.math.selection.smallest_k`: the k-th
     smallest of a sampled head of each row as a threshold, the entries under it, near-ties
     decided on float64 distances) beside the numba insertion of the k smallest scores."""
     tile = max(1, EXACT_TILE_ELEMENTS // s)
@@ -166,12 +166,12 @@ def _soft_knn_row(p, s, k, repeats, kernel, rng):
     R = rng.standard_normal((s, p)).astype(np.float32)
     q_norms = np.einsum("ij,ij->i", Q, Q, dtype=np.float64)
     r_norms = np.einsum("ij,ij->i", R, R, dtype=np.float64)
-    search = _Search(Q, R, q_norms, r_norms, k, np.float32)
+    search = Search(Q, R, q_norms, r_norms, k, np.float32)
     score = r_norms.astype(np.float32)[None, :] - 2.0 * (Q @ R.T)
-    _, reference = _smallest_k(score, k, search)
+    _, reference = smallest_k(score, k, search)
     row = {"p": p, "s": s, "m": k, "tile": tile}
     row["product_s"] = _best(lambda: Q @ R.T, repeats)
-    row["numpy_s"] = _best(lambda: _smallest_k(score, k, search), repeats)
+    row["numpy_s"] = _best(lambda: smallest_k(score, k, search), repeats)
     if kernel is not None:
         vals, pos = np.empty((tile, k)), np.empty((tile, k), dtype=np.int64)
         row["compile_s"] = _first_call(lambda: kernel(score, k, vals, pos))

@@ -152,8 +152,8 @@ def instrumented(timers: Timers):
     patch(enc_kernels.Euclidean, "tile", timers.wrap("euclidean sqrt", enc_kernels.Euclidean.tile))
     patch(enc_kernels.Spearman, "tile",
           timers.wrap("spearman product", enc_kernels.Spearman.tile))  # fmt: skip
-    patch(enc_kernels, "_ranks_and_tied_rows",
-          timers.wrap("spearman ranks", enc_kernels._ranks_and_tied_rows))  # fmt: skip
+    patch(enc_kernels, "ranks_and_tied_rows",
+          timers.wrap("spearman ranks", enc_kernels.ranks_and_tied_rows))  # fmt: skip
     patch(enc_passes, "embed", timers.wrap("embed (rest)", enc_passes.embed))
     patch(enc_blocks, "stacked_class_moments",
           timers.wrap("stacked class moments", enc_blocks.stacked_class_moments))  # fmt: skip

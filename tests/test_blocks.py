@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from scalenc.math import moments as _blocks
+from scalenc.math.moments import (
+    SPARSE_SUMS_MIN_CLASSES,
+    SPARSE_SUMS_TILE,
+    class_moments,
+    combine_partials,
+    count_nonfinite,
+)
+from scalenc.math.softmax import log_softmax
 
 
 def _oracle(X, codes, K):
@@ -20,10 +27,10 @@ def test_merged_moments_equal_numpy(splits):
     X = rng.normal(loc=1e3, size=(200, 5))  # large mean: tests the centred (Chan) merge
     codes = rng.integers(-1, 4, 200)
     parts = [
-        _blocks.class_moments(b, c, 4, sqnorm=True)
+        class_moments(b, c, 4, sqnorm=True)
         for b, c in zip(np.split(X, splits), np.split(codes, splits))
     ]
-    merged = _blocks.combine_partials(*parts)
+    merged = combine_partials(*parts)
     n, mean, S = _oracle(X, codes, 4)
     np.testing.assert_array_equal(merged["n"], n)
     np.testing.assert_allclose(merged["mean"], mean, rtol=1e-13)
@@ -35,23 +42,23 @@ def test_merged_moments_equal_numpy(splits):
 def test_merge_is_order_independent():
     rng = np.random.default_rng(1)
     X, codes = rng.normal(size=(90, 3)), rng.integers(0, 3, 90)
-    parts = [_blocks.class_moments(X[i : i + 10], codes[i : i + 10], 3) for i in range(0, 90, 10)]
-    a = _blocks.combine_partials(*parts)
-    b = _blocks.combine_partials(*parts[::-1])
+    parts = [class_moments(X[i : i + 10], codes[i : i + 10], 3) for i in range(0, 90, 10)]
+    a = combine_partials(*parts)
+    b = combine_partials(*parts[::-1])
     np.testing.assert_allclose(a["scatter"], b["scatter"], rtol=1e-12)
     np.testing.assert_allclose(a["mean"], b["mean"], rtol=1e-13)
 
 
 def test_empty_class_in_block_has_zero_count():
     X = np.ones((4, 2))
-    out = _blocks.class_moments(X, np.array([0, 0, -1, -1]), 3)
+    out = class_moments(X, np.array([0, 0, -1, -1]), 3)
     np.testing.assert_array_equal(out["n"], [2, 0, 0])
     np.testing.assert_array_equal(out["mean"][1:], 0)
 
 
 def test_log_softmax_matches_naive_and_is_stable():
     s = np.array([[1.0, 2.0, 3.0], [1000.0, 0.0, -1000.0]])
-    out = _blocks.log_softmax(s)
+    out = log_softmax(s)
     np.testing.assert_allclose(np.exp(out).sum(1), 1.0)
     np.testing.assert_allclose(out[0], np.log(np.exp(s[0]) / np.exp(s[0]).sum()))
     assert np.isfinite(out).all()
@@ -59,8 +66,8 @@ def test_log_softmax_matches_naive_and_is_stable():
 
 def test_count_nonfinite():
     X = np.array([[1.0, np.nan], [np.inf, 2.0]])
-    assert _blocks.count_nonfinite(X) == 2
-    assert _blocks.count_nonfinite(np.ones((2, 2), dtype=int)) == 0
+    assert count_nonfinite(X) == 2
+    assert count_nonfinite(np.ones((2, 2), dtype=int)) == 0
 
 
 @pytest.mark.parametrize("unlabeled", [False, True])
@@ -70,14 +77,14 @@ def test_float32_tiled_scatter_matches_float64(unlabeled):
     codes = rng.integers(-1 if unlabeled else 0, 3, 9000)
     n, mean, S = _oracle(X.astype(np.float64), codes, 3)
     # float32 path, tiles of 4096 rows; with squared norms the class sums are float64
-    a = _blocks.class_moments(X, codes, 3, sqnorm=True)
+    a = class_moments(X, codes, 3, sqnorm=True)
     np.testing.assert_array_equal(a["n"], n)
     np.testing.assert_allclose(a["mean"], mean, rtol=1e-12)
     np.testing.assert_allclose(a["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())
     # without: the class sums come from the same float32 products as the scatter, centred
     # at the first tile's mean, so their error is float32 rounding of the spread, not of
     # the means (which are 50 × larger here)
-    b = _blocks.class_moments(X, codes, 3)
+    b = class_moments(X, codes, 3)
     np.testing.assert_array_equal(b["n"], n)
     assert np.all(np.abs(b["mean"] - mean) <= 1e-6 * X.std(axis=0))
     np.testing.assert_allclose(b["scatter"], S, rtol=2e-5, atol=1e-6 * np.abs(S).max())
@@ -89,15 +96,15 @@ def test_many_classes_sums_from_a_sparse_indicator_equal_numpy(dtype, scatter):
     """K = 40 ≥ SPARSE_SUMS_MIN_CLASSES, few features, unlabeled rows, blocks longer than a
     sparse tile: class counts, means, scatter and squared norms as plain NumPy's, and a
     NaN in an unlabeled row still seen by the finiteness check."""
-    assert 40 >= _blocks.SPARSE_SUMS_MIN_CLASSES
+    assert 40 >= SPARSE_SUMS_MIN_CLASSES
     rng = np.random.default_rng(3)
-    n_rows = _blocks.SPARSE_SUMS_TILE + 777
+    n_rows = SPARSE_SUMS_TILE + 777
     codes = rng.integers(-1, 40, n_rows)
     X = (rng.normal(size=(40, 6))[np.maximum(codes, 0)] + rng.normal(size=(n_rows, 6))).astype(
         dtype
     )
     n, mean, S = _oracle(X.astype(np.float64), codes, 40)
-    out = _blocks.class_moments(X, codes, 40, scatter=scatter, sqnorm=True, check_finite=True)
+    out = class_moments(X, codes, 40, scatter=scatter, sqnorm=True, check_finite=True)
     np.testing.assert_array_equal(out["n"], n)
     np.testing.assert_allclose(out["mean"], mean, rtol=1e-10, atol=1e-12)
     sq = [np.sum(X[codes == k].astype(np.float64) ** 2) for k in range(40)]
@@ -108,4 +115,4 @@ def test_many_classes_sums_from_a_sparse_indicator_equal_numpy(dtype, scatter):
         return  # that path does not check finiteness on the way (all_finite False)
     assert out["all_finite"]
     X[np.flatnonzero(codes < 0)[0], 2] = np.nan
-    assert not _blocks.class_moments(X, codes, 40, scatter=scatter, check_finite=True)["all_finite"]
+    assert not class_moments(X, codes, 40, scatter=scatter, check_finite=True)["all_finite"]

@@ -527,7 +527,7 @@ def test_failure_during_computation_exit_4(model_dir, inputs):
     """A failure inside a pass that is not the input's fault (here an injected bug in a
     block function of the real executable's process): exit 4."""
     code = (
-        "import sys, scalenc.math.moments as b\n"
+        "import sys, scalenc.math.labels as b\n"
         "def boom(*a, **k): raise RuntimeError('injected failure')\n"
         "b.confusion_counts = boom\n"
         "from scalenc.cli import main\n"

@@ -27,7 +27,7 @@ from scalenc.encoder.kernels import (
     embed,
 )
 from scalenc.exceptions import InputError
-from scalenc.math import moments
+from scalenc.math import moments, softmax, tiles
 from scalenc.math.linalg import lda_from_moments, stacked_class_scores
 from scalenc.math.xp import to_host
 
@@ -151,12 +151,12 @@ def test_log_softmax_and_labeled_log_likelihood(device):
     rng = np.random.default_rng(1)
     scores = rng.normal(size=(50, 4)) * 30.0
     codes = rng.integers(-1, 4, 50)
-    expected = moments.log_softmax(scores)
-    actual = moments.log_softmax(to_device(scores))
+    expected = softmax.log_softmax(scores)
+    actual = softmax.log_softmax(to_device(scores))
     assert on_device(actual)
     close(actual, expected)
-    total, count = moments.labeled_log_likelihood(actual, codes)
-    expected_total, expected_count = moments.labeled_log_likelihood(expected, codes)
+    total, count = softmax.labeled_log_likelihood(actual, codes)
+    expected_total, expected_count = softmax.labeled_log_likelihood(expected, codes)
     assert count == expected_count == np.count_nonzero(codes >= 0)
     np.testing.assert_allclose(total, expected_total, rtol=1e-12)
 
@@ -164,10 +164,10 @@ def test_log_softmax_and_labeled_log_likelihood(device):
 def test_row_tiles(device):
     to_device, on_device = device
     X, codes, _ = data(np.float64, n=50)
-    mapped = moments.map_row_tiles(lambda x: x * 2.0, to_device(X), 7)
+    mapped = tiles.map_row_tiles(lambda x: x * 2.0, to_device(X), 7)
     assert on_device(mapped)
     close(mapped, X * 2.0)
-    sums = moments.over_row_tiles(
+    sums = tiles.over_row_tiles(
         lambda x, c: to_host(x).sum(axis=0), lambda a, b: a + b, to_device(X), codes, 7
     )
     close(sums, X.sum(axis=0))

@@ -1,6 +1,6 @@
 """The exact k-NN search on a device's arrays (issue 28) against the NumPy path.
 
-The device path (:func:`scalenc.math.neighbors._nearest_on_device`) runs here on
+The device path (:func:`scalenc.math.neighbors_device.nearest_on_device`) runs here on
 ``array_api_strict`` arrays, which accept the array API standard and nothing else; the
 NumPy path is the oracle: the same neighbours (indices and labels exactly, ties broken by
 (distance, global index)) and the same distances. The ``gpu`` tests repeat the comparison
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import cupy_or_skip
 
-from scalenc.math import neighbors
+from scalenc.math import neighbors_device
 from scalenc.math.distances import (
     pairwise_sq_distances,
     row_sq_norms,
@@ -109,7 +109,7 @@ def test_selection_among_groups_of_columns_equals_numpy(monkeypatch, group, kind
     """Rows long enough for the search to select among groups of columns first (groups of
     2 and 3 on short blocks, the default on a long one): the grouped rows, the rows whose
     group minima tie (searched whole) and the last, shorter group give NumPy's result."""
-    monkeypatch.setattr(neighbors, "DEVICE_GROUP", group)
+    monkeypatch.setattr(neighbors_device, "DEVICE_GROUP", group)
     n = 160 if group < 32 else 2500
     X, codes = blocks_data(kind, np.float32, n=n, p=3 if group == 32 else 5)
     cand_index = np.array([3, 5, 41, 51, 60, 61, 70, 100, 101, 150])
@@ -123,7 +123,7 @@ def test_rows_whose_group_minima_tie_are_searched_whole(monkeypatch, dtype):
     """Every point of the lattice {0, 1, 2}⁵ once: the centre's ten nearest are all at
     distance 1, in ten groups of two columns, so for k = 1 its tenth smallest group minimum
     ties with the first and its row is searched whole; the corners' rows are not."""
-    monkeypatch.setattr(neighbors, "DEVICE_GROUP", 2)
+    monkeypatch.setattr(neighbors_device, "DEVICE_GROUP", 2)
     rng = np.random.default_rng(11)
     X = np.stack(np.meshgrid(*[np.arange(3)] * 5, indexing="ij"), -1).reshape(-1, 5)
     X = X[rng.permutation(X.shape[0])].astype(dtype)
@@ -176,7 +176,7 @@ def test_selection_widens_where_scores_are_within_the_bound(monkeypatch, dtype):
     """No slack: rows repeated three times leave the query's two copies tied with the k+1
     smallest score, so the rows in doubt select again among twice as many; the excluded
     row (the query itself) and padding stay (−1, inf)."""
-    monkeypatch.setattr(neighbors, "DEVICE_SLACK", 0)
+    monkeypatch.setattr(neighbors_device, "DEVICE_SLACK", 0)
     rng = np.random.default_rng(3)
     R = np.repeat(rng.normal(size=(20, 4)), 3, axis=0).astype(dtype)
     exclude = np.arange(0, 60, 2)

@@ -80,7 +80,7 @@ def test_float32_ranks_equal_scipy_rankdata(case):
     """The packed-key sort of float32 rows ranks exactly as rankdata, ties included."""
     from scipy.stats import rankdata
 
-    from scalenc.encoder import kernels
+    from scalenc.encoder import ranks
     from scalenc.encoder.kernels import average_ranks
 
     rng = np.random.default_rng(2)
@@ -94,7 +94,7 @@ def test_float32_ranks_equal_scipy_rankdata(case):
     np.testing.assert_array_equal(average_ranks(A), rankdata(A, axis=1))
     np.testing.assert_array_equal(average_ranks(A), average_ranks(A.astype(np.float64)))
     tied_rows = {"continuous": 0, "ties": 43, "signed_zeros": 100, "tiny_and_huge": 0}[case]
-    assert kernels._ranks_and_tied_rows(A)[1].size == tied_rows
+    assert ranks.ranks_and_tied_rows(A)[1].size == tied_rows
 
 
 def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
-from scalenc.math import moments as _blocks
 from scalenc.math.linalg import lda_decision, lda_from_moments, lda_proba
+from scalenc.math.moments import class_moments
 
 
 @pytest.mark.parametrize("K,d", [(2, 3), (3, 5), (6, 4), (4, 1)])
@@ -13,7 +13,7 @@ def test_lda_from_moments_equals_sklearn(K, d):
     rng = np.random.default_rng(K * 10 + d)
     y = rng.integers(0, K, 400)
     Z = rng.normal(size=(K, d))[y] * 2 + rng.normal(size=(400, d)) @ rng.normal(size=(d, d))
-    m = _blocks.class_moments(Z, y, K)
+    m = class_moments(Z, y, K)
     model = lda_from_moments(m["n"], m["mean"], m["scatter"])
     ref = LinearDiscriminantAnalysis().fit(Z, y)
     np.testing.assert_allclose(model.coef, ref.coef_, rtol=1e-8, atol=1e-10)
@@ -30,7 +30,7 @@ def test_rank_deficient_scatter_matches_sklearn():
     y = rng.integers(0, 3, 300)
     base = rng.normal(size=(300, 2)) + y[:, None]
     Z = np.column_stack([base, base[:, 0], np.full(300, 5.0)])
-    m = _blocks.class_moments(Z, y, 3)
+    m = class_moments(Z, y, 3)
     model = lda_from_moments(m["n"], m["mean"], m["scatter"])
     ref = LinearDiscriminantAnalysis().fit(Z, y)
     np.testing.assert_allclose(lda_proba(model, Z), ref.predict_proba(Z), atol=1e-8)

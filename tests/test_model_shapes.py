@@ -142,7 +142,12 @@ EDITS = [
     ("ccdr-lda", "head_.model.means", drop_column, r"head_\.model\.means has shape"),
     ("ccdr-lda", "ccdr_.centers_", drop_column, r"CCDRClassifier\.ccdr_\.centers_ has shape"),
     ("ccdr-knn", "head_.F", drop_column, r"head_\.F has shape \(\d+, 2\).*m = 3 from"),
-    ("ccdr-knn", "embedding_", drop_row, r"subsample_indices_ has shape \(300,\).*s = 299 from"),
+    (
+        "ccdr-knn",
+        "ccdr_.embedding_",
+        drop_row,
+        r"subsample_indices_ has shape \(300,\).*s = 299 from",
+    ),
 ]
 
 
@@ -241,4 +246,22 @@ def test_a_table_model_is_checked_in_its_encoded_width(tmp_path):
 
     _rewrite(path, drop_a_colour)
     with pytest.raises(ModelFileError, match=r"weights_ has shape \(3, 12\).*w = 10"):
+        load_model(path)
+
+
+def test_ccdr_classifier_views_and_the_copies_of_older_files(tmp_path):
+    """CCDRClassifier's CCDR attributes are read-only views of its ``ccdr_``'s. A model
+    file of 0.1.0.dev0 holds copies of them: it loads (they equal the views), and a copy
+    that disagrees with its ``ccdr_`` is refused."""
+    old = Path(__file__).parent / "data" / "models_0.1.0.dev0" / "ccdr-lda"
+    model = load_model(old)
+    assert model.centers_ is model.ccdr_.centers_
+    with pytest.raises(AttributeError):
+        model.centers_ = model.ccdr_.centers_
+    saved = json.loads((Path(save_model(model, tmp_path / "new")) / "model.json").read_text())
+    assert "centers_" not in saved["model"]["state"] and "ccdr_" in saved["model"]["state"]
+    path = tmp_path / "old"
+    shutil.copytree(old, path)
+    _edit_array(path, "centers_", lambda a: a + 1.0)
+    with pytest.raises(ModelFileError, match=r"\.centers_: the model file's copy disagrees"):
         load_model(path)

@@ -157,10 +157,10 @@ def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
     The k nearest are the k smallest (distance, global index), as a stable sort gives —
     in every block pair, with or without the sampled bounds and running column bounds
     (``tiles`` = threshold sample, pair tile elements; 150: tiles of fewer than k rows)."""
-    from scalenc.math import neighbors
+    from scalenc.math import neighbors, selection
 
     if tiles is not None:
-        monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", tiles[0])
+        monkeypatch.setattr(selection, "THRESHOLD_SAMPLE", tiles[0])
         monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", tiles[1])
     rng = np.random.default_rng(6)
     X = rng.integers(0, 3, (180, 3)).astype(np.float64)
@@ -331,17 +331,17 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
     and the selection keeps a few dozen survivors per row, not every copy in the block (it
     kept them all and sorted them, so the all-rows search grew as the square of the
     copies)."""
-    from scalenc.math import neighbors
+    from scalenc.math import selection
 
     widths = []
-    select = neighbors._select
+    select = selection._select
 
     def recording(values, owner, position, n_owners, k, prev=None):
         if owner.size:
             widths.append(int(np.bincount(owner).max()))
         return select(values, owner, position, n_owners, k, prev)
 
-    monkeypatch.setattr(neighbors, "_select", recording)
+    monkeypatch.setattr(selection, "_select", recording)
     rng = np.random.default_rng(7)
     X = rng.normal(size=(6000, 4))
     X[rng.permutation(6000)[:4000]] = X[0]
@@ -360,7 +360,7 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
 
 def test_searches_in_one_thread_do_not_share_their_results_buffers():
     """The selections keep their per-tile temporaries in per-thread buffers
-    (:func:`scalenc.math.moments.scratch`). Searches of different sizes, one after the
+    (:func:`scalenc.math.buffers.scratch`). Searches of different sizes, one after the
     other in one thread, each give brute force's neighbours, and what an earlier search
     returned is not overwritten by a later one (no result aliases a buffer)."""
     from scalenc.math.neighbors import nearest
@@ -388,7 +388,7 @@ def test_searches_in_one_thread_do_not_share_their_results_buffers():
 
 
 def test_shared_arange_is_read_only_and_grows():
-    from scalenc.math.moments import arange
+    from scalenc.math.buffers import arange
 
     small = arange(5)
     np.testing.assert_array_equal(small, np.arange(5))
@@ -402,7 +402,7 @@ def test_shared_arange_is_read_only_and_grows():
 
 
 def test_scratch_take_gathers_rows_into_the_threads_buffer():
-    from scalenc.math.moments import scratch_take
+    from scalenc.math.buffers import scratch_take
 
     rng = np.random.default_rng(4)
     A = rng.random((50, 3)).astype(np.float32)

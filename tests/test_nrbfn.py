@@ -195,15 +195,15 @@ def test_chunking_does_not_change_the_model(data, reference, chunks):
 
 
 def test_tiles_inside_blocks_do_not_change_the_model(data, reference, monkeypatch):
-    from scalenc.math import neighbors
+    from scalenc.math import neighbors, selection
     from scalenc.nrbfn import blocks as nrbfn
 
     monkeypatch.setattr(nrbfn, "KERNEL_TILE_ELEMENTS", 7 * 50)  # 7-row kernel pieces (r≈50)
     monkeypatch.setattr(nrbfn, "GRAM_TILE_ELEMENTS", 30 * 50)
     monkeypatch.setattr(nrbfn, "GRAM_STRIP", 13)  # Gram in 13-row strips: diagonal + GEMM parts
-    monkeypatch.setattr(neighbors, "TILE_ELEMENTS", 9 * 80)
+    monkeypatch.setattr(selection, "TILE_ELEMENTS", 9 * 80)
     monkeypatch.setattr(neighbors, "PAIR_TILE_ELEMENTS", 11 * 80)
-    monkeypatch.setattr(neighbors, "THRESHOLD_SAMPLE", 16)  # bounded selection on 80-row blocks
+    monkeypatch.setattr(selection, "THRESHOLD_SAMPLE", 16)  # bounded selection on 80-row blocks
     X, y, X_test, _ = data
     m = NRBFNClassifier(**PARAMS, chunk_rows=80).fit(X, y)
     np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
@@ -226,7 +226,7 @@ def test_gram_strips_equal_a_full_product(monkeypatch):
 
 
 def test_gram_partials_sum_like_the_generic_combine():
-    from scalenc.math import moments as _blocks
+    from scalenc.math.moments import combine_partials
     from scalenc.nrbfn.blocks import sum_gram_partials
 
     rng = np.random.default_rng(8)
@@ -235,7 +235,7 @@ def test_gram_partials_sum_like_the_generic_combine():
         for _ in range(4)
     ]
     kept = [{key: value.copy() for key, value in part.items()} for part in parts]
-    total, expected = sum_gram_partials(*parts), _blocks.combine_partials(*kept)
+    total, expected = sum_gram_partials(*parts), combine_partials(*kept)
     for key in expected:
         np.testing.assert_array_equal(total[key], expected[key])
     for part, copy in zip(parts, kept):  # the inputs are left alone

@@ -28,8 +28,8 @@ from scalenc.io.identity import IdentityUnavailable, input_identity
 from scalenc.io.inputs import check_xy
 from scalenc.io.labels import encode_labels
 from scalenc.io.tables import is_dask_frame
-from scalenc.math import moments as _blocks
 from scalenc.math.labels import UNLABELED, sorted_classes, unlabeled_mask
+from scalenc.math.moments import magnitude_limit, too_large
 
 __all__ = [
     "fit_streaming",
@@ -196,11 +196,11 @@ def refuse_nonfinite(count) -> None:
 def check_class_means(means: np.ndarray, dtype) -> None:
     """Refuse class means beyond the magnitude the data's dtype can square: a few rows of
     huge values (1e30 in float32) that would dominate every statistic of the fit."""
-    limit = _blocks.magnitude_limit(dtype)
+    limit = magnitude_limit(dtype)
     peaks = np.abs(np.asarray(means)).max(axis=0) if np.size(means) else np.zeros(0)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise _blocks.too_large(column, f"has a class mean of {peaks[column]:.3g}", dtype)
+        raise too_large(column, f"has a class mean of {peaks[column]:.3g}", dtype)
 
 
 def _columns_of(X):
@@ -336,15 +336,14 @@ def _no_statistics_reason(estimator) -> str:
 
 def fit_checkpoint(estimator, X, y):
     """The checkpoint of ``estimator``'s fit on (X, y) (:mod:`scalenc.engine.checkpoint`),
-    a context giving its run, or giving None where the estimator has no ``checkpoint`` or
-    a checkpoint is already active (a fit inside another's, such as CCDRClassifier's CCDR).
+    a context giving its run, or giving None where the estimator has no ``checkpoint``.
 
     The checkpoint's key: the estimator's class and parameters (``checkpoint`` aside), the
     scalenc version and the identity of X and y (:func:`scalenc.io.identity.input_identity`:
     their graphs, row chunks and files' sizes and modification times; no data is read).
     """
     url = getattr(estimator, "checkpoint", None)
-    if url is None or checkpoint.active_run() is not None:
+    if url is None:
         return contextlib.nullcontext(None)
     try:
         key = {

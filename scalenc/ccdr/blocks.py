@@ -38,17 +38,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from scalenc.exceptions import GraphWarning, InputError
-from scalenc.math import moments as _blocks
 from scalenc.math.distances import ranking_dtype, row_sq_norms
 from scalenc.math.linalg import (
-    class_scores,
     graph_eigenvectors,
     lda_from_moments,
     lda_log_proba,
     procrustes,
 )
+from scalenc.math.moments import check_finite, class_moments
 from scalenc.math.neighbors import nearest
-from scalenc.math.xp import device_of, dtype_in, like, namespace, take_classes, to_host
+from scalenc.math.softmax import log_softmax
+from scalenc.math.xp import as_block, device_of, dtype_in, like, namespace, take_classes, to_host
 
 __all__ = [
     "CCDRSolution",
@@ -91,7 +91,7 @@ def knn_search(X: np.ndarray, S: np.ndarray, k: int, *, exclude_self: bool = Fal
     k = min(k, s - 1 if exclude_self else s)
     exclude = np.arange(X.shape[0]) if exclude_self else None
     xp = namespace(X)
-    X = np.asarray(X) if xp is np else X
+    X = as_block(xp, X)
     return nearest(X, S, k, exclude=exclude, dtype=ranking_dtype(xp, X.dtype), refine=True)
 
 
@@ -332,7 +332,7 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
     """
     nbrs, d2 = knn_search(X, sol.X, sol.n_neighbors)  # ranks in X's precision
     xp = namespace(X)
-    X = np.asarray(X) if xp is np else X
+    X = as_block(xp, X)
     b = X.shape[0]
     m = sol.eigenvalues.size
     if codes is None:
@@ -342,10 +342,7 @@ def nystrom(sol: CCDRSolution, X: np.ndarray, codes: np.ndarray | None = None) -
     # exact copies of subsample rows (their float64 distance is 0; no float64 copy of X)
     same = xp.zeros(b, dtype=xp.bool, device=device_of(X))
     match = xp.zeros(b, dtype=xp.int64, device=device_of(X))
-    if xp is np:
-        norms = np.einsum("ij,ij->i", X, X, dtype=np.float64)
-    else:
-        norms = row_sq_norms(X)
+    norms = row_sq_norms(X, copy=False)
     near = d2 <= 1e-12 * (1.0 + norms)[:, None]
     S = like(xp, sol.X, X) if bool(xp.any(near)) else None
     for col in range(nbrs.shape[1]):
@@ -451,7 +448,7 @@ def split_codes(X, with_codes):
 
 
 def embed(X, codes, solutions):
-    _blocks.check_finite(X)
+    check_finite(X)
     return nystrom_ensemble(solutions, X, codes)
 
 
@@ -497,7 +494,7 @@ def linear_stats_block(X, codes, *, row_start, solutions, n_classes):
 
 def lda_stats_block(X, codes, *, row_start, solutions, n_classes):
     F, codes = _labeled(X, codes, solutions)
-    return _blocks.class_moments(F, codes, n_classes, scatter=True)
+    return class_moments(F, codes, n_classes, scatter=True)
 
 
 # --- classifiers on the m-dim embedding ---------------------------------------------------
@@ -515,7 +512,7 @@ class LinearHead:
         return F @ coef[:-1, :] + coef[-1, :]
 
     def proba(self, F):
-        return namespace(F).exp(_blocks.log_softmax(self.scores(F)))
+        return namespace(F).exp(log_softmax(self.scores(F)))
 
 
 class LDAHead:
@@ -523,11 +520,7 @@ class LDAHead:
         self.model = lda_from_moments(moments["n"], moments["mean"], moments["scatter"])
 
     def scores(self, F):
-        xp = namespace(F)
-        if xp is np:
-            return lda_log_proba(self.model, F)
-        coef, intercept = (like(xp, a, F) for a in class_scores(self.model))
-        return _blocks.log_softmax(xp.astype(F, xp.float64) @ coef.T + intercept)
+        return lda_log_proba(self.model, F)
 
     def proba(self, F):
         return namespace(F).exp(self.scores(F))

@@ -24,14 +24,35 @@ from scalenc.base.estimator import (
 from scalenc.base.validation import Integral, Interval, StrOptions, document_table_parameters
 from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes
-from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS
+from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS, fit_ccdr
 from scalenc.engine.cluster import compute
-from scalenc.io.labels import encode_labels
 from scalenc.math.moments import merge_partials
 
 __all__ = [
     "CCDRClassifier",
 ]
+
+
+def _view(name: str, what: str) -> property:
+    """A read-only fitted attribute of :class:`CCDRClassifier`: its ``ccdr_``'s ``name``."""
+
+    def get(self):
+        return getattr(self.ccdr_, name)
+
+    get.__doc__ = f"""{what}: ``ccdr_.{name}``, read-only.
+
+        Examples
+        --------
+        >>> from sklearn.datasets import load_wine
+        >>> from sklearn.preprocessing import StandardScaler
+        >>> from scalenc import CCDRClassifier
+        >>> X, y = load_wine(return_X_y=True)
+        >>> X = StandardScaler().fit_transform(X)
+        >>> clf = CCDRClassifier(n_neighbors=10, subsample_size=60, random_state=0).fit(X, y)
+        >>> clf.{name} is clf.ccdr_.{name}
+        True
+        """
+    return property(get)
 
 
 # --- the classifier ------------------------------------------------------------------------
@@ -66,10 +87,12 @@ class CCDRClassifier(
     Attributes
     ----------
     ccdr_ : CCDR
-        The fitted transformer.
-    classes_, n_components_, intrinsic_dimension_, centers_, eigenvalues_, embedding_,
-    subsample_indices_, n_features_in_
+        The fitted transformer, holding the result of CCDR's steps
+        (:func:`~scalenc.ccdr.transformer.fit_ccdr`, run once by this fit).
+    classes_, n_features_in_
         As for :class:`CCDR`.
+    n_components_, intrinsic_dimension_, centers_, eigenvalues_, embedding_, subsample_indices_
+        As for :class:`CCDR`: read-only views of :attr:`ccdr_`'s.
     n_passes_ : int
         Passes over X by ``fit``: CCDR's one, plus one for ``"linear"`` and ``"lda"``
         (their statistics over the embedding f(x_i, c_i) of every labeled training row)
@@ -199,36 +222,39 @@ class CCDRClassifier(
         >>> clf.head_.__class__.__name__, clf.score(X, y) > 0.9
         ('LinearHead', True)
         """
-        return fit_streaming(self, X, y, find_classes=False)
+        return fit_streaming(self, X, y)
 
     def _check_params(self) -> None:
         self._validate_params()
 
-    def _fit(self, Xd, yd, params):
-        """CCDR on (X, y), then the head's statistics on the embedding (one more pass,
-        unless the subsample is all of X)."""
+    def _fit(self, Xd, codes, params):
+        """CCDR's steps (:func:`~scalenc.ccdr.transformer.fit_ccdr`), their result kept by
+        the transformer :attr:`ccdr_`, then the head's statistics on the embedding (one
+        more pass, unless the subsample is all of X)."""
+        self.ccdr_ = self._transformer(fit_ccdr(self, Xd, codes))
+        with fit_stage(self, "extension"):
+            self.head_ = self._fit_head(Xd, codes)
+
+    def _transformer(self, result) -> CCDR:
+        """The fitted :class:`CCDR` of this fit: ``result``, the classes, and the input
+        encoding learned by this estimator (its ``transform`` encodes as this does)."""
         ccdr = CCDR(**self._ccdr_params())
-        ccdr.fit(Xd, yd)
-        self.ccdr_ = ccdr
-        self.stage_times_.update(ccdr.stage_times_)
-        for name in (
-            "classes_",
-            "n_components_",
-            "intrinsic_dimension_",
-            "centers_",
-            "eigenvalues_",
-            "embedding_",
-            "subsample_indices_",
-        ):
-            setattr(self, name, getattr(ccdr, name))
-        # the transformer was fitted on the encoded X: it encodes its input as this did
+        ccdr._keep(result)
+        ccdr.classes_ = self.classes_
         for name in ("feature_encoder_", "n_features_in_", "feature_names_in_"):
             if hasattr(self, name):
                 setattr(ccdr, name, getattr(self, name))
-        with fit_stage(self, "extension"):
-            self.head_ = self._fit_head(Xd, yd)
+        return ccdr
 
-    def _fit_head(self, X, y):
+    # CCDR's fitted attributes: read-only views of the transformer's
+    n_components_ = _view("n_components_", "m, the embedding's dimension")
+    intrinsic_dimension_ = _view("intrinsic_dimension_", "Each class's intrinsic dimension")
+    centers_ = _view("centers_", "The class centers in the embedding (L×m)")
+    eigenvalues_ = _view("eigenvalues_", "The eigenvalues of the embedding's m directions")
+    embedding_ = _view("embedding_", "The reference subsample's embedded rows (s×m)")
+    subsample_indices_ = _view("subsample_indices_", "The reference subsample's rows of X")
+
+    def _fit_head(self, X, codes):
         L = self.classes_.size
         sols = self.ccdr_.solutions_
         if self.classifier == "knn":  # reference set: the union of the subsamples' rows
@@ -244,7 +270,6 @@ class CCDRClassifier(
             block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
             stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
         else:
-            codes = encode_labels(y, self.classes_, self.unlabeled)
             (stats,) = compute(
                 passes.embedding_stats_pass(
                     X,

@@ -10,6 +10,8 @@ passes and gives them the scikit-learn interface.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import dask
 import dask.array as da
 import numpy as np
@@ -284,103 +286,21 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self._validate_params()
 
     def _fit(self, X, codes, params):
-        """Draw the subsamples, gather their rows in one pass, solve each, and keep the
-        Nyström reference."""
-        with fit_stage(self, "draw"):
-            draws = self._draw_subsamples(codes)
-        self._check_memory(X, draws)
-        with fit_stage(self, "gather"):
-            rows = self._gather(X, draws)
-        with fit_stage(self, "solve"):
-            self.solutions_ = self._solve_all(draws, rows)
-        self._set_reference()
+        """:func:`fit_ccdr`'s steps, whose result this keeps (:meth:`_keep`)."""
+        self._keep(fit_ccdr(self, X, codes))
 
-    def _draw_subsamples(self, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
-        L = self.classes_.size
-        (table,) = compute(ccdr_passes.stratum_counts_pass(codes, L, split_every=self.split_every))
-        order = np.argsort(table["starts"])
-        starts, per_block = table["starts"][order], table["counts"][order]
-        counts = per_block.sum(axis=0)
-        n = int(counts.sum())
-        if self.subsample_size < L:
-            raise InputError(
-                f"subsample_size={self.subsample_size} is smaller than the number of classes "
-                f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
-            )
-        floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
-        take = _sampling.stratum_shares(counts, self.subsample_size, floor)
-        n_draws = 1 if self.subsample_size >= n else self.n_subsamples
-        seed = checkpoint.remembered(  # a resumed fit draws as its first run did
-            "ccdr-seed", lambda: int(check_random_state(self.random_state).randint(2**31 - 1))
-        )
-        rng = np.random.default_rng(seed)
-        ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
-        offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
-        (found,) = compute(
-            ccdr_passes.select_rows_pass(
-                codes, starts, offsets, ranks, split_every=self.split_every
-            )
-        )
-        draws = []
-        for b in range(n_draws):
-            order = np.argsort(found[f"s{b}"])
-            draws.append((found[f"s{b}"][order], found[f"c{b}"][order]))
-        return draws
-
-    def _check_memory(self, X: da.Array, draws) -> None:
-        """Refuse, before X is read, subsamples the client cannot hold (see memory_limit)."""
-        rows, p = sum(idx.size for idx, _ in draws), X.shape[1]
-        need = rows * p * (X.dtype.itemsize + 8)  # the gathered rows + the float64 solutions
-        budget, source = memory_budget(self)
-        if need > budget["client"]:
-            raise MemoryBudgetError(
-                f"CCDR would hold {len(draws)} subsample(s) of {draws[0][0].size} rows × {p} "
-                f"features on the client, about {format_bytes(need)}: more than its budget "
-                f"of {format_bytes(budget['client'])} ({source}). Lower subsample_size or "
-                "n_subsamples, or raise memory_limit."
-            )
-
-    def _gather(self, X: da.Array, draws) -> dict:
-        """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
-        wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
-        (got,) = compute(ccdr_passes.gather_rows_pass(X, wanted, split_every=self.split_every))
-        refuse_nonfinite(got["nonfinite"].sum())
-        order = np.argsort(got["index"])
-        return {"index": got["index"][order], "rows": got["rows"][order]}
-
-    def _solve_all(self, draws, rows) -> list[cb.CCDRSolution]:
-        solutions = []
-        for idx, codes in draws:  # client-side; one BLAS thread (see scalenc.engine.cluster)
-            pos = np.searchsorted(rows["index"], idx)
-            # "auto" is decided on the reference subsample; the others use its m (aligned)
-            m = solutions[0].eigenvalues.size if solutions else self.n_components
-            with blas_single_thread():
-                solutions.append(
-                    cb.solve_ccdr(
-                        rows["rows"][pos],
-                        codes,
-                        idx,
-                        self.classes_.size,
-                        n_components=m,
-                        beta=self.beta,
-                        n_neighbors=self.n_neighbors,
-                        epsilon=self.epsilon,
-                    )
-                )
-        with blas_single_thread():
-            return cb.align(solutions)
-
-    def _set_reference(self):
-        ref = self.solutions_[0]
-        self.n_components_ = int(ref.eigenvalues.size)
-        self.intrinsic_dimension_ = ref.info.get("intrinsic_dimension")
-        self.centers_ = ref.centers
-        self.eigenvalues_ = ref.eigenvalues
-        self.embedding_ = ref.embedding
-        self.subsample_indices_ = ref.indices
-        self.epsilon_ = ref.epsilon
-        self.rotations_ = np.stack([s.rotation for s in self.solutions_])
+    def _keep(self, result: CCDRFit) -> None:
+        """The fitted attributes of a :class:`CCDRFit`: its solutions and its reference
+        subsample's embedding."""
+        self.solutions_ = result.solutions
+        self.n_components_ = result.n_components
+        self.intrinsic_dimension_ = result.intrinsic_dimension
+        self.centers_ = result.centers
+        self.eigenvalues_ = result.eigenvalues
+        self.embedding_ = result.embedding
+        self.subsample_indices_ = result.subsample_indices
+        self.epsilon_ = result.epsilon
+        self.rotations_ = result.rotations
 
     # --- transform ----------------------------------------------------------------------
 
@@ -461,3 +381,163 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.target_tags.required = True
         return tags
+
+
+# --- CCDR's steps, for CCDR and CCDRClassifier alike -------------------------------------
+
+
+@dataclass(frozen=True)
+class CCDRFit:
+    """What CCDR's fit solves (:func:`fit_ccdr`): the aligned subsample ``solutions`` and,
+    from the first (the reference), the embedding's ``n_components``, ``centers``,
+    ``eigenvalues``, ``embedding`` (of the reference's rows ``subsample_indices``),
+    ``intrinsic_dimension``, ``epsilon``; ``rotations`` align every subsample's to it.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from sklearn.datasets import load_wine
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from scalenc import CCDR
+    >>> from scalenc.ccdr.transformer import fit_ccdr
+    >>> X, y = load_wine(return_X_y=True)
+    >>> est = CCDR(n_neighbors=10, random_state=0)
+    >>> est.classes_, est.stage_times_ = np.unique(y), {}  # as fit_streaming sets them
+    >>> result = fit_ccdr(est, da.from_array(StandardScaler().fit_transform(X)), da.from_array(y))
+    >>> result.centers.shape == (3, result.n_components), len(result.solutions)
+    (True, 1)
+    """
+
+    solutions: list
+    n_components: int
+    intrinsic_dimension: np.ndarray | None
+    centers: np.ndarray
+    eigenvalues: np.ndarray
+    embedding: np.ndarray
+    subsample_indices: np.ndarray
+    epsilon: float
+    rotations: np.ndarray
+
+
+def _result(solutions: list[cb.CCDRSolution]) -> CCDRFit:
+    ref = solutions[0]
+    return CCDRFit(
+        solutions=solutions,
+        n_components=int(ref.eigenvalues.size),
+        intrinsic_dimension=ref.info.get("intrinsic_dimension"),
+        centers=ref.centers,
+        eigenvalues=ref.eigenvalues,
+        embedding=ref.embedding,
+        subsample_indices=ref.indices,
+        epsilon=ref.epsilon,
+        rotations=np.stack([s.rotation for s in solutions]),
+    )
+
+
+def fit_ccdr(est, X: da.Array, codes: da.Array) -> CCDRFit:
+    """CCDR's steps on (X, codes): draw the subsamples from the labels, gather their rows
+    in one pass over X, solve each (client-side) and align them.
+
+    ``est`` is the estimator whose fit this is (:class:`CCDR` or
+    :class:`~scalenc.ccdr.CCDRClassifier`): CCDR's parameters, ``classes_``, and
+    ``stage_times_`` for the stages ``draw``, ``gather`` and ``solve``. Passes over X:
+    one (the gather); the draws read the labels only.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from sklearn.datasets import load_wine
+    >>> from scalenc import CCDR
+    >>> from scalenc.ccdr.transformer import fit_ccdr
+    >>> X, y = load_wine(return_X_y=True)
+    >>> est = CCDR(n_neighbors=10, subsample_size=100, random_state=0)
+    >>> est.classes_, est.stage_times_ = np.unique(y), {}
+    >>> result = fit_ccdr(est, da.from_array(X, chunks=60), da.from_array(y, chunks=60))
+    >>> result.subsample_indices.size, sorted(est.stage_times_)
+    (100, ['draw', 'gather', 'solve'])
+    """
+    with fit_stage(est, "draw"):
+        draws = _draw_subsamples(est, codes)
+    _check_memory(est, X, draws)
+    with fit_stage(est, "gather"):
+        rows = _gather(est, X, draws)
+    with fit_stage(est, "solve"):
+        return _result(_solve_all(est, draws, rows))
+
+
+def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
+    L = est.classes_.size
+    (table,) = compute(ccdr_passes.stratum_counts_pass(codes, L, split_every=est.split_every))
+    order = np.argsort(table["starts"])
+    starts, per_block = table["starts"][order], table["counts"][order]
+    counts = per_block.sum(axis=0)
+    n = int(counts.sum())
+    if est.subsample_size < L:
+        raise InputError(
+            f"subsample_size={est.subsample_size} is smaller than the number of classes "
+            f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
+        )
+    floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
+    take = _sampling.stratum_shares(counts, est.subsample_size, floor)
+    n_draws = 1 if est.subsample_size >= n else est.n_subsamples
+    seed = checkpoint.remembered(  # a resumed fit draws as its first run did
+        "ccdr-seed", lambda: int(check_random_state(est.random_state).randint(2**31 - 1))
+    )
+    rng = np.random.default_rng(seed)
+    ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
+    offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
+    (found,) = compute(
+        ccdr_passes.select_rows_pass(codes, starts, offsets, ranks, split_every=est.split_every)
+    )
+    draws = []
+    for b in range(n_draws):
+        order = np.argsort(found[f"s{b}"])
+        draws.append((found[f"s{b}"][order], found[f"c{b}"][order]))
+    return draws
+
+
+def _check_memory(est, X: da.Array, draws) -> None:
+    """Refuse, before X is read, subsamples the client cannot hold (see memory_limit)."""
+    rows, p = sum(idx.size for idx, _ in draws), X.shape[1]
+    need = rows * p * (X.dtype.itemsize + 8)  # the gathered rows + the float64 solutions
+    budget, source = memory_budget(est)
+    if need > budget["client"]:
+        raise MemoryBudgetError(
+            f"CCDR would hold {len(draws)} subsample(s) of {draws[0][0].size} rows × {p} "
+            f"features on the client, about {format_bytes(need)}: more than its budget "
+            f"of {format_bytes(budget['client'])} ({source}). Lower subsample_size or "
+            "n_subsamples, or raise memory_limit."
+        )
+
+
+def _gather(est, X: da.Array, draws) -> dict:
+    """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
+    wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
+    (got,) = compute(ccdr_passes.gather_rows_pass(X, wanted, split_every=est.split_every))
+    refuse_nonfinite(got["nonfinite"].sum())
+    order = np.argsort(got["index"])
+    return {"index": got["index"][order], "rows": got["rows"][order]}
+
+
+def _solve_all(est, draws, rows) -> list[cb.CCDRSolution]:
+    solutions = []
+    for idx, codes in draws:  # client-side; one BLAS thread (see scalenc.engine.cluster)
+        pos = np.searchsorted(rows["index"], idx)
+        # "auto" is decided on the reference subsample; the others use its m (aligned)
+        m = solutions[0].eigenvalues.size if solutions else est.n_components
+        with blas_single_thread():
+            solutions.append(
+                cb.solve_ccdr(
+                    rows["rows"][pos],
+                    codes,
+                    idx,
+                    est.classes_.size,
+                    n_components=m,
+                    beta=est.beta,
+                    n_neighbors=est.n_neighbors,
+                    epsilon=est.epsilon,
+                )
+            )
+    with blas_single_thread():
+        return cb.align(solutions)

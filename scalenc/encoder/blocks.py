@@ -16,25 +16,26 @@ import numpy as np
 
 from scalenc.encoder import blocks
 from scalenc.encoder.kernels import Kernel
-from scalenc.math import moments as _blocks
+from scalenc.math.buffers import scratch
 from scalenc.math.linalg import LDAModel, class_scores
 from scalenc.math.moments import (
     _moments_about,
-    add_tuples,
     centred_class_sums,
-    log_softmax,
+    check_finite,
     merge_moment_tuples,
     onehot,
-    over_row_tiles,
-    scratch,
 )
+from scalenc.math.softmax import log_softmax
+from scalenc.math.tiles import add_tuples, map_row_tiles, over_row_tiles
 from scalenc.math.xp import (
     device_of,
     dtype_in,
+    host_or_device,
+    index_dtype,
     like,
     namespace,
+    rows_per_tile,
     take_classes,
-    tile_elements,
     to_host,
 )
 
@@ -52,14 +53,14 @@ __all__ = [
 
 
 def embed_block(X, *, kernel, U, out_dtype):
-    _blocks.check_finite(X)
+    check_finite(X)
     xp = namespace(X)
     dtype = dtype_in(xp, out_dtype)
     return by_row_tiles(lambda x: xp.astype(kernel(x, U), dtype, copy=False), X, U)
 
 
 def decision_block(X, *, kernel, U, model, out_dtype):
-    _blocks.check_finite(X)
+    check_finite(X)
     xp = namespace(X)
     dtype = dtype_in(xp, out_dtype)
 
@@ -70,7 +71,7 @@ def decision_block(X, *, kernel, U, model, out_dtype):
 
 
 def proba_block(X, *, kernel, U, model, out_dtype):
-    _blocks.check_finite(X)
+    check_finite(X)
     xp = namespace(X)
     dtype = dtype_in(xp, out_dtype)
 
@@ -81,13 +82,13 @@ def proba_block(X, *, kernel, U, model, out_dtype):
 
 
 def predict_block(X, *, kernel, U, model, classes):
-    _blocks.check_finite(X)
+    check_finite(X)
     xp = namespace(X)
 
     def tile(x):
         scores = decision_scores(model, kernel(x, U))
         if scores.shape[1] == 1:
-            index = xp.astype(scores[:, 0] > 0, np.intp if xp is np else xp.int64)
+            index = xp.astype(scores[:, 0] > 0, index_dtype(xp))
         else:
             index = xp.argmax(scores, axis=1)
         return take_classes(xp, classes, index)
@@ -117,7 +118,7 @@ def by_row_tiles(func, X, U):
     """A block's output computed a row tile at a time: the embedding and the class scores
     (K float64 columns each) stay about :data:`scalenc.encoder.blocks.STACKED_TILE_BYTES`
     (on a device, :data:`scalenc.math.xp.DEVICE_TILE_ELEMENTS` elements)."""
-    return _blocks.map_row_tiles(func, X, tile_rows(namespace(X), U.shape[0]))
+    return map_row_tiles(func, X, tile_rows(namespace(X), U.shape[0]))
 
 
 def apply_to_embedding(Z, *, block_fn, **kwargs):
@@ -153,9 +154,8 @@ def stacked_tile_rows(width: int) -> int:
 def tile_rows(xp, width: int) -> int:
     """:func:`stacked_tile_rows` for NumPy blocks; a device tile of about
     :data:`scalenc.math.xp.DEVICE_TILE_ELEMENTS` elements."""
-    if xp is np:
-        return blocks.stacked_tile_rows(width)
-    return max(256, tile_elements(xp, STACKED_TILE_BYTES // 8) // max(width, 1))
+    host = blocks.stacked_tile_rows(width)
+    return rows_per_tile(xp, host, width, host_elements=STACKED_TILE_BYTES // 8, least=256)
 
 
 def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_classes: int):
@@ -169,7 +169,7 @@ def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_cl
     tiles are :func:`scalenc.math.moments.centred_class_sums`; NumPy partials either way.
     """
     xp = namespace(Z)
-    tile = _stacked_class_moments_tile if xp is np else _device_stacked_class_moments_tile
+    tile = host_or_device(xp, _stacked_class_moments_on_host, _stacked_class_moments_on_device)
     return over_row_tiles(
         lambda z, c: tile(z, c, n_kernels, n_classes),
         merge_moment_tuples,
@@ -179,7 +179,7 @@ def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_cl
     )
 
 
-def _device_stacked_class_moments_tile(Z, codes, n_kernels: int, n_classes: int):
+def _stacked_class_moments_on_device(Z, codes, n_kernels: int, n_classes: int):
     K = n_classes
     kernels = [slice(m * K, (m + 1) * K) for m in range(n_kernels)]
     part = centred_class_sums(Z, codes, K, blocks=kernels)
@@ -190,7 +190,7 @@ def _device_stacked_class_moments_tile(Z, codes, n_kernels: int, n_classes: int)
     )
 
 
-def _stacked_class_moments_tile(Z, codes, n_kernels: int, n_classes: int):
+def _stacked_class_moments_on_host(Z, codes, n_kernels: int, n_classes: int):
     Z = np.asarray(Z, dtype=np.float64)
     codes = np.asarray(codes)
     K = n_classes
@@ -223,7 +223,7 @@ def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     :func:`stacked_tile_rows` rows. NumPy totals (0-d float64), also for a device block.
     """
     xp = namespace(Z)
-    tile = _stacked_log_likelihood_tile if xp is np else _device_stacked_log_likelihood_tile
+    tile = host_or_device(xp, _stacked_log_likelihood_on_host, _stacked_log_likelihood_on_device)
     return over_row_tiles(
         lambda z, c: tile(z, c, coef, intercept, n_kernels),
         add_tuples,
@@ -233,8 +233,8 @@ def stacked_log_likelihood(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     )
 
 
-def _device_stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
-    """:func:`_stacked_log_likelihood_tile` with the array API standard's calls: each
+def _stacked_log_likelihood_on_device(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+    """:func:`_stacked_log_likelihood_on_host` with the array API standard's calls: each
     kernel's (b, K) scores, their log-softmax over the K classes, and the labeled rows'
     own class picked by ``take_along_axis``."""
     xp = namespace(Z)
@@ -252,7 +252,7 @@ def _device_stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: in
     return tuple(np.array(v) for v in to_host(xp.stack(totals)))
 
 
-def _stacked_log_likelihood_tile(Z, codes, coef, intercept, n_kernels: int) -> tuple:
+def _stacked_log_likelihood_on_host(Z, codes, coef, intercept, n_kernels: int) -> tuple:
     picked = _stacked_own_log_proba(Z, codes, coef, intercept, n_kernels)
     return tuple(np.array(v) for v in picked.sum(axis=1))
 
@@ -295,15 +295,24 @@ def stacked_row_losses(Z, codes, coef, intercept, n_kernels: int) -> np.ndarray:
 def full_embedding_block(X_rows, X_cols, codes_cols, *, kernel, n_classes, counts):
     """Σ_j δ(x_i, x_j) W(j, k) over one column block: Shen's Section 2, Z = A W."""
     A = kernel(X_rows, X_cols)
-    xp = namespace(A)
-    if xp is not np:  # the class sums as one product with the (columns × K) indicator
-        codes = like(xp, to_host(codes_cols), A)
-        indicator = codes[:, None] == xp.arange(n_classes, device=device_of(A))[None, :]
-        return (A @ xp.astype(indicator, xp.float64)) / like(xp, counts, A)
-    labeled = codes_cols >= 0
-    out = np.zeros((X_rows.shape[0], n_classes))
-    np.add.at(out.T, codes_cols[labeled], A[:, labeled].T)
+    class_sums = host_or_device(namespace(A), _class_sums_on_host, _class_sums_on_device)
+    return class_sums(A, codes_cols, n_classes, counts)
+
+
+def _class_sums_on_host(A, codes, n_classes: int, counts):
+    """Σ_j A(i, j) W(j, k): each column added to its class's (``np.add.at``)."""
+    labeled = codes >= 0
+    out = np.zeros((A.shape[0], n_classes))
+    np.add.at(out.T, codes[labeled], A[:, labeled].T)
     return out / counts
+
+
+def _class_sums_on_device(A, codes, n_classes: int, counts):
+    """Σ_j A(i, j) W(j, k) as one product with the (columns × K) class indicator."""
+    xp = namespace(A)
+    codes = like(xp, to_host(codes), A)
+    indicator = codes[:, None] == xp.arange(n_classes, device=device_of(A))[None, :]
+    return (A @ xp.astype(indicator, xp.float64)) / like(xp, counts, A)
 
 
 def linear_embedding_moments(moments: dict) -> dict:

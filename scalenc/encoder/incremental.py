@@ -20,7 +20,7 @@ from scalenc.base.estimator import update_streaming
 from scalenc.encoder import passes as encoder_passes
 from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
-from scalenc.math import moments as _blocks
+from scalenc.math.moments import merge_partials
 
 __all__ = ["IncrementalFitMixin"]
 
@@ -107,7 +107,7 @@ class IncrementalFitMixin:
         if first:
             self._one_pass_mode = self._one_pass(self._kernel_specs, X.shape[1])
         batch = self._moments_pass(X, codes, self._kernel_specs, scatter=self._one_pass_mode)
-        total = batch if first else _blocks.merge_partials(self._x_moments_total, batch)
+        total = batch if first else merge_partials(self._x_moments_total, batch)
         self._x_moments_total = total
         resolve = not hasattr(self, "kernels_") or (self.class_counts_ == 0).any()
         z_moments = self._set_class_stats(
@@ -129,9 +129,7 @@ class IncrementalFitMixin:
         )
         prev = self._z_totals
         self._z_totals = (
-            list(z_batch)
-            if prev is None
-            else [_blocks.merge_partials(a, b) for a, b in zip(prev, z_batch)]
+            list(z_batch) if prev is None else [merge_partials(a, b) for a, b in zip(prev, z_batch)]
         )
         self.lda_models_ = [self._lda(m) for m in self._z_totals]
         if len(self.kernels_) > 1:

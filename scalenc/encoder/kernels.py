@@ -31,10 +31,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalenc.encoder.ranks import average_ranks, centre_and_scale, ranks_and_tied_rows
 from scalenc.exceptions import InputError
-from scalenc.math import moments as _blocks
-from scalenc.math.distances import sq_distances_from_inner
-from scalenc.math.xp import device_of, like, namespace, tile_elements, to_host
+from scalenc.math import buffers
+from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
+from scalenc.math.xp import (
+    as_block,
+    device_of,
+    host_or_device,
+    like,
+    namespace,
+    rows_per_tile,
+    to_host,
+)
 
 __all__ = [
     "Kernel",
@@ -82,13 +91,6 @@ EMBED_MIN_TILE_ROWS = 256
 EMBED_MAX_TILE_ELEMENTS = 2**18
 
 
-def _row_sq_norms(xp, A):
-    """‖a_i‖² of every row of a float64 array."""
-    if xp is np:
-        return np.einsum("ij,ij->i", A, A)
-    return xp.sum(A * A, axis=1)
-
-
 def embed_tile_rows(n_features: int) -> int:
     """Rows of one row tile of :func:`embed` for rows of ``n_features``.
 
@@ -121,7 +123,7 @@ class Means:
     def __init__(self, U, like_block=None):
         #: The namespace of the block the means meet (``numpy`` without one).
         self.xp = namespace(like_block)
-        self.U = np.asarray(U) if self.xp is np else like(self.xp, U, like_block)
+        self.U = like(self.xp, as_block(self.xp, U), like_block)
 
     @functools.cached_property
     def u64(self):
@@ -131,12 +133,12 @@ class Means:
     @functools.cached_property
     def sq_norms(self):
         """‖u_k‖² per class, float64."""
-        return _row_sq_norms(self.xp, self.u64)
+        return row_sq_norms(self.u64)
 
     @functools.cached_property
     def centred_ranks(self) -> np.ndarray:
         """Row-wise average ranks, centred and scaled to unit norm (Spearman's U side)."""
-        return _centre_and_scale(average_ranks(self.U))
+        return centre_and_scale(average_ranks(self.U))
 
 
 class Tile:
@@ -165,7 +167,7 @@ class Tile:
 
     def __init__(self, X, means: Means):
         self.xp = namespace(X)
-        self.X = np.asarray(X) if self.xp is np else X
+        self.X = as_block(self.xp, X)
         self.means = means
 
     @property
@@ -185,11 +187,7 @@ class Tile:
     @functools.cached_property
     def x64(self) -> np.ndarray:
         """The tile's rows in float64 (X itself when it is float64 already)."""
-        if self.xp is not np or self.X.dtype == np.float64:
-            return self.xp.astype(self.X, self.xp.float64, copy=False)
-        out = _blocks.scratch("tile.x64", self.X.shape, np.float64)
-        out[...] = self.X
-        return out
+        return buffers.scratch_astype("tile.x64", self.X, np.float64)
 
     @functools.cached_property
     def inner(self) -> np.ndarray:
@@ -199,12 +197,7 @@ class Tile:
     @functools.cached_property
     def sq_distances(self) -> np.ndarray:
         """‖x_i − u_j‖² (:func:`scalenc.math.neighbors.sq_distances_from_inner`), clipped at 0."""
-        x_sq = _row_sq_norms(self.xp, self.x64)
-        if self.xp is np:
-            return sq_distances_from_inner(self.inner, x_sq, self.means.sq_norms)
-        # the same expansion, in the same order, with the standard's calls
-        out = self.inner * -2.0 + x_sq[:, None] + self.means.sq_norms[None, :]
-        return self.xp.clip(out, min=0.0)
+        return sq_distances_from_inner(self.inner, row_sq_norms(self.x64), self.means.sq_norms)
 
 
 def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
@@ -226,7 +219,7 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     True
     """
     xp = namespace(X)
-    X = np.asarray(X) if xp is np else X
+    X = as_block(xp, X)
     means = Means(U, X)
     K = means.U.shape[0]
     out = xp.empty((X.shape[0], len(kernels) * K), dtype=xp.float64, device=device_of(X))
@@ -234,176 +227,15 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     for m, kernel in enumerate(kernels):
         if not kernel.tiled:  # a user function sees the whole block, once
             out[:, m * K : (m + 1) * K] = kernel(X, means.U)
-    if xp is np:
-        rows = embed_tile_rows(X.shape[1])
-    else:  # a device tile's temporaries: rows × p and rows × K
-        rows = max(1, tile_elements(xp, EMBED_TILE_ELEMENTS) // max(X.shape[1], K, 1))
+    # a device tile's temporaries: rows × p and rows × K
+    width = max(X.shape[1], K, 1)
+    rows = rows_per_tile(xp, embed_tile_rows(X.shape[1]), width, host_elements=EMBED_TILE_ELEMENTS)
     for start in range(0, X.shape[0] if tiled else 0, rows):
         stop = min(start + rows, X.shape[0])
         tile = Tile(X[start:stop, ...], means)
         for m in tiled:
             out[start:stop, m * K : (m + 1) * K] = kernels[m].tile(tile)
     return out
-
-
-def average_ranks(A: np.ndarray) -> np.ndarray:
-    """Row-wise ranks 1..p, ties given their average rank (as ``scipy.stats.rankdata``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from scipy.stats import rankdata
-    >>> from scalenc.encoder.kernels import average_ranks
-    >>> A = np.array([[3.0, 1.0, 3.0, 2.0], [0.5, 0.25, 0.75, 1.0]])
-    >>> average_ranks(A)
-    array([[3.5, 1. , 3.5, 2. ],
-           [2. , 1. , 3. , 4. ]])
-    >>> bool((average_ranks(A) == rankdata(A, axis=1)).all())
-    True
-    """
-    xp = namespace(A)
-    if xp is not np:
-        return _sorted_average_ranks(xp, A)
-    return _ranks_and_tied_rows(A)[0]
-
-
-def _sorted_average_ranks(xp, A):
-    """:func:`average_ranks` with the array API standard's calls (a device block's ranks).
-
-    Each row is sorted (``argsort``); its runs of equal values are numbered by a
-    cumulative sum of where the sorted values change, and each run's first and last
-    positions found by one ``searchsorted`` of those numbers, made increasing over the
-    whole flattened array by a per-row offset. A run's average rank goes back to the
-    row's columns through the inverse permutation (a second ``argsort``).
-    """
-    n_rows, n_cols = A.shape
-    if A.size == 0:
-        return xp.zeros((n_rows, n_cols), dtype=xp.float64, device=device_of(A))
-    order = xp.argsort(A, axis=1, stable=True)
-    sorted_values = xp.take_along_axis(A, order, axis=1)
-    first = xp.ones((n_rows, 1), dtype=xp.int64, device=device_of(A))
-    change = xp.astype(sorted_values[:, 1:] != sorted_values[:, :-1], xp.int64)
-    runs = xp.cumulative_sum(xp.concat([first, change], axis=1), axis=1)  # 1..p in each row
-    offset = xp.arange(n_rows, dtype=xp.int64, device=device_of(A))[:, None] * (n_cols + 1)
-    keys = xp.reshape(runs + offset, (-1,))
-    start = xp.searchsorted(keys, keys, side="left")  # flat positions of each run's ends
-    stop = xp.searchsorted(keys, keys, side="right")
-    row_start = xp.reshape(xp.arange(n_rows, dtype=xp.int64, device=device_of(A)) * n_cols, (-1, 1))
-    ranks = xp.reshape(xp.astype(start + stop + 1, xp.float64) / 2.0, (n_rows, n_cols))
-    ranks -= xp.astype(row_start, xp.float64)
-    return xp.take_along_axis(ranks, xp.argsort(order, axis=1), axis=1)
-
-
-def _ranks_and_tied_rows(
-    A: np.ndarray, *, scratch: bool = False, as_float64: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Average ranks of each row (float64), and the indices of the rows that have ties.
-
-    Rows are ranked in their own dtype: float32 rows (the usual on-disk dtype) by one sort
-    of float64 keys that carry their index, other dtypes by an argsort. Rows with ties (a
-    few per thousand in continuous float32 data) are then re-ranked alone with average
-    ranks. ``scratch=True`` returns the ranks in a per-thread buffer that the next call
-    overwrites (for a row-tile loop that consumes them at once); ``as_float64``, A already
-    made float64, saves the float32 rows' conversion.
-    """
-    A = np.asarray(A)
-    n_rows, n_cols = A.shape
-    if A.dtype == np.float32 and 0 < A.size <= _INDEX_BITS:
-        ranked, sorted_values = _float32_ordinal_ranks(A, scratch, as_float64)
-    else:
-        order = np.argsort(A, axis=1)
-        sorted_values = np.take_along_axis(A, order, axis=1)
-        ranked = np.empty((n_rows, n_cols))
-        ranked[np.arange(n_rows)[:, None], order] = np.arange(1.0, n_cols + 1)
-    tied = _rows_with_ties(sorted_values)
-    if tied.size:
-        ranked[tied] = _tied_average_ranks(A[tied])
-    return ranked, tied
-
-
-def _rows_with_ties(sorted_values: np.ndarray) -> np.ndarray:
-    """Indices of the rows of a row-sorted array that hold two equal values.
-
-    One comparison of each element with the next over the flat (C-contiguous) array, and
-    pairs that straddle two rows dropped: much faster than a row-by-row comparison of
-    short rows, and ties are rare enough that finding their rows costs nothing.
-    """
-    n_rows, n_cols = sorted_values.shape
-    if n_cols < 2:
-        return np.empty(0, dtype=np.intp)
-    flat = np.ascontiguousarray(sorted_values).reshape(-1)
-    equal = _blocks.scratch("ranks.equal", (flat.size - 1,), bool)
-    np.equal(flat[1:], flat[:-1], out=equal)
-    if not equal.any():
-        return np.empty(0, dtype=np.intp)
-    pairs = np.flatnonzero(equal)
-    pairs = pairs[(pairs + 1) % n_cols != 0]  # a row's last element against the next row's first
-    return np.unique(pairs // n_cols)
-
-
-def _float32_ordinal_ranks(
-    A: np.ndarray, scratch: bool, as_float64: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ranks 1..p of float32 rows (ties in column order), and the sorted rows' value keys.
-
-    Each row is sorted once as float64 keys: the float32 value made float64 exactly (−0
-    made +0), with the element's flat index written into the 29 low mantissa bits that a
-    float32 does not use. The index bits cannot reorder two different values, the sort is
-    SIMD in NumPy (about 2.5× faster than an argsort), and the sorted keys give both the
-    tie check (equal high bits) and where each rank goes (the low bits).
-    """
-    n_rows, n_cols = A.shape
-    keys = _blocks.scratch("ranks.keys", A.shape, np.float64)
-    if as_float64 is None:
-        keys[...] = A  # a plain cast (np.add with a float64 output dtype is 3× slower)
-        keys += 0.0  # −0 made +0
-    else:
-        np.add(as_float64, 0.0, out=keys)  # −0 made +0
-    bits = keys.view(np.int64)
-    bits |= _flat_index(n_rows, n_cols)
-    keys.sort(axis=1)
-    values = np.bitwise_and(
-        bits, ~_INDEX_BITS, out=_blocks.scratch("ranks.values", A.shape, np.int64)
-    )
-    bits &= _INDEX_BITS
-    ranked = _blocks.scratch("ranks.ranked", A.shape, np.float64) if scratch else np.empty(A.shape)
-    ranked.reshape(-1)[bits.reshape(-1)] = _ordinal_ranks(n_rows, n_cols)
-    return ranked, values
-
-
-#: The float64 mantissa bits below a float32's 24: free to hold a flat index.
-_INDEX_BITS = np.int64(2**29 - 1)
-
-
-@functools.lru_cache(maxsize=8)
-def _flat_index(n_rows: int, n_cols: int) -> np.ndarray:
-    index = np.arange(n_rows * n_cols, dtype=np.int64).reshape(n_rows, n_cols)
-    index.flags.writeable = False
-    return index
-
-
-@functools.lru_cache(maxsize=8)
-def _ordinal_ranks(n_rows: int, n_cols: int) -> np.ndarray:
-    ranks = np.tile(np.arange(1.0, n_cols + 1), n_rows)
-    ranks.flags.writeable = False
-    return ranks
-
-
-def _tied_average_ranks(A: np.ndarray) -> np.ndarray:
-    """Average ranks of rows with ties: each run of equal values gets its mean position."""
-    n_rows, n_cols = A.shape
-    order = np.argsort(A, axis=1, kind="stable")
-    sorted_values = np.take_along_axis(A, order, axis=1)
-    new_run = np.ones((n_rows, n_cols), dtype=bool)
-    np.not_equal(sorted_values[:, 1:], sorted_values[:, :-1], out=new_run[:, 1:])
-    index = np.arange(n_cols)
-    start = np.maximum.accumulate(np.where(new_run, index, 0), axis=1)
-    run_end = np.ones((n_rows, n_cols), dtype=bool)
-    run_end[:, :-1] = new_run[:, 1:]
-    end = np.minimum.accumulate(np.where(run_end, index, n_cols)[:, ::-1], axis=1)[:, ::-1]
-    ranked = np.empty((n_rows, n_cols))
-    ranked[np.arange(n_rows)[:, None], order] = (start + end) / 2.0 + 1.0
-    return ranked
 
 
 class Kernel:
@@ -532,16 +364,6 @@ class Euclidean(Kernel):
         return -tile.xp.sqrt(tile.sq_distances)
 
 
-def _centre_and_scale(ranks):
-    xp = namespace(ranks)
-    ranks -= xp.mean(ranks, axis=1, keepdims=True)
-    if xp is np:
-        norms = np.linalg.norm(ranks, axis=1, keepdims=True)
-        return np.divide(ranks, norms, out=np.zeros_like(ranks), where=norms > 0)
-    norms = xp.linalg.vector_norm(ranks, axis=1, keepdims=True)
-    return xp.where(norms > 0, ranks / xp.where(norms > 0, norms, 1.0), 0.0)
-
-
 @dataclass(frozen=True, repr=False)
 class Spearman(Kernel):
     """Spearman's rank correlation: the Pearson correlation of the rows' average ranks.
@@ -563,21 +385,29 @@ class Spearman(Kernel):
     name = "spearman"
 
     def tile(self, tile):
-        ranks_u = tile.means.centred_ranks
-        if tile.xp is not np:  # every row centred and scaled, with or without ties
-            return _centre_and_scale(average_ranks(tile.X)) @ ranks_u.T
-        n_cols = tile.X.shape[1]
-        # the tile's float64 copy, if another kernel made one, saves a conversion
-        ranks, tied = _ranks_and_tied_rows(
-            tile.X, scratch=True, as_float64=tile.__dict__.get("x64")
-        )
-        # A row without ties ranks as a permutation of 1..p: mean (p+1)/2 and norm
-        # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
-        norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
-        Z = (ranks @ ranks_u.T) / norm
-        if tied.size:
-            Z[tied] = _centre_and_scale(ranks[tied]) @ ranks_u.T
-        return Z
+        return host_or_device(tile.xp, _spearman_on_host, _spearman_on_device)(tile)
+
+
+def _spearman_on_device(tile):
+    """Spearman's kernel of a device tile: every row's ranks centred and scaled, with or
+    without ties."""
+    return centre_and_scale(average_ranks(tile.X)) @ tile.means.centred_ranks.T
+
+
+def _spearman_on_host(tile):
+    """Spearman's kernel of a NumPy tile: rows without ties skip the centring and scaling
+    (their mean and norm are constants)."""
+    ranks_u = tile.means.centred_ranks
+    n_cols = tile.X.shape[1]
+    # the tile's float64 copy, if another kernel made one, saves a conversion
+    ranks, tied = ranks_and_tied_rows(tile.X, scratch=True, as_float64=tile.__dict__.get("x64"))
+    # A row without ties ranks as a permutation of 1..p: mean (p+1)/2 and norm
+    # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
+    norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
+    Z = (ranks @ ranks_u.T) / norm
+    if tied.size:
+        Z[tied] = centre_and_scale(ranks[tied]) @ ranks_u.T
+    return Z
 
 
 @dataclass(frozen=True, repr=False)

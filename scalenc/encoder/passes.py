@@ -21,8 +21,10 @@ from scalenc.engine.reduce import (
     reduce_rows,
     tree_reduce,
 )
-from scalenc.math import moments as _blocks
 from scalenc.math.linalg import LDAModel, stacked_class_scores
+from scalenc.math.moments import class_moments, combine_partials, merge_moment_tuples
+from scalenc.math.softmax import labeled_log_likelihood
+from scalenc.math.tiles import add_tuples, over_row_tiles
 from scalenc.math.xp import namespace, to_host
 
 __all__ = [
@@ -43,7 +45,7 @@ def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
         return blocks.stacked_class_moments(embed(kernels, x, U), c, len(kernels), n_classes)
 
     rows = blocks.tile_rows(namespace(X), len(kernels) * n_classes)
-    return _blocks.over_row_tiles(tile, _blocks.merge_moment_tuples, X, to_host(codes), rows)
+    return over_row_tiles(tile, merge_moment_tuples, X, to_host(codes), rows)
 
 
 def embedding_moments_pass(
@@ -75,7 +77,7 @@ def _cross_entropy_block(X, codes, *, row_start, kernels, U, coef, intercept):
         return blocks.stacked_log_likelihood(Z, c, coef, intercept, len(kernels))
 
     rows = blocks.tile_rows(namespace(X), coef.shape[0])
-    return _blocks.over_row_tiles(tile, _blocks.add_tuples, X, to_host(codes), rows)
+    return over_row_tiles(tile, add_tuples, X, to_host(codes), rows)
 
 
 def cross_entropy_pass(
@@ -186,13 +188,13 @@ def full_embedding(
     rows = []
     for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
         parts = [fn(xb, xc, cc, kernel=kernel, n_classes=K, counts=counts) for xc, cc in col_blocks]
-        total = tree_reduce(parts, _blocks.combine_partials, split_every=split_every)
+        total = tree_reduce(parts, combine_partials, split_every=split_every)
         rows.append(da.from_delayed(total, shape=(size, K), dtype=np.float64))
     return da.concatenate(rows, axis=0)
 
 
 def _plain_moments_block(Z, codes, *, row_start, n_classes):
-    return _blocks.class_moments(Z, codes, n_classes, scatter=True)
+    return class_moments(Z, codes, n_classes, scatter=True)
 
 
 def moments_pass(
@@ -203,7 +205,7 @@ def moments_pass(
 
 
 def _log_likelihood_block(Z, codes, *, row_start, model):
-    return np.array(_blocks.labeled_log_likelihood(blocks.log_proba(model, Z), to_host(codes))[0])
+    return np.array(labeled_log_likelihood(blocks.log_proba(model, Z), to_host(codes))[0])
 
 
 def log_likelihood_pass(

@@ -46,8 +46,9 @@ from scalenc.engine.reduce import (
     tree_reduce,
 )
 from scalenc.math import labels
-from scalenc.math import moments as _blocks
 from scalenc.math import sampling as _sampling
+from scalenc.math.labels import confusion_counts
+from scalenc.math.moments import checked_class_moments, combine_partials
 from scalenc.math.neighbors import kneighbors_block, kneighbors_pair, labeled_rows, merge_neighbors
 from scalenc.math.xp import to_host
 
@@ -76,7 +77,7 @@ __all__ = [
 
 
 def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
-    return _blocks.checked_class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
+    return checked_class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
 
 
 def class_moments_pass(
@@ -144,7 +145,7 @@ def _merge_labeled(*parts: dict, sample_size: int | None = None) -> dict:
     """Merge label-keyed partials: the union of their classes, moments aligned to it, and
     the ``sample_size`` sampled rows of smallest hash."""
     classes = labels.union(*(part["classes"] for part in parts))
-    moments = _blocks.combine_partials(*(_align_classes(part, classes) for part in parts))
+    moments = combine_partials(*(_align_classes(part, classes) for part in parts))
     marker_rows = sum(part["marker_rows"] for part in parts)
     out = {"classes": classes, "moments": moments, "marker_rows": marker_rows}
     if sample_size is not None:
@@ -250,7 +251,7 @@ def find_classes(
 
 
 def _confusion_block(pred, y, *, row_start, classes, marker=labels.UNLABELED):
-    return _blocks.confusion_counts(to_host(pred), y, classes, marker=marker)
+    return confusion_counts(to_host(pred), y, classes, marker=marker)
 
 
 def confusion_pass(
@@ -262,7 +263,7 @@ def confusion_pass(
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Confusion counts of lazy predictions against y
-    (:func:`scalenc.math.moments.confusion_counts`), summed in a tree: one pass over
+    (:func:`scalenc.math.labels.confusion_counts`), summed in a tree: one pass over
     whatever ``pred`` reads (X, for a model's predictions)."""
     return reduce_rows(
         _confusion_block, pred, y, classes=classes, marker=marker, split_every=split_every

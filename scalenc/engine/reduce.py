@@ -37,7 +37,7 @@ from scalenc.engine.cluster import (
     uses_distributed,
 )
 from scalenc.exceptions import ClusterUnavailableError, InputError
-from scalenc.math import moments as _blocks
+from scalenc.math.moments import combine_partials
 from scalenc.math.xp import host_tree, is_device_array, to_host
 
 try:
@@ -69,7 +69,7 @@ SCATTER_BYTES = 1_000_000
 
 def tree_reduce(
     partials: Sequence[Delayed],
-    combine: Callable = _blocks.combine_partials,
+    combine: Callable = combine_partials,
     *,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
@@ -274,7 +274,7 @@ def reduce_rows(
     block_fn: Callable,
     X: da.Array,
     *aligned: da.Array | None,
-    combine: Callable = _blocks.combine_partials,
+    combine: Callable = combine_partials,
     split_every: int = SPLIT_EVERY,
     **kwargs,
 ) -> Delayed:
@@ -283,9 +283,13 @@ def reduce_rows(
     Parameters
     ----------
     block_fn : callable
-        NumPy function of one row block returning a small partial (arrays, numbers,
-        dicts or tuples of them). ``row_start`` is the global index of the block's first
-        row, so random choices and folds can depend on global row indices only.
+        Function of one row block returning a small partial (arrays, numbers, dicts or
+        tuples of them). The block is an array of X's library: NumPy, or a device's
+        (CuPy's), whose namespace the function takes from it
+        (:func:`scalenc.math.xp.namespace`); the partial leaves a device as NumPy
+        (unless ``block_fn.device_partials``). ``row_start`` is the global index of the
+        block's first row, so random choices and folds can depend on global row indices
+        only.
     X : dask array (n, p), one chunk along columns
     *aligned : dask arrays with the same row chunks as X (labels, weights), or None
     combine : callable

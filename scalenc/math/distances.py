@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalenc.math.moments import scratch
+from scalenc.math.buffers import scratch
 from scalenc.math.xp import device_of, dtype_in, host_dtype, like, namespace
 
 
-def row_sq_norms(A):
-    """‖a_i‖² of every row, float64 (each row summed alone: identical rows, equal norms)."""
+def row_sq_norms(A, *, copy: bool = True):
+    """‖a_i‖² of every row, float64 (each row summed alone: identical rows, equal norms).
+
+    ``copy=False`` sums a NumPy block's products in float64 without a float64 copy of the
+    block (``einsum``'s ``dtype``; its own rounding, not the copy's): for the callers
+    that ask for the norms of a whole block. A device block is converted either way.
+    """
     xp = namespace(A)
     if xp is np:
+        if not copy:
+            return np.einsum("ij,ij->i", A, A, dtype=np.float64)
         A = np.asarray(A, dtype=np.float64)
         return np.einsum("ij,ij->i", A, A)
-    A = xp.astype(A, xp.float64)
+    A = xp.astype(A, xp.float64, copy=False)
     return xp.sum(A * A, axis=1)
 
 
@@ -28,7 +35,7 @@ def ranking_dtype(xp, *dtypes):
     """The precision scores of rows of these dtypes are ranked in: their common one, at
     least float32 (float32 data keeps BLAS at float32 speed), as ``xp``'s dtype."""
     common = np.result_type(*(host_dtype(d) for d in dtypes), np.float32)
-    return common if xp is np else dtype_in(xp, common)
+    return dtype_in(xp, common)
 
 
 def sq_distances_from_inner(
@@ -67,7 +74,7 @@ def sq_distances_from_inner(
         out[...] = xp.clip(out, min=0.0)
     if zero_below is not None and out.size:
         tol = (8.0 * zero_below * (a_sq + xp.max(b_sq)))[:, None]
-        if host:  # the mask in a per-thread buffer (moments.scratch), not a fresh tile
+        if host:  # the mask in a per-thread buffer (buffers.scratch), not a fresh tile
             out[np.less(out, tol, out=scratch("distances.below", out.shape, bool))] = 0.0
         else:
             out[...] = xp.where(out < tol, 0.0, out)
@@ -84,10 +91,7 @@ def pairwise_sq_distances(A, B, *, tol_zero: bool = True):
     """
     xp = namespace(A, B)
     dtype = ranking_dtype(xp, A.dtype, B.dtype)
-    if xp is np:
-        cross = np.asarray(A, dtype=dtype) @ np.asarray(B, dtype=dtype).T
-    else:
-        cross = like(xp, A, B, dtype) @ like(xp, B, A, dtype).T
+    cross = like(xp, A, B, dtype) @ like(xp, B, A, dtype).T
     eps = xp.finfo(dtype).eps if tol_zero else None
     return sq_distances_from_inner(cross, row_sq_norms(A), row_sq_norms(B), zero_below=eps)
 

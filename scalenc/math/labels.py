@@ -15,6 +15,9 @@ The class-finding pass also counts each block's rows per class and its rows labe
 the marker (:func:`class_counts`, merged by :func:`merge_class_counts`), so that
 :func:`warn_marker_as_class` can tell a −1 that is likely a class (labels −1, 0, 1) from
 the unlabeled rows of semi-supervised data at no cost of another read of y.
+
+A block's predictions meet its true labels in :func:`confusion_counts` (the evaluation's
+pass), with the same markers and encoding.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "merge_class_counts",
     "marker_looks_like_class",
     "warn_marker_as_class",
+    "confusion_counts",
 ]
 
 
@@ -309,3 +313,23 @@ def warn_marker_as_class(classes, counts, marker_rows: int, marker=UNLABELED) ->
         DataWarning,
         stacklevel=_user_stacklevel(),
     )
+
+
+def confusion_counts(pred: np.ndarray, y: np.ndarray, classes: np.ndarray, *, marker=UNLABELED):
+    """Confusion counts of one block of predictions and true labels.
+
+    Returns the K×K matrix (rows: true class, columns: predicted), ``[rows whose label is
+    not a class, unlabeled rows]`` and the predictions per class of the rows whose label is
+    not a class. Unlabeled rows (the ``marker``, −1 by default, and None/NaN) are left out
+    of the matrix.
+    """
+    y = np.asarray(y)
+    unlabeled = unlabeled_mask(y, marker)
+    K = classes.size
+    p = encode(np.asarray(pred)[~unlabeled], classes, unknown=-2, marker=None)
+    t = encode(y[~unlabeled], classes, unknown=-2, marker=None)
+    known = t >= 0
+    matrix = np.bincount(t[known] * K + p[known], minlength=K * K).reshape(K, K)
+    other = np.bincount(p[~known], minlength=K)
+    counts = np.array([int((~known).sum()), int(unlabeled.sum())])
+    return matrix.astype(np.int64), counts, other.astype(np.int64)

@@ -28,7 +28,8 @@ import scipy.sparse.linalg
 from threadpoolctl import threadpool_limits
 
 from scalenc.exceptions import ConvergenceWarning, InputError, NumericalWarning
-from scalenc.math.moments import log_softmax
+from scalenc.math.softmax import log_softmax
+from scalenc.math.xp import as_block, like, namespace
 
 __all__ = [
     "LDAModel",
@@ -162,14 +163,16 @@ def stacked_class_scores(models, n_classes: int) -> tuple[np.ndarray, np.ndarray
 
 
 def lda_log_proba(model: LDAModel, Z: np.ndarray) -> np.ndarray:
-    """Log posteriors (b, K): softmax of the scores, or the logistic for two classes."""
-    coef, intercept = class_scores(model)
-    return log_softmax(np.asarray(Z, dtype=np.float64) @ coef.T + intercept)
+    """Log posteriors (b, K): softmax of the scores, or the logistic for two classes;
+    an array of Z's namespace (the small coefficients move to a device block's device)."""
+    xp = namespace(Z)
+    coef, intercept = (like(xp, a, Z) for a in class_scores(model))
+    return log_softmax(xp.astype(as_block(xp, Z), xp.float64, copy=False) @ coef.T + intercept)
 
 
 def lda_proba(model: LDAModel, Z: np.ndarray) -> np.ndarray:
     """Posteriors (b, K); rows sum to one."""
-    return np.exp(lda_log_proba(model, Z))
+    return namespace(Z).exp(lda_log_proba(model, Z))
 
 
 # --- ridge regression (nRBFN and LRC) -------------------------------------------------------

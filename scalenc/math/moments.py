@@ -1,4 +1,4 @@
-"""Per-block functions that the streaming passes call.
+"""Class moments of a row block, their merges, and the checks of a block's values.
 
 Nothing here imports dask. Every function takes one row block (a NumPy array, or a device
 array such as CuPy's: see :mod:`scalenc.math.xp`) and returns a small partial result:
@@ -21,15 +21,21 @@ small results (K×d, d×d) come back to NumPy for the merges, which only ever se
 
 from __future__ import annotations
 
-import math
-import threading
-
 import numpy as np
 import scipy.sparse as sp
 
 from scalenc.exceptions import InputError
-from scalenc.math import labels
-from scalenc.math.xp import device_of, host_tree, like, namespace, tile_elements, to_host
+from scalenc.math.buffers import scratch
+from scalenc.math.tiles import over_row_tiles
+from scalenc.math.xp import (
+    device_of,
+    host_or_device,
+    host_tree,
+    like,
+    namespace,
+    tile_elements,
+    to_host,
+)
 
 __all__ = [
     "class_moments",
@@ -38,66 +44,13 @@ __all__ = [
     "combine_partials",
     "count_nonfinite",
     "check_finite",
-    "log_softmax",
-    "labeled_log_likelihood",
-    "scratch",
     "magnitude_limit",
     "check_magnitude",
-    "confusion_counts",
     "checked_class_moments",
     "onehot",
     "centred_class_sums",
     "device_tile_rows",
 ]
-
-
-_SCRATCH = threading.local()
-
-
-def scratch(name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-    """A reusable per-thread buffer of ``shape`` and ``dtype``; its contents are undefined.
-
-    Row-tile loops use these for their megabyte-sized temporaries. A fresh temporary of
-    that size is mapped from the kernel and page-faulted in on every call, and the page
-    faults of a Dask worker's threads serialise on the process's memory map: with two
-    threads the faults, not the arithmetic, set the pace. A buffer stays valid until the
-    same thread asks for ``name`` again.
-    """
-    buffers = _SCRATCH.__dict__.setdefault("buffers", {})
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    buf = buffers.get(name)
-    if buf is None or buf.nbytes < nbytes:
-        buf = buffers[name] = np.empty(max(nbytes, 1), dtype=np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
-
-
-def scratch_take(name: str, A: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """``A[at]`` along the first axis, written into the per-thread buffer ``name``
-    (:func:`scratch`; valid until the thread asks for ``name`` again).
-
-    ``at`` must hold valid positions: NumPy's ``take`` writes into ``out`` directly only
-    with ``mode="clip"``; with its default ``"raise"`` it fills a fresh temporary first,
-    the very array the buffer is there to avoid.
-    """
-    out = scratch(name, (*np.shape(at), *A.shape[1:]), A.dtype)
-    return np.take(A, at, axis=0, out=out, mode="clip")
-
-
-_ARANGE = np.arange(0)
-
-
-def arange(n: int) -> np.ndarray:
-    """0, 1, …, n − 1 (int64), a read-only view of one shared array grown as needed: for
-    row-tile loops, where a fresh ``np.arange`` of a tile's size is page-faulted in on
-    every call on a Dask worker (see :func:`scratch`)."""
-    global _ARANGE
-    table = _ARANGE
-    if table.size < n:
-        table = np.arange(max(n, 2 * table.size), dtype=np.int64)
-        table.flags.writeable = False
-        _ARANGE = table  # one assignment: a thread holding the old table keeps it
-    return table[:n]
 
 
 def onehot(codes: np.ndarray, n_classes: int) -> sp.csr_matrix:
@@ -150,10 +103,14 @@ def class_moments(
     for a device block (whose moments are float64 throughout, and always say
     ``all_finite`` exactly: see :func:`centred_class_sums`).
     """
-    if namespace(X) is not np:
-        return _device_class_moments(
-            X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=check_finite
-        )
+    moments = host_or_device(namespace(X), _class_moments_on_host, _class_moments_on_device)
+    return moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm, check_finite=check_finite)
+
+
+def _class_moments_on_host(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
+    """:func:`class_moments` of a NumPy block: a float64 copy of the labeled rows centred
+    at their mean, or float32 products per tile (:func:`_float32_moments`), or the class
+    sums alone (:func:`_class_sums`)."""
     codes = np.asarray(codes)
     labeled = codes >= 0
     n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
@@ -197,7 +154,7 @@ def class_moments(
     return out
 
 
-def _device_class_moments(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
+def _class_moments_on_device(X, codes, n_classes, *, scatter, sqnorm, check_finite) -> dict:
     """:func:`class_moments` of a device block: tiles of :func:`centred_class_sums`,
     merged on the host by Chan's update."""
     all_finite = True
@@ -522,39 +479,6 @@ def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
     return tuple(merge_moments(x, y) for x, y in zip(a, b))
 
 
-def add_tuples(a: tuple, b: tuple) -> tuple:
-    """Element-wise sum of two tuples of per-kernel totals."""
-    return tuple(x + y for x, y in zip(a, b))
-
-
-def over_row_tiles(func, merge, X, codes, rows: int):
-    """``func(X_tile, codes_tile)`` over row tiles of ``rows``, merged left to right."""
-    out = None
-    for start in range(0, max(X.shape[0], 1), rows):
-        stop = min(start + rows, X.shape[0])  # in bounds, as the array API wants
-        part = func(X[start:stop, ...], codes[start:stop])
-        out = part if out is None else merge(out, part)
-    return out
-
-
-def map_row_tiles(func, X, rows: int) -> np.ndarray:
-    """``func(X_tile)`` over row tiles of ``rows``, written into one output for the block
-    (its shape and dtype from the first tile's result): the temporaries of ``func`` stay
-    tile-sized while the output has the block's rows."""
-    n = X.shape[0]
-    if n <= rows:
-        return func(X)
-    first = func(X[:rows, ...])
-    # the output's namespace is the first tile's: device labels may come back as NumPy
-    xp = namespace(first)
-    out = xp.empty((n, *first.shape[1:]), dtype=first.dtype, device=device_of(first))
-    out[:rows, ...] = first
-    for start in range(rows, n, rows):
-        stop = min(start + rows, n)
-        out[start:stop, ...] = func(X[start:stop, ...])
-    return out
-
-
 def check_finite(X) -> None:
     """Refuse a block holding NaN or infinite values (the per-block check of every output map);
     any array of the array API (:func:`count_nonfinite`)."""
@@ -602,58 +526,3 @@ def count_nonfinite(X) -> int:
     if xp.isdtype(X.dtype, "integral"):
         return 0
     return int(X.size - xp.count_nonzero(xp.isfinite(X)))
-
-
-def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -> np.ndarray:
-    """Log of the softmax of ``scores`` along ``axis`` (rows of (b, K) by default), stably.
-
-    With ``overwrite`` the result is written into ``scores`` (a float array).
-    """
-    xp = namespace(scores)
-    shifted = scores if overwrite else xp.astype(xp.asarray(scores), xp.float64, copy=True)
-    shifted -= xp.max(shifted, axis=axis, keepdims=True)
-    if xp is np:
-        # exp into a per-thread buffer: a fresh temporary the size of the scores is
-        # page-faulted in on every call (see :func:`scratch`)
-        expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
-    else:
-        expd = xp.exp(shifted)
-    shifted -= xp.log(xp.sum(expd, axis=axis, keepdims=True))
-    return shifted
-
-
-def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
-    """Sum of ``log T(i, y_i)`` over the labeled rows of a block, and their number.
-
-    The cross-entropy of Shen's Section 3, Step 4, is minus the total over all blocks.
-    """
-    xp = namespace(log_proba)
-    if xp is np:
-        labeled = np.flatnonzero(codes >= 0)
-        return float(log_proba[labeled, codes[labeled]].sum()), int(labeled.size)
-    codes = like(xp, to_host(codes), log_proba)
-    labeled = codes >= 0
-    picked = xp.take_along_axis(log_proba, xp.where(labeled, codes, 0)[:, None], axis=1)
-    return float(xp.sum(xp.where(labeled, picked[:, 0], 0.0))), int(xp.count_nonzero(labeled))
-
-
-def confusion_counts(
-    pred: np.ndarray, y: np.ndarray, classes: np.ndarray, *, marker=labels.UNLABELED
-):
-    """Confusion counts of one block of predictions and true labels.
-
-    Returns the K×K matrix (rows: true class, columns: predicted), ``[rows whose label is
-    not a class, unlabeled rows]`` and the predictions per class of the rows whose label is
-    not a class. Unlabeled rows (the ``marker``, −1 by default, and None/NaN) are left out
-    of the matrix.
-    """
-    y = np.asarray(y)
-    unlabeled = labels.unlabeled_mask(y, marker)
-    K = classes.size
-    p = labels.encode(np.asarray(pred)[~unlabeled], classes, unknown=-2, marker=None)
-    t = labels.encode(y[~unlabeled], classes, unknown=-2, marker=None)
-    known = t >= 0
-    matrix = np.bincount(t[known] * K + p[known], minlength=K * K).reshape(K, K)
-    other = np.bincount(p[~known], minlength=K)
-    counts = np.array([int((~known).sum()), int(unlabeled.sum())])
-    return matrix.astype(np.int64), counts, other.astype(np.int64)

@@ -19,7 +19,7 @@ import copy
 
 import numpy as np
 
-from scalenc.math import moments as _blocks
+from scalenc.math.buffers import gather, host_scratch, scratch, scratch_take
 from scalenc.math.distances import (
     GATHER_ELEMENTS,
     duplicate_rank,
@@ -30,6 +30,7 @@ from scalenc.math.xp import (
     argpartition_rows,
     device_of,
     host_dtype,
+    host_or_device,
     lexsort_rows,
     like,
     namespace,
@@ -100,10 +101,13 @@ def _exact_d2(Q64, q_norms, ref: _Reference, cols):
     """‖q‖² + ‖r‖² − 2 q·r in float64 (clipped at 0) for the reference rows ``cols`` of
     each query (c×w, −1 = none → inf); the (rows, w, p) gathers go in slices of at most
     :data:`GATHER_ELEMENTS` elements (a device's tile on a device)."""
+    return host_or_device(ref.xp, _exact_d2_on_host, _exact_d2_on_device)(Q64, q_norms, ref, cols)
+
+
+def _exact_d2_on_device(Q64, q_norms, ref: _Reference, cols):
+    """:func:`_exact_d2` with the standard's calls, in device-sized slices."""
     xp = ref.xp
     c, w = cols.shape
-    if xp is np:  # per cache-sized tile: NumPy's fancy indexing and in-place writes
-        return _exact_d2_host(Q64, q_norms, ref, cols)
     d2 = xp.full(cols.shape, xp.inf, dtype=xp.float64, device=device_of(cols))
     real = cols >= 0
     at = xp.where(real, cols, 0)
@@ -118,16 +122,17 @@ def _exact_d2(Q64, q_norms, ref: _Reference, cols):
     return xp.clip(xp.where(real, d2, xp.inf), min=0.0)
 
 
-def _exact_d2_host(Q64, q_norms, ref: _Reference, cols):
-    """:func:`_exact_d2` for NumPy tiles of about a hundred queries, where the per-call
-    overhead of the device path's generic calls cost 5 % of CCDR's extension."""
+def _exact_d2_on_host(Q64, q_norms, ref: _Reference, cols):
+    """:func:`_exact_d2` for NumPy tiles of about a hundred queries (NumPy's fancy
+    indexing and in-place writes), where the per-call overhead of the device path's
+    generic calls cost 5 % of CCDR's extension."""
     d2 = np.full(cols.shape, np.inf)
     real = cols >= 0
     at = np.where(real, cols, 0)
     step = max(1, GATHER_ELEMENTS // max(1, cols.shape[1] * ref.p))
     for start in range(0, cols.shape[0], step):
         stop = min(cols.shape[0], start + step)
-        rows = _blocks.scratch_take("nearest.rows", ref.R, at[start:stop])
+        rows = scratch_take("nearest.rows", ref.R, at[start:stop])
         cross = np.einsum("ip,iwp->iw", Q64[start:stop], rows)
         here = q_norms[start:stop, None] + ref.norms[at[start:stop]] - 2.0 * cross
         np.copyto(d2[start:stop], here, where=real[start:stop])
@@ -161,8 +166,12 @@ def _smallest(xp, score, m):
     device: one selection, ordered by (value, position), ``score`` unchanged (a tie at the
     m-th place may pick another of the tied positions: it leaves the values as they are,
     and a tie among the k + 1 smallest sends the row to the float64 recomputation)."""
-    if xp is np:
-        return _smallest_by_extraction(score, m)
+    return host_or_device(xp, _smallest_by_extraction, _smallest_on_device)(score, m)
+
+
+def _smallest_on_device(score, m):
+    """:func:`_smallest` of a device tile: one selection, then a sort of the m."""
+    xp = namespace(score)
     pos = xp.sort(argpartition_rows(xp, score, m), axis=1)
     vals = xp.take_along_axis(score, pos, axis=1)
     order = xp.argsort(vals, axis=1, stable=True)
@@ -171,28 +180,29 @@ def _smallest(xp, score, m):
 
 
 def _rows_of(xp, score, mask):
-    """``score[mask]``; for NumPy into a per-thread buffer (:func:`scalenc.math.moments.scratch`).
+    """``score[mask]``; for NumPy into a per-thread buffer (:func:`scalenc.math.buffers.scratch`).
 
     A fresh copy per query tile, on a Dask worker (whose nanny sets
     ``MALLOC_TRIM_THRESHOLD_``), is mapped and page-faulted in each time: with the float64
-    gathers of :func:`_exact_d2_host`, 84 000 faults per 25 000-row block of CCDR's
+    gathers of :func:`_exact_d2_on_host`, 84 000 faults per 25 000-row block of CCDR's
     extension at p = 256, where a third of the rows are in doubt (1.2× the block's time).
     """
-    if xp is not np:
-        return score[mask]
-    return _blocks.scratch_take("nearest.doubt", score, np.flatnonzero(mask))
+    return gather("nearest.doubt", score, xp.nonzero(mask)[0])
 
 
 def _doubt_survivors(score, P, J, thr, ref: _Reference, k):
     """Every reference row that can be among the k nearest of each row in doubt: the
     extracted entries (``P``, ``J``) and the entries left in ``score`` at or below
     ``thr``, as a padded matrix of positions (−1 = none), one row per query."""
-    if ref.xp is not np:
-        return _device_survivors(score, thr, ref, k)
+    survivors = host_or_device(ref.xp, _doubt_survivors_on_host, _doubt_survivors_on_device)
+    return survivors(score, P, J, thr, ref, k)
+
+
+def _doubt_survivors_on_host(score, P, J, thr, ref: _Reference, k):
+    """:func:`_doubt_survivors` of a NumPy tile, whose ``score`` holds +inf where
+    :func:`_smallest_by_extraction` took the entries ``P``, ``J``."""
     d = score.shape[0]
-    below = np.less_equal(
-        score, thr[:, None], out=_blocks.scratch("nearest.below", score.shape, bool)
-    )
+    below = np.less_equal(score, thr[:, None], out=scratch("nearest.below", score.shape, bool))
     query, cols = np.nonzero(below)
     q_ex, j_ex = np.nonzero(P <= thr[:, None])
     query = np.concatenate([q_ex, query])
@@ -214,7 +224,7 @@ def _doubt_survivors(score, P, J, thr, ref: _Reference, k):
     return out
 
 
-def _device_survivors(score, thr, ref: _Reference, k):
+def _doubt_survivors_on_device(score, P, J, thr, ref: _Reference, k):
     """:func:`_doubt_survivors` of a device tile, whose ``score`` still holds every entry:
     the w smallest entries of each row, w the most survivors of a row, those above
     ``thr`` marked −1 (the same rule for duplicate reference rows)."""
@@ -238,7 +248,7 @@ def _scores(xp, Q, ref: _Reference, buffer):
     ``scores_t``, into ``buffer`` for NumPy."""
     c = Q.shape[0]
     if xp is np:
-        Qa = _blocks.scratch("nearest.query", (c, ref.p + 1), ref.dtype)
+        Qa = scratch("nearest.query", (c, ref.p + 1), ref.dtype)
         Qa[:, :-1], Qa[:, -1] = Q, 1.0
         return np.matmul(Qa, ref.scores_t.T, out=buffer[: c * ref.size].reshape(c, ref.size))
     ones = xp.ones((c, 1), dtype=ref.rank_dtype, device=device_of(Q))
@@ -262,10 +272,7 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     xp = ref.xp
     c = Q.shape[0]
     s = ref.size
-    if xp is np:
-        q_norms = np.einsum("ij,ij->i", Q, Q, dtype=np.float64)
-    else:
-        q_norms = row_sq_norms(Q)
+    q_norms = row_sq_norms(Q, copy=False)
     delta = _rounding_bound(q_norms, ref)
     limit = float(np.finfo(ref.dtype).max) / 8
     if ref.dtype != np.float64 and not (float(xp.max(q_norms)) + ref.max_norm2) * 4 < limit:
@@ -314,7 +321,7 @@ def _nearest_exact(Q, R, k, exclude=None, dtype=None):
     if c == 0 or s == 0:
         return pos_out, d2_out
     tile = min(c, max(1, tile_elements(xp, EXACT_TILE_ELEMENTS) // s))
-    buffer = np.empty(tile * s, dtype=ref.dtype) if xp is np else None  # reused
+    buffer = host_scratch(xp, "nearest.scores", (tile * s,), ref.dtype)
     for start in range(0, c, tile):
         stop = min(c, start + tile)
         excl = None if exclude is None else exclude[start:stop]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalenc.math.xp import host_dtype, like, namespace, to_host
+from scalenc.math.xp import host_dtype, host_rows, namespace
 
 __all__ = [
     "fold_of",
@@ -188,10 +188,7 @@ def gather_block(X, *, row_start, wanted):
     lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
     index = wanted[lo:hi]
     xp = namespace(X)
-    if xp is np:
-        rows = np.asarray(X[index - row_start], dtype=np.float64)
-    else:  # a device block: the few rows come to the host
-        rows = to_host(xp.astype(xp.take(X, like(xp, index - row_start, X), axis=0), xp.float64))
+    rows = host_rows(X, index - row_start, np.float64)  # the few rows come to the host
     size = X.shape[0] * X.shape[1]
     floating = host_dtype(X.dtype).kind == "f"
     bad = int(size - int(xp.count_nonzero(xp.isfinite(X)))) if floating else 0
@@ -222,11 +219,7 @@ def hashed_rows_block(X, labels, labeled, *, row_start: int, rate: float, seed: 
     index = row_start + np.arange(X.shape[0], dtype=np.int64)
     key = row_hash(index, seed)
     pick = np.flatnonzero((key < rate) & np.asarray(labeled))
-    xp = namespace(X)
-    if xp is np:
-        rows = np.asarray(X)[pick]
-    else:
-        rows = to_host(xp.take(X, like(xp, pick, X), axis=0))
+    rows = host_rows(X, pick)
     return {
         "rows": rows,
         "labels": np.asarray(labels)[pick],

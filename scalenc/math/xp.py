@@ -37,6 +37,13 @@ __all__ = [
     "take_classes",
     "dtype_in",
     "host_dtype",
+    "as_block",
+    "take_rows",
+    "host_rows",
+    "index_dtype",
+    "rows_per_tile",
+    "matmul",
+    "host_or_device",
 ]
 
 #: Elements of one tile of a block's work on an accelerator. Tiles sized for a CPU core's
@@ -114,6 +121,68 @@ def like(xp, value, ref, dtype=None):
     if xp is np:
         return value if dtype is None else np.asarray(value, dtype=dtype)
     return xp.asarray(value, dtype=dtype, device=device_of(ref))
+
+
+def host_or_device(xp, host, device):
+    """One step's implementation for a block of ``xp``: ``host`` for NumPy, ``device``
+    for any other library.
+
+    The one way a block function chooses between two implementations, where the
+    algorithm differs on a device: the host's works through cache-sized tiles with
+    NumPy's ``out=``, in-place fancy indexing and per-thread buffers; the device's runs
+    whole-block kernels with the standard's calls. The two are named
+    ``_<step>_on_host`` and ``_<step>_on_device`` and take the same arguments.
+    """
+    return host if is_numpy(xp) else device
+
+
+def as_block(xp, X):
+    """A block as an array of ``xp``: ``np.asarray(X)`` for NumPy (a subclass such as a
+    memmap becomes a plain ndarray, without a copy), ``X`` itself otherwise."""
+    return np.asarray(X) if is_numpy(xp) else X
+
+
+def take_rows(xp, X, index):
+    """The rows ``index`` (host positions) of a block, as an array of ``xp``: NumPy's
+    fancy indexing (a copy), or ``take`` on the block's device (the block itself when
+    ``index`` is every row in order: device blocks are not written in place)."""
+    if is_numpy(xp):
+        return np.asarray(X)[index]
+    index = np.asarray(index)
+    if index.shape == (X.shape[0],) and np.array_equal(index, np.arange(X.shape[0])):
+        return X
+    return xp.take(X, like(xp, index, X), axis=0)
+
+
+def host_rows(X, index, dtype=None) -> np.ndarray:
+    """The rows ``index`` (host positions) of a block as a NumPy array (``dtype``, when
+    given): the few rows a sample keeps leave a device block here."""
+    return np.asarray(to_host(take_rows(namespace(X), X, index)), dtype=dtype)
+
+
+def index_dtype(xp):
+    """The dtype of positions: NumPy's ``intp``, the array API's ``int64`` elsewhere."""
+    return np.intp if is_numpy(xp) else xp.int64
+
+
+def rows_per_tile(xp, host: int, width: int, *, host_elements: int = 0, least: int = 1) -> int:
+    """Rows of one tile of a block's work: ``host`` (sized for a CPU core's cache or a
+    thread's memory) for NumPy blocks; on an accelerator, rows of ``width`` elements
+    filling :func:`tile_elements` of ``host_elements``, at least ``least``."""
+    if is_numpy(xp):
+        return host
+    return max(least, tile_elements(xp, host_elements) // max(width, 1))
+
+
+def matmul(xp, A, B, out=None):
+    """``A @ B``, written into ``out`` when given (NumPy's ``out=``, which keeps a row
+    tile's product in a reused buffer; a slice assignment on a device)."""
+    if out is None:
+        return A @ B
+    if is_numpy(xp):
+        return np.matmul(A, B, out=out)
+    out[...] = A @ B
+    return out
 
 
 def tile_elements(xp, host_elements: int) -> int:

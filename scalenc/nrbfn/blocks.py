@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalenc.math import moments as _blocks
+from scalenc.math.buffers import host_scratch, scratch
 from scalenc.math.distances import ranking_dtype, row_sq_norms, sq_distances_from_inner
+from scalenc.math.moments import check_finite, onehot
 from scalenc.math.neighbors import labeled_rows
 from scalenc.math.sampling import fold_of, row_hash
 from scalenc.math.xp import (
+    as_block,
     device_of,
     dtype_in,
+    host_or_device,
     like,
+    matmul,
     namespace,
+    rows_per_tile,
     take_classes,
     tile_elements,
     to_host,
@@ -262,14 +267,25 @@ def normalized_kernel(
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
     _, scaled_basis, basis_term = prepared
     products = xp.astype(X, dtype_in(xp, dtype), copy=False) @ scaled_basis.T
-    if xp is not np:  # one kernel per step over the whole block (no cache to fit)
-        logits = xp.astype(products, xp.float64) - basis_term
-        logits = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
-        logits /= xp.sum(logits, axis=1, keepdims=True)
-        if out is None:
-            return logits
-        out[...] = logits
-        return out
+    return host_or_device(xp, _normalise_on_host, _normalise_on_device)(products, basis_term, out)
+
+
+def _normalise_on_device(products, basis_term, out):
+    """exp(products − ‖g‖²/(2σ²) − the row maximum), each row divided by its sum: one
+    kernel per step over the whole block (no cache to fit)."""
+    xp = namespace(products)
+    logits = xp.astype(products, xp.float64) - basis_term
+    logits = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
+    logits /= xp.sum(logits, axis=1, keepdims=True)
+    if out is None:
+        return logits
+    out[...] = logits
+    return out
+
+
+def _normalise_on_host(products, basis_term, out):
+    """:func:`_normalise_on_device` in place in ``out`` (float64), on cache-sized groups
+    of rows (:data:`NORMALISE_ELEMENTS`)."""
     W = np.empty(products.shape) if out is None else out
     step = max(1, NORMALISE_ELEMENTS // max(products.shape[1], 1))
     for start in range(0, products.shape[0], step):
@@ -294,9 +310,7 @@ def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
     step = _tile_rows(xp, rows.shape[0], r)
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)
-        W = None
-        if xp is np:
-            W = _blocks.scratch("nrbfn.kernel_tile", (stop - start, r), np.float64)
+        W = host_scratch(xp, "nrbfn.kernel_tile", (stop - start, r), np.float64)
         yield (
             start,
             stop,
@@ -337,9 +351,7 @@ def _basis_tiles(n_rows: int, r: int) -> int:
 def _tile_rows(xp, n_rows: int, r: int) -> int:
     """Rows of a kernel tile: :func:`_basis_tiles` on the host, a device-sized tile on an
     accelerator (:func:`scalenc.math.xp.tile_elements`)."""
-    if xp is np:
-        return _basis_tiles(n_rows, r)
-    return max(1, tile_elements(xp, KERNEL_TILE_ELEMENTS) // max(r, 1))
+    return rows_per_tile(xp, _basis_tiles(n_rows, r), r, host_elements=KERNEL_TILE_ELEMENTS)
 
 
 def sigma_block(X, codes, *, row_start, basis):
@@ -355,27 +367,32 @@ def sigma_block(X, codes, *, row_start, basis):
     basis_d = np.asarray(basis, np.float64).astype(dtype)
     basis_norms = row_sq_norms(basis).astype(dtype)
     eps = np.finfo(dtype).eps
+    basis_d, basis_norms = like(xp, basis_d, rows), like(xp, basis_norms, rows)
+    return host_or_device(xp, _sigma_on_host, _sigma_on_device)(rows, basis_d, basis_norms, eps)
+
+
+def _sigma_on_host(rows, basis, basis_norms, eps):
+    """:func:`sigma_block` of NumPy rows: cache-sized tiles in a per-thread buffer."""
+    dtype = basis.dtype
     total = 0.0
-    step = _tile_rows(xp, rows.shape[0], basis.shape[0])
-    if xp is not np:
-        basis_d, basis_norms = like(xp, basis_d, rows), like(xp, basis_norms, rows)
-        return _sigma_device(xp, rows, basis_d, basis_norms, float(eps))
+    step = _tile_rows(np, rows.shape[0], basis.shape[0])
     row_norms = row_sq_norms(rows).astype(dtype)
     for start in range(0, rows.shape[0], step):
         stop = min(start + step, rows.shape[0])
         # into a per-thread buffer: a fresh tile per step is page-faulted in each time on
         # a Dask worker, whose nanny sets MALLOC_TRIM_THRESHOLD_ (1.3× the stage at p = 32)
-        out = _blocks.scratch("nrbfn.sigma", (stop - start, basis_d.shape[0]), dtype)
-        d2 = np.matmul(rows[start:stop].astype(dtype, copy=False), basis_d.T, out=out)
+        out = scratch("nrbfn.sigma", (stop - start, basis.shape[0]), dtype)
+        d2 = np.matmul(rows[start:stop].astype(dtype, copy=False), basis.T, out=out)
         sq_distances_from_inner(d2, row_norms[start:stop], basis_norms, zero_below=eps, out=d2)
         total += float(np.sqrt(d2, out=d2).sum(dtype=np.float64))
     return {"dist_sum": np.array(total), "rows": np.array(rows.shape[0])}
 
 
-def _sigma_device(xp, rows, basis, basis_norms, eps):
+def _sigma_on_device(rows, basis, basis_norms, eps):
     """:func:`sigma_block` on a device block: one product per tile of
     :func:`_tile_rows` rows (the whole block, as a rule), the distances by
     :func:`scalenc.math.distances.sq_distances_from_inner` as on the host."""
+    xp, eps = namespace(rows), float(eps)
     rows = xp.astype(rows, basis.dtype, copy=False)
     row_norms = xp.astype(row_sq_norms(rows), basis.dtype)
     total = xp.zeros((), dtype=xp.float64, device=device_of(rows))
@@ -414,13 +431,17 @@ def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_fo
     n_folds (r² + K r) float64.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
-    r = basis.shape[0]
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
     count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
-    xp = namespace(rows)
-    if xp is not np:
-        M, B = _gram_device(xp, rows, folds, to_host(labels), basis, sigma, n_classes, n_folds)
-        return {"M": M, "B": B, "count": count}
+    gram = host_or_device(namespace(rows), _gram_on_host, _gram_on_device)
+    M, B = gram(rows, folds, to_host(labels), basis, sigma, n_classes, n_folds)
+    return {"M": M, "B": B, "count": count}
+
+
+def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds):
+    """M_f and B_f of :func:`gram_block` for NumPy rows: W̃ᵀ in cache-sized pieces of
+    equal steps, each fold's M_f on its lower triangle (:func:`_syrk_lower_into`)."""
+    r = basis.shape[0]
     M = np.zeros((n_folds, r, r))
     B = np.zeros((n_folds, n_classes, r))
     n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
@@ -443,15 +464,16 @@ def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_fo
             mine = fold_tile == f
             Wf = Wt[mine] if not mine.all() else Wt
             _syrk_lower_into(M[f], Wf)
-            B[f] += _blocks.onehot(label_tile[mine], n_classes) @ Wf
-    return {"M": M, "B": B, "count": count}
+            B[f] += onehot(label_tile[mine], n_classes) @ Wf
+    return M, B
 
 
-def _gram_device(xp, rows, folds, labels, basis, sigma, n_classes, n_folds):
+def _gram_on_device(rows, folds, labels, basis, sigma, n_classes, n_folds):
     """M_f and B_f of :func:`gram_block` on a device block: W̃ᵀ of a tile of rows
     (:func:`scalenc.math.xp.tile_elements`, the whole block as a rule) in one kernel, and
     each fold's update as one product. The whole square of M is formed (a GPU's GEMM
     outruns the strips of a triangle); the solve reads the lower triangle as on the host."""
+    xp = namespace(rows)
     r = basis.shape[0]
     M = xp.zeros((n_folds, r, r), dtype=xp.float64, device=device_of(rows))
     B = xp.zeros((n_folds, n_classes, r), dtype=xp.float64, device=device_of(rows))
@@ -571,21 +593,18 @@ def lrc_normal_equations(moments: dict, beta: float) -> tuple[np.ndarray, ...]:
 def nrbfn_scores(X, *, basis, sigma, weights):
     """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5), a row tile
     at a time (:func:`kernel_tiles`)."""
-    _blocks.check_finite(X)
+    check_finite(X)
     xp = namespace(X)
-    if xp is not np:
-        weights_d = like(xp, weights, X)
-        tiles = [Wt @ weights_d.T for _, _, Wt in kernel_tiles(X, basis, sigma)]
-        return tiles[0] if len(tiles) == 1 else xp.concat(tiles)
-    out = np.empty((X.shape[0], weights.shape[0]))
-    for start, stop, Wt in kernel_tiles(np.asarray(X), basis, sigma):
-        np.matmul(Wt, weights.T, out=out[start:stop])
+    weights = like(xp, weights, X)
+    out = xp.empty((X.shape[0], weights.shape[0]), dtype=xp.float64, device=device_of(X))
+    for start, stop, Wt in kernel_tiles(as_block(xp, X), basis, sigma):
+        matmul(xp, Wt, weights.T, out=out[start:stop, ...])
     return out
 
 
 def lrc_scores(X, *, coef, intercept):
     """(D* b̃)ᵀ for a block, shape (b, K) (eq. 2): X coefᵀ + intercept."""
-    _blocks.check_finite(X)
+    check_finite(X)
     xp = namespace(X)
     return xp.astype(X, xp.float64) @ like(xp, coef, X).T + like(xp, intercept, X)
 

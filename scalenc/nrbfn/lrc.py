@@ -21,8 +21,8 @@ from scalenc.base.validation import (
 )
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
-from scalenc.math import moments as _blocks
 from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
+from scalenc.math.moments import merge_partials
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
 
@@ -218,7 +218,7 @@ class LRClassifier(_RegressionClassifier):
             )
         )
         refuse_nonfinite(batch["nonfinite"])
-        self._from_moments(_blocks.merge_partials(self._moments_total, batch))
+        self._from_moments(merge_partials(self._moments_total, batch))
 
     def _from_moments(self, moments):
         self._moments_total = moments

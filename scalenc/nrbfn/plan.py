@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import MemoryBudgetError
-from scalenc.math import neighbors
+from scalenc.math import neighbors, selection
 from scalenc.nrbfn import blocks as nb
 
 __all__ = [
@@ -163,7 +163,7 @@ def knn_sample_bytes(problem: Problem, n_candidates: int) -> dict:
     candidates = c * p * 8
     partial = c * k * _NEIGHBOR_BYTES
     alive = min(problem.n_blocks, problem.split_every + problem.threads)
-    tile = 2 * 8 * min(neighbors.TILE_ELEMENTS, c * problem.max_block)
+    tile = 2 * 8 * min(selection.TILE_ELEMENTS, c * problem.max_block)
     worker = candidates + problem.threads * tile + alive * partial
     client = candidates + 2 * partial + 5 * 8 * c
     out = _per_process(problem, worker, client)

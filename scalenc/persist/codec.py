@@ -213,8 +213,18 @@ class Reader:
                 "scalenc version that saved it (see `scalenc info`)."
             )
         est = cls(**params)
+        views = {}
         for key, value in node["state"].items():
+            if _is_view(cls, key):  # a copy older files kept of what the class now derives
+                views[key] = self.decode(value, f"{where}.{key}")
+                continue
             setattr(est, key, self.decode(value, f"{where}.{key}"))
+        for key, value in views.items():
+            if not _same(getattr(est, key, None), value):
+                raise ModelFileError(
+                    f"{where}.{key}: the model file's copy disagrees with the value "
+                    f"{cls.__name__} derives from the rest of the model; the file is damaged."
+                )
         return est
 
     @staticmethod
@@ -226,3 +236,17 @@ class Reader:
         if dtype.hasobject:
             raise ModelFileError(f"Object dtype at {where} is not allowed in a model file.")
         return dtype
+
+
+def _is_view(cls, name: str) -> bool:
+    """Whether ``name`` is a read-only property of ``cls`` (a fitted attribute it derives,
+    such as CCDRClassifier's views of its CCDR's), which a model file need not set."""
+    attr = getattr(cls, name, None)
+    return isinstance(attr, property) and attr.fset is None
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = np.asarray(a), np.asarray(b)
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc" and b.dtype.kind in "fc"))

@@ -471,13 +471,10 @@ RULES: dict[type, Table] = {
         given=(_classes, _features, _components),
         attributes={
             **_CLASSES,
+            # a read-only view of ccdr_'s (as are centers_, … checked in ccdr_): the m
+            # that the head shares with the embedding
             "n_components_": Count("m"),
-            "centers_": Array(("K", "m"), _F),
-            "eigenvalues_": Array(("m",), _F),
-            "embedding_": Array(("s", "m"), _F),
-            "subsample_indices_": Array(("s",), _I),
-            "intrinsic_dimension_": Array(("K",), _F, nullable=True),
-            "ccdr_": Nested("K", "p", "w", "m", "s"),
+            "ccdr_": Nested("K", "p", "w", "m"),
             "head_": Nested("K", "C", "m"),
         },
     ),

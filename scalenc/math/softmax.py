@@ -1,0 +1,45 @@
+"""Class scores to log-probabilities: the log-softmax of a block's scores, and the sum of
+log-probabilities of its labeled rows' own classes (the terms of the cross-entropy of
+Shen's Section 3, Step 4). NumPy or device blocks alike (:mod:`scalenc.math.xp`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalenc.math.buffers import scratch
+from scalenc.math.xp import like, namespace, to_host
+
+__all__ = ["log_softmax", "labeled_log_likelihood"]
+
+
+def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -> np.ndarray:
+    """Log of the softmax of ``scores`` along ``axis`` (rows of (b, K) by default), stably.
+
+    With ``overwrite`` the result is written into ``scores`` (a float array).
+    """
+    xp = namespace(scores)
+    shifted = scores if overwrite else xp.astype(xp.asarray(scores), xp.float64, copy=True)
+    shifted -= xp.max(shifted, axis=axis, keepdims=True)
+    if xp is np:
+        # exp into a per-thread buffer: a fresh temporary the size of the scores is
+        # page-faulted in on every call (see :func:`scratch`)
+        expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
+    else:
+        expd = xp.exp(shifted)
+    shifted -= xp.log(xp.sum(expd, axis=axis, keepdims=True))
+    return shifted
+
+
+def labeled_log_likelihood(log_proba: np.ndarray, codes: np.ndarray) -> tuple[float, int]:
+    """Sum of ``log T(i, y_i)`` over the labeled rows of a block, and their number.
+
+    The cross-entropy of Shen's Section 3, Step 4, is minus the total over all blocks.
+    """
+    xp = namespace(log_proba)
+    codes = like(xp, to_host(codes), log_proba)
+    labeled = xp.nonzero(codes >= 0)[0]
+    # log_proba[labeled, codes[labeled]], as positions in the flattened (b, K) array
+    at = labeled * log_proba.shape[1] + xp.take(codes, labeled)
+    picked = xp.take(xp.reshape(log_proba, (-1,)), at)
+    return float(xp.sum(picked)), int(labeled.shape[0])
