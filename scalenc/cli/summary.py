@@ -225,12 +225,14 @@ def _model_results(model: dict | None, params: dict | None = None) -> list[str]:
         lines.append(f"kernel chosen: {model['kernel_']}{_cross_entropy(model)}")
     if "spectral_risk_" in model:
         lines += _regression_results(model, params)
-    if "eigenvalues_" in model:
-        eig = model["eigenvalues_"]
+    # CCDRClassifier's embedding is its transformer's (``ccdr_``): its eigenvalues and
+    # heat-kernel scale are read there
+    ccdr = model.get("ccdr_") or {}
+    eig = model.get("eigenvalues_", ccdr.get("eigenvalues_"))
+    if eig is not None:
         shown = ", ".join(_num(v) for v in eig[:3]) + (", …" if len(eig) > 3 else "")
         head = f"; classifier: {params['classifier']}" if params and "classifier" in params else ""
-        # CCDRClassifier's heat-kernel scale is its transformer's (``ccdr_``)
-        epsilon = model.get("epsilon_", (model.get("ccdr_") or {}).get("epsilon_"))
+        epsilon = model.get("epsilon_", ccdr.get("epsilon_"))
         scale = "" if epsilon is None else f", ε = {_num(epsilon)}"
         lines.append(
             f"embedding: {plural(len(eig), 'component')}{scale}, eigenvalues {shown}{head}"
