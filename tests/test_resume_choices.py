@@ -11,6 +11,7 @@ cut, so it is compared with that run, never with an independent fit.
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import dask
 import dask.array as da
@@ -20,6 +21,8 @@ from conftest import make_blobs
 from test_checkpoint import SAVE_ALL, assert_same_model
 
 from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
+from scalenc.base.estimator import fit_seed
+from scalenc.engine.checkpoint import checkpointing
 
 #: how each estimator is built, with its random_state and checkpoint
 ESTIMATORS = {
@@ -86,3 +89,20 @@ def test_a_fit_killed_part_way_resumes_to_the_uninterrupted_model(
     np.testing.assert_array_equal(_outputs(first, X), _outputs(resumed, X))
     if random_state is not None:  # a fixed seed: also the fit without any checkpoint
         assert_same_model(make(random_state).fit(X, y), resumed)
+
+
+def test_fit_seed_is_one_rule_remembered_for_int_seeds_and_none(tmp_path):
+    drawn_from_7 = int(np.random.RandomState(7).randint(2**31 - 1))
+    assert fit_seed(SimpleNamespace(random_state=7)) == 7
+    assert fit_seed(SimpleNamespace(random_state=np.int64(7))) == 7
+    assert fit_seed(SimpleNamespace(random_state=7), draw_from_int=True) == drawn_from_7
+    for state in (None, 7):
+        folder, key = str(tmp_path / f"ck-{state}"), {"fit": repr(state)}
+        with checkpointing(folder, key, settings={"keep": True}):
+            first = fit_seed(SimpleNamespace(random_state=state))
+        with checkpointing(folder, key, settings={"keep": True}):  # the resumed fit
+            # another state on resume would draw another seed: the first run's is read back
+            again = fit_seed(SimpleNamespace(random_state=np.random.RandomState(1)))
+        assert (tmp_path / f"ck-{state}" / "decisions" / "seed").is_file()
+        assert again == first and 0 <= first < 2**31 - 1
+        assert state is None or first == state
