@@ -93,16 +93,16 @@ def test_a_fit_killed_part_way_resumes_to_the_uninterrupted_model(
 
 def test_fit_seed_is_one_rule_remembered_for_int_seeds_and_none(tmp_path):
     drawn_from_7 = int(np.random.RandomState(7).randint(2**31 - 1))
-    assert fit_seed(SimpleNamespace(random_state=7)) == 7
-    assert fit_seed(SimpleNamespace(random_state=np.int64(7))) == 7
-    assert fit_seed(SimpleNamespace(random_state=7), draw_from_int=True) == drawn_from_7
+    assert fit_seed(SimpleNamespace(random_state=7), "s") == 7
+    assert fit_seed(SimpleNamespace(random_state=np.int64(7)), "s") == 7
+    assert fit_seed(SimpleNamespace(random_state=7), "s", draw_from_int=True) == drawn_from_7
     for state in (None, 7):
         folder, key = str(tmp_path / f"ck-{state}"), {"fit": repr(state)}
         with checkpointing(folder, key, settings={"keep": True}):
-            first = fit_seed(SimpleNamespace(random_state=state))
+            first = fit_seed(SimpleNamespace(random_state=state), "my-seed")
         with checkpointing(folder, key, settings={"keep": True}):  # the resumed fit
             # another state on resume would draw another seed: the first run's is read back
-            again = fit_seed(SimpleNamespace(random_state=np.random.RandomState(1)))
-        assert (tmp_path / f"ck-{state}" / "decisions" / "seed").is_file()
+            again = fit_seed(SimpleNamespace(random_state=np.random.RandomState(1)), "my-seed")
+        assert (tmp_path / f"ck-{state}" / "decisions" / "my-seed").is_file()
         assert again == first and 0 <= first < 2**31 - 1
         assert state is None or first == state

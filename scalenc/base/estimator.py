@@ -73,9 +73,11 @@ def memory_budget(estimator) -> tuple[dict, str]:
         raise invalid(estimator, "memory_limit", expectation, value) from None
 
 
-def fit_seed(estimator, *, draw_from_int: bool = False) -> int:
+def fit_seed(estimator, name: str, *, draw_from_int: bool = False) -> int:
     """The seed of the fit's random draws, from ``estimator.random_state``, remembered in
-    the fit's checkpoint: a resumed fit draws as its first run did, ``None`` included.
+    the fit's checkpoint as ``name``: a resumed fit draws as its first run did, ``None``
+    included (each estimator keeps the name its checkpoints always used, so a checkpoint
+    written before this function resumes with its own seed).
 
     An int ``random_state`` is the seed itself; ``None`` or a ``RandomState`` gives one
     int drawn from it in [0, 2**31 - 1). ``draw_from_int=True`` draws from an int too (as
@@ -85,8 +87,8 @@ def fit_seed(estimator, *, draw_from_int: bool = False) -> int:
     """
     state = estimator.random_state
     if isinstance(state, numbers.Integral) and not draw_from_int:
-        return checkpoint.remembered("seed", lambda: int(state))
-    return checkpoint.remembered("seed", lambda: int(check_random_state(state).randint(2**31 - 1)))
+        return checkpoint.remembered(name, lambda: int(state))
+    return checkpoint.remembered(name, lambda: int(check_random_state(state).randint(2**31 - 1)))
 
 
 def unlabeled_marker(estimator):

@@ -481,7 +481,7 @@ def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]
     floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
     take = _sampling.stratum_shares(counts, est.subsample_size, floor)
     n_draws = 1 if est.subsample_size >= n else est.n_subsamples
-    rng = np.random.default_rng(fit_seed(est, draw_from_int=True))
+    rng = np.random.default_rng(fit_seed(est, "ccdr-seed", draw_from_int=True))
     ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
     offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
     (found,) = compute(

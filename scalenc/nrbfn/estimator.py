@@ -454,7 +454,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     def _fit(self, X, codes, grid, groups=None):
         """Algorithm 2 (soft-KNN and the basis, σ, the Gram), λ by cross-validation where
         asked (Algorithm 3), and the solve."""
-        seed = fit_seed(self)
+        seed = fit_seed(self, "nrbfn-seed")
         (counts,) = compute(
             passes.label_counts_pass(codes, self.classes_.size, split_every=self.split_every)
         )
