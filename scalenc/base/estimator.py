@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import numbers
 import time
 
 import dask.array as da
 import numpy as np
+from sklearn.utils import check_random_state
 
 from scalenc import __version__
 from scalenc.base.validation import check_feature_names, invalid
@@ -36,6 +38,7 @@ __all__ = [
     "fit_checkpoint",
     "update_streaming",
     "memory_budget",
+    "fit_seed",
     "StreamingClassifierMixin",
     "fit_stage",
     "check_classes",
@@ -68,6 +71,24 @@ def memory_budget(estimator) -> tuple[dict, str]:
     except ValueError:
         expectation = "an int of bytes, a string such as '4GB', or None"
         raise invalid(estimator, "memory_limit", expectation, value) from None
+
+
+def fit_seed(estimator, name: str, *, draw_from_int: bool = False) -> int:
+    """The seed of the fit's random draws, from ``estimator.random_state``, remembered in
+    the fit's checkpoint as ``name``: a resumed fit draws as its first run did, ``None``
+    included (each estimator keeps the name its checkpoints always used, so a checkpoint
+    written before this function resumes with its own seed).
+
+    An int ``random_state`` is the seed itself; ``None`` or a ``RandomState`` gives one
+    int drawn from it in [0, 2**31 - 1). ``draw_from_int=True`` draws from an int too (as
+    ``check_random_state(random_state).randint(2**31 - 1)``): CCDR's rule since its first
+    release, kept so that its fitted models, and the oracle tests that pin them, do not
+    change.
+    """
+    state = estimator.random_state
+    if isinstance(state, numbers.Integral) and not draw_from_int:
+        return checkpoint.remembered(name, lambda: int(state))
+    return checkpoint.remembered(name, lambda: int(check_random_state(state).randint(2**31 - 1)))
 
 
 def unlabeled_marker(estimator):

@@ -20,10 +20,10 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
 )
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from scalenc.base.estimator import (
+    fit_seed,
     fit_stage,
     fit_streaming,
     known_row_chunks,
@@ -42,7 +42,7 @@ from scalenc.base.validation import (
 )
 from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes as ccdr_passes
-from scalenc.engine import checkpoint, passes
+from scalenc.engine import passes
 from scalenc.engine.cluster import blas_single_thread, compute
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import InputError, MemoryBudgetError
@@ -481,10 +481,7 @@ def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]
     floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
     take = _sampling.stratum_shares(counts, est.subsample_size, floor)
     n_draws = 1 if est.subsample_size >= n else est.n_subsamples
-    seed = checkpoint.remembered(  # a resumed fit draws as its first run did
-        "ccdr-seed", lambda: int(check_random_state(est.random_state).randint(2**31 - 1))
-    )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(fit_seed(est, "ccdr-seed", draw_from_int=True))
     ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
     offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
     (found,) = compute(

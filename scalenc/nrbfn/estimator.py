@@ -25,9 +25,9 @@ import warnings
 
 import dask.array as da
 import numpy as np
-from sklearn.utils import check_random_state
 
 from scalenc.base.estimator import (
+    fit_seed,
     fit_stage,
     fit_streaming,
     memory_budget,
@@ -42,7 +42,7 @@ from scalenc.base.validation import (
     document_table_parameters,
     invalid,
 )
-from scalenc.engine import checkpoint, passes
+from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.folds import held_out, row_folds
 from scalenc.exceptions import BasisCappedWarning, DataWarning, InputError
@@ -413,15 +413,6 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
             raise invalid(self, "alpha", expectation, self.alpha)
         return tuple(float(a) for a in grid)
 
-    def _seed(self) -> int:
-        if isinstance(self.random_state, numbers.Integral):
-            return int(self.random_state)
-        # a resumed fit draws as its first run did
-        return checkpoint.remembered(
-            "nrbfn-seed",
-            lambda: int(check_random_state(self.random_state).randint(0, 2**31 - 1)),
-        )
-
     # --- fit ----------------------------------------------------------------------
 
     def fit(self, X, y, groups=None):
@@ -463,7 +454,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     def _fit(self, X, codes, grid, groups=None):
         """Algorithm 2 (soft-KNN and the basis, σ, the Gram), λ by cross-validation where
         asked (Algorithm 3), and the solve."""
-        seed = self._seed()
+        seed = fit_seed(self, "nrbfn-seed")
         (counts,) = compute(
             passes.label_counts_pass(codes, self.classes_.size, split_every=self.split_every)
         )
