@@ -190,6 +190,19 @@ def test_paper_protocol_is_unchanged_by_the_new_defaults(data):
     assert m.basis_growth_ is None and m.n_passes_ == 4 and m.cv_error_ is None
 
 
+def test_a_growth_that_reaches_the_cap_with_its_error_falling_warns():
+    # a wavy boundary: every size up to the cap beats the best before it
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(1500, 2))
+    y = ((np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1])) > 0).astype(int)
+    with pytest.warns(BasisCappedWarning, match="still falling"):
+        m = NRBFNClassifier(max_basis=300, random_state=0).fit(X, y)
+    errors = m.basis_growth_["cv_error"]
+    assert list(m.basis_growth_["r"]) == [128, 256, 300]
+    # the cap's own gain over 256 rows is small (44 rows more): it is not what decides
+    assert errors[-1] == errors.min() and m.basis_.shape[0] == 300
+
+
 @pytest.mark.parametrize(
     "case", ["50 rows", "a class of 3 rows", "constant columns", "one feature"]
 )

@@ -309,13 +309,15 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         if best is None or error < best[0]:
             best, kept = (error, r, sigma, alpha, errors, prefix, basis), gram
         del gram, level
-        # the last size asks as well: a growth the cap did not stop is not reported capped
-        after = sizes[at + 1] if at + 1 < len(sizes) else 2 * r
-        if not next_size(path["cv_error"], size_work(n_labeled, after, n_folds, len(lams))):
+        if at + 1 < len(sizes) and not next_size(
+            path["cv_error"], size_work(n_labeled, sizes[at + 1], n_folds, len(lams))
+        ):
             stopped = True
             break
     _, r, sigma, alpha, errors, prefix, basis = best
-    capped = not stopped and top < order.size
+    # the cap stopped a growth that reached it with its error not above the best before
+    # (the cap's own gain is no guide: 4 196 rows after 4 096 gain little whatever comes)
+    capped = not stopped and top < order.size and path["cv_error"][-1] <= best[0]
     sampled = cand_index.size < n_labeled
     if capped:
         _warn_grown_capped(est, fit_plan, path)
