@@ -736,6 +736,80 @@ def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
     assert memory.parse_memory_limit("4GB") == 4 * 10**9 and memory.parse_memory_limit(123) == 123
 
 
+@pytest.mark.parametrize("given", [False, True])
+@pytest.mark.parametrize("chunk", [600, 97])
+def test_gram_pass_of_one_fold_is_that_fold(chunk, given):
+    """Oracle: a Gram pass of ``only_fold`` = f is fold f's slice of the all-folds pass
+    (the rows of other folds and unlabeled rows left out), whatever the chunking."""
+    from scalenc.nrbfn.passes import gram_pass
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(600, 4))
+    codes = rng.integers(-1, 3, 600)  # a quarter unlabeled
+    basis, n_folds = X[rng.choice(600, 40, replace=False)], 5
+    folds = da.from_array(rng.integers(0, n_folds, 600), chunks=chunk) if given else None
+    Xd, cd = da.from_array(X, chunks=(chunk, 4)), da.from_array(codes, chunks=chunk)
+    kw = dict(n_folds=n_folds, seed=7, folds=folds)
+    with dask.config.set(scheduler="threads"):
+        (every,) = dask.compute(gram_pass(Xd, cd, basis, 1.3, 3, **kw))
+        ones = dask.compute(
+            *(gram_pass(Xd, cd, basis, 1.3, 3, **kw, only_fold=f) for f in range(5))
+        )
+    lower = np.tril_indices(40)
+    for f, one in enumerate(ones):
+        assert one["M"].shape == (1, 40, 40) and one["B"].shape == (1, 3, 40)
+        np.testing.assert_allclose(one["M"][0][lower], every["M"][f][lower], rtol=1e-12)
+        np.testing.assert_allclose(one["B"][0], every["B"][f], rtol=1e-12)
+        assert one["count"][0] == every["count"][f] > 0
+    assert sum(one["count"][0] for one in ones) == np.count_nonzero(codes >= 0)
+
+
+def test_folds_that_do_not_fit_one_gram_pass_take_one_pass_each():
+    """A basis whose n_folds Grams per partial exceed the budget, where one fold's fit, is
+    fitted with one Gram pass per fold: the same model, four more passes, and the plan
+    says so (MNIST's grown basis was capped at 4 300 rows by the 5-fold partials)."""
+    from scalenc.nrbfn import plan as P
+    from scalenc.nrbfn.network import problem_of
+
+    X, y = make_blobs(600, 4, 3, seed=5, sep=0.4)
+    params = dict(n_neighbors=7, n_basis=150, alpha="cv", random_state=0, chunk_rows=100)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        Xd = da.from_array(X, chunks=(100, 4))
+        problem = problem_of(Xd, 600, 3, 7, 8)
+        per_fold = P.gram_bytes(problem, 150, 5, per_fold=True)["client"]
+        one_pass = P.gram_bytes(problem, 150, 5)["client"]
+        limit = (per_fold + one_pass) // 2
+        assert max(P.solve_bytes(problem, 150, 5)["client"], per_fold) < limit < one_pass
+        roomy = NRBFNClassifier(**params).fit(X, y)
+        lean = NRBFNClassifier(**params, memory_limit=limit).fit(X, y)
+    assert roomy.memory_plan_["gram"]["per_fold"] is False
+    assert lean.memory_plan_["gram"]["per_fold"] is True
+    assert lean.memory_plan_["gram"]["client"] == per_fold
+    assert lean.n_passes_ == roomy.n_passes_ + 4
+    np.testing.assert_array_equal(lean.basis_indices_, roomy.basis_indices_)
+    assert lean.alpha_ == roomy.alpha_
+    np.testing.assert_allclose(lean.cv_error_, roomy.cv_error_)
+    np.testing.assert_allclose(lean.weights_, roomy.weights_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(lean.predict(X), roomy.predict(X))
+
+
+def test_a_basis_of_folds_fits_where_one_pass_per_fold_does():
+    """The plan sizes a basis with folds by the leaner Gram (one pass per fold): at the
+    same budget a larger r than the partials of every fold allowed."""
+    from scalenc.nrbfn import plan as P
+
+    problem = P.Problem(60_000, 60_000, 784, 4, 10, 20, [10_000] * 6, 2, 8, False)
+    budget = {"worker": 6 * 10**9, "client": 6 * 10**9}
+    r = P.largest_basis(problem, budget, n_folds=5)
+    assert P.gram_per_fold(problem, budget, r, 5)
+    assert not P.fits(P.gram_bytes(problem, r, 5), budget)
+    assert P.fits(P.gram_bytes(problem, r, 5, per_fold=True), budget)
+    one_pass_r = max(q for q in range(1000, r, 50) if P.fits(P.gram_bytes(problem, q, 5), budget))
+    assert r > 1.7 * one_pass_r
+    assert not P.gram_per_fold(problem, budget, one_pass_r, 5)
+    assert not P.gram_per_fold(problem, budget, r, 1)  # no folds: one pass
+
+
 @pytest.mark.parametrize(
     "n, p, exact",
     [(60_000, 784, True), (45_038, 42, True), (67_312, 29, True), (329_346, 41, False)],

@@ -35,6 +35,7 @@ from scalenc.math.xp import (
     namespace,
     rows_per_tile,
     take_classes,
+    take_rows,
     tile_elements,
     to_host,
 )
@@ -419,19 +420,27 @@ def _folds_of_block(index, codes, folds, n_folds, seed):
     return np.zeros(index.size, np.int64)
 
 
-def gram_block(X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed):
+def gram_block(
+    X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed, only_fold=None
+):
     """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
     per labeled row). A row's fold is :func:`fold_of` its global index, or its entry of
     the aligned ``folds`` block when the splits were given (the held-out sets then
     partition the labeled rows: the solves take M − M_f as fold f's training Gram).
-    Memory: one W̃
+    With ``only_fold`` = f, only fold f's rows enter and the partial holds M_f, B_f and
+    their count alone (leading axis of length 1): one pass per fold, for a basis whose
+    n_folds Grams per partial would not fit in memory. Memory: one W̃
     tile (:data:`GRAM_TILE_ELEMENTS`), one strip product (:data:`GRAM_STRIP` × r) and
-    n_folds (r² + K r) float64.
+    n_folds (r² + K r) float64 (one fold's with ``only_fold``).
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
+    if only_fold is not None:
+        mine = np.flatnonzero(folds == only_fold)
+        rows, labels = take_rows(namespace(rows), rows, mine), to_host(labels)[mine]
+        folds, n_folds = np.zeros(mine.size, np.int64), 1
     count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
     gram = host_or_device(namespace(rows), _gram_on_host, _gram_on_device)
     M, B = gram(rows, folds, to_host(labels), basis, sigma, n_classes, n_folds)

@@ -161,7 +161,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         and solve fit the memory budget, at most :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS`;
         for the confidence rule, the smaller of two bounds. Memory: the largest r whose
         Gram pass (r×r float64 partials alive in the tree of fan-in ``split_every``, per fold when
-        cross-validating) and solve fit the memory budget, at most
+        cross-validating, or one pass per fold where those do not fit) and solve fit the
+        memory budget, at most
         :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS` (10 000). Cost: the r whose Gram pass,
         n·r² multiply-adds, does at most the soft-KNN search's work n·c·(p + 784)
         (c candidates; :func:`~scalenc.nrbfn.plan.cost_basis`), r = √(c (p + 784)),
@@ -279,7 +280,10 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     σ, 1 for the Gram, and 1 more to score the λ grid when cross-validating — whatever the
     grid size: 4, or 5 with cross-validation. A grown basis (the default): soft-KNN and
     the gather (2), then 3 per size tried (σ, Gram, held-out errors) and 4 more on the
-    first size for ``width="auto"``. Memory per task: one block (two for a k-NN
+    first size for ``width="auto"``; a size whose n_folds Grams per partial do not fit
+    the memory budget runs its Gram as one pass per fold (n_folds − 1 more reads of X,
+    the same kernel work: ``memory_plan_["gram"]["per_fold"]``). Memory per task: one
+    block (two for a k-NN
     block pair and its distance tiles), one W̃ tile of at most
     :data:`GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r) float64; on the client
     O(n_folds·r² + r p) plus,
@@ -291,7 +295,9 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     Before the first pass the fit estimates every stage's peak memory from the sizes
     alone (:mod:`scalenc.nrbfn.plan`: the k-NN tables and held blocks, the r×r Gram
     partials alive in the tree of fan-in ``split_every`` — ``n_folds`` each when
-    cross-validating — with each thread's tiles, and the solve's copies; MNIST's fit was
+    cross-validating, or one each with the other folds' Grams held on the client when
+    the fit takes one Gram pass per fold — with each thread's tiles, and the solve's
+    copies; MNIST's fit was
     estimated 14 % above its measured peak) and keeps the ``"auto"`` defaults within
     ``memory_limit``: the paper's exact algorithm while it fits, a candidate sample and a
     capped basis beyond (``fit_mode_``, ``memory_plan_``, a

@@ -143,7 +143,7 @@ def fit_network(
     with timed_stage(stage_times, "soft_knn"):
         net = _choose_basis(est, X, knn, fit_plan, n_labeled)
     sigma, gram = _sigma_and_gram(
-        est, X, codes, counts.size, net["basis"], seed, folds, n_folds, stage_times
+        est, X, codes, net["basis"], seed, folds, n_folds, fit_plan, stage_times
     )
     return Network(
         knn_sigma=knn["knn_sigma"],
@@ -169,11 +169,11 @@ def _sigma(est, X, codes, basis, stage_times) -> float:
     return sigma
 
 
-def _sigma_and_gram(est, X, codes, n_classes, basis, seed, folds, n_folds, stage_times):
+def _sigma_and_gram(est, X, codes, basis, seed, folds, n_folds, fit_plan, stage_times):
     """Algorithm 2 steps 5–8 for one basis: σ (one pass, times ``width`` when it is a
     number), then the per-fold Gram (one pass)."""
     sigma = _sigma(est, X, codes, basis, stage_times) * _fixed_width(est)
-    return sigma, _gram(est, X, codes, n_classes, basis, sigma, seed, folds, n_folds, stage_times)
+    return sigma, _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times)
 
 
 def _fixed_width(est) -> float:
@@ -181,23 +181,48 @@ def _fixed_width(est) -> float:
     return 1.0 if isinstance(est.width, str) else float(est.width)
 
 
-def _gram(est, X, codes, n_classes, basis, sigma, seed, folds, n_folds, stage_times) -> dict:
-    """Algorithm 2 steps 6–8: ΦᵀΦ and ΦᵀY per fold, one pass."""
+def _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times) -> dict:
+    """Algorithm 2 steps 6–8: ΦᵀΦ and ΦᵀY per fold, in one pass, or in one pass per fold
+    where the plan's budget does not hold n_folds r×r Grams per partial
+    (:func:`~scalenc.nrbfn.plan.gram_per_fold`)."""
+    problem, r = fit_plan.problem, basis.shape[0]
+    per_fold = plan.gram_per_fold(problem, fit_plan.budget, r, n_folds)
+
+    def one_pass(only_fold=None):
+        return nrbfn_passes.gram_pass(
+            X,
+            codes,
+            basis,
+            sigma,
+            problem.n_classes,
+            n_folds=n_folds,
+            seed=seed,
+            folds=folds,
+            split_every=est.split_every,
+            only_fold=only_fold,
+        )
+
     with timed_stage(stage_times, "gram"):
-        (gram,) = compute(
-            nrbfn_passes.gram_pass(
-                X,
-                codes,
-                basis,
-                sigma,
-                n_classes,
-                n_folds=n_folds,
-                seed=seed,
-                folds=folds,
-                split_every=est.split_every,
-            )
-        )  # M holds lower triangles; the solves read only those
+        if not per_fold:
+            (gram,) = compute(one_pass())  # M holds lower triangles; the solves read only those
+            return gram
+        K = problem.n_classes
+        # np.empty: a fold's pages are taken when its pass fills them
+        gram = {"M": np.empty((n_folds, r, r)), "B": np.empty((n_folds, K, r))}
+        gram["count"] = np.empty(n_folds)
+        for f in range(n_folds):
+            (part,) = compute(one_pass(f))
+            for key in gram:
+                gram[key][f] = part[key][0]
+            del part
     return gram
+
+
+def _gram_memory(fit_plan: plan.FitPlan, r: int, n_folds: int) -> dict:
+    """The Gram's estimate for ``memory_plan_``, in the way the fit ran it, and that way
+    (``per_fold``: one pass per fold)."""
+    per_fold = plan.gram_per_fold(fit_plan.problem, fit_plan.budget, r, n_folds)
+    return {**plan.gram_bytes(fit_plan.problem, r, n_folds, per_fold), "per_fold": per_fold}
 
 
 def growth_sizes(n_classes: int, top: int) -> list[int]:
@@ -293,7 +318,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         level = None  # the best width of this size (every width on the first size only)
         for width in widths:
             sigma = paper_sigma * width
-            gram = _gram(est, X, codes, K, basis, sigma, seed, folds, n_folds, stage_times)
+            gram = _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times)
             with timed_stage(stage_times, "cv"):
                 alpha, errors = choose_alpha(
                     est, X, codes, gram, basis, sigma, lams, seed, folds, n_labeled, prefix
@@ -334,7 +359,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         gram=kept,
         memory={
             "basis": {"wanted": "grown", "r": int(r), "sizes_tried": path["r"]},
-            "gram": plan.gram_bytes(problem, r, n_folds),
+            "gram": _gram_memory(fit_plan, r, n_folds),
             "solve": plan.solve_bytes(problem, r, n_folds),
         },
         alpha=alpha,
@@ -509,7 +534,7 @@ def _choose_basis(est, X, knn, fit_plan: plan.FitPlan, n_labeled: int) -> dict:
         "fit_mode": "+".join(["sampled"] * sampled + ["capped"] * capped) or "exact",
         "memory": {
             "basis": {"wanted": wanted if n_basis is None else n_basis, "r": int(r)},
-            "gram": plan.gram_bytes(problem, r, n_folds),
+            "gram": _gram_memory(fit_plan, r, n_folds),
             "solve": plan.solve_bytes(problem, r, n_folds),
         },
     }

@@ -42,12 +42,14 @@ def gram_pass(
     seed: int = 0,
     folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
+    only_fold: int | None = None,
 ) -> Delayed:
     """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
     (:func:`scalenc.nrbfn.blocks.gram_block`), summed in place at each tree node.
 
     A row's fold is a hash of its global index, or its entry of ``folds`` (row-aligned
-    with X, fold numbers 0..n_folds−1) when the splits were given."""
+    with X, fold numbers 0..n_folds−1) when the splits were given. With ``only_fold``,
+    fold ``only_fold``'s rows alone (the partials hold one fold)."""
     return reduce_rows(
         _nrbfn_blocks.gram_block,
         X,
@@ -58,6 +60,7 @@ def gram_pass(
         n_classes=n_classes,
         n_folds=n_folds,
         seed=seed,
+        only_fold=only_fold,
         combine=_nrbfn_blocks.sum_gram_partials,
         split_every=split_every,
     )
