@@ -239,3 +239,88 @@ def test_ridge_path_equals_ridge_solve_per_alpha():
     singular = np.tril(np.outer(v, v))  # rank 1: at λ = 0 no factorisation, zero weights
     W, problems = ridge_path(singular, np.ones((2, 5)), (0.0, 1e-3))
     assert problems == [0.0] and not W[0].any() and W[1].any()
+
+
+@pytest.fixture
+def small_growth_sample(monkeypatch):
+    """A growth sample of 150 rows: the 600 training rows are four times that."""
+    from scalenc.nrbfn import network
+
+    monkeypatch.setattr(network, "GROWTH_SAMPLE_ROWS", 150)
+    return 150
+
+
+def test_a_large_fit_grows_on_a_sample_and_keeps_the_network_of_every_row(
+    data, small_growth_sample
+):
+    """Oracle of the growth sample: the sizes, σ's multiple and λ are chosen by the held-out
+    errors of a class-stratified sample of rows (each scored by the model of the other
+    folds' sampled rows, without the basis rows of its fold), and the kept size's σ and
+    weights are Algorithm 2's on every training row."""
+    from scalenc.math.sampling import stratified_sample
+
+    X, y, X_test, y_test = data
+    m = NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+    sample = stratified_sample(y, small_growth_sample, 3, 5)
+    assert m.memory_plan_["basis"]["growth_rows"] == sample.size == small_growth_sample
+    path, r = m.basis_growth_, m.basis_.shape[0]
+    kept = list(path["r"]).index(r)
+    width = path["width"][kept]
+    dist = np.sqrt(((m.basis_[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    # the growth's σ is the sample's; the model's is every row's
+    assert path["sigma"][kept] == pytest.approx(width * dist[:, sample].mean(), rel=1e-10)
+    assert m.sigma_ == pytest.approx(width * dist.mean(), rel=1e-10)
+    want = weights_for(X, y, m.basis_, m.sigma_, m.alpha_)
+    np.testing.assert_allclose(m.weights_, want, atol=1e-4 * abs(want).max())
+    # the kept size's held-out errors, on the sample
+    Xs, ys, sigma_s = X[sample], y[sample], path["sigma"][kept]
+    fold, basis_fold = fold_of(sample, 5, 5), fold_of(m.basis_indices_, 5, 5)
+    F = np.eye(3)[ys].T
+    tried = ~np.isnan(m.cv_error_)
+    errors = np.zeros(tried.sum())
+    for f in range(5):
+        train, held, keep = fold != f, fold == f, basis_fold != f
+        A = _oracle_kernel(Xs[train], m.basis_, sigma_s)[keep]
+        B = _oracle_kernel(Xs[held], m.basis_, sigma_s)[keep]
+        for a, lam in enumerate(np.asarray(AUTO_ALPHA_GRID)[tried]):
+            W = F[:, train] @ A.T @ np.linalg.inv(A @ A.T + lam * (A**2).sum() * np.eye(A.shape[0]))
+            errors[a] += np.count_nonzero((W @ B).argmax(axis=0) != ys[held])
+    np.testing.assert_allclose(m.cv_error_[tried], errors / sample.size, atol=1.5 / sample.size)
+    assert m.score(X_test, y_test) > 0.7
+    # the growth's passes are over the sample in memory: X is read to gather it, then for
+    # the kept size's σ and Gram
+    assert m.n_passes_ == 5
+
+
+def _oracle_kernel(A, G, sigma):
+    W = np.exp(-((G[:, None, :] - A[None, :, :]) ** 2).sum(-1) / (2 * sigma**2))
+    return W / W.sum(axis=0, keepdims=True)
+
+
+@pytest.fixture
+def sampled_reference(data, small_growth_sample):
+    """The growth-sample fit on NumPy (the threaded scheduler, before any client)."""
+    X, y, _, _ = data
+    return NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+
+
+@pytest.mark.parametrize("chunks", [600, 77])
+def test_the_growth_sample_does_not_depend_on_chunks(data, sampled_reference, chunks):
+    with dask.config.set(scheduler="threads"):
+        _same_growth(sampled_reference, data, chunks)
+
+
+def test_the_growth_sample_on_a_cluster(data, sampled_reference, client):
+    _same_growth(sampled_reference, data, 77)
+
+
+def _same_growth(whole, data, chunks):
+    X, y, X_test, _ = data
+    m = NRBFNClassifier(n_neighbors=7, random_state=5).fit(
+        da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks)
+    )
+    assert m.memory_plan_["basis"]["growth_rows"] == 150
+    np.testing.assert_array_equal(m.basis_indices_, whole.basis_indices_)
+    np.testing.assert_allclose(m.basis_growth_["cv_error"], whole.basis_growth_["cv_error"])
+    assert m.alpha_ == whole.alpha_ and m.sigma_ == pytest.approx(whole.sigma_, rel=1e-12)
+    np.testing.assert_array_equal(m.predict(X_test), whole.predict(X_test))
