@@ -79,6 +79,12 @@ def test_growth_sizes_double_from_the_start_to_the_top():
     assert growth_sizes(3, 1000) == [GROWTH_START, 256, 512, 1000]
     assert growth_sizes(3, 90) == [90]
     assert growth_sizes(200, 1000) == [400, 800, 1000]  # at least two rows per class
+    # a cap just above a doubling replaces it; every candidate (no cap) does not
+    assert growth_sizes(3, 8665, capped=True)[-2:] == [4096, 8665]
+    assert growth_sizes(3, 4196, capped=True)[-2:] == [2048, 4196]
+    assert growth_sizes(3, 4196)[-2:] == [4096, 4196]
+    assert growth_sizes(3, 7140, capped=True)[-2:] == [4096, 7140]
+    assert growth_sizes(3, 200, capped=True) == [GROWTH_START, 200]
 
 
 def test_grown_network_is_algorithm_2_on_its_basis_sigma_and_alpha(data, grown):
@@ -196,11 +202,11 @@ def test_a_growth_that_reaches_the_cap_with_its_error_falling_warns():
     X = rng.uniform(-3, 3, size=(1500, 2))
     y = ((np.sin(2 * X[:, 0]) * np.sin(2 * X[:, 1])) > 0).astype(int)
     with pytest.warns(BasisCappedWarning, match="still falling"):
-        m = NRBFNClassifier(max_basis=300, random_state=0).fit(X, y)
+        m = NRBFNClassifier(max_basis=330, random_state=0).fit(X, y)
     errors = m.basis_growth_["cv_error"]
-    assert list(m.basis_growth_["r"]) == [128, 256, 300]
-    # the cap's own gain over 256 rows is small (44 rows more): it is not what decides
-    assert errors[-1] == errors.min() and m.basis_.shape[0] == 300
+    assert list(m.basis_growth_["r"]) == [128, 256, 330]
+    # the cap's own gain over 256 rows is small (74 rows more): it is not what decides
+    assert errors[-1] == errors.min() and m.basis_.shape[0] == 330
 
 
 @pytest.mark.parametrize(
