@@ -92,11 +92,16 @@ def test_grown_network_is_algorithm_2_on_its_basis_sigma_and_alpha(data, grown):
     m = grown
     path = m.basis_growth_
     r = m.basis_.shape[0]
-    assert r in path["r"] and list(path["r"]) == growth_sizes(3, path["r"][-1])
-    kept = list(path["r"]).index(r)
+    n = grown_sizes(path)
+    assert r in path["r"] and list(path["r"][:n]) == growth_sizes(3, path["r"][n - 1])
+    kept = int(np.flatnonzero((path["r"] == r) & (path["sigma"] == m.sigma_))[0])
     assert m.alpha_ == path["alpha"][kept] and m.sigma_ == path["sigma"][kept]
     assert path["width"][kept] in WIDTHS
-    assert np.all(path["width"] == path["width"][0])  # chosen on the first size, kept
+    assert np.all(path["width"][:n] == path["width"][0])  # chosen on the first size, kept
+    # σ's next narrower multiple tried after the growth, on the size before the kept one
+    # (and on the kept one only if it beat that size's error by the margin)
+    checks = path["width"][n:]
+    assert len(checks) <= 2 and np.all(checks == checks[:1]) and np.all(checks < path["width"][0])
     np.testing.assert_array_equal(m.basis_, X[m.basis_indices_])
     # σ: the width's multiple of the mean distance of the training rows to the basis
     dist = np.sqrt(((m.basis_[:, None, :] - X[None, :, :]) ** 2).sum(-1))
@@ -121,8 +126,16 @@ def test_grown_network_is_algorithm_2_on_its_basis_sigma_and_alpha(data, grown):
     assert m.score(X_test, data[3]) > 0.7  # overlapping classes (sep 0.8)
 
 
+def grown_sizes(path) -> int:
+    """How many entries of ``basis_growth_`` are the growth's sizes (the narrower width's
+    tries follow them, at sizes already tried)."""
+    back = np.flatnonzero(np.diff(path["r"]) <= 0)
+    return int(back[0]) + 1 if back.size else len(path["r"])
+
+
 def test_growth_stops_where_next_size_says(grown):
-    errors, sizes = grown.basis_growth_["cv_error"], list(grown.basis_growth_["r"])
+    n = grown_sizes(grown.basis_growth_)
+    errors, sizes = grown.basis_growth_["cv_error"][:n], list(grown.basis_growth_["r"][:n])
     assert size_work(600, 600, 5, len(AUTO_ALPHA_GRID)) < CHEAP_WORK  # every size here is cheap
     for tried in range(1, len(sizes)):  # each size was wanted by the sizes before it
         assert next_size(errors[:tried], 0.0)
@@ -186,7 +199,7 @@ def test_max_basis_caps_the_growth(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BasisCappedWarning)  # if it was still improving
         m = NRBFNClassifier(n_neighbors=7, max_basis=150, random_state=0).fit(X, y)
-    assert list(m.basis_growth_["r"]) in ([128], [128, 150])
+    assert list(m.basis_growth_["r"][: grown_sizes(m.basis_growth_)]) in ([128], [128, 150])
     assert m.basis_.shape[0] <= 150 and m.memory_plan_["max_basis"] == 150
 
 
@@ -330,3 +343,70 @@ def _same_growth(whole, data, chunks):
     np.testing.assert_allclose(m.basis_growth_["cv_error"], whole.basis_growth_["cv_error"])
     assert m.alpha_ == whole.alpha_ and m.sigma_ == pytest.approx(whole.sigma_, rel=1e-12)
     np.testing.assert_array_equal(m.predict(X_test), whole.predict(X_test))
+
+
+def _scripted(path, errors):
+    """An ``evaluate`` of :func:`_grow` whose held-out errors are scripted per call."""
+    calls = []
+
+    def evaluate(r, widths, lams, paper_sigma=None):
+        error = errors[len(calls)]
+        calls.append((r, widths, lams, paper_sigma))
+        sigma = paper_sigma * widths[0]
+        for key, value in zip(path, (r, widths[0], sigma, lams[1], error)):
+            path[key].append(value)
+        return (error, r, sigma, lams[1], None, None, None), f"gram {r} {widths[0]}"
+
+    return evaluate, calls
+
+
+def _path(widths=(0.5, 0.5, 0.5), errors=(0.50, 0.40, 0.38)):
+    return {
+        "r": [128, 256, 512][: len(errors)],
+        "width": list(widths[: len(errors)]),
+        "sigma": [2.0 * w for w in widths[: len(errors)]],
+        "alpha": [1e-9] * len(errors),
+        "cv_error": list(errors),
+    }
+
+
+@pytest.mark.parametrize(
+    "scripted, adopted",
+    [((0.395,), False), ((0.30, 0.37), True), ((0.30, 0.39), False)],
+    ids=["within the margin", "better twice", "better before, not on the kept size"],
+)
+def test_narrower_width_is_tried_before_the_kept_size_then_on_it(scripted, adopted):
+    from scalenc.nrbfn.network import _narrower_width
+
+    path = _path()
+    best = (0.38, 512, 1.0, 1e-9, None, None, None)
+    evaluate, calls = _scripted(path, scripted)
+    level, gram = _narrower_width(best, "gram 512 0.5", path, AUTO_ALPHA_GRID, 10_000, evaluate)
+    # first the size before the kept one, at ×1/4 of its paper σ (2.0), λ around its own
+    assert calls[0][:2] == (256, (0.25,)) and calls[0][3] == pytest.approx(2.0)
+    assert 1e-9 in calls[0][2] and len(calls) == len(scripted)
+    if len(calls) == 2:  # then the kept size
+        assert calls[1][:2] == (512, (0.25,)) and calls[1][3] == pytest.approx(2.0)
+    assert (gram == "gram 512 0.25") is adopted and (level[0] < 0.38) is adopted
+    assert path["r"][3:] == [256, 512][: len(calls)]  # the tries follow the sizes
+
+
+def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
+    from scalenc.nrbfn.network import _narrower_width
+
+    for path, best in [
+        (_path(errors=(0.3, 0.4)), (0.3, 128, 1.0, 1e-9, None, None, None)),
+        (_path(widths=(0.25, 0.25, 0.25)), (0.38, 512, 0.5, 1e-9, None, None, None)),
+    ]:
+        evaluate, calls = _scripted(path, ())
+        assert _narrower_width(best, "kept", path, AUTO_ALPHA_GRID, 100, evaluate)[1] == "kept"
+        assert calls == []
+
+
+def test_width_margin_is_three_standard_errors_at_least_the_tolerance():
+    from scalenc.nrbfn.network import GROWTH_TOLERANCE, width_margin
+
+    assert width_margin(0.02, 1400) == pytest.approx(3 * np.sqrt(0.02 * 0.98 / 1400))
+    assert 0.011 < width_margin(0.02, 1400) < 0.012  # mfeat's noise: a row or two is 0.1
+    assert width_margin(0.0, 100) == GROWTH_TOLERANCE
+    assert width_margin(0.39, 19_638) < 0.056  # krkopt's gap at 4 096 rows: 5.6 points

@@ -149,7 +149,10 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         σ as a multiple of the paper's (the mean distance of the labeled rows to the
         basis, Algorithm 2 step 5). ``"auto"``: with a grown basis, the multiple of
         (1, 1/2, 1/4) with the least held-out error on the first size (two more passes
-        per multiple), kept as the basis grows; otherwise 1 (the paper's σ).
+        per multiple), kept as the basis grows; when it stops, the next narrower multiple
+        is tried on the size before the kept one and, if it lowers that size's held-out
+        error by three standard errors, on the kept size (larger bases want narrower
+        kernels: krkopt 38.4 → 29.7 %); otherwise 1 (the paper's σ).
     max_basis : int, "auto" or None, default="auto"
         Cap on r. A larger threshold basis is cut to ``max_basis`` rows with a
         :class:`~scalenc.exceptions.BasisCappedWarning`: the least confident row of each

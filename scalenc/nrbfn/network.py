@@ -85,6 +85,10 @@ GROWTH_SAMPLE_BYTES = 2**29
 #: A fit samples its growth rows only when it has this many times the sample's rows.
 GROWTH_SAMPLE_FACTOR = 4
 
+#: Standard errors by which σ's narrower multiple must beat the held-out error of the
+#: size before a grown basis's kept one to be tried on the kept size (:func:`width_margin`).
+WIDTH_MARGIN_Z = 3.0
+
 #: Frames between a user's ``fit`` call and the warnings of :func:`fit_network`'s steps
 #: (step, fit_network, the estimator's _fit, fit_streaming, fit).
 _USER_FRAME = 6
@@ -312,7 +316,8 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     then the last best λ and its two neighbours), three passes each (and, for
     ``width="auto"``, two more per further multiple of σ in :data:`WIDTHS` on the first
     size, whose best multiple the larger sizes keep) — while :func:`next_size` says the
-    next size may pay. The size and λ with the least held-out error are kept (ties to the
+    next size may pay; then σ's next narrower multiple is tried (:func:`_narrower_width`).
+    The size and λ with the least held-out error are kept (ties to the
     smaller), with that size's Gram: no pass is repeated. Each doubling does four times
     the Gram work of the last, so the sizes tried cost about 4/3 of the kept size's Gram,
     or 16/3 with a size tried that did not pay (a cheap one, or one the gains before it
@@ -340,11 +345,15 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     widths = WIDTHS if est.width == "auto" else (_fixed_width(est),)
     lams = tuple(grid)  # the whole grid on the first size, then the best λ's neighbours
     best, kept, stopped = None, None, False
-    for at, r in enumerate(sizes):
+
+    def evaluate(r, widths, lams, paper_sigma=None):
+        """Size r's best width of ``widths`` and its λ: (error, width, σ, λ, errors on the
+        grid, prefix, basis) and its Gram; the path records it."""
         prefix = np.sort(cand_index[order[:r]])
         at_prefix = np.searchsorted(index, prefix)
         basis = rows[at_prefix]
-        paper_sigma = _sigma(est, Xg, codes_g, basis, stage_times)
+        if paper_sigma is None:
+            paper_sigma = _sigma(est, Xg, codes_g, basis, stage_times)
         level = None  # the best width of this size (every width on the first size only)
         for width in widths:
             sigma = paper_sigma * width
@@ -356,34 +365,40 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
                     est, Xg, codes_g, gram, basis, sigma, lams, seed, folds_g, n_rows,
                     basis_folds=own[at_prefix],
                 )  # fmt: skip
-            if level is None or errors.min() < level[0]:
-                level = (float(errors.min()), width, sigma, alpha, errors, gram)
+            if level is None or errors.min() < level[0][0]:
+                level = ((float(errors.min()), width, sigma, alpha), errors, gram)
             del gram
-        error, width, sigma, alpha, errors, gram = level
-        errors = _on_grid(grid, lams, errors)
-        widths, lams = (width,), _neighbours(grid, alpha)
+        (error, width, sigma, alpha), errors, gram = level
         for key, value in zip(path, (r, width, sigma, alpha, error)):
             path[key].append(value)
-        if best is None or error < best[0]:
-            best, kept = (error, r, sigma, alpha, errors, prefix, basis), gram
+        return (error, r, sigma, alpha, _on_grid(grid, lams, errors), prefix, basis), gram
+
+    for at, r in enumerate(sizes):
+        level, gram = evaluate(r, widths, lams)
+        widths, lams = (path["width"][-1],), _neighbours(grid, level[3])
+        if best is None or level[0] < best[0]:
+            best, kept = level, gram
         del gram, level
         if at + 1 < len(sizes) and not next_size(
             path["cv_error"], size_work(n_labeled, sizes[at + 1], n_folds, len(lams))
         ):
             stopped = True
             break
-    _, r, sigma, alpha, errors, prefix, basis = best
-    if sample is not None:  # the kept size's σ and Gram over every row (no folds: λ is chosen)
-        width = path["width"][path["r"].index(r)]
-        sigma, kept = _sigma_and_gram(
-            est, X, codes, basis, width, seed, None, 1, fit_plan, stage_times
-        )
     # the cap stopped a growth that reached it with its error not above the best before
     # (the cap's own gain is no guide: 4 196 rows after 4 096 gain little whatever comes)
     capped = not stopped and top < order.size and path["cv_error"][-1] <= best[0]
+    tried = len(path["r"])
+    if est.width == "auto":
+        best, kept = _narrower_width(best, kept, path, grid, n_rows, evaluate)
+    _, r, sigma, alpha, errors, prefix, basis = best
+    if sample is not None:  # the kept size's σ and Gram over every row (no folds: λ is chosen)
+        width = path["width"][path["sigma"].index(sigma)]
+        sigma, kept = _sigma_and_gram(
+            est, X, codes, basis, width, seed, None, 1, fit_plan, stage_times
+        )
     sampled = cand_index.size < n_labeled
     if capped:
-        _warn_grown_capped(est, fit_plan, path)
+        _warn_grown_capped(est, fit_plan, {key: value[:tried] for key, value in path.items()})
     problem = fit_plan.problem
     return Network(
         knn_sigma=knn["knn_sigma"],
@@ -409,6 +424,41 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         cv_error=errors,
         growth={key: np.asarray(value) for key, value in path.items()},
     )
+
+
+def _narrower_width(best, kept, path, grid, n_rows, evaluate):
+    """σ's next narrower multiple (:data:`WIDTHS`) tried on a grown basis after it stops:
+    the width chosen on the first size is wider than larger bases want (krkopt: ×1/2 on
+    128 rows, where ×1/4 erred 3 points more; on 4 096 rows ×1/4 erred 33.4 % held out
+    and 29.7 % on the test rows, ×1/2 39.0 and 38.4 %). It is tried on the size before
+    the kept one (a quarter of the kept size's Gram); only if it beats that size's error
+    there by :func:`width_margin` is it tried on the kept size, and kept if it beats the
+    best there. Both tries are in ``basis_growth_`` after the sizes. Returns the best
+    (level, Gram)."""
+    at = path["r"].index(best[1])
+    width = path["width"][at]
+    narrower = [w for w in WIDTHS if w < width]
+    if at == 0 or not narrower:
+        return best, kept
+    before = at - 1
+    paper = path["sigma"][before] / path["width"][before]
+    level, gram = evaluate(
+        path["r"][before], (narrower[0],), _neighbours(grid, path["alpha"][before]), paper
+    )
+    del gram
+    error = path["cv_error"][before]
+    if level[0] >= error - width_margin(error, n_rows):
+        return best, kept
+    level, gram = evaluate(best[1], (narrower[0],), _neighbours(grid, best[3]), best[2] / width)
+    return (level, gram) if level[0] < best[0] else (best, kept)
+
+
+def width_margin(error: float, n_rows: int) -> float:
+    """How much a narrower width must lower a held-out error rate to be tried further:
+    :data:`WIDTH_MARGIN_Z` standard errors of that rate on ``n_rows`` rows, at least
+    :data:`GROWTH_TOLERANCE` (on 1 400 rows at 2 %, 1.1 points: the choices that
+    followed noise there differed by a row or two)."""
+    return max(GROWTH_TOLERANCE, WIDTH_MARGIN_Z * np.sqrt(error * (1 - error) / max(n_rows, 1)))
 
 
 def growth_rows(est, X, codes, counts, seed, folds, n_folds):
