@@ -208,3 +208,20 @@ def test_a_graph_model_is_not_saved_as_a_model_file(tmp_path):
     model = EncoderClassifier().fit(None, y, graph=edges)
     with pytest.raises(ModelFileError, match=r"_graph_codes"):
         save_model(model, tmp_path / "m")
+
+
+def test_nodes_without_labeled_neighbours_get_the_prediction_at_zero():
+    """Their graph embedding is zero: alone, the LDA's prediction at Z = 0 for all of
+    them; fused, their features decide."""
+    X, y, _, edges = planted_graph(seed=10)
+    y_more = np.concatenate([y, [-1, -1, -1]])  # three nodes without edges
+    model = EncoderClassifier().fit(None, y_more, graph=edges)
+    Z = model.transform(None, graph=edges)
+    assert not Z[-3:].any()
+    at_zero = lda_of(graph_oracle(y_more, edges), y_more).predict(np.zeros((1, 3)))[0]
+    np.testing.assert_array_equal(model.predict(None, graph=edges)[-3:], [at_zero] * 3)
+    X_more = np.vstack([X, X[:3]])
+    fused = EncoderClassifier(kernels=("linear",)).fit(X_more, y_more, graph=edges)
+    Z = fused.transform(X_more, graph=edges)
+    np.testing.assert_allclose(Z[-3:, :3], X[:3] @ fused.class_means_.T, rtol=1e-12)
+    assert not Z[-3:, 3:].any()
