@@ -14,6 +14,7 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
 )
+from sklearn.utils import metadata_routing
 
 from scalenc.base.estimator import (
     StreamingClassifierMixin,
@@ -284,6 +285,15 @@ class EncoderClassifier(
     >>> model.predict(da.from_array(X, chunks=50))
     dask.array<..., shape=(178,), dtype=int64, chunksize=(50,), chunktype=numpy.ndarray>
     """
+
+    # ``graph`` is an input beside X, not metadata for a meta-estimator to route: no
+    # ``set_{method}_request`` methods for it (scikit-learn's metadata routing)
+    __metadata_request__fit = {"graph": metadata_routing.UNUSED}
+    __metadata_request__transform = {"graph": metadata_routing.UNUSED}
+    __metadata_request__decision_function = {"graph": metadata_routing.UNUSED}
+    __metadata_request__predict = {"graph": metadata_routing.UNUSED}
+    __metadata_request__predict_proba = {"graph": metadata_routing.UNUSED}
+    __metadata_request__predict_log_proba = {"graph": metadata_routing.UNUSED}
 
     def __init__(
         self,
