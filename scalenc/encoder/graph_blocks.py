@@ -49,7 +49,8 @@ def inverse_counts(counts) -> np.ndarray:
 
 
 def edge_endpoints(ids, weights, *, row_start: int, n_nodes: int, nonnegative: bool = False):
-    """(a, b, w) of one edge block as int64, int64 and float64 arrays, checked.
+    """(a, b, w) of one edge block as int64, int64 and float64 arrays (w None when every
+    edge weighs 1), checked.
 
     Raises :class:`~scalenc.exceptions.InputError` naming the first bad edge (its row in
     the edge list): an id that is negative, not a whole number, or not below ``n_nodes``
@@ -86,7 +87,7 @@ def edge_endpoints(ids, weights, *, row_start: int, n_nodes: int, nonnegative: b
             "without a label — or drop the edges of nodes outside the graph."
         )
     if weights is None:
-        w = np.ones(a.size)
+        w = None
     else:
         w = np.asarray(weights, dtype=np.float64)
         bad = ~np.isfinite(w)
@@ -105,9 +106,13 @@ def edge_endpoints(ids, weights, *, row_start: int, n_nodes: int, nonnegative: b
 def _split(rows, cols, vals, bounds, width: int) -> tuple:
     """Contributions (row, col, value) grouped by the node block of their row: one sparse
     part ``(flat index within the block, values)`` per node block."""
+    if len(bounds) == 2:  # one node block: nothing to group
+        return (((rows - bounds[0]) * width + cols, vals),)
     block = np.searchsorted(bounds[1:], rows, side="right")
-    order = np.argsort(block, kind="stable")
     flat = (rows - bounds[block]) * width + cols
+    # a stable sort of small integers is a radix sort in NumPy: O(contributions)
+    small = np.int16 if len(bounds) <= 2**15 else np.int64
+    order = np.argsort(block.astype(small), kind="stable")
     flat, vals, block = flat[order], vals[order], block[order]
     edges = np.searchsorted(block, np.arange(len(bounds)))
     return tuple(
@@ -140,15 +145,18 @@ def embedding_parts(
         ids, weights, row_start=row_start, n_nodes=n_nodes, nonnegative=nonnegative
     )
     if scale is not None:
-        w = w * scale[a] * scale[b]
+        w = scale[a] * scale[b] if w is None else w * scale[a] * scale[b]
     K = inverse.size
     width = 2 * K if directed else K
-    code_a, code_b = codes[a].astype(np.int64), codes[b].astype(np.int64)
+    code_a, code_b = codes[a], codes[b]  # the codes' small dtype until compressed
     out_b = code_b >= 0  # row a gets b's label
     out_a = (code_a >= 0) & (a != b)  # row b gets a's label
+    to_a, to_b = code_b[out_b].astype(np.int64), code_a[out_a].astype(np.int64)
     rows = np.concatenate([a[out_b], b[out_a]])
-    cols = np.concatenate([code_b[out_b], code_a[out_a] + (K if directed else 0)])
-    vals = np.concatenate([w[out_b] * inverse[code_b[out_b]], w[out_a] * inverse[code_a[out_a]]])
+    cols = np.concatenate([to_a, to_b + K] if directed else [to_a, to_b])
+    vals = inverse[np.concatenate([to_a, to_b])]
+    if w is not None:
+        vals *= np.concatenate([w[out_b], w[out_a]])
     return _split(rows, cols, vals, bounds, width)
 
 
@@ -159,6 +167,7 @@ def degree_parts(ids, weights, *, row_start: int, bounds: np.ndarray) -> tuple:
         ids, weights, row_start=row_start, n_nodes=int(bounds[-1]), nonnegative=True
     )
     other = a != b
+    w = np.ones(a.size) if w is None else w
     rows = np.concatenate([a, b[other]])
     vals = np.concatenate([w, w[other]])
     return _split(rows, np.zeros_like(rows), vals, bounds, 1)
@@ -166,16 +175,20 @@ def degree_parts(ids, weights, *, row_start: int, bounds: np.ndarray) -> tuple:
 
 def sum_parts(*parts, size: int, width: int) -> np.ndarray:
     """Parts of one node block (sparse parts or dense sums) summed: (size, width) float64."""
-    total = np.zeros((size, width))
-    flat = total.reshape(-1)
+    total = None
     for part in parts:
         if isinstance(part, np.ndarray):
-            total += part
+            dense = part
         else:
             index, vals = part
-            if index.size:
-                flat += np.bincount(index, weights=vals, minlength=flat.size)
-    return total
+            dense = np.bincount(index, weights=vals, minlength=size * width)
+            # (NumPy's bincount of no entries is int64 even with weights)
+            dense = dense.astype(np.float64, copy=False).reshape(size, width)
+        if total is None:  # never the caller's array: partials are not changed in place
+            total = dense.copy() if dense is part else dense
+        else:
+            total += dense
+    return np.zeros((size, width)) if total is None else total
 
 
 def degree_scale(total, *, size: int, self_loops: bool) -> np.ndarray:
