@@ -4,6 +4,8 @@ cross-entropy, every node predicted, and what it refuses."""
 
 from __future__ import annotations
 
+import pickle
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -201,12 +203,44 @@ def test_what_a_graph_fit_refuses():
         plain.predict(X, graph=edges)
 
 
+def test_score_with_a_graph_in_memory_and_lazily():
+    X, y, truth, edges = planted_graph(seed=11)
+    model = EncoderClassifier(kernels=("linear",)).fit(X, y, graph=edges)
+    pred = model.predict(X, graph=edges)
+    expected = float(np.mean(pred == truth))
+    assert model.score(X, truth, graph=edges) == pytest.approx(expected, abs=1e-15)
+    Xd, truth_d = da.from_array(X, chunks=(90, -1)), da.from_array(truth, chunks=50)
+    assert model.score(Xd, truth_d, graph=edges) == pytest.approx(expected, abs=1e-15)
+    hidden = y < 0  # the labels of y are left out as unlabeled rows
+    assert model.score(X, np.where(hidden, truth, -1), graph=edges) == pytest.approx(
+        float(np.mean(pred[hidden] == truth[hidden])), abs=1e-15
+    )
+    weights = np.linspace(1, 2, len(y))
+    assert model.score(X, truth, sample_weight=weights, graph=edges) == pytest.approx(
+        float(np.average(pred == truth, weights=weights)), abs=1e-15
+    )
+    graph_only = EncoderClassifier().fit(None, y, graph=edges)
+    lazy_edges = da.from_array(edges, chunks=(200, 2))
+    assert graph_only.score(None, truth, graph=lazy_edges) == pytest.approx(
+        float(np.mean(graph_only.predict(None, graph=edges) == truth)), abs=1e-15
+    )
+
+
 def test_a_graph_model_is_not_saved_as_a_model_file(tmp_path):
     """Its predictions need the training labels of every node, which a model file does
-    not hold yet: saving refuses (pickle/joblib keep the lazy labels)."""
+    not hold yet: saving refuses, and pickle keeps the lazy labels."""
     X, y, _, edges = planted_graph(seed=9)
     model = EncoderClassifier().fit(None, y, graph=edges)
-    with pytest.raises(ModelFileError, match=r"_graph_codes"):
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(
+        again.predict(None, graph=edges), model.predict(None, graph=edges)
+    )
+    with pytest.raises(
+        ModelFileError,
+        match=r"Cannot save EncoderClassifier\._graph_codes: .* an EncoderClassifier fitted "
+        r"with a graph keeps every node's training label for its predictions, which a model "
+        r"file cannot hold yet; pickle/joblib the estimator instead\.",
+    ):
         save_model(model, tmp_path / "m")
 
 

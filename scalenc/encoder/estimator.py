@@ -294,6 +294,7 @@ class EncoderClassifier(
     __metadata_request__predict = {"graph": metadata_routing.UNUSED}
     __metadata_request__predict_proba = {"graph": metadata_routing.UNUSED}
     __metadata_request__predict_log_proba = {"graph": metadata_routing.UNUSED}
+    __metadata_request__score = {"graph": metadata_routing.UNUSED}
 
     def __init__(
         self,

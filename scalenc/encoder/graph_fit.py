@@ -32,7 +32,7 @@ from scalenc.exceptions import InputError
 from scalenc.io.edges import EdgeList, as_edge_list
 from scalenc.io.labels import as_dask_labels, encode_labels
 from scalenc.io.tables import is_dask_frame
-from scalenc.math.labels import check_class_values, warn_marker_as_class
+from scalenc.math.labels import check_class_values, unlabeled_mask, warn_marker_as_class
 
 __all__ = ["GraphFitMixin", "GRAPH_NODE_ROWS"]
 
@@ -311,6 +311,48 @@ class GraphFitMixin:
         if self.graph_fusion == "concat":
             Z = da.concatenate([Z, Z_graph], axis=1).rechunk({1: -1})
         return Z
+
+    def score(self, X, y, sample_weight=None, graph=None):
+        """Accuracy over the labeled rows of (X, y), or with ``graph`` over the labeled
+        nodes (X None for a model fitted on a graph alone); unlabeled rows and nodes are
+        left out.
+
+        With a graph and lazy predictions (X a Dask collection, or a lazy edge list
+        without X), the accuracy is one reduction over them; otherwise, or with
+        ``sample_weight``, it is computed in memory.
+
+        Examples
+        --------
+        Three groups of four nodes, each a clique, joined in a chain; one label hidden
+        in each:
+
+        >>> import itertools
+        >>> import numpy as np
+        >>> from scalenc import EncoderClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> pairs = itertools.combinations(range(12), 2)
+        >>> edges = np.array([(i, j) for i, j in pairs if i // 4 == j // 4] + [(3, 4), (7, 8)])
+        >>> hidden = y.copy()
+        >>> hidden[[0, 5, 10]] = -1
+        >>> model = EncoderClassifier().fit(None, hidden, graph=edges)
+        >>> model.score(None, y, graph=edges)  # the labeled nodes of y: every node here
+        1.0
+        """
+        if graph is None:
+            return super().score(X, y, sample_weight)
+        pred = self.predict(X, graph=graph)
+        marker = unlabeled_marker(self)
+        if sample_weight is not None or not isinstance(pred, da.Array):
+            pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
+            y_arr = np.asarray(compute(y)[0] if isinstance(y, da.Array) else y)
+            keep = ~unlabeled_mask(y_arr, marker)
+            weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
+            return float(np.average(pred[keep] == y_arr[keep], weights=weights))
+        codes = encode_labels(as_dask_labels(y, pred[:, None]), self.classes_, marker)
+        labeled = codes >= 0
+        right = (encode_labels(pred, self.classes_, None) == codes) & labeled
+        correct, total = compute(right.sum(), labeled.sum())
+        return float(correct) / float(total)
 
     @property
     def _graph_width(self) -> int:
