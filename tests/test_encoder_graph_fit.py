@@ -159,14 +159,23 @@ def test_results_do_not_depend_on_chunking_or_scheduler(scheduler):
 
 
 @pytest.mark.cluster
-def test_graph_fit_on_a_distributed_cluster(client):
+def test_graph_fit_on_a_distributed_cluster(client, tmp_path):
+    """Worker processes read the edges from a Parquet dataset of three files."""
+    import pandas as pd
+
+    from scalenc.io.edges import as_edge_list
+
     X, y, _, edges = planted_graph(seed=6)
-    with client.as_current():
-        model = EncoderClassifier(kernels=("linear",), graph_laplacian=True).fit(
-            da.from_array(X, chunks=(80, -1)), y, graph=da.from_array(edges, chunks=(150, 2))
-        )
+    for i, part in enumerate(np.array_split(edges, 3)):
+        frame = pd.DataFrame({"src": part[:, 0], "dst": part[:, 1]})
+        frame.to_parquet(tmp_path / f"part-{i}.parquet")
+    parquet = as_edge_list(str(tmp_path), source="src", target="dst")
+    model = EncoderClassifier(kernels=("linear",), graph_laplacian=True).fit(
+        da.from_array(X, chunks=(80, -1)), y, graph=parquet
+    )
+    assert model.n_edge_passes_ == 2
     Z = np.hstack([feature_oracle(X, y), graph_oracle(y, edges, GraphOptions(laplacian=True))])
-    np.testing.assert_array_equal(model.predict(X, graph=edges), lda_of(Z, y).predict(Z))
+    np.testing.assert_array_equal(model.predict(X, graph=parquet), lda_of(Z, y).predict(Z))
 
 
 def test_a_fit_without_graph_forgets_the_graph():
