@@ -24,7 +24,15 @@ Measured (2 shared cores, load average 4.5–4.7 from other jobs, three runs), 1
 read), ``predict`` of every node 1.1–1.2 s, the embedding alone reduced to its column
 sums 1.9 s; 99.8 % of the hidden labels right. Peak resident memory of the whole run
 1.05 GB (0.54 GB with 10⁶ edges on the same nodes): each edge task of 2·10⁶ edges holds
-its ids and their contributions, about 150 MB, two at a time. Issue 38's target (≥ 50 M edges/s, or
+its ids and their contributions, about 150 MB, two at a time.
+
+With ``--memory-limit 600MB`` (a LocalCluster of two single-thread workers of 600 MB, the
+edge files being 99 MB on disk and 160 MB in memory) the same fit took 20 s (read 3.6 s,
+predict 10 s), the workers pausing at 80 % of their memory again and again; with 400MB it
+had not finished after 10 minutes (paused workers). Each edge task's sparse parts
+(16 bytes per contribution, two contributions per edge) wait on its worker until every
+node block's sum has fetched them: the memory-flat run of the issue needs smaller edge
+tasks and parts freed as they are merged — not done. Issue 38's target (≥ 50 M edges/s, or
 within 2× the read) is not met yet: the per-edge NumPy work (the codes gathered, the
 contributions compressed and grouped by node block, then ``bincount``) runs at about
 10 M edges/s per thread, and five edge blocks keep two threads unevenly busy.
@@ -77,6 +85,12 @@ def write_sbm(folder, *, n, K, s, p_same=0.8, seed=0, per_file=2_000_000):
     return edges_dir, labels
 
 
+def _peak_rss_bytes() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -91,6 +105,11 @@ def main(argv=None):
     parser.add_argument("--folder", default="/tmp/scalenc-sbm")
     parser.add_argument("--node-rows", type=int, default=2**18)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--memory-limit",
+        help="run on a LocalCluster of 2 single-thread worker processes, each limited to "
+        "this much memory (e.g. 400MB), instead of the threaded scheduler",
+    )
     args = parser.parse_args(argv)
 
     import dask
@@ -111,7 +130,18 @@ def main(argv=None):
     results = {"edges": args.edges, "nodes": args.nodes, "classes": args.classes,
                "edge_blocks": len(edges.ids.chunks[0]), "node_blocks": len(y.chunks[0]),
                "write_s": write_s, "load_before": load_before}  # fmt: skip
-    with threadpool_limits(1), dask.config.set(scheduler="threads"):
+    cluster = client = None
+    if args.memory_limit:
+        import distributed
+
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, memory_limit=args.memory_limit,
+            host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=30,
+        )  # fmt: skip
+        client = distributed.Client(cluster)
+        results["memory_limit"] = args.memory_limit
+    scheduler = {} if client is not None else {"scheduler": "threads"}
+    with threadpool_limits(1), dask.config.set(**scheduler):
         _, results["read_s"] = timed(lambda: edges.ids.sum(axis=0).compute())
         codes = da.where(y >= 0, y, -1)
         counts = np.bincount(np.load(labels)[np.load(labels) >= 0], minlength=args.classes)
@@ -121,6 +151,10 @@ def main(argv=None):
             lambda: EncoderClassifier(chunk_rows=args.node_rows).fit(None, y, graph=edges)
         )
         pred, results["predict_s"] = timed(lambda: model.predict(None, graph=edges).compute())
+    if client is not None:
+        results["worker_peak_memory_mb"] = [m / 2**20 for m in client.run(_peak_rss_bytes).values()]
+        client.close()
+        cluster.close()
     hidden = np.load(labels) < 0
     results["accuracy_hidden"] = float(np.mean(pred[hidden] == truth[hidden]))
     results["load_after"] = os.getloadavg()
