@@ -105,11 +105,14 @@ def edge_endpoints(ids, weights, *, row_start: int, n_nodes: int, nonnegative: b
 
 def _split(rows, cols, vals, bounds, width: int) -> tuple:
     """Contributions (row, col, value) grouped by the node block of their row: one sparse
-    part ``(flat index within the block, values)`` per node block."""
+    part ``(flat index within the block, values)`` per node block, the index int32 when a
+    block's cells allow (12 bytes a contribution instead of 16)."""
+    cells = int(np.diff(bounds).max()) * width
+    index = np.int32 if cells < 2**31 else np.int64
     if len(bounds) == 2:  # one node block: nothing to group
-        return (((rows - bounds[0]) * width + cols, vals),)
+        return ((((rows - bounds[0]) * width + cols).astype(index), vals),)
     block = np.searchsorted(bounds[1:], rows, side="right")
-    flat = (rows - bounds[block]) * width + cols
+    flat = ((rows - bounds[block]) * width + cols).astype(index)
     # a stable sort of small integers is a radix sort in NumPy: O(contributions)
     small = np.int16 if len(bounds) <= 2**15 else np.int64
     order = np.argsort(block.astype(small), kind="stable")
