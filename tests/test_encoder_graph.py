@@ -335,3 +335,12 @@ def test_self_loops_and_duplicates_are_kept_as_graphemd_keeps_them():
     np.testing.assert_allclose(looped[0], [1 / counts[0], 1 / counts[1]])
     doubled = compute_embedding(np.array([[0, 1], [1, 0], [0, 1]]), labels, plain)
     np.testing.assert_allclose(doubled[:2], [[0, 3.0], [3 / 2, 0]])
+
+
+def test_many_classes_take_wider_codes():
+    """Codes travel to the edge tasks as int8 below 128 classes, int16 above."""
+    edges, weights, labels = small_graph(seed=3, n=600, s=3000, K=200)
+    labels[:200] = np.arange(200)
+    Z = embed(edges, weights, labels, GraphOptions(), edge_chunks=700, node_chunks=128)
+    expected = graphemd_loop(edges, weights, labels, GraphOptions())
+    np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
