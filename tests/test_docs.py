@@ -40,6 +40,8 @@ DOCTEST_MODULES = [
     "scalenc.encoder.incremental",
     "scalenc.encoder.outputs",
     "scalenc.encoder.blocks",
+    "scalenc.encoder.graph_fit",
+    "scalenc.io.edges",
     "scalenc.nrbfn.estimator",
     "scalenc.nrbfn.incremental",
     "scalenc.nrbfn.lrc",

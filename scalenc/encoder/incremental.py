@@ -98,6 +98,8 @@ class IncrementalFitMixin:
     def _no_statistics_reason(self) -> str:
         if self.method == "full":
             return "with method='full', which keeps the training X rather than sums"
+        if getattr(self, "_graph_codes", None) is not None:
+            return "with a graph, whose embedding needs every node's edges again"
         return "by a scalenc that did not keep them"
 
     def _update(self, X, codes):

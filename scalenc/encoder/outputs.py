@@ -48,9 +48,13 @@ class EncoderOutputsMixin(TransformerMixin):
         self._check_fitted()
         return self.lda_models_[self.kernel_index_]
 
-    def _map(self, X, block_fn, n_out, result_dtype, **kwargs):
-        """One lazy block map over X; ``result_dtype=None`` means X's float dtype."""
+    def _map(self, X, block_fn, n_out, result_dtype, graph=None, **kwargs):
+        """One lazy block map over X; ``result_dtype=None`` means X's float dtype. A model
+        fitted with a graph, or a ``graph`` given, maps the nodes' embedding instead
+        (:meth:`~scalenc.encoder.graph_fit.GraphFitMixin._graph_map`)."""
         self._check_fitted()
+        if graph is not None or self._fitted_with_graph:
+            return self._graph_map(X, graph, block_fn, n_out, result_dtype, **kwargs)
         Xd, is_dask = prepare_input(self, X)
         if result_dtype is None:
             result_dtype = kwargs["out_dtype"] = Xd.dtype
@@ -74,8 +78,11 @@ class EncoderOutputsMixin(TransformerMixin):
         (result,) = compute(out)
         return result
 
-    def transform(self, X):
+    def transform(self, X, graph=None):
         """The embedding Z = δ(X, U) of the chosen kernel, shape (n, K) (one lazy block map).
+
+        With a model fitted with a graph, pass the nodes' graph as ``graph`` (X None for
+        a graph alone): the chosen embedding of every node, shape (n, its width).
 
         Examples
         --------
@@ -96,10 +103,11 @@ class EncoderOutputsMixin(TransformerMixin):
         True
         """
         self._check_fitted()
-        return self._map(X, embed_block, self.classes_.size, None)
+        return self._map(X, embed_block, self._n_features_out, None, graph=graph)
 
-    def decision_function(self, X):
+    def decision_function(self, X, graph=None):
         """LDA scores of Z, shape (n, K); (n,) for two classes, as scikit-learn's LDA.
+        ``graph``: as for :meth:`transform`.
 
         Examples
         --------
@@ -120,12 +128,19 @@ class EncoderOutputsMixin(TransformerMixin):
         self._check_fitted()
         n_out = 1 if self.classes_.size == 2 else self.classes_.size
         out = self._map(
-            X, decision_block, n_out, np.float64, model=self._chosen_model(), out_dtype=np.float64
+            X,
+            decision_block,
+            n_out,
+            np.float64,
+            graph=graph,
+            model=self._chosen_model(),
+            out_dtype=np.float64,
         )
         return out[:, 0] if n_out == 1 else out
 
-    def predict_proba(self, X):
-        """LDA posteriors T of Z, shape (n, K); rows sum to one.
+    def predict_proba(self, X, graph=None):
+        """LDA posteriors T of Z, shape (n, K); rows sum to one. ``graph``: as for
+        :meth:`transform`.
 
         Examples
         --------
@@ -145,11 +160,12 @@ class EncoderOutputsMixin(TransformerMixin):
             proba_block,
             self.classes_.size,
             np.float64,
+            graph=graph,
             model=self._chosen_model(),
             out_dtype=np.float64,
         )
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X, graph=None):
         """Log of :meth:`predict_proba`.
 
         Examples
@@ -163,11 +179,12 @@ class EncoderOutputsMixin(TransformerMixin):
         >>> bool(np.allclose(np.exp(log_proba), model.predict_proba(X[:3])))
         True
         """
-        proba = self.predict_proba(X)
+        proba = self.predict_proba(X, graph=graph)
         return da.log(proba) if isinstance(proba, da.Array) else np.log(proba)
 
-    def predict(self, X):
-        """Class labels (one lazy block map over X).
+    def predict(self, X, graph=None):
+        """Class labels (one lazy block map over X). ``graph``: as for :meth:`transform`;
+        with the training graph, every node is predicted, the unlabeled ones included.
 
         Examples
         --------
@@ -193,6 +210,7 @@ class EncoderOutputsMixin(TransformerMixin):
             predict_block,
             None,
             self.classes_.dtype,
+            graph=graph,
             model=self._chosen_model(),
             classes=self.classes_,
         )

@@ -111,6 +111,12 @@ class Writer:
                 "(loading it would have to run code); use a named kernel "
                 f"{sorted(kernel_names())}, or pickle/joblib the estimator instead."
             )
+        elif type(value).__module__.startswith("dask") and where.endswith("._graph_codes"):
+            hint = (
+                " It refers to data (a Dask collection): an EncoderClassifier fitted with a "
+                "graph keeps every node's training label for its predictions, which a model "
+                "file cannot hold yet; pickle/joblib the estimator instead."
+            )
         elif type(value).__module__.startswith("dask"):
             hint = (
                 " It refers to data (a Dask collection) rather than holding fitted numbers; "

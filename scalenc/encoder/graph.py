@@ -1,0 +1,170 @@
+"""The graph encoder embedding out of core: one pass over the edges, Z reduced by node blocks.
+
+Z = A W (:mod:`scalenc.encoder.graph_blocks` has the formula and GraphEmd's options) is
+built as a lazy Dask array with the node blocks of the labels: every edge block's task
+turns its edges into sparse contributions grouped by node block, each node block sums
+the contributions of every edge block in a tree of fan-in ``split_every`` and is then
+finished on its own (self-loops, row normalisation). Neither the edges nor the n × K
+embedding is ever in one task: a task holds one edge block, or one node block's
+(rows × K) sum and the sparse parts it merges. The class codes of all n nodes (one to
+four bytes each) travel to every edge task, as one task's output shared by the edge
+tasks on a worker, and with the Laplacian the n degrees' d^−½ (eight bytes each): that
+is O(n) bytes per worker, never O(nK), and nothing n-sized reaches the client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import dask
+import dask.array as da
+import numpy as np
+
+from scalenc.encoder import graph_blocks
+from scalenc.engine.reduce import SPLIT_EVERY, tree_reduce
+from scalenc.io.edges import EdgeList
+
+__all__ = ["GraphOptions", "graph_embedding", "embedding_width"]
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    """GraphEmd's options that change the embedding.
+
+    Attributes
+    ----------
+    laplacian : bool
+        D^−½ A D^−½ instead of A (GraphEmd's ``Laplacian``); one more pass over the edges,
+        for the degrees.
+    normalize : bool
+        Each row of Z scaled to unit norm (GraphEmd's ``Normalize``, its Python port's
+        ``Correlation``).
+    self_loops : bool
+        A + I: a self-loop of weight 1 at every node (GraphEmd's ``DiagA``).
+    directed : bool
+        Z = [A W | Aᵀ W], the sender and receiver embeddings (GraphEmd's ``Directed``);
+        False counts every edge in both directions.
+    """
+
+    laplacian: bool = False
+    normalize: bool = True
+    self_loops: bool = False
+    directed: bool = False
+
+
+def embedding_width(n_classes: int, options: GraphOptions) -> int:
+    """Columns of Z: K, or 2K for a directed graph."""
+    return 2 * n_classes if options.directed else n_classes
+
+
+def _code_dtype(n_classes: int):
+    return np.int8 if n_classes < 2**7 else np.int16 if n_classes < 2**15 else np.int32
+
+
+def _edge_blocks(edges: EdgeList):
+    """(ids block, weights block or None, first row) per edge block, as Delayed."""
+    ids = edges.ids.to_delayed().ravel()
+    weights = [None] * len(ids) if edges.weights is None else edges.weights.to_delayed().ravel()
+    starts = np.cumsum((0,) + edges.ids.chunks[0][:-1])
+    return list(zip(ids, weights, (int(s) for s in starts)))
+
+
+def _node_sums(parts, bounds, width: int, split_every: int) -> list:
+    """Each node block's sum of the edge blocks' parts, as a Delayed (rows × width)."""
+    sums = []
+    for j in range(len(bounds) - 1):
+        size = int(bounds[j + 1] - bounds[j])
+        combine = partial(graph_blocks.sum_parts, size=size, width=width)
+        sums.append(tree_reduce([p[j] for p in parts], combine, split_every=split_every))
+    return sums
+
+
+def _degree_scales(edges, bounds, options, split_every) -> list:
+    """d^−½ per node block (Delayed), from one pass over the edges."""
+    fn = dask.delayed(graph_blocks.degree_parts, pure=True, nout=len(bounds) - 1)
+    parts = [fn(i, w, row_start=start, bounds=bounds) for i, w, start in _edge_blocks(edges)]
+    finish = dask.delayed(graph_blocks.degree_scale, pure=True)
+    return [
+        finish(total, size=int(bounds[j + 1] - bounds[j]), self_loops=options.self_loops)
+        for j, total in enumerate(_node_sums(parts, bounds, 1, split_every))
+    ]
+
+
+def graph_embedding(
+    edges: EdgeList,
+    codes: da.Array,
+    counts: np.ndarray,
+    options: GraphOptions,
+    *,
+    split_every: int = SPLIT_EVERY,
+) -> da.Array:
+    """Lazy Z = A W of the graph ``edges`` (GraphEmd's embedding), (n, K) or (n, 2K).
+
+    Parameters
+    ----------
+    edges : EdgeList
+        Node ids 0 … n−1 (n = ``codes.shape[0]``); checked block by block as they are read.
+    codes : dask.array.Array of shape (n,)
+        Every node's class code, −1 for an unlabeled node; its chunks are Z's node blocks.
+    counts : ndarray of shape (K,)
+        Labeled nodes per class, n_k (all positive).
+    options : GraphOptions
+    split_every : int
+        Fan-in of each node block's tree of sums.
+
+    Returns
+    -------
+    dask.array.Array
+        float64, with ``codes``' row chunks and one column chunk.
+
+    Notes
+    -----
+    Computing Z reads the edges once (twice with the Laplacian: the degrees first) and
+    the codes once per node block plus once for the edge tasks. Memory per task: one edge
+    block and its contributions, or one node block of Z (rows × width × 8 bytes) with the
+    parts it merges; per worker, the n class codes (and with the Laplacian n float64
+    scales) shared by its edge tasks. Nothing n-sized is computed on the client.
+    """
+    K = int(np.asarray(counts).size)
+    width = embedding_width(K, options)
+    bounds = np.cumsum((0,) + tuple(int(c) for c in codes.chunks[0]))
+    small = codes.astype(_code_dtype(K))
+    code_blocks = small.to_delayed().ravel()
+    all_codes = small.rechunk({0: -1}).to_delayed().ravel()[0]
+    inverse = graph_blocks.inverse_counts(counts)
+    scales, all_scales = [None] * len(code_blocks), None
+    if options.laplacian:
+        scales = _degree_scales(edges, bounds, options, split_every)
+        all_scales = dask.delayed(np.concatenate, pure=True)(scales)
+    fn = dask.delayed(graph_blocks.embedding_parts, pure=True, nout=len(bounds) - 1)
+    parts = [
+        fn(
+            ids,
+            w,
+            row_start=start,
+            bounds=bounds,
+            codes=all_codes,
+            inverse=inverse,
+            scale=all_scales,
+            directed=options.directed,
+            nonnegative=options.laplacian,
+        )
+        for ids, w, start in _edge_blocks(edges)
+    ]
+    finish = dask.delayed(graph_blocks.finish_embedding, pure=True)
+    blocks = []
+    for j, total in enumerate(_node_sums(parts, bounds, width, split_every)):
+        size = int(bounds[j + 1] - bounds[j])
+        Z = finish(
+            total,
+            code_blocks[j],
+            size=size,
+            inverse=inverse,
+            scale=scales[j],
+            self_loops=options.self_loops,
+            normalize=options.normalize,
+            directed=options.directed,
+        )
+        blocks.append(da.from_delayed(Z, shape=(size, width), dtype=np.float64))
+    return da.concatenate(blocks, axis=0)

@@ -1,0 +1,240 @@
+"""A graph's edges in: an edge list as row-chunked Dask arrays of node ids and weights.
+
+:func:`as_edge_list` takes every form the encoder's graph input accepts (GraphEmd's s × 2
+and s × 3 edge lists as NumPy, Dask or Zarr arrays; a SciPy sparse adjacency; a pandas or
+Dask DataFrame; a Parquet dataset, ``.npy`` file or Zarr array by path or URL) and gives an
+:class:`EdgeList`: the ids (s, 2) and the weights (s,) with the same row chunks. Nothing
+is read but metadata (Parquet footers, a Zarr array's shape); the ids are checked block by
+block when a pass reads them (:func:`scalenc.encoder.graph_blocks.edge_endpoints`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import dask.array as da
+import numpy as np
+
+from scalenc.exceptions import InputError, InputTypeError
+from scalenc.io import readers
+from scalenc.io.tables import is_dask_frame
+
+__all__ = ["EdgeList", "as_edge_list", "EDGE_CHUNK"]
+
+#: Edges per row block for in-memory input: 2**22 edges are 64 MB of int64 ids.
+EDGE_CHUNK = 2**22
+
+
+@dataclass(frozen=True)
+class EdgeList:
+    """A graph's edges as Dask arrays with the same row chunks.
+
+    Attributes
+    ----------
+    ids : dask.array.Array of shape (s, 2)
+        Source and target node ids (an integer dtype, or a float dtype whose values the
+        pass checks to be whole numbers), one column chunk.
+    weights : dask.array.Array of shape (s,) or None
+        float64 edge weights; None when every edge weighs 1.
+    """
+
+    ids: da.Array
+    weights: da.Array | None = None
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.ids.shape[0])
+
+
+def as_edge_list(
+    edges,
+    *,
+    source=0,
+    target=1,
+    weight=None,
+    chunk_edges: int | None = None,
+    storage_options: dict | None = None,
+) -> EdgeList:
+    """A graph's edges as an :class:`EdgeList` (lazily: nothing but metadata is read).
+
+    Parameters
+    ----------
+    edges : array-like, Dask array, Zarr array, SciPy sparse matrix, DataFrame, path or EdgeList
+        * an array of shape (s, 2) or (s, 3) (NumPy, Dask, Zarr, or a ``.npy`` file / Zarr
+          array by path or URL): columns ``source`` and ``target`` hold node ids, and a
+          third column, when there is one, the weights (GraphEmd's s × 3 edge list);
+        * a SciPy sparse adjacency (n × n): each stored entry A[i, j] is the edge
+          (i, j, A[i, j]), as GraphEmd turns an adjacency into an edge list — so a
+          symmetric matrix lists every undirected edge twice (pass ``scipy.sparse.triu(A)``
+          to list it once);
+        * a pandas or Dask DataFrame, or a Parquet file or dataset by path or URL: the
+          columns ``source``, ``target`` and (only when given) ``weight``, by name or by
+          position.
+    source, target : int or str, default=0, 1
+        The columns holding the two endpoints.
+    weight : int, str or None, default=None
+        The weight column. None: an array's third column when it has three, else every
+        edge weighs 1.
+    chunk_edges : int, optional
+        Edges per row block for in-memory input (default :data:`EDGE_CHUNK`), or to
+        rechunk a Dask or Zarr array. Parquet keeps its row groups.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    EdgeList
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.io.edges import as_edge_list
+    >>> edges = as_edge_list(np.array([[0, 1], [1, 2], [2, 0]]), chunk_edges=2)
+    >>> edges.ids.chunks, edges.weights
+    (((2, 1), (2,)), None)
+    >>> as_edge_list(np.array([[0, 1, 0.5], [1, 2, 2.0]])).weights.compute()
+    array([0.5, 2. ])
+    """
+    if isinstance(edges, EdgeList):
+        return edges
+    if isinstance(edges, (str, os.PathLike)):
+        edges = _open(os.fspath(edges), storage_options)
+    if _is_sparse(edges):
+        return _from_sparse(edges, chunk_edges)
+    if is_dask_frame(edges) or _is_pandas_frame(edges):
+        return _from_frame(edges, source, target, weight, chunk_edges)
+    if readers.is_zarr_array(edges):
+        edges = readers.from_zarr(edges)
+    return _from_array(edges, source, target, weight, chunk_edges)
+
+
+def _open(url: str, storage_options):
+    fs, path = readers.filesystem(url, storage_options)
+    if not fs.exists(path):
+        raise InputError(f"No edge list at {url!r}: nothing exists at that path.")
+    kind = readers.kind_of(fs, path)
+    if kind == "parquet":
+        import dask.dataframe as dd
+
+        return dd.read_parquet(url, storage_options=storage_options)
+    if kind == "npy":
+        return readers.read_npy(fs, path, rows_per_block=EDGE_CHUNK)
+    if kind == "zarr":
+        return readers.open_zarr(url, storage_options)
+    raise InputError(
+        f"An edge list must be a Parquet dataset, a .npy file or a Zarr array; {url!r} "
+        f"reads as {kind}."
+    )
+
+
+def _is_sparse(value) -> bool:
+    if not type(value).__module__.startswith("scipy.sparse"):
+        return False
+    import scipy.sparse as sp
+
+    return sp.issparse(value)
+
+
+def _is_pandas_frame(value) -> bool:
+    return type(value).__module__.startswith("pandas") and hasattr(value, "columns")
+
+
+def _rows(total: int, chunk_edges: int | None) -> int:
+    return max(1, min(chunk_edges or EDGE_CHUNK, max(total, 1)))
+
+
+def _from_sparse(A, chunk_edges) -> EdgeList:
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise InputError(
+            f"A sparse adjacency must be square (n × n); got shape {A.shape}. Pass an edge "
+            "list of shape (s, 2) or (s, 3) instead."
+        )
+    coo = A.tocoo()
+    ids = np.column_stack([coo.row, coo.col]).astype(np.int64, copy=False)
+    rows = _rows(ids.shape[0], chunk_edges)
+    weights = np.asarray(coo.data, dtype=np.float64)
+    return EdgeList(da.from_array(ids, chunks=(rows, 2)), da.from_array(weights, chunks=(rows,)))
+
+
+def _column(name, columns, role: str):
+    """The column named ``name``, or at position ``name``."""
+    if isinstance(name, (int, np.integer)) and not isinstance(name, bool):
+        if not 0 <= name < len(columns):
+            raise InputError(
+                f"The {role} column is position {name}, but the edge table has "
+                f"{len(columns)} columns {list(columns)}."
+            )
+        return columns[int(name)]
+    if name not in columns:
+        raise InputError(
+            f"The edge table has no {role} column {name!r}; its columns are {list(columns)}. "
+            f"Pass {role}= a column name or position."
+        )
+    return name
+
+
+def _from_frame(frame, source, target, weight, chunk_edges) -> EdgeList:
+    columns = list(frame.columns)
+    picked = [_column(source, columns, "source"), _column(target, columns, "target")]
+    if is_dask_frame(frame):
+        ids = frame[picked].to_dask_array(lengths=True)
+        w = None if weight is None else frame[_column(weight, columns, "weight")]
+        w = None if w is None else w.to_dask_array(lengths=True)
+    else:
+        rows = _rows(len(frame), chunk_edges)
+        ids = da.from_array(frame[picked].to_numpy(), chunks=(rows, 2))
+        w = None
+        if weight is not None:
+            w = da.from_array(frame[_column(weight, columns, "weight")].to_numpy(), chunks=rows)
+    ids = _check_ids(ids)
+    return EdgeList(ids, None if w is None else _check_weights(w, ids))
+
+
+def _from_array(edges, source, target, weight, chunk_edges) -> EdgeList:
+    if not isinstance(edges, da.Array):
+        try:
+            edges = np.asarray(edges)
+        except (TypeError, ValueError) as exc:
+            raise InputTypeError(f"Cannot read the edges as an array: {exc}") from None
+        edges = da.from_array(edges, chunks=(_rows(edges.shape[0], chunk_edges), -1))
+    elif chunk_edges is not None:
+        edges = edges.rechunk({0: chunk_edges})
+    if edges.ndim != 2 or edges.shape[1] not in (2, 3):
+        hint = ""
+        if edges.ndim == 2 and edges.shape[0] in (2, 3) and edges.shape[1] > 3:
+            hint = " It looks transposed: pass edges.T."
+        raise InputError(
+            "An edge list array must have shape (s, 2) (source, target) or (s, 3) "
+            f"(source, target, weight); got shape {edges.shape}.{hint}"
+        )
+    edges = edges.rechunk({1: -1})
+    ncols = edges.shape[1]
+    columns = list(range(ncols))
+    picked = [_column(source, columns, "source"), _column(target, columns, "target")]
+    if weight is None and ncols == 3:
+        weight = 2
+    ids = _check_ids(edges[:, picked])
+    w = None if weight is None else edges[:, _column(weight, columns, "weight")]
+    return EdgeList(ids, None if w is None else _check_weights(w, ids))
+
+
+def _check_ids(ids: da.Array) -> da.Array:
+    kind = ids.dtype.kind
+    if kind not in "iuf":
+        raise InputError(
+            f"Node ids must be integers 0 … n−1; the edge list's id columns have dtype "
+            f"{ids.dtype}. Map string or other ids to integers first (e.g. with "
+            "pandas.factorize, the same mapping for the labels' order)."
+        )
+    if any(np.isnan(c) for c in ids.chunks[0]):
+        ids = ids.compute_chunk_sizes()
+    if ids.shape[0] == 0:
+        raise InputError("The graph has no edges (an edge list of 0 rows); give at least one.")
+    return ids.rechunk({1: -1})
+
+
+def _check_weights(weights: da.Array, ids: da.Array) -> da.Array:
+    if weights.dtype.kind not in "iuf":
+        raise InputError(f"Edge weights must be numbers; got dtype {weights.dtype}.")
+    return weights.astype(np.float64).rechunk({0: ids.chunks[0]})
