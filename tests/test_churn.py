@@ -13,8 +13,10 @@ do by default: what a cluster whose workers keep being pre-empted does to a long
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -27,7 +29,7 @@ import numpy as np
 import psutil
 import pytest
 from conftest import make_blobs
-from test_cluster import DASK, ROOT, assert_same_model
+from test_cluster import DASK, ROOT, assert_same_model, scalenc_command
 
 import scalenc
 from scalenc import EncoderClassifier, NRBFNClassifier
@@ -107,6 +109,9 @@ class NannyCluster:
         )  # fmt: skip
         self.workers.append(worker)
         return worker
+
+    def address(self) -> str:
+        return json.loads(self.scheduler_file.read_text())["address"]
 
     def wait_for_workers(self, n: int) -> None:
         import distributed
@@ -288,3 +293,81 @@ def test_a_block_that_kills_every_worker_it_runs_on_stops_without_a_loop(tmp_pat
         assert "each had a memory limit of 1 GB" in message
         assert "The checkpoint keeps the work done" in message
     assert type(caught.value.__cause__).__name__ == "KilledWorker"
+
+
+@pytest.mark.slow  # 30 s: the command's fit on a cluster, slowed, with a worker killed
+def test_the_command_reports_each_resume_on_a_line_and_counts_the_attempts(cluster, tmp_path):
+    X, y = make_blobs(4000, 6, 3, seed=5)
+    store = tmp_path / "blobs.zarr"
+    da.from_array(X, chunks=(500, 6)).to_zarr(str(store), component="X")
+    da.from_array(y, chunks=500).to_zarr(str(store), component="y")
+    checkpoint, summary = tmp_path / "ck", tmp_path / "summary.json"
+    env = {
+        **os.environ,
+        "DASK_SCALENC__CHECKPOINT__MIN_SECONDS": "0",
+        "DASK_SCALENC__CHECKPOINT__WRITE_SHARE": "1e12",
+    }
+    command = [
+        *scalenc_command(), "fit", "nrbfn", "--data", str(store),
+        "--model-out", str(tmp_path / "model"), "--checkpoint", str(checkpoint),
+        "--set", "random_state=0", "--scheduler", cluster.address(),
+        "--json", str(summary), "--progress", "lines",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)
+        cluster.kill_busy_worker()
+        cluster.add_worker()  # a replacement, as a pre-emptible pool starts one
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = stderr.decode()
+    assert proc.returncode == 0, stderr
+    lines = [line for line in stderr.splitlines() if "resuming from checkpoint" in line]
+    assert len(lines) == 1, stderr
+    assert re.search(
+        r"scalenc fit: resuming from checkpoint \S+ \(attempt 2\): the workers running task .* "
+        r"died; read back \d+ finished pass(es)? and \d+ saved groups? of row blocks; left: ",
+        lines[0],
+    ), lines[0]
+    result = json.loads(summary.read_text())
+    assert result["status"] == "ok"
+    assert result["checkpoint"]["attempts"] == 2
+    assert "after 2 attempts (lost tasks)" in stdout.decode()
+    with scalenc.connect("threads"):
+        model = scalenc.load_model(tmp_path / "model")
+        ref = NRBFNClassifier(random_state=0).fit(X, y)
+        np.testing.assert_array_equal(model.predict(X), ref.predict(X))
+        np.testing.assert_allclose(model.decision_function(X), ref.decision_function(X), rtol=1e-9)
+
+
+def test_the_checkpoint_says_what_it_holds_and_what_is_left(tmp_path):
+    """What a resume's line reports: finished passes, saved groups, and the blocks of the
+    pass that was cut off that no saved group covers (tree of fan-in 2 over 5 blocks)."""
+    from scalenc.engine.checkpoint import CheckpointRun, _encode
+
+    run = CheckpointRun(tmp_path / "ck", {"x": 1}).open()
+    assert run.saved() == frozenset()
+    done = run.plan_pass("p1", 5, 2)
+    run.fs.pipe_file(done.result_path, _encode(1))
+    plan = run.plan_pass("p2", 5, 2)
+    for level, index in [(1, 0), (0, 4)]:  # blocks 0-1 and block 4
+        run.fs.pipe_file(plan.node_path(level, index), _encode(1))
+    run.fs.pipe_file(plan.node_path(0, 3) + ".tmp-1-abc", b"cut off")  # never counted
+    saved = run.saved()
+    assert saved == {"passes/p1/result", "passes/p2/node-1-0", "passes/p2/node-0-4"}
+    held, left = run.describe(saved)
+    assert held == "1 finished pass and 2 saved groups of row blocks"
+    assert left == "2 of 5 row blocks of the pass that was cut off, and the passes after it"
+
+
+def test_the_text_summary_counts_the_attempts():
+    from scalenc.cli.summary import _checkpoint
+
+    summary = {"path": "ck", "resumed": True, "passes_reused": 1, "groups_reused": 2}
+    assert "resumed after 3 attempts (lost tasks), 1 finished pass" in _checkpoint(
+        {**summary, "attempts": 3}
+    )
+    assert _checkpoint({**summary, "attempts": 1}).startswith("checkpoint ck: resumed, 1 finished")
