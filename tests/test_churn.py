@@ -263,8 +263,8 @@ def test_a_task_over_its_memory_limit_stops_at_once_with_the_limit(tmp_path):
 
 @pytest.mark.slow  # 20-30 s: a nanny restarts each killed worker, up to 5 attempts
 def test_a_block_that_kills_every_worker_it_runs_on_stops_without_a_loop(tmp_path):
-    """No memory report from a nanny (the operating system killed the worker): the same
-    task lost twice in a row with nothing saved between is not pre-emption."""
+    """No memory report from a nanny (the operating system killed the worker): the fit
+    resumes while other blocks finish, then stops after 3 attempts that saved nothing."""
     X, y = blobs(n=1000, chunk=200)
     procs = NannyCluster(tmp_path / "cluster", sleep=0.05, fatal=800)  # the last block
     try:
@@ -281,17 +281,10 @@ def test_a_block_that_kills_every_worker_it_runs_on_stops_without_a_loop(tmp_pat
     finally:
         procs.close()
     message = str(caught.value)
-    # a dead worker ends every task it held, and Dask names one of them: block 4 two
-    # attempts in a row, or three attempts without progress, whichever block they name
-    same = "(row block 4) of the fit killed its workers in two attempts in a row"
-    if same in message:
-        assert "each worker had a memory limit of 1 GB" in message
-        assert f"the checkpoint {checkpoint} keeps the work done" in message
-    else:
-        assert "attempts, the last 3 of which saved nothing new in its checkpoint" in message
-        assert "(row block 4) died" in message or "row block" not in message
-        assert "each had a memory limit of 1 GB" in message
-        assert "The checkpoint keeps the work done" in message
+    assert "attempts, the last 3 of which saved nothing new in its checkpoint" in message
+    assert "(row block 4) died" in message  # a dead worker ends every task it held too
+    assert "each had a memory limit of 1 GB" in message and "dmesg" in message
+    assert "The checkpoint keeps the work done" in message
     assert type(caught.value.__cause__).__name__ == "KilledWorker"
 
 

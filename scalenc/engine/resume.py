@@ -16,14 +16,15 @@ and computing only the rest, when it loses a task to
 It goes on while each attempt leaves new work in the checkpoint (a finished pass, a saved
 group of blocks, a remembered decision): after :data:`MAX_ATTEMPTS_WITHOUT_PROGRESS`
 attempts in a row that saved nothing it stops with
-:class:`~scalenc.exceptions.WorkersKilledError`. It stops at once when the cause is not
-pre-emption: a task whose workers were restarted by their nannies for exceeding their
-memory limit (:class:`~scalenc.exceptions.MemoryBudgetError`, naming the task, its row
-block and the limit), or the same task killing its workers in two attempts in a row with
-nothing saved between (a worker killed by the operating system for memory leaves no
-other trace). Each resume is reported on one line (what the checkpoint gave back, what is
-left) to the logger ``scalenc.engine.resume``, or to the callback of :func:`reporting`
-(the command's log).
+:class:`~scalenc.exceptions.WorkersKilledError`, naming what each lost (and saying so when
+it was the same row block each time: a worker the operating system kills for memory
+leaves no other trace). It stops at once when the cause is plainly not pre-emption: a
+task whose worker its nanny restarted for exceeding its memory limit
+(:class:`~scalenc.exceptions.MemoryBudgetError`, naming the task, its row block and the
+limit). A task lost in two attempts in a row is not enough to stop: under churn, the
+first block of a resumed pass is the first to be lost. Each resume is reported on one
+line (what the checkpoint gave back, what is left) to the logger
+``scalenc.engine.resume``, or to the callback of :func:`reporting` (the command's log).
 
 A fit without a checkpoint cannot resume: its ``KilledWorker`` becomes a
 :class:`~scalenc.exceptions.WorkersKilledError` saying that a checkpoint would have kept
@@ -95,7 +96,7 @@ def fit_resuming(open_checkpoint, body: Callable, *, owner: str):
     new work in the checkpoint (the module's docstring). Returns (body's value, the run of
     the attempt that finished); ``run.attempts`` counts the attempts. ``owner`` (the
     estimator's name) is for the messages."""
-    attempt, without_progress, before, last_task, lost = 0, 0, None, None, []
+    attempt, before, lost = 0, None, []  # lost: what each attempt since the last progress lost
     while True:
         attempt += 1
         run, started = None, time.time()
@@ -117,13 +118,11 @@ def fit_resuming(open_checkpoint, body: Callable, *, owner: str):
                 raise WorkersKilledError(_no_checkpoint_message(exc, owner)) from exc
             after = run.saved()
             progressed, before = bool(after - before), after
-            task = _task_of(exc) if kind == "killed-worker" else None
             if kind == "killed-worker":
-                _stop_if_not_preemption(exc, run, started, task, last_task, progressed)
-            last_task = task if not progressed else None
-            without_progress = 0 if progressed else without_progress + 1
-            lost = [] if progressed else [*lost, _lost_text(exc, kind)]
-            if without_progress >= MAX_ATTEMPTS_WITHOUT_PROGRESS:
+                _stop_if_over_memory(exc, run, started)
+            task = _task_of(exc) if kind == "killed-worker" else None
+            lost = [] if progressed else [*lost, (task, _lost_text(exc, kind))]
+            if len(lost) >= MAX_ATTEMPTS_WITHOUT_PROGRESS:
                 raise WorkersKilledError(_no_progress_message(exc, run, attempt, lost)) from exc
             if kind == "scheduler" and not _reconnected():
                 raise
@@ -200,9 +199,10 @@ def _task_text(key) -> str:
     return text
 
 
-def _stop_if_not_preemption(exc, run, started, task, last_task, progressed) -> None:
-    """Raise when the lost task kills its workers itself: restarted for memory by their
-    nannies, or the same task lost in two attempts in a row with nothing saved between."""
+def _stop_if_over_memory(exc, run, started: float) -> None:
+    """Raise when the lost task's last worker was restarted by its nanny for exceeding
+    its memory limit during the attempt (started at ``started``): the task itself kills
+    its workers, and would again."""
     kills = _memory_restarts(exc.last_worker.address, since=started)
     limit = getattr(exc.last_worker, "memory_limit", 0) or 0
     if kills:
@@ -217,22 +217,6 @@ def _stop_if_not_preemption(exc, run, started, task, last_task, progressed) -> N
             "scalenc.connect('local')), or make the task smaller (fewer rows per block: "
             "chunk_rows=...; the estimator's memory_limit=... to plan its stages within "
             "less), then run the same fit again: it resumes from the checkpoint."
-        ) from exc
-    if not progressed and task is not None and task == last_task:
-        memory = (
-            f"each worker had a memory limit of {format_bytes(limit)}"
-            if limit
-            else ("the workers had no memory limit")
-        )
-        raise WorkersKilledError(
-            f"Task {_task_text(exc.task)} of the fit killed its workers in two attempts in a "
-            "row with nothing finished between, so it is most likely not the workers being "
-            f"pre-empted: the task itself ends them ({memory}; a worker killed by the "
-            "operating system for memory is the usual cause: see `dmesg` for 'Out of "
-            "memory: Killed process', and the workers' logs). The fit stops instead of "
-            f"resuming; the checkpoint {run.url} keeps the work done. Give the workers more "
-            "memory, or use fewer rows per block (chunk_rows=...) and fewer threads per "
-            "worker, then run the same fit again: it resumes from the checkpoint."
         ) from exc
 
 
@@ -288,15 +272,23 @@ def _no_checkpoint_message(exc, owner: str) -> str:
     )
 
 
-def _no_progress_message(exc, run, attempt: int, lost: list[str]) -> str:
+def _no_progress_message(exc, run, attempt: int, lost: list[tuple]) -> str:
     limit = getattr(getattr(exc, "last_worker", None), "memory_limit", 0)
     memory = f" (each had a memory limit of {format_bytes(limit)})" if limit else ""
+    tasks = {task for task, _ in lost}
+    same = (
+        f" The same task, {_task_text(exc.task)}, was lost every time: most likely it "
+        "kills its workers itself rather than the workers being pre-empted."
+        if len(tasks) == 1 and None not in tasks
+        else ""
+    )
     return (
         f"The fit lost its tasks to dead workers or a lost scheduler in {attempt} attempts, "
         f"the last {MAX_ATTEMPTS_WITHOUT_PROGRESS} of which saved nothing new in its "
         f"checkpoint {run.url} (no finished pass or group of blocks), so it stops "
-        f"resuming. They lost: {'; '.join(lost)}. Workers that die on the same row blocks "
-        f"each time are killed by those blocks{memory}, usually by the operating system "
+        f"resuming. They lost: {'; '.join(text for _, text in lost)}.{same} Workers that "
+        f"die on the same row blocks each time are killed by those blocks{memory}, usually "
+        "by the operating system "
         "for memory (see `dmesg` for 'Out of memory: Killed process', and the workers' "
         "logs): give them more memory, or use fewer rows per block (chunk_rows=...) and "
         "fewer threads per worker. Workers pre-empted faster than a task runs need a "
