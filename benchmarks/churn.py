@@ -63,14 +63,14 @@ def parse_args(argv=None):
     p.add_argument(
         "--quick",
         action="store_true",
-        help="a tiny store (3 000 × 6 in blocks of 500), nrbfn, one period of 2 s, every "
+        help="a tiny store (3 000 × 6 in blocks of 500), nrbfn, one period of 3 s, every "
         "block checkpointed: a smoke run",
     )
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.p, args.k, args.chunk_rows, args.test_rows = 3000, 6, 3, 500, 1000
         if args.periods == "8,20":
-            args.periods = "2"
+            args.periods = "3"
         if args.estimators == ",".join(ESTIMATORS):
             args.estimators = "nrbfn"
     args.periods = [float(v) for v in str(args.periods).split(",") if v]
