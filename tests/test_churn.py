@@ -78,24 +78,28 @@ class NannyCluster:
         self.procs.append(proc)
         return proc
 
-    def start(self, n_workers: int = 2) -> NannyCluster:
-        self._popen(
+    def start(self, n_workers: int = 2, port: int = 0) -> NannyCluster:
+        self.start_scheduler(port)
+        for _ in range(n_workers):
+            self.add_worker()
+        self.wait_for_workers(n_workers)
+        return self
+
+    def start_scheduler(self, port: int = 0) -> None:
+        self.scheduler_file.unlink(missing_ok=True)
+        self.scheduler = self._popen(
             [
-                "scheduler", "--host", "127.0.0.1", "--port", "0",
+                "scheduler", "--host", "127.0.0.1", "--port", str(port),
                 "--dashboard-address", "127.0.0.1:0",
                 "--scheduler-file", str(self.scheduler_file),
             ],
-            "scheduler",
+            f"scheduler{len(self.procs)}",
         )  # fmt: skip
         end = time.monotonic() + 60
         while not self.scheduler_file.exists():
             assert time.monotonic() < end, self.logs()
             time.sleep(0.1)
         time.sleep(0.2)
-        for _ in range(n_workers):
-            self.add_worker()
-        self.wait_for_workers(n_workers)
-        return self
 
     def add_worker(self) -> subprocess.Popen:
         worker = self._popen(
@@ -364,3 +368,50 @@ def test_the_text_summary_counts_the_attempts():
         {**summary, "attempts": 3}
     )
     assert _checkpoint({**summary, "attempts": 1}).startswith("checkpoint ck: resumed, 1 finished")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow  # 20-40 s: the client and the workers reconnect to a new scheduler
+def test_a_scheduler_lost_and_restarted_at_its_address_is_resumed_from(tmp_path, caplog):
+    port = _free_port()
+    procs = NannyCluster(tmp_path / "cluster")
+    X, y = blobs()
+    checkpoint = str(tmp_path / "ck")
+    make = lambda: EncoderClassifier(kernels=("linear", "euclidean"), checkpoint=checkpoint)  # noqa: E731
+    try:
+        procs.start(port=port)
+        with (
+            scalenc.connect(scheduler_file=procs.scheduler_file, quiet=True),
+            dask.config.set(SAVE_ALL),
+            caplog.at_level(logging.WARNING, logger="scalenc.engine.resume"),
+        ):
+            thread, result = _fit_in_thread(make, X, y)
+            time.sleep(1.5)
+            for marker in procs.markers.iterdir():
+                marker.unlink()
+            while not any(procs.markers.iterdir()):  # a block task is running now
+                time.sleep(0.02)
+            procs.scheduler.send_signal(signal.SIGKILL)
+            procs.scheduler.wait(timeout=30)
+            procs.start_scheduler(port)  # the same address: the client reconnects
+            for _ in range(2):  # workers end with their scheduler: a supervisor restarts them
+                procs.add_worker()
+            thread.join(timeout=180)
+            assert not thread.is_alive(), procs.logs()
+    finally:
+        procs.close()
+    assert "error" not in result, f"{result['error']}\n{procs.logs()}"
+    model = result["model"]
+    assert model.checkpoint_summary_["attempts"] == 2
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "scalenc.engine.resume"]
+    assert "(attempt 2): the connection to the Dask scheduler was lost; read back" in line
+    with scalenc.connect("threads"):
+        ref = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
+    assert_same_model(model, ref, rtol=1e-12, ignore=("n_passes_",))
