@@ -33,6 +33,7 @@ from test_cluster import DASK, ROOT, assert_same_model, scalenc_command
 
 import scalenc
 from scalenc import EncoderClassifier, NRBFNClassifier
+from scalenc.engine import resume
 from scalenc.exceptions import MemoryBudgetError, WorkersKilledError
 
 pytestmark = pytest.mark.cluster
@@ -415,3 +416,16 @@ def test_a_scheduler_lost_and_restarted_at_its_address_is_resumed_from(tmp_path,
     with scalenc.connect("threads"):
         ref = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, y)
     assert_same_model(model, ref, rtol=1e-12, ignore=("n_passes_",))
+
+
+def test_a_resumed_attempt_saves_every_block_worth_its_write():
+    """From the second attempt on, a group needs no 2 s of work to be saved (the next loss
+    may come sooner); the first attempt keeps the configured rule."""
+    from scalenc.engine.checkpoint import checkpoint_settings
+
+    with dask.config.set({"scalenc.checkpoint.min-seconds": 3.0}):
+        with resume._saving_more(1):
+            assert checkpoint_settings()["rule"][0] == 3.0
+        with resume._saving_more(2):
+            assert checkpoint_settings()["rule"][0] == resume.RESUMED_MIN_SECONDS == 0.0
+        assert checkpoint_settings()["rule"][0] == 3.0

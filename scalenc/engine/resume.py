@@ -13,9 +13,11 @@ and computing only the rest, when it loses a task to
   from :func:`scalenc.engine.cluster.compute`, once the client is connected again), or a
   worker lost with the only copy of data sent to the cluster.
 
-It goes on while each attempt leaves new work in the checkpoint (a finished pass, a saved
-group of blocks, a remembered decision): after :data:`MAX_ATTEMPTS_WITHOUT_PROGRESS`
-attempts in a row that saved nothing it stops with
+From the second attempt on, every block worth its write is saved
+(:data:`RESUMED_MIN_SECONDS`), since the next loss may come before a group holds the
+usual 2 s of work. It goes on while each attempt leaves new work in the checkpoint (a
+finished pass, a saved group of blocks, a remembered decision): after
+:data:`MAX_ATTEMPTS_WITHOUT_PROGRESS` attempts in a row that saved nothing it stops with
 :class:`~scalenc.exceptions.WorkersKilledError`, naming what each lost (and saying so when
 it was the same row block each time: a worker the operating system kills for memory
 leaves no other trace). It stops at once when the cause is plainly not pre-emption: a
@@ -35,16 +37,22 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import gc
 import logging
 import time
+import traceback
 from collections.abc import Callable, Iterator
 
+import dask
+
+from scalenc.engine.checkpoint import MIN_SECONDS
 from scalenc.engine.cluster import active_client
 from scalenc.engine.memory import format_bytes
 from scalenc.exceptions import ClusterUnavailableError, MemoryBudgetError, WorkersKilledError
 
 __all__ = [
     "MAX_ATTEMPTS_WITHOUT_PROGRESS",
+    "RESUMED_MIN_SECONDS",
     "fit_resuming",
     "lost_work",
     "reporting",
@@ -55,6 +63,9 @@ logger = logging.getLogger(__name__)
 #: Attempts in a row that save nothing new in the checkpoint after which a fit stops
 #: resuming (:class:`~scalenc.exceptions.WorkersKilledError`).
 MAX_ATTEMPTS_WITHOUT_PROGRESS = 3
+#: The least seconds of unsaved work a group of blocks must hold to be saved, from a fit's
+#: second attempt on (the first uses ``scalenc.checkpoint.min-seconds``, 2 s by default).
+RESUMED_MIN_SECONDS = 0.0
 #: Seconds to wait, after a task was lost to a dead worker, for the nanny's report that
 #: it had restarted the worker for memory (sent to the scheduler just before the kill).
 _MEMORY_EVENT_WAIT = 1.0
@@ -101,7 +112,7 @@ def fit_resuming(open_checkpoint, body: Callable, *, owner: str):
         attempt += 1
         run, started = None, time.time()
         try:
-            with open_checkpoint() as run:
+            with _saving_more(attempt), open_checkpoint() as run:
                 if run is not None:
                     run.attempts = attempt
                     if before is None:
@@ -131,15 +142,25 @@ def fit_resuming(open_checkpoint, body: Callable, *, owner: str):
             del exc
 
 
+def _saving_more(attempt: int):
+    """From the second attempt on, every group of blocks is saved that is worth its write
+    (the Dask config ``scalenc.checkpoint.min-seconds`` lowered to
+    :data:`RESUMED_MIN_SECONDS`; the write-share rule still bounds what writes cost): a fit
+    that has lost its tasks once is on a cluster that may lose them again before a group
+    holds the usual 2 s of work. A checkpoint never changes the result."""
+    if attempt == 1:
+        return contextlib.nullcontext()
+    key = "scalenc.checkpoint.min-seconds"
+    configured = float(dask.config.get(key, MIN_SECONDS))
+    return dask.config.set({key: min(configured, RESUMED_MIN_SECONDS)})
+
+
 def _release(exc: BaseException) -> None:
     """Let go of what the lost attempt held on the cluster before the next one starts:
     the frames of its traceback hold its persisted arrays (the labels kept on the
     workers), whose failed keys the scheduler would otherwise give the next attempt's
     identical graph as failed at once. Waits (at most a few seconds) until the client has
     forgotten every failed key."""
-    import gc
-    import traceback
-
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
     gc.collect()
