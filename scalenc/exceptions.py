@@ -52,6 +52,7 @@ __all__ = [
     "ModelFileError",
     "JobError",
     "ClusterUnavailableError",
+    "WorkersKilledError",
     "CheckpointMismatchError",
     "MissingPlotDependency",
     "MissingDeviceDependency",
@@ -170,6 +171,13 @@ class ClusterUnavailableError(ScalencError, ConnectionError):
 
     The ``scalenc`` command maps it to exit code 3 ("cluster unreachable").
     """
+
+
+class WorkersKilledError(ClusterUnavailableError):
+    """Dask gave up on a task of a fit because the workers running it kept dying
+    (``distributed``'s ``KilledWorker``, its ``__cause__``): a fit without a checkpoint, or
+    one whose resumes stopped making progress. The message says what kept the work (a
+    checkpoint) and the settings that decide it (:mod:`scalenc.engine.resume`)."""
 
 
 class CheckpointMismatchError(ScalencError, ValueError):

@@ -282,3 +282,24 @@ def test_worker_faults_quick(tmp_path):
             assert row[side]["seconds"] > 0 and row[side]["faults"] >= 0
         assert row["ratio"] == pytest.approx(row["nanny"]["seconds"] / row["plain"]["seconds"])
     assert "nanny s" in proc.stdout and "ccdr_extension" in proc.stdout
+
+
+@pytest.mark.slow  # 30-40 s: two clusters of nanny workers started, one of them churned
+def test_churn_quick(tmp_path):
+    """nRBFN with a checkpoint on a calm cluster and on one whose workers are killed with
+    their nannies every 3 s (allowed-failures 1: a task survives one dead worker, the fit
+    may resume): the same predictions as the threaded fit, and the table."""
+    out = tmp_path / "churn.json"
+    proc = _run(
+        "churn.py", "--quick", "--allowed-failures", "1", "--workdir", str(tmp_path / "w"),
+        "--json", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    (row,) = result["rows"]
+    assert row["estimator"] == "nrbfn" and set(row["fits"]) == {"calm", "every 3 s"}
+    for fit in row["fits"].values():
+        assert "failed" not in fit, fit
+        assert fit["agreement"] == 1.0 and fit["attempts"] >= 1
+    assert row["fits"]["calm"]["kills"] == 0 and row["fits"]["every 3 s"]["kills"] >= 1
+    assert "| nrbfn |" in proc.stdout and "load average before" in proc.stdout

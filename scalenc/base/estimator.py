@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 
 from scalenc import __version__
 from scalenc.base.validation import check_feature_names, invalid
-from scalenc.engine import checkpoint, passes
+from scalenc.engine import checkpoint, passes, resume
 from scalenc.engine import memory as engine_memory
 from scalenc.engine.cluster import compute
 from scalenc.engine.reads import counting_passes
@@ -243,13 +243,24 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
        ``params`` what step 1 returned, timing its stages in ``stage_times_``.
     4. ``n_passes_`` is the number of passes over X the steps computed, counted by the
        engine where X is read (:func:`scalenc.engine.reads.counting_passes`).
+
+    With a ``checkpoint``, steps 2–4 run inside it (:func:`fit_checkpoint`), and run
+    again from it, as a rerun would, when a cluster loses the fit's tasks to dead workers
+    or a lost scheduler, while each attempt saves new work
+    (:func:`scalenc.engine.resume.fit_resuming`; ``checkpoint_summary_["attempts"]``).
     """
     params = estimator._check_params()
-    with fit_checkpoint(estimator, X, y) as run:
-        X, y = prepare_fit(estimator, X, y, find_classes=find_classes)
+
+    def steps(run):
+        Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
         estimator.stage_times_ = {}
-        with counting_passes(X) as count:
-            estimator._fit(X, y, params, **fit_params)
+        with counting_passes(Xd) as count:
+            estimator._fit(Xd, yd, params, **fit_params)
+        return count
+
+    count, run = resume.fit_resuming(
+        lambda: fit_checkpoint(estimator, X, y), steps, owner=type(estimator).__name__
+    )
     estimator.n_passes_ = count.passes
     if run is not None:
         estimator.checkpoint_summary_ = run.summary()

@@ -25,7 +25,9 @@ from scalenc.cli.errors import (
     BadInput,
 )
 from scalenc.cli.parser import METHODS, parse_set, parse_value
+from scalenc.cli.session import NOTICE
 from scalenc.cli.summary import plural
+from scalenc.engine import resume
 from scalenc.io.atomic import write_text
 from scalenc.io.inputs import load
 from scalenc.io.outputs import write_dataset, write_output
@@ -273,7 +275,11 @@ def cmd_fit(args, session) -> dict:
     else:
         log.info("fit %s (%s) with %s", args.method, cls.__name__, params or "default parameters")
     step = est.partial_fit if args.update else est.fit
-    with session.progress("fit", counted=True), dask.config.set(_checkpoint_config(args)):
+    with (
+        session.progress("fit", counted=True),
+        dask.config.set(_checkpoint_config(args)),
+        resume.reporting(lambda text: log.log(NOTICE, "fit: %s", text)),  # one line each
+    ):
         _, fit_s = timed(step, X, y)
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""

@@ -277,11 +277,13 @@ def _fit(s: dict):
 
 def _checkpoint(c: dict) -> str:
     """What a checkpointed fit read back from its checkpoint and what it computed."""
+    attempts = c.get("attempts", 1)
+    after = f" after {plural(attempts, 'attempt')} (lost tasks)" if attempts > 1 else ""
     if not c.get("resumed"):
         return f"checkpoint {c.get('path')}: a new fit, nothing to reuse"
     total = c.get("blocks_reused", 0) + c.get("blocks_computed", 0)
     return (
-        f"checkpoint {c.get('path')}: resumed, "
+        f"checkpoint {c.get('path')}: resumed{after}, "
         f"{plural(c.get('passes_reused', 0), 'finished pass', 'finished passes')} and "
         f"{plural(c.get('groups_reused', 0), 'group')} of row blocks read back; "
         f"{c.get('blocks_computed', 0)} of {total} block reads computed"

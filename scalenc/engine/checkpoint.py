@@ -418,6 +418,8 @@ class CheckpointRun:
         self.computed = {"passes": 0, "blocks": 0}
         self.unkeyed = 0
         self.resumed = False
+        self.attempts = 1  # set by scalenc.engine.resume when the fit resumed by itself
+        self.current: tuple[str, int, int] | None = None  # the last pass planned
 
     # the manifest -----------------------------------------------------------------------
 
@@ -469,10 +471,12 @@ class CheckpointRun:
 
     # passes ------------------------------------------------------------------------------
 
-    def plan_pass(self, fingerprint: str) -> PassPlan:
+    def plan_pass(self, fingerprint: str, n_blocks: int = 0, split_every: int = 2) -> PassPlan:
         """The pass's directory and what of it can be trusted (checksums checked here;
-        damaged files removed with a warning)."""
+        damaged files removed with a warning). ``n_blocks`` and ``split_every``, the
+        shape of its tree, say how much of it a cut-off fit left (:meth:`describe`)."""
         directory = f"{self.root}/passes/{fingerprint}"
+        self.current = (directory, n_blocks, split_every)
         plan = PassPlan(self.fs, directory, self.rule)
         try:
             names = [p.rsplit("/", 1)[-1] for p in self.fs.ls(directory, detail=False)]
@@ -528,11 +532,61 @@ class CheckpointRun:
         _write(self.fs, path, _encode((_REMEMBERED, reads.passes_so_far() - before, value)))
         return value
 
+    def saved(self) -> frozenset[str]:
+        """The files that hold the fit's work, relative to the checkpoint: finished
+        passes, saved groups of blocks and remembered decisions. A fit only adds to
+        them, so a set with a name the last one lacks is work done since
+        (:mod:`scalenc.engine.resume` counts it as progress)."""
+        try:
+            paths = self.fs.find(self.root)
+        except FileNotFoundError:
+            return frozenset()
+        names = set()
+        for path in paths:
+            name = path[len(self.root) :].lstrip("/")
+            leaf = name.rsplit("/", 1)[-1]
+            if ".tmp-" in leaf:
+                continue
+            work = leaf == _RESULT or leaf.startswith("node-")
+            if (name.startswith("passes/") and work) or name.startswith("decisions/"):
+                names.add(name)
+        return frozenset(names)
+
+    def describe(self, saved: frozenset[str]) -> tuple[str, str]:
+        """(what the checkpoint holds, what is left), in words, for the files ``saved``:
+        the finished passes and saved groups, and the row blocks the pass planned last
+        still needs."""
+        finished = {name.split("/")[1] for name in saved if name.endswith(f"/{_RESULT}")}
+        groups = [n for n in saved if "/node-" in n and n.split("/")[1] not in finished]
+        held = (
+            f"{_plural(len(finished), 'finished pass', 'finished passes')} and "
+            f"{_plural(len(groups), 'saved group')} of row blocks"
+        )
+        if self.current is None:
+            return held, "the fit's passes from the first"
+        directory, n_blocks, split_every = self.current
+        name = directory.rsplit("/", 1)[-1]
+        if name in finished or not n_blocks:
+            return held, "the passes after the last one finished"
+        covered = np.zeros(n_blocks, dtype=bool)
+        for node in groups:
+            if node.split("/")[1] != name:
+                continue
+            level, index = (int(v) for v in node.rsplit("/node-", 1)[1].split("-"))
+            width = split_every**level
+            covered[index * width : (index + 1) * width] = True
+        left = n_blocks - int(covered.sum())
+        return held, (
+            f"{left} of {n_blocks} row blocks of the pass that was cut off, and the passes after it"
+        )
+
     def summary(self) -> dict:
-        """What this fit reused and computed: passes, groups and blocks."""
+        """What this fit reused and computed: passes, groups and blocks, and the
+        attempts it took (more than 1: it resumed by itself after its tasks were lost)."""
         return {
             "path": self.url,
             "resumed": self.resumed,
+            "attempts": self.attempts,
             "passes_reused": self.reused["passes"],
             "groups_reused": self.reused["groups"],
             "blocks_reused": self.reused["blocks"],
@@ -601,6 +655,10 @@ def checkpointing(url, key: dict, *, settings: dict | None = None) -> Iterator[C
         _ACTIVE.reset(token)
     if not settings["keep"]:
         run.remove()
+
+
+def _plural(count: int, word: str, words: str | None = None) -> str:
+    return f"{count} {word if count == 1 else words or word + 's'}"
 
 
 def describe_changes(old: dict, new: dict) -> list[str]:

@@ -247,16 +247,26 @@ def compute(*collections, **kwargs):
         raise
     except Exception as exc:
         if _scheduler_lost(client, exc):
-            raise ClusterUnavailableError(
+            raise _lost(
                 f"Lost the connection to the Dask scheduler at {_address(client)} during the "
                 f"computation ({type(exc).__name__}: {exc}). Nothing was written as complete; "
-                "check the scheduler's log, restart it, and run again."
+                "check the scheduler's log, restart it, and run again.",
+                "scheduler",
             ) from exc
         if type(exc).__name__ == "NoWorkerError":  # the scheduler's no-workers-timeout
             raise ClusterUnavailableError(_no_workers_message(client, exc.args[-1])) from exc
         if isinstance(exc, CancelledError) and "lost dependencies" in str(exc).lower():
-            raise ClusterUnavailableError(_lost_data_message(client, exc)) from exc
+            raise _lost(_lost_data_message(client, exc), "lost-data") from exc
         raise
+
+
+def _lost(message: str, what: str) -> ClusterUnavailableError:
+    """The error of a computation whose tasks a rerun could finish, marked with what was
+    lost (``lost``: ``"scheduler"`` or ``"lost-data"``): a fit with a checkpoint resumes
+    from it (:mod:`scalenc.engine.resume`)."""
+    error = ClusterUnavailableError(message)
+    error.lost = what
+    return error
 
 
 def _lost_data_message(client, exc: BaseException) -> str:

@@ -388,7 +388,7 @@ def _checkpoint_plan(run, block_fn, X, aligned, combine, split_every, kwargs):
     if token is None:
         run.unkeyed += 1
         return None
-    return run.plan_pass(token)
+    return run.plan_pass(token, X.numblocks[0], split_every)
 
 
 def _load_result(fs, path):
