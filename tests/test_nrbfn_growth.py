@@ -372,7 +372,7 @@ def _path(widths=(0.5, 0.5, 0.5), errors=(0.50, 0.40, 0.38)):
 
 @pytest.mark.parametrize(
     "scripted, adopted",
-    [((0.395,), False), ((0.30, 0.37), True), ((0.30, 0.39), False)],
+    [((0.395,), False), ((0.30, 0.37), True), ((0.30, 0.39, 0.38), False)],
     ids=["within the margin", "better twice", "better before, not on the kept size"],
 )
 def test_narrower_width_is_tried_before_the_kept_size_then_on_it(scripted, adopted):
@@ -381,14 +381,18 @@ def test_narrower_width_is_tried_before_the_kept_size_then_on_it(scripted, adopt
     path = _path()
     best = (0.38, 512, 1.0, 1e-9, None, None, None)
     evaluate, calls = _scripted(path, scripted)
-    level, gram = _narrower_width(best, "gram 512 0.5", path, AUTO_ALPHA_GRID, 10_000, evaluate)
+    held = ["gram 512 0.5"]
+    level, gram = _narrower_width(best, held, path, AUTO_ALPHA_GRID, 10_000, evaluate)
     # first the size before the kept one, at ×1/4 of its paper σ (2.0), λ around its own
     assert calls[0][:2] == (256, (0.25,)) and calls[0][3] == pytest.approx(2.0)
-    assert 1e-9 in calls[0][2] and len(calls) == len(scripted)
-    if len(calls) == 2:  # then the kept size
+    assert 1e-9 in calls[0][2] and len(calls) == len(scripted) and held == []
+    if len(calls) > 1:  # then the kept size, its own Gram let go first
         assert calls[1][:2] == (512, (0.25,)) and calls[1][3] == pytest.approx(2.0)
-    assert (gram == "gram 512 0.25") is adopted and (level[0] < 0.38) is adopted
-    assert path["r"][3:] == [256, 512][: len(calls)]  # the tries follow the sizes
+    if len(calls) > 2:  # the width stays: the kept size's Gram formed again
+        assert calls[2][:2] == (512, (0.5,)) and level is best
+    assert gram == ("gram 512 0.25" if adopted else "gram 512 0.5")
+    assert (level[0] < 0.38) is adopted
+    assert path["r"][3:] == [256, 512, 512][: len(calls)]  # the tries follow the sizes
 
 
 def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
@@ -399,7 +403,7 @@ def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
         (_path(widths=(0.25, 0.25, 0.25)), (0.38, 512, 0.5, 1e-9, None, None, None)),
     ]:
         evaluate, calls = _scripted(path, ())
-        assert _narrower_width(best, "kept", path, AUTO_ALPHA_GRID, 100, evaluate)[1] == "kept"
+        assert _narrower_width(best, ["kept"], path, AUTO_ALPHA_GRID, 100, evaluate)[1] == "kept"
         assert calls == []
 
 
