@@ -479,12 +479,7 @@ class EncoderClassifier(
                     split_every=self.split_every,
                 )
             )
-        self.classes_ = first["classes"]
-        check_class_values(self.classes_)
-        check_classes(self.classes_, type(self).__name__, self.unlabeled)
-        warn_marker_as_class(
-            self.classes_, first["moments"]["n"], first["marker_rows"], self.unlabeled
-        )
+        self._take_classes(first)
         moments = self._check_moments(first["moments"], X.dtype)
         codes = encode_labels(y, self.classes_, unlabeled_marker(self))
         if full:
@@ -691,6 +686,16 @@ class EncoderClassifier(
             )
 
     # --- Section 2: the intermediate algorithm ----------------------------------------
+
+    def _take_classes(self, first: dict) -> None:
+        """The class list of pass 1's result (``labeled_moments_pass``), checked, with a
+        warning where the unlabeled marker is a class of y: every encoder fit's pass 1."""
+        self.classes_ = first["classes"]
+        check_class_values(self.classes_)
+        check_classes(self.classes_, type(self).__name__, self.unlabeled)
+        warn_marker_as_class(
+            self.classes_, first["moments"]["n"], first["marker_rows"], self.unlabeled
+        )
 
     def _fit_full(self, X, codes, kernels, moments):
         """The full method after the first pass (class moments in ``moments``)."""

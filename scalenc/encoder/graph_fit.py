@@ -179,12 +179,7 @@ class GraphFitMixin:
                     split_every=self.split_every,
                 )
             )
-        self.classes_ = first["classes"]
-        check_class_values(self.classes_)
-        check_classes(self.classes_, type(self).__name__, self.unlabeled)
-        warn_marker_as_class(
-            self.classes_, first["moments"]["n"], first["marker_rows"], self.unlabeled
-        )
+        self._take_classes(first)
         self._set_class_stats(self._check_moments(first["moments"], X.dtype), kernels, False)
         self._require_all_classes()
 
