@@ -967,3 +967,23 @@ def test_scores_memory_is_a_tile_not_the_block():
         tracemalloc.stop()
     assert scores.shape == (20_000, 3) and np.isfinite(scores).all()
     assert peak < 80e6, f"{peak / 1e6:.0f} MB traced"
+
+
+def test_a_grown_basis_samples_candidates_for_the_one_pass_cap():
+    """The soft-KNN candidates of a grown basis are twice the basis that one Gram pass
+    allows, not the larger one that per-fold passes allow: the search is most of a large
+    fit, and the growth seldom reaches the cap."""
+    from scalenc.nrbfn import plan as P
+
+    problem = P.Problem(10**6, 10**6, 64, 4, 5, 20, [25_000] * 40, 2, 8, False)
+    budget = {"worker": 6 * 10**9, "client": 6 * 10**9}
+    params = dict(n_basis="auto", max_basis="auto", n_candidates="auto", memory_limit=None,
+                  split_every=8)  # fmt: skip
+    fit_plan = P.plan_fit(params, "NRBFN", problem, budget, "test", 5)
+    one_pass = P.largest_basis(problem, budget, 5, per_fold=False)
+    assert fit_plan.max_basis == min(P.largest_basis(problem, budget, 5), P.MAX_AUTO_BASIS)
+    assert one_pass < fit_plan.max_basis  # the per-fold passes allow a larger basis
+    assert fit_plan.candidates == max(P.MIN_CANDIDATES, 2 * one_pass)
+    # the confidence rule keeps its candidates for its cap
+    rule = P.plan_fit({**params, "n_basis": None}, "NRBFN", problem, budget, "test", 1)
+    assert rule.candidates == max(P.MIN_CANDIDATES, 2 * rule.max_basis)

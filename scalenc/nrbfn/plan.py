@@ -235,25 +235,26 @@ def gram_per_fold(problem: Problem, budget: dict, r: int, n_folds: int) -> bool:
     return n_folds > 1 and not fits(gram_bytes(problem, r, n_folds), budget)
 
 
-def basis_bytes(problem: Problem, r: int, n_folds: int = 1) -> dict:
+def basis_bytes(problem: Problem, r: int, n_folds: int = 1, per_fold: bool = True) -> dict:
     """The larger of the Gram pass's and the solve's estimates, per process; the Gram's
     in its leaner way (one pass per fold, :func:`gram_per_fold`), which a fit takes when
-    the one pass does not fit."""
-    gram = gram_bytes(problem, r, n_folds, per_fold=True)
+    the one pass does not fit (``per_fold=False``: the one pass's)."""
+    gram = gram_bytes(problem, r, n_folds, per_fold=per_fold)
     solve = solve_bytes(problem, r, n_folds)
     return {key: max(gram[key], solve[key]) for key in ("worker", "client")}
 
 
-def largest_basis(problem: Problem, budget: dict, n_folds: int = 1) -> int:
-    """The largest r whose Gram pass and solve fit ``budget`` (0 if not even r = 1)."""
-    if not fits(basis_bytes(problem, 1, n_folds), budget):
+def largest_basis(problem: Problem, budget: dict, n_folds: int = 1, per_fold: bool = True) -> int:
+    """The largest r whose Gram pass and solve fit ``budget`` (0 if not even r = 1);
+    ``per_fold=False``: with the Gram in one pass."""
+    if not fits(basis_bytes(problem, 1, n_folds, per_fold), budget):
         return 0
     lo, hi = 1, max(2, problem.n_labeled)
-    if fits(basis_bytes(problem, hi, n_folds), budget):
+    if fits(basis_bytes(problem, hi, n_folds, per_fold), budget):
         return hi
     while hi - lo > 1:  # the estimate grows with r
         mid = (lo + hi) // 2
-        if fits(basis_bytes(problem, mid, n_folds), budget):
+        if fits(basis_bytes(problem, mid, n_folds, per_fold), budget):
             lo = mid
         else:
             hi = mid
@@ -387,7 +388,14 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
         cap_source = "memory" if r_fit <= MAX_AUTO_BASIS else "MAX_AUTO_BASIS"
     elif cap is None and growing:  # a grown basis stops where memory does
         cap, cap_source = r_fit, "memory"
-    mode, reason, c = _plan_candidates(params, owner, problem, budget, cap or r_fit, source)
+    # a grown basis's candidates: twice the cap of one Gram pass, not of the per-fold passes
+    # (which would add candidates to a search that is most of a large fit, for bases the
+    # growth seldom reaches: 200 000 × 40 took 13 550 candidates instead of 10 000 and its
+    # soft-KNN 9.1 s instead of 5.1 s)
+    pool = cap or r_fit
+    if growing and n_folds > 1:
+        pool = min(pool, max(K, largest_basis(problem, budget, n_folds, per_fold=False)))
+    mode, reason, c = _plan_candidates(params, owner, problem, budget, pool, source)
     if cap_source is not None and not growing:  # the rule's basis: bounded by cost too
         r_cost = cost_basis(problem, c)
         while r_cost < cap:  # a smaller cap may sample fewer candidates: a few rounds
