@@ -19,7 +19,7 @@ from scalenc.math.linalg import ridge_path, ridge_solve
 from scalenc.math.sampling import fold_of
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
-from scalenc.nrbfn.network import (
+from scalenc.nrbfn.growth import (
     CHEAP_WORK,
     GROWTH_START,
     WIDTHS,
@@ -376,7 +376,7 @@ def _path(widths=(0.5, 0.5, 0.5), errors=(0.50, 0.40, 0.38)):
     ids=["within the margin", "better twice", "better before, not on the kept size"],
 )
 def test_narrower_width_is_tried_before_the_kept_size_then_on_it(scripted, adopted):
-    from scalenc.nrbfn.network import _narrower_width
+    from scalenc.nrbfn.growth import _narrower_width
 
     path = _path()
     best = (0.38, 512, 1.0, 1e-9, None, None, None)
@@ -396,7 +396,7 @@ def test_narrower_width_is_tried_before_the_kept_size_then_on_it(scripted, adopt
 
 
 def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
-    from scalenc.nrbfn.network import _narrower_width
+    from scalenc.nrbfn.growth import _narrower_width
 
     for path, best in [
         (_path(errors=(0.3, 0.4)), (0.3, 128, 1.0, 1e-9, None, None, None)),
@@ -408,7 +408,7 @@ def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
 
 
 def test_width_margin_is_three_standard_errors_at_least_the_tolerance():
-    from scalenc.nrbfn.network import GROWTH_TOLERANCE, width_margin
+    from scalenc.nrbfn.growth import GROWTH_TOLERANCE, width_margin
 
     assert width_margin(0.02, 1400) == pytest.approx(3 * np.sqrt(0.02 * 0.98 / 1400))
     assert 0.011 < width_margin(0.02, 1400) < 0.012  # mfeat's noise: a row or two is 0.1
