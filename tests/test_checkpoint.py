@@ -41,6 +41,7 @@ from scalenc import (
     write_dataset,
 )
 from scalenc.engine import checkpoint as ckpt
+from scalenc.engine import checkpoint_files
 from scalenc.exceptions import CheckpointMismatchError, CheckpointWarning
 from scalenc.persist import load_model
 
@@ -285,13 +286,14 @@ def test_a_checkpoint_that_names_other_code_is_not_loaded(tmp_path):
     refused by the unpickler, computed again."""
     payload = pickle.dumps(os.system)  # a global naming a function to call
     header = json.dumps({"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)})
-    evil = ckpt._MAGIC + header.encode() + b"\n" + payload
+    evil = checkpoint_files._MAGIC + header.encode() + b"\n" + payload
     path = tmp_path / "file"
     path.write_bytes(evil)
     with pytest.raises(
-        ckpt._Damaged, match=r"names (posix|os|nt)\.system, which a checkpoint never holds"
+        checkpoint_files._Damaged,
+        match=r"names (posix|os|nt)\.system, which a checkpoint never holds",
     ):
-        ckpt._decode(path.read_bytes())
+        checkpoint_files._decode(path.read_bytes())
 
 
 def test_settings_are_checked():
