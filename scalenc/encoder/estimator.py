@@ -6,7 +6,6 @@ multi-kernel-encoder-classifier.md), Sections 2 and 3.
 
 from __future__ import annotations
 
-import dask.array as da
 import numpy as np
 from sklearn.base import (
     BaseEstimator,
@@ -42,6 +41,7 @@ from scalenc.encoder.blocks import (
     choose_kernel,
     linear_embedding_moments,
 )
+from scalenc.encoder.full import FullMethodMixin
 from scalenc.encoder.graph_fit import GraphFitMixin
 from scalenc.encoder.incremental import IncrementalFitMixin
 from scalenc.encoder.kernels import Kernel, Linear, get_kernel
@@ -71,6 +71,7 @@ class EncoderClassifier(
     GraphFitMixin,
     EncoderOutputsMixin,
     IncrementalFitMixin,
+    FullMethodMixin,
     StreamingClassifierMixin,
     ClassifierMixin,
     ClassNamePrefixFeaturesOutMixin,
@@ -695,39 +696,4 @@ class EncoderClassifier(
         check_classes(self.classes_, type(self).__name__, self.unlabeled)
         warn_marker_as_class(
             self.classes_, first["moments"]["n"], first["marker_rows"], self.unlabeled
-        )
-
-    def _fit_full(self, X, codes, kernels, moments):
-        """The full method after the first pass (class moments in ``moments``)."""
-        self._set_class_stats(moments, kernels, one_pass=False)
-        self._require_all_classes()
-        self.fit_plan_ = {"name": "full", "passes_over_X": 3 if len(self.kernels_) > 1 else 2}
-        self._X_fit = X
-        self._codes_fit = codes
-        embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]
-        K = self.classes_.size
-        stats = [
-            encoder_passes.moments_pass(Z, codes, K, split_every=self.split_every)
-            for Z in embeddings
-        ]
-        z_moments = list(compute(*stats))
-        self.lda_models_ = [self._lda(m) for m in z_moments]
-        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
-        if len(self.kernels_) > 1:
-            logliks = [
-                encoder_passes.log_likelihood_pass(Z, codes, model, split_every=self.split_every)
-                for Z, model in zip(embeddings, self.lda_models_)
-            ]
-            self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
-        self._select_kernel(z_moments)
-
-    def _full_embedding(self, X, kernel) -> da.Array:
-        """Z = A W of X against the training data kept by ``fit`` (Section 2)."""
-        return encoder_passes.full_embedding(
-            X,
-            self._X_fit,
-            self._codes_fit,
-            kernel,
-            self.class_counts_,
-            split_every=self.split_every,
         )
