@@ -194,6 +194,55 @@ def test_grown_model_does_not_depend_on_chunks_or_scheduler(data, grown, chunks)
     np.testing.assert_array_equal(m.predict(X_test), grown.predict(X_test))
 
 
+def test_first_distinct_keeps_the_first_of_each_repeated_row():
+    rng = np.random.default_rng(3)
+    cells = rng.integers(0, 2, size=(6, 3)).astype(float) * 2 - 1
+    draws = rng.integers(0, 6, size=50)
+    rows = cells[draws]
+    got = nb.first_distinct(rows)
+    seen, want = set(), []
+    for i, row in enumerate(map(tuple, rows)):  # the oracle: a plain loop
+        if row not in seen:
+            seen.add(row)
+            want.append(i)
+    np.testing.assert_array_equal(got, want)
+    assert nb.first_distinct(rows[:0]).size == 0
+
+
+@pytest.fixture(scope="module")
+def cells():
+    """Twelve distinct rows repeated to about 1 200 with noisy labels (titanic's shape):
+    two cells of 3 and 4 rows whose labels are all 1, the others mostly one class."""
+    rng = np.random.default_rng(11)
+    grid = rng.permutation(np.array(np.meshgrid(*[[-1.0, 1.0]] * 4)).reshape(4, -1).T)[:12]
+    counts = np.r_[3, 4, rng.integers(40, 200, size=10)]
+    share = np.r_[1.0, 1.0, rng.choice([0.1, 0.25, 0.7, 0.9], size=10)]
+    X = np.repeat(grid, counts, axis=0)
+    y = np.concatenate([rng.random(c) < q for c, q in zip(counts, share)]).astype(int)
+    y[:7] = 1
+    order = rng.permutation(y.size)
+    return X[order], y[order], grid
+
+
+@pytest.mark.parametrize("chunks", [None, 97, 400])
+def test_a_grown_basis_takes_each_repeated_row_once(cells, chunks):
+    X, y, grid = cells
+    Xin = X if chunks is None else da.from_array(X, chunks=(chunks, -1))
+    m = NRBFNClassifier(random_state=0).fit(Xin, y)
+    # every distinct row once: the basis is the twelve cells, each the first of its
+    # copies in the growth order
+    assert m.basis_.shape[0] == 12 and np.unique(m.basis_, axis=0).shape[0] == 12
+    assert np.unique(np.r_[m.basis_, grid], axis=0).shape[0] == 12
+    assert list(m.basis_growth_["r"][: grown_sizes(m.basis_growth_)]) == [12]
+    np.testing.assert_array_equal(m.basis_, X[m.basis_indices_])
+    # the network predicts each large cell's majority (the two small ones may take their
+    # neighbours' where held-out error prefers a smoother network)
+    for cell in grid:
+        on = np.all(X == cell, axis=1)
+        if on.sum() >= 40:
+            assert m.predict(cell[None, :])[0] == int(y[on].mean() > 0.5)
+
+
 def test_max_basis_caps_the_growth(data):
     X, y, _, _ = data
     with warnings.catch_warnings():

@@ -223,9 +223,11 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
 
     The candidates in :func:`~scalenc.nrbfn.blocks.growth_order` (each class's least
     confident row, the confidence rule's rows spread over their ranks, then the others
-    at random); its prefixes of :func:`growth_sizes` rows are fitted in turn — σ, the
-    per-fold Gram and the held-out error of each λ (the whole grid on the first size,
-    then the last best λ and its two neighbours), three passes each (and, for
+    at random), a row equal to one before it dropped
+    (:func:`~scalenc.nrbfn.blocks.first_distinct`: a table of few distinct rows gets a
+    basis of each of them); its prefixes of :func:`growth_sizes` rows are fitted in
+    turn — σ, the per-fold Gram and the held-out error of each λ (the whole grid on the
+    first size, then the last best λ and its two neighbours), three passes each (and, for
     ``width="auto"``, two more per further multiple of σ in :data:`WIDTHS` on the first
     size, whose best multiple the larger sizes keep) — while :func:`next_size` says the
     next size may pay; then σ's next narrower multiple is tried (:func:`_narrower_width`).
@@ -244,12 +246,19 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         )
         cap = fit_plan.max_basis
         top = order.size if cap is None else min(order.size, cap)
-        sizes = growth_sizes(K, top, capped=top < order.size)
+        at_cap = top < order.size
         index = np.sort(cand_index[order[:top]])
         if knn["candidates"] is not None:
             rows = knn["candidates"][np.searchsorted(cand_index, index)]
         else:
             rows = passes.gather_rows(X, index)
+        # a row equal to one before it in the order adds a copy of that kernel column
+        distinct = nb.first_distinct(rows[np.searchsorted(index, cand_index[order[:top]])])
+        if distinct.size < top:
+            order = order[:top][distinct]
+            kept_rows = np.isin(index, cand_index[order])
+            index, rows, top, at_cap = index[kept_rows], rows[kept_rows], order.size, False
+        sizes = growth_sizes(K, top, capped=at_cap)
     own = _fold_of_rows(index, folds, n_folds, seed)  # each candidate's held-out fold
     sample = growth_rows(est, X, codes, counts, seed, folds, n_folds)
     Xg, codes_g, folds_g, n_rows = (X, codes, folds, n_labeled) if sample is None else sample
@@ -298,7 +307,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
             break
     # the cap stopped a growth that reached it with its error not above the best before
     # (the cap's own gain is no guide: 4 196 rows after 4 096 gain little whatever comes)
-    capped = not stopped and top < order.size and path["cv_error"][-1] <= best[0]
+    capped = not stopped and at_cap and path["cv_error"][-1] <= best[0]
     tried = len(path["r"])
     if est.width == "auto":
         held, kept = [kept], None  # the Gram's one reference, for _narrower_width to drop
