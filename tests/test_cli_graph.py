@@ -253,6 +253,41 @@ def test_a_failing_predict_leaves_no_output(graph, tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "m"]
 
 
+def test_evaluate_scores_the_labeled_nodes(graph, models, tmp_path, capsys):
+    """The true labels of every node against the predictions of the graph-alone and fused
+    models, as their score(..., graph=) says."""
+    root, X, truth, edges = graph["root"], graph["X"], graph["truth"], graph["edges"]
+    np.save(tmp_path / "truth.npy", truth)
+    np.savez(tmp_path / "truth.npz", X=X, y=truth)
+    alone = EncoderClassifier().fit(None, graph["y"], graph=edges)
+    fused = EncoderClassifier(kernels=("linear",)).fit(X, graph["y"], graph=edges)
+    for model, oracle, inputs in (
+        (models["alone"], alone.score(None, truth, graph=edges), ["--labels", "truth.npy"]),
+        (models["fused"], fused.score(X, truth, graph=edges), ["--data", "truth.npz"]),
+    ):
+        inputs = [inputs[0], tmp_path / inputs[1]]
+        code, summary, err = run(
+            capsys, "evaluate", "--model", model, "--edges", root / "edges.npy", *inputs
+        )
+        assert code == 0, err
+        assert summary["scores"]["accuracy"] == pytest.approx(oracle, abs=1e-12)
+        assert summary["scores"]["labeled_rows"] == 400
+        assert summary["graph"]["nodes"] == 400
+    code, out, err = run_text(
+        capsys,
+        "evaluate", "--model", models["alone"], "--edges", root / "edges.npy",
+        "--labels", tmp_path / "truth.npy",
+    )  # fmt: skip
+    assert code == 0, err
+    head, graph_line, scores = out.splitlines()[:3]
+    edges_path = root / "edges.npy"
+    assert head == f"evaluate {models['alone']} (EncoderClassifier) on the graph {edges_path} " + (
+        f"(400 nodes, {len(edges)} edges)"
+    )
+    assert graph_line == f"  graph: labels {tmp_path / 'truth.npy'}"
+    assert scores.startswith(f"  accuracy {alone.score(None, truth, graph=edges):.4f} on 400")
+
+
 @pytest.fixture(scope="module")
 def models(graph, tmp_path_factory):
     """A graph-alone model, a features+graph model and a plain encoder model."""
@@ -332,10 +367,18 @@ BAD = {
         r"--edges is for an encoder fitted with a graph .* holds an EncoderClassifier fitted "
         r"without a graph\. Drop --edges\.",
     ),
-    "evaluate": (
+    "evaluate-without-edges": (
         ["evaluate", "--model", "{fused}", "--data", "{root}/nodes.npz"],
-        r"scalenc evaluate takes no graph yet, and .*fused was fitted with one\. Write its "
-        r"predictions with `scalenc predict",
+        r"fused was fitted with a graph: pass --edges PATH, the graph of the nodes to evaluate",
+    ),
+    "evaluate-alone-without-labels": (
+        ["evaluate", "--model", "{alone}", "--edges", "{root}/edges.npy"],
+        r"evaluate of .*alone, fitted on the graph alone, needs the nodes' labels: --labels",
+    ),
+    "report": (
+        ["report", "--model", "{fused}", "--out", "{tmp}/r.html"],
+        r"scalenc report takes no graph yet, and .*fused was fitted with one\. Score it with "
+        r"`scalenc evaluate --model MODEL --edges PATH \.\.\.`",
     ),
     "update": (
         ["fit", "encoder", "--update", "{fused}", "--data", "{root}/nodes.npz",

@@ -452,10 +452,15 @@ def cmd_evaluate(args, session) -> dict:
     est = _load_model(args.model, args)
     if not hasattr(est, "predict"):
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
-    refuse_graph_model(args, est, "evaluate")
-    X, y = _open_data(args, labels=True, require_labels=True)
+    check_model_graph(args, est, "evaluate")
+    options = storage_options(getattr(args, "storage_option", []))
+    if args.data is None:  # a model fitted on the graph alone: the nodes' labels
+        X, y = None, open_node_labels(args, options)
+    else:
+        X, y = _open_data(args, labels=True, require_labels=True)
+    graph = {"graph": open_edges(args, options)} if getattr(args, "edges", None) else {}
     with session.progress("evaluate", X, passes=1):
-        scores = evaluate(est, X, y)
+        scores = evaluate(est, X, y, **graph)
     log.info(
         "evaluate: accuracy %.4f on %d labeled rows (%.2fs)",
         scores["accuracy"] or float("nan"),
@@ -472,7 +477,8 @@ def cmd_evaluate(args, session) -> dict:
     return {
         "model": args.model,
         "estimator": type(est).__name__,
-        "data": _data_summary(args, X, y),
+        "data": None if X is None else _data_summary(args, X, y),
+        **_graph_part(args, graph, y),
         "passes": 1,
         "timings": {"evaluate_seconds": scores.pop("seconds")},
         "scores": scores,

@@ -134,8 +134,9 @@ def _check_graph_alone(args) -> None:
 
 
 def check_model_graph(args, est, command: str) -> None:
-    """``scalenc predict``/``embed``: ``--edges`` exactly when the model was fitted with a
-    graph, and ``--data`` exactly when it was fitted with node features."""
+    """``scalenc predict``/``embed``/``evaluate``: ``--edges`` exactly when the model was
+    fitted with a graph, and ``--data`` exactly when it was fitted with node features
+    (``evaluate`` of a graph alone: the labels from ``--labels``)."""
     _no_edges(args)
     fitted_with_graph = bool(getattr(est, "_fitted_with_graph", False))
     edges = getattr(args, "edges", None)
@@ -168,17 +169,21 @@ def check_model_graph(args, est, command: str) -> None:
             f"{args.model} was fitted on the graph alone: drop --data (with --edges alone, "
             f"every training node is given its output)."
         )
+    if command == "evaluate" and args.data is None and not args.labels:
+        raise BadInput(
+            f"evaluate of {args.model}, fitted on the graph alone, needs the nodes' labels: "
+            "--labels PATH (a .npy file or Zarr array, one label per node, -1 where unknown)."
+        )
 
 
 def refuse_graph_model(args, est, command: str) -> None:
-    """``evaluate`` and ``report`` take no graph yet: a model fitted with one is refused
-    with what to do instead."""
+    """``report`` takes no graph yet: a model fitted with one is refused with what to do
+    instead."""
     if getattr(est, "_fitted_with_graph", False):
         raise BadInput(
             f"scalenc {command} takes no graph yet, and {args.model} was fitted with one. "
-            "Write its predictions with `scalenc predict --model MODEL --edges PATH ...` "
-            "and compare them with the labels, or score it in Python: "
-            "load_model(MODEL).score(X, y, graph=edges)."
+            "Score it with `scalenc evaluate --model MODEL --edges PATH ...`, or write its "
+            "predictions with `scalenc predict --model MODEL --edges PATH ...`."
         )
 
 

@@ -566,9 +566,17 @@ def _add_evaluate(sub, name):
     p = _command(
         sub,
         name,
-        [_common_options(), _data_options(), _label_options()],
+        [
+            _common_options(),
+            _data_options(),
+            _label_options(),
+            _edge_options(
+                "for a model fitted with a graph: its labeled nodes are scored (without "
+                "--data for a model fitted on the graph alone: the labels from --labels)"
+            ),
+        ],
         help="accuracy, per-class report and confusion matrix",
-        description="Score --model on labelled --data in one pass.",
+        description="Score --model on labelled --data (the labeled nodes of --edges) in one pass.",
     )
     p.add_argument("--model", required=True, metavar="DIR")
     return p

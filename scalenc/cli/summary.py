@@ -336,8 +336,9 @@ def _predict(s: dict):
 
 
 def _evaluate(s: dict):
-    head = f"evaluate {s['model']} ({s['estimator']}) on {_data(s.get('data'))}"
-    return head, [*_scores(s.get("scores")), _passes(s, "evaluate_seconds")]
+    head = f"evaluate {s['model']} ({s['estimator']}) on {_data(s.get('data'), s.get('graph'))}"
+    graph = _graph(s.get("graph"), in_head=not s.get("data"))
+    return head, [*graph, *_scores(s.get("scores")), _passes(s, "evaluate_seconds")]
 
 
 def _info(s: dict):

@@ -361,9 +361,11 @@ def _graph_sizes(model):
     """An encoder fitted with a graph: the embeddings compared and the chosen one's width."""
     names = getattr(model, "embeddings_", None)
     out = [("E", len(names), "len({}.embeddings_)")] if isinstance(names, list) else []
-    if isinstance(getattr(model, "classes_", None), np.ndarray) and hasattr(model, "kernel_"):
-        out.append(("z", model._graph_width, "the chosen embedding of {} (its graph options)"))
-    return out
+    try:
+        width = model._graph_width
+    except (AttributeError, TypeError):  # classes_'s or kernel_'s own rule says what is wrong
+        return out
+    return out + [("z", width, "the chosen embedding of {} (its graph options)")]
 
 
 def _alpha_grid(model):
