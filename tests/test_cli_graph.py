@@ -83,8 +83,9 @@ def test_graph_alone_fit_and_predict(graph, tmp_path, capsys):
         "--edge-columns", "src,dst,w", "--out", tmp_path / "pred.parquet",
     )  # fmt: skip
     assert code == 0, err
-    assert pred["output"]["rows"] == 400 and pred["data"] is None
+    assert pred["output"]["rows"] == 400 and pred["data"] is None and pred["passes"] == 0
     assert pred["graph"]["nodes"] == 400 and pred["graph"]["edge_count"] == len(graph["edges"])
+    assert pred["graph"]["edge_passes"] == 2  # the Laplacian's degrees, then Z
     got = pd.read_parquet(tmp_path / "pred.parquet")["prediction"].to_numpy()
     expected = oracle.predict(None, graph=graph["weighted"])
     np.testing.assert_array_equal(got, expected)
@@ -122,6 +123,7 @@ def test_features_and_graph_fit_predict_embed(graph, tmp_path, capsys):
     )
     assert code == 0, err
     assert proba["output"]["columns"] == ["proba_0", "proba_1", "proba_2"]
+    assert proba["passes"] == 1 and proba["graph"]["edge_passes"] == 1
     np.testing.assert_allclose(
         pd.read_parquet(tmp_path / "p.parquet").to_numpy(),
         oracle.predict_proba(X, graph=edges),

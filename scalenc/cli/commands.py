@@ -396,14 +396,14 @@ def cmd_predict(args, session) -> dict:
         "model": args.model,
         "estimator": type(est).__name__,
         "data": None if X is None else _data_summary(args, X, None),
-        **_graph_part(args, graph, out),
+        **_graph_part(args, graph, out, est),
         "output": {
             "path": path,
             "kind": "probabilities" if args.proba else "labels",
             "columns": columns,
             "rows": int(out.shape[0]),
         },
-        "passes": 1,
+        "passes": int(X is not None),
         "timings": {"predict_seconds": seconds},
         "outputs": {"predictions": path},
     }
@@ -423,9 +423,13 @@ def _output_inputs(args, est, command: str):
     return X, {"graph": open_edges(args, storage_options(getattr(args, "storage_option", [])))}
 
 
-def _graph_part(args, graph: dict, out) -> dict:
-    """The summary's ``graph`` of ``predict``/``embed`` (the nodes: the output's rows)."""
-    return {"graph": graph_summary(args, graph["graph"], out.shape[0])} if graph else {}
+def _graph_part(args, graph: dict, out, est) -> dict:
+    """The summary's ``graph`` of ``predict``/``embed``/``evaluate`` (the nodes: the
+    output's rows; the edges read once, twice with the Laplacian's degrees)."""
+    if not graph:
+        return {}
+    summary = graph_summary(args, graph["graph"], out.shape[0])
+    return {"graph": {**summary, "edge_passes": 2 if est.graph_laplacian else 1}}
 
 
 def cmd_embed(args, session) -> dict:
@@ -440,9 +444,9 @@ def cmd_embed(args, session) -> dict:
         "model": args.model,
         "estimator": type(est).__name__,
         "data": None if X is None else _data_summary(args, X, None),
-        **_graph_part(args, graph, Z),
+        **_graph_part(args, graph, Z, est),
         "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
-        "passes": 1,
+        "passes": int(X is not None),
         "timings": {"embed_seconds": seconds},
         "outputs": {"embedding": path},
     }
@@ -478,8 +482,8 @@ def cmd_evaluate(args, session) -> dict:
         "model": args.model,
         "estimator": type(est).__name__,
         "data": None if X is None else _data_summary(args, X, y),
-        **_graph_part(args, graph, y),
-        "passes": 1,
+        **_graph_part(args, graph, y, est),
+        "passes": int(X is not None),
         "timings": {"evaluate_seconds": scores.pop("seconds")},
         "scores": scores,
     }

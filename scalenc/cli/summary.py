@@ -104,16 +104,16 @@ def _graph(graph: dict | None, in_head: bool) -> list[str]:
     return [f"graph: {'; '.join(parts)}"] if parts else []
 
 
-def _fit_passes(s: dict) -> str:
-    """A fit's passes over the data and, with a graph, over the edges, and its time."""
-    text = _passes(s, "fit_seconds")
+def _graph_passes(s: dict, seconds_key: str) -> str:
+    """A command's passes over the data and, with a graph, over the edges, and its time."""
+    text = _passes(s, seconds_key)
     edge_passes = (s.get("graph") or {}).get("edge_passes")
     if not edge_passes:
         return text
     over = plural(edge_passes, "pass", "passes") + " over the edges"
     if s.get("passes"):
         return text.replace(" over the data", f" over the data, {over}", 1)
-    return f"{over} in {_seconds((s.get('timings') or {}).get('fit_seconds'))}"
+    return f"{over} in {_seconds((s.get('timings') or {}).get(seconds_key))}"
 
 
 def _passes(summary: dict, seconds_key: str | None = None) -> str:
@@ -305,7 +305,7 @@ def _fit(s: dict):
     body = _graph(s.get("graph"), in_head=not s.get("data"))
     body += _model_results(s.get("model"), s.get("params"))
     save = _seconds(timings.get("save_seconds"))
-    body.append(f"{_fit_passes(s)}; model saved in {save}")
+    body.append(f"{_graph_passes(s, 'fit_seconds')}; model saved in {save}")
     if s.get("checkpoint"):
         body.append(_checkpoint(s["checkpoint"]))
     return head, body
@@ -332,13 +332,13 @@ def _predict(s: dict):
     data = _data(s.get("data"), s.get("graph"))
     head = f"{s['command']} {data} with {s['model']} ({s['estimator']}): {kind}"
     key = "predict_seconds" if s["command"] == "predict" else "embed_seconds"
-    return head, [*_graph(s.get("graph"), in_head=not s.get("data")), _passes(s, key)]
+    return head, [*_graph(s.get("graph"), in_head=not s.get("data")), _graph_passes(s, key)]
 
 
 def _evaluate(s: dict):
     head = f"evaluate {s['model']} ({s['estimator']}) on {_data(s.get('data'), s.get('graph'))}"
     graph = _graph(s.get("graph"), in_head=not s.get("data"))
-    return head, [*graph, *_scores(s.get("scores")), _passes(s, "evaluate_seconds")]
+    return head, [*graph, *_scores(s.get("scores")), _graph_passes(s, "evaluate_seconds")]
 
 
 def _info(s: dict):
