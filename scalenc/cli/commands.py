@@ -457,6 +457,7 @@ def cmd_evaluate(args, session) -> dict:
     if not hasattr(est, "predict"):
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
     check_model_graph(args, est, "evaluate")
+    _check_inputs(args)
     options = storage_options(getattr(args, "storage_option", []))
     if args.data is None:  # a model fitted on the graph alone: the nodes' labels
         X, y = None, open_node_labels(args, options)
