@@ -114,3 +114,18 @@ def test_graph_model_with_a_coef_of_another_width_is_refused(tmp_path):
         match=r"EncoderClassifier\.coef_ has shape \(3, 3\) .* expected shape \(3, 6\)",
     ):
         load_model(path)
+
+
+def test_saved_graph_model_predicts_new_nodes(tmp_path):
+    """Nodes beyond the training nodes, joined to them by their edges: the loaded model
+    (its class codes from the file) predicts them as the fitted one (lazy codes)."""
+    X, y, _, edges = planted_graph(seed=4, unlabeled=0.0)
+    train = 250
+    inside = (edges < train).all(axis=1)
+    model = EncoderClassifier(kernels=("linear",)).fit(X[:train], y[:train], graph=edges[inside])
+    loaded = load_model(save_model(model, tmp_path / "m"))
+    np.testing.assert_array_equal(loaded.predict(X, graph=edges), model.predict(X, graph=edges))
+    Xd = da.from_array(X, chunks=(64, -1))
+    np.testing.assert_array_equal(
+        loaded.predict(Xd, graph=edges).compute(), model.predict(X, graph=edges)
+    )
