@@ -383,6 +383,12 @@ BAD = {
         r"scalenc report takes no graph yet, and .*fused was fitted with one\. Score it with "
         r"`scalenc evaluate --model MODEL --edges PATH \.\.\.`",
     ),
+    "device": (
+        ["fit", "encoder", "--data", "{root}/nodes.npz", "--edges", "{root}/edges.npy",
+         "--device", "gpu", "--model-out", "{tmp}/m"],
+        r"--device gpu cannot be used with --edges yet: the graph embedding is computed on "
+        r"the host",
+    ),
     "update": (
         ["fit", "encoder", "--update", "{fused}", "--data", "{root}/nodes.npz",
          "--edges", "{root}/edges.npy", "--model-out", "{tmp}/m"],

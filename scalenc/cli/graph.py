@@ -66,10 +66,18 @@ def edge_columns(text: str | None) -> dict:
 
 
 def _no_edges(args) -> None:
-    if getattr(args, "edge_columns", None) and not getattr(args, "edges", None):
+    """``--edge-columns`` only with ``--edges``; ``--edges`` only on the host."""
+    edges = getattr(args, "edges", None)
+    if getattr(args, "edge_columns", None) and not edges:
         raise BadInput(
             f"--edge-columns {args.edge_columns} names the columns of --edges; give --edges "
             "PATH too, or drop --edge-columns."
+        )
+    if edges and getattr(args, "device", "cpu") != "cpu":
+        raise BadInput(
+            f"--device {args.device} cannot be used with --edges yet: the graph embedding "
+            "is computed on the host, and joining it to features computed on a GPU is not "
+            "supported. Drop --device."
         )
 
 
@@ -123,8 +131,6 @@ def _check_graph_alone(args) -> None:
                 f"{flag} applies to the table of --data; without --data (the graph alone) "
                 "give the labels with --labels PATH (a .npy file or Zarr array)."
             )
-    if getattr(args, "device", "cpu") != "cpu":
-        raise BadInput("--device gpu moves the blocks of --data; the graph alone has none.")
     if not args.labels:
         raise BadInput(
             "fit --edges without --data fits the graph alone and needs the nodes' labels: "
