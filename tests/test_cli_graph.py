@@ -412,3 +412,32 @@ def test_data_stays_required_without_edges(capsys):
     assert "the following arguments are required: --data" in capsys.readouterr().err
     assert cli.main(["predict", "--model", "m", "--out", "p.zarr"]) == 2
     assert "the following arguments are required: --data" in capsys.readouterr().err
+
+
+def test_graph_alone_with_zarr_labels_in_node_blocks(graph, tmp_path, capsys):
+    """Labels as a Zarr array, --chunk-rows their node blocks; a Zarr group is refused
+    with the path of its array."""
+    root = graph["root"]
+    da.to_zarr(da.from_array(graph["y"], chunks=100), str(tmp_path / "nodes.zarr"), component="y")
+    common = ["fit", "encoder", "--edges", root / "edges.npy", "--model-out", tmp_path / "m"]
+    code, fit, err = run(
+        capsys, *common, "--labels", tmp_path / "nodes.zarr" / "y", "--chunk-rows", 128
+    )
+    assert code == 0, err
+    oracle = EncoderClassifier().fit(None, graph["y"], graph=graph["edges"])
+    code, _, err = run(
+        capsys,
+        "predict", "--model", tmp_path / "m", "--edges", root / "edges.npy",
+        "--out", tmp_path / "p.parquet",
+    )  # fmt: skip
+    assert code == 0, err
+    np.testing.assert_array_equal(
+        pd.read_parquet(tmp_path / "p.parquet")["prediction"].to_numpy(),
+        oracle.predict(None, graph=graph["edges"]),
+    )
+    code, summary, err = run(capsys, *common, "--labels", tmp_path / "nodes.zarr", "--overwrite")
+    assert code == 2, err
+    assert (
+        "is a Zarr group; labels are one array: give its path (e.g. "
+        in (summary["error"]["message"])
+    )
