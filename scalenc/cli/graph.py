@@ -4,8 +4,10 @@ opened; the graph as the JSON summary records it.
 
 A graph is the encoder's input (:meth:`scalenc.encoder.EncoderClassifier.fit` with
 ``graph=``): ``scalenc fit encoder --edges PATH`` with ``--data`` (node features and
-labels) or with ``--labels`` alone (the graph alone), and ``scalenc predict`` / ``embed``
-``--edges PATH`` with a model fitted so, which write every node's output.
+labels) or with ``--labels`` alone (the graph alone); ``scalenc predict`` / ``embed``
+``--edges PATH`` with a model fitted so, which write every node's output, and ``scalenc
+evaluate --edges PATH``, which scores its labeled nodes. ``scalenc report`` takes no
+graph yet.
 """
 
 from __future__ import annotations
