@@ -42,6 +42,7 @@ DOCTEST_MODULES = [
     "scalenc.encoder.blocks",
     "scalenc.encoder.graph_fit",
     "scalenc.io.edges",
+    "scalenc.cli.graph",
     "scalenc.nrbfn.estimator",
     "scalenc.nrbfn.incremental",
     "scalenc.nrbfn.lrc",

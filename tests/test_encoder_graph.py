@@ -219,6 +219,30 @@ def test_every_form_of_edge_list_gives_the_same_embedding(tmp_path):
         np.testing.assert_allclose(Z, expected, rtol=0, atol=1e-10, err_msg=name)
 
 
+def test_parquet_written_by_pyarrow_is_read_by_row_group(tmp_path):
+    """A dataset of two files without pandas metadata: one edge block per row group (only
+    the footers read up front), columns by name or position, no warning."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    edges, weights, labels = small_graph(seed=4)
+    expected = graphemd_matrix(edges, weights, labels, GraphOptions())
+    (tmp_path / "e.parquet").mkdir()
+    for part, rows in enumerate((slice(0, 100), slice(100, None))):
+        table = pa.table({"w": weights[rows], "a": edges[rows, 0], "b": edges[rows, 1]})
+        pq.write_table(table, tmp_path / "e.parquet" / f"{part}.parquet", row_group_size=40)
+    codes = da.from_array(labels, chunks=16)
+    counts = np.bincount(labels[labels >= 0])
+    for kwargs in (
+        {"source": "a", "target": "b", "weight": "w"},
+        {"source": 1, "target": 2, "weight": 0},
+    ):
+        edge_list = as_edge_list(str(tmp_path / "e.parquet"), **kwargs)
+        assert edge_list.ids.chunks[0] == (40, 40, 20, 40, 40, 40) == edge_list.weights.chunks[0]
+        Z = graph_embedding(edge_list, codes, counts, GraphOptions()).compute()
+        np.testing.assert_allclose(Z, expected, rtol=0, atol=1e-10)
+
+
 def test_two_columns_weigh_one_and_a_frame_without_weight_column_too():
     edges, _, labels = small_graph()
     ones = np.ones(len(edges))

@@ -13,10 +13,10 @@ from sklearn.base import clone
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from test_encoder_graph import graphemd_matrix
 
-from scalenc import EncoderClassifier, save_model
+from scalenc import EncoderClassifier
 from scalenc.encoder import choose_kernel
 from scalenc.encoder.graph import GraphOptions
-from scalenc.exceptions import InputError, ModelFileError
+from scalenc.exceptions import InputError
 
 TOL = EncoderClassifier().tol
 
@@ -235,22 +235,14 @@ def test_score_with_a_graph_in_memory_and_lazily():
     )
 
 
-def test_a_graph_model_is_not_saved_as_a_model_file(tmp_path):
-    """Its predictions need the training labels of every node, which a model file does
-    not hold yet: saving refuses, and pickle keeps the lazy labels."""
+def test_a_graph_model_pickles():
+    """pickle keeps the lazy labels (model files: tests/test_persist_graph.py)."""
     X, y, _, edges = planted_graph(seed=9)
     model = EncoderClassifier().fit(None, y, graph=edges)
     again = pickle.loads(pickle.dumps(model))
     np.testing.assert_array_equal(
         again.predict(None, graph=edges), model.predict(None, graph=edges)
     )
-    with pytest.raises(
-        ModelFileError,
-        match=r"Cannot save EncoderClassifier\._graph_codes: .* an EncoderClassifier fitted "
-        r"with a graph keeps every node's training label for its predictions, which a model "
-        r"file cannot hold yet; pickle/joblib the estimator instead\.",
-    ):
-        save_model(model, tmp_path / "m")
 
 
 def test_nodes_without_labeled_neighbours_get_the_prediction_at_zero():

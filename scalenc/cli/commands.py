@@ -24,6 +24,14 @@ import numpy as np
 from scalenc.cli.errors import (
     BadInput,
 )
+from scalenc.cli.graph import (
+    check_fit_graph,
+    check_model_graph,
+    graph_summary,
+    open_edges,
+    open_node_labels,
+    refuse_graph_model,
+)
 from scalenc.cli.parser import METHODS, parse_set, parse_value
 from scalenc.cli.session import NOTICE
 from scalenc.cli.summary import plural
@@ -125,7 +133,7 @@ def redact(argv: list[str]) -> list[str]:
 
 def _check_inputs(args) -> None:
     """The local input paths of a command exist: checked before its outputs are."""
-    for attr, flag in (("model", "--model"), ("data", "--data")):
+    for attr, flag in (("model", "--model"), ("data", "--data"), ("edges", "--edges")):
         if getattr(args, attr, None):
             _check_exists(getattr(args, attr), flag)
     label_arg = getattr(args, "labels", None)
@@ -255,6 +263,7 @@ def _fit_params(args) -> dict:
 def cmd_fit(args, session) -> dict:
     cls = estimator_class(args.method)
     params = _fit_params(args)
+    check_fit_graph(args, cls, params)
     if args.update:
         _check_update_args(args, params)
         est = _load_model(args.update, args)
@@ -269,7 +278,12 @@ def cmd_fit(args, session) -> dict:
         est = _estimator_with(cls, params)
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
-    X, y = _open_data(args, labels=True, require_labels=True)
+    options = storage_options(getattr(args, "storage_option", []))
+    if args.data is None:  # the graph alone: the nodes' labels
+        X, y = None, open_node_labels(args, options)
+    else:
+        X, y = _open_data(args, labels=True, require_labels=True)
+    graph = {"graph": open_edges(args, options)} if args.edges else {}
     if args.update:
         log.info("update %s (%s) with %s", args.update, cls.__name__, args.data)
     else:
@@ -280,7 +294,7 @@ def cmd_fit(args, session) -> dict:
         dask.config.set(_checkpoint_config(args)),
         resume.reporting(lambda text: log.log(NOTICE, "fit: %s", text)),  # one line each
     ):
-        _, fit_s = timed(step, X, y)
+        _, fit_s = timed(step, X, y, **graph)
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""
     log.info("fit: done in %.2fs%s", fit_s, over)
@@ -296,12 +310,14 @@ def cmd_fit(args, session) -> dict:
         "method": args.method,
         "estimator": cls.__name__,
         "params": jsonable(est.get_params(deep=False)),
-        "data": _data_summary(args, X, y),
+        "data": None if X is None else _data_summary(args, X, y),
         "passes": passes,
         "timings": {"fit_seconds": fit_s, "save_seconds": save_s},
         "model": describe_model(est),
         "outputs": {"model": path},
     }
+    if graph:
+        summary["graph"] = graph_summary(args, graph["graph"], y.shape[0], est)
     if getattr(est, "checkpoint_summary_", None) is not None and not args.update:
         summary["checkpoint"] = jsonable(est.checkpoint_summary_)
     if args.update:
@@ -370,11 +386,8 @@ def cmd_predict(args, session) -> dict:
                 else "drop --proba."
             )
         )
-    _check_inputs(args)  # inputs before output conflicts
-    _check_out_format(args)
-    _check_free(args.out, args.overwrite)
-    X, _ = _open_data(args, labels=True)
-    out = getattr(est, method)(X)
+    X, graph = _output_inputs(args, est, "predict")
+    out = getattr(est, method)(X, **graph)
     columns = (
         [f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba else ["prediction"]
     )
@@ -382,36 +395,58 @@ def cmd_predict(args, session) -> dict:
     return {
         "model": args.model,
         "estimator": type(est).__name__,
-        "data": _data_summary(args, X, None),
+        "data": None if X is None else _data_summary(args, X, None),
+        **_graph_part(args, graph, out, est),
         "output": {
             "path": path,
             "kind": "probabilities" if args.proba else "labels",
             "columns": columns,
             "rows": int(out.shape[0]),
         },
-        "passes": 1,
+        "passes": int(X is not None),
         "timings": {"predict_seconds": seconds},
         "outputs": {"predictions": path},
     }
+
+
+def _output_inputs(args, est, command: str):
+    """The inputs of ``predict``/``embed``, checked before the output is: X (None for a
+    model fitted on a graph alone) and, for a model fitted with a graph, ``graph=`` its
+    edges (the output then has a row for every node)."""
+    check_model_graph(args, est, command)
+    _check_inputs(args)  # inputs before output conflicts
+    _check_out_format(args)
+    _check_free(args.out, args.overwrite)
+    X = None if args.data is None else _open_data(args, labels=True)[0]
+    if not getattr(args, "edges", None):
+        return X, {}
+    return X, {"graph": open_edges(args, storage_options(getattr(args, "storage_option", [])))}
+
+
+def _graph_part(args, graph: dict, out, est) -> dict:
+    """The summary's ``graph`` of ``predict``/``embed``/``evaluate`` (the nodes: the
+    output's rows; the edges read once, twice with the Laplacian's degrees)."""
+    if not graph:
+        return {}
+    summary = graph_summary(args, graph["graph"], out.shape[0])
+    return {"graph": {**summary, "edge_passes": 2 if est.graph_laplacian else 1}}
 
 
 def cmd_embed(args, session) -> dict:
     est = _load_model(args.model, args)
     if not hasattr(est, "transform"):
         raise BadInput(f"{type(est).__name__} has no transform (embedding); use `scalenc predict`.")
-    _check_inputs(args)  # inputs before output conflicts
-    _check_out_format(args)
-    _check_free(args.out, args.overwrite)
-    X, _ = _open_data(args, labels=True)
-    Z = est.transform(X)
+    X, graph = _output_inputs(args, est, "embed")
+    Z = est.transform(X, **graph)
     columns = [f"z{j}" for j in range(Z.shape[1])]
     path, seconds = _write(session, "embed", Z, args, columns, X)
     return {
         "model": args.model,
         "estimator": type(est).__name__,
-        "data": _data_summary(args, X, None),
+        "data": None if X is None else _data_summary(args, X, None),
+        **_graph_part(args, graph, Z, est),
         "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
-        "passes": 1,
+        "passes": int(X is not None),
         "timings": {"embed_seconds": seconds},
         "outputs": {"embedding": path},
     }
@@ -421,9 +456,16 @@ def cmd_evaluate(args, session) -> dict:
     est = _load_model(args.model, args)
     if not hasattr(est, "predict"):
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
-    X, y = _open_data(args, labels=True, require_labels=True)
+    check_model_graph(args, est, "evaluate")
+    _check_inputs(args)
+    options = storage_options(getattr(args, "storage_option", []))
+    if args.data is None:  # a model fitted on the graph alone: the nodes' labels
+        X, y = None, open_node_labels(args, options)
+    else:
+        X, y = _open_data(args, labels=True, require_labels=True)
+    graph = {"graph": open_edges(args, options)} if getattr(args, "edges", None) else {}
     with session.progress("evaluate", X, passes=1):
-        scores = evaluate(est, X, y)
+        scores = evaluate(est, X, y, **graph)
     log.info(
         "evaluate: accuracy %.4f on %d labeled rows (%.2fs)",
         scores["accuracy"] or float("nan"),
@@ -440,8 +482,9 @@ def cmd_evaluate(args, session) -> dict:
     return {
         "model": args.model,
         "estimator": type(est).__name__,
-        "data": _data_summary(args, X, y),
-        "passes": 1,
+        "data": None if X is None else _data_summary(args, X, y),
+        **_graph_part(args, graph, y, est),
+        "passes": int(X is not None),
         "timings": {"evaluate_seconds": scores.pop("seconds")},
         "scores": scores,
     }
@@ -571,6 +614,7 @@ def cmd_report(args, session) -> dict:
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model, args)
+    refuse_graph_model(args, est, "report")
     options = storage_options(args.storage_option)
     meta = read_model_metadata(args.model, verify=False, storage_options=options)
     evaluation = embedding = emb_labels = data = None

@@ -26,7 +26,7 @@ Keys are the long option names of the command, with ``-`` or ``_`` (``model_out`
 ``storage_option`` (in a step, or in [job] for every step) a table of fsspec storage
 options for URLs, never written to the run's summary.
 ``workdir`` is relative to the job file's directory (default: that directory), and
-relative paths of ``data``, ``labels``, ``model``, ``model_out``, ``out``,
+relative paths of ``data``, ``labels``, ``edges``, ``model``, ``model_out``, ``out``,
 ``checkpoint`` and ``update`` are relative
 to ``workdir`` — so a job file runs the same from any current directory.
 """
@@ -69,7 +69,7 @@ JOB_KEYS = {
     "progress_interval",
     "defaults",
 }
-PATH_OPTIONS = {"data", "model", "model_out", "out", "checkpoint", "update"}
+PATH_OPTIONS = {"data", "edges", "model", "model_out", "out", "checkpoint", "update"}
 #: Step options that may stand in [job] itself, as defaults for every step.
 DEFAULT_SHORTHANDS = {"overwrite", "chunk_rows", "storage_option"}
 

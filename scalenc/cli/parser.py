@@ -125,6 +125,21 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(self.prog, message, self.format_usage())
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, but a command's ``--data`` is optional once ``--edges`` is given
+        (a graph's nodes may come without features: their labels alone)."""
+        args = list(sys.argv[1:] if args is None else args)
+        loosened = []
+        if any(a == "--edges" or a.startswith("--edges=") for a in args):
+            loosened = [a for a in self._actions if a.dest == "data" and a.required]
+        for action in loosened:
+            action.required = False
+        try:
+            return super().parse_known_args(args, namespace)
+        finally:
+            for action in loosened:
+                action.required = True
+
     def parse_args(self, args=None, namespace=None):
         """argparse's, but arguments no option takes are refused by the command's own
         parser (its usage and ``scalenc COMMAND: error:``), each with the nearest option
@@ -331,7 +346,8 @@ def _data_options(*, device: bool = True) -> _Parser:
         required=True,
         metavar="PATH",
         help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
-        "(arrays X, y) or .csv; local path or fsspec URL",
+        "(arrays X, y) or .csv; local path or fsspec URL (with --edges: the node features, "
+        "optional)",
     )
     g.add_argument(
         "--chunk-rows",
@@ -379,6 +395,27 @@ def _label_options() -> _Parser:
     return labels
 
 
+def _edge_options(what: str) -> _Parser:
+    """``--edges`` and ``--edge-columns``: a graph of the rows, for the encoder."""
+    edges = _Parser(add_help=False)
+    g = edges.add_argument_group("graph (the encoder only)")
+    g.add_argument(
+        "--edges",
+        metavar="PATH",
+        help="the nodes' graph as an edge list: a Parquet file/dataset, .npy or Zarr array "
+        "of (source, target[, weight]) node ids 0 … n−1, node i being row i of --data and "
+        f"--labels; {what}",
+    )
+    g.add_argument(
+        "--edge-columns",
+        metavar="SRC,DST[,WEIGHT]",
+        help="the edge list's source, target and (optional) weight columns, by name or "
+        "position (default 0,1: an array's third column, when it has one, is the weight; "
+        "a table's edges weigh 1 unless WEIGHT is given)",
+    )
+    return edges
+
+
 def _output_options() -> _Parser:
     out = _Parser(add_help=False)
     g = out.add_argument_group("output")
@@ -402,7 +439,15 @@ def _add_fit(sub, name):
     p = _command(
         sub,
         name,
-        [_common_options(), _data_options(), _label_options()],
+        [
+            _common_options(),
+            _data_options(),
+            _label_options(),
+            _edge_options(
+                "without --data, the graph alone: the labels come from --labels (a .npy "
+                "file or Zarr array, one per node, -1 unlabeled)"
+            ),
+        ],
         help="fit an estimator and save the model directory",
         description="Fit METHOD on --data and save the model to --model-out. "
         "`scalenc fit METHOD --help` lists METHOD's parameters for --set.",
@@ -481,9 +526,18 @@ def _add_predict(sub, name):
     p = _command(
         sub,
         name,
-        [_common_options(), _data_options(), _label_options(), _output_options()],
+        [
+            _common_options(),
+            _data_options(),
+            _label_options(),
+            _output_options(),
+            _edge_options(
+                "for a model fitted with a graph: every node is predicted (without --data "
+                "for a model fitted on the graph alone)"
+            ),
+        ],
         help="write predicted labels (or --proba) block by block",
-        description="Predict every row of --data with --model.",
+        description="Predict every row of --data (every node of --edges) with --model.",
     )
     p.add_argument("--model", required=True, metavar="DIR")
     p.add_argument("--proba", action="store_true", help="class probabilities instead of labels")
@@ -494,9 +548,15 @@ def _add_embed(sub, name):
     p = _command(
         sub,
         name,
-        [_common_options(), _data_options(), _label_options(), _output_options()],
+        [
+            _common_options(),
+            _data_options(),
+            _label_options(),
+            _output_options(),
+            _edge_options("for a model fitted with a graph, as for predict"),
+        ],
         help="write the embedding (transform) block by block",
-        description="Embed every row of --data with --model's transform.",
+        description="Embed every row of --data (every node of --edges) with --model's transform.",
     )
     p.add_argument("--model", required=True, metavar="DIR")
     return p
@@ -506,9 +566,17 @@ def _add_evaluate(sub, name):
     p = _command(
         sub,
         name,
-        [_common_options(), _data_options(), _label_options()],
+        [
+            _common_options(),
+            _data_options(),
+            _label_options(),
+            _edge_options(
+                "for a model fitted with a graph: its labeled nodes are scored (without "
+                "--data for a model fitted on the graph alone: the labels from --labels)"
+            ),
+        ],
         help="accuracy, per-class report and confusion matrix",
-        description="Score --model on labelled --data in one pass.",
+        description="Score --model on labelled --data (the labeled nodes of --edges) in one pass.",
     )
     p.add_argument("--model", required=True, metavar="DIR")
     return p

@@ -77,7 +77,7 @@ def _plan_steps(job_file, job) -> list:
 
 
 #: Step arguments that name inputs and outputs, for the plan's check.
-_INPUTS = (("data", "--data"), ("model", "--model"), ("labels", "--labels"))
+_INPUTS = (("data", "--data"), ("model", "--model"), ("labels", "--labels"), ("edges", "--edges"))
 
 
 _OUTPUTS = (("model_out", "--model-out"), ("out", "--out"))

@@ -74,13 +74,46 @@ def _score(value) -> str:
     return "?" if value is None else f"{value:.4f}"
 
 
-def _data(data: dict | None) -> str:
+def _data(data: dict | None, graph: dict | None = None) -> str:
+    """The data a command read: its path and size, or the graph's nodes without features."""
     if not data:
-        return ""
+        return "" if not graph else f"the graph {graph['edges']} ({_graph_size(graph)})"
     return (
         f"{data['path']} ({data['rows']} rows × {plural(data['features'], 'feature')}, "
         f"{plural(data['row_blocks'], 'row block')})"
     )
+
+
+def _graph_size(graph: dict) -> str:
+    return f"{plural(graph['nodes'], 'node')}, {plural(graph['edge_count'], 'edge')}"
+
+
+def _graph(graph: dict | None, in_head: bool) -> list[str]:
+    """The graph line of a fit (the embedding chosen is in the model's line) or of an
+    output of every node: its path and size unless the headline has them, a fit's
+    options, the labels of a graph alone."""
+    if not graph:
+        return []
+    options = graph.get("options") or {}
+    parts = [] if in_head else [f"{graph['edges']} ({_graph_size(graph)})"]
+    if options:
+        on = [k.removeprefix("graph_") for k, v in options.items() if v is True]
+        parts.append(f"fusion {options.get('graph_fusion')}, {', '.join(on) or 'plain A W'}")
+    if graph.get("labels"):
+        parts.append(f"labels {graph['labels']}")
+    return [f"graph: {'; '.join(parts)}"] if parts else []
+
+
+def _graph_passes(s: dict, seconds_key: str) -> str:
+    """A command's passes over the data and, with a graph, over the edges, and its time."""
+    text = _passes(s, seconds_key)
+    edge_passes = (s.get("graph") or {}).get("edge_passes")
+    if not edge_passes:
+        return text
+    over = plural(edge_passes, "pass", "passes") + " over the edges"
+    if s.get("passes"):
+        return text.replace(" over the data", f" over the data, {over}", 1)
+    return f"{over} in {_seconds((s.get('timings') or {}).get(seconds_key))}"
 
 
 def _passes(summary: dict, seconds_key: str | None = None) -> str:
@@ -221,7 +254,9 @@ def _model_results(model: dict | None, params: dict | None = None) -> list[str]:
     if not model:
         return []
     lines = []
-    if "kernel_" in model:
+    if "embedding_" in model:  # an encoder fitted with a graph
+        lines.append(f"embedding chosen: {model['embedding_']}{_cross_entropy(model)}")
+    elif "kernel_" in model:
         lines.append(f"kernel chosen: {model['kernel_']}{_cross_entropy(model)}")
     if "spectral_risk_" in model:
         lines += _regression_results(model, params)
@@ -258,7 +293,7 @@ def _scores(scores: dict | None) -> list[str]:
 
 
 def _fit(s: dict):
-    head = f"fit {s['method']} ({s['estimator']}) on {_data(s.get('data'))}"
+    head = f"fit {s['method']} ({s['estimator']}) on {_data(s.get('data'), s.get('graph'))}"
     if s.get("update"):
         update = s["update"]
         count = update.get("updates")  # None: a model that does not count its updates
@@ -267,9 +302,10 @@ def _fit(s: dict):
             f"{_data(s.get('data'))}{'' if count is None else f' (update {count} since its fit)'}"
         )
     timings = s.get("timings", {})
-    body = _model_results(s.get("model"), s.get("params"))
+    body = _graph(s.get("graph"), in_head=not s.get("data"))
+    body += _model_results(s.get("model"), s.get("params"))
     save = _seconds(timings.get("save_seconds"))
-    body.append(f"{_passes(s, 'fit_seconds')}; model saved in {save}")
+    body.append(f"{_graph_passes(s, 'fit_seconds')}; model saved in {save}")
     if s.get("checkpoint"):
         body.append(_checkpoint(s["checkpoint"]))
     return head, body
@@ -293,14 +329,16 @@ def _checkpoint(c: dict) -> str:
 def _predict(s: dict):
     out = s["output"]
     kind = {"probabilities": "class probabilities"}.get(out["kind"], out["kind"])
-    head = f"{s['command']} {_data(s.get('data'))} with {s['model']} ({s['estimator']}): {kind}"
+    data = _data(s.get("data"), s.get("graph"))
+    head = f"{s['command']} {data} with {s['model']} ({s['estimator']}): {kind}"
     key = "predict_seconds" if s["command"] == "predict" else "embed_seconds"
-    return head, [_passes(s, key)]
+    return head, [*_graph(s.get("graph"), in_head=not s.get("data")), _graph_passes(s, key)]
 
 
 def _evaluate(s: dict):
-    head = f"evaluate {s['model']} ({s['estimator']}) on {_data(s.get('data'))}"
-    return head, [*_scores(s.get("scores")), _passes(s, "evaluate_seconds")]
+    head = f"evaluate {s['model']} ({s['estimator']}) on {_data(s.get('data'), s.get('graph'))}"
+    graph = _graph(s.get("graph"), in_head=not s.get("data"))
+    return head, [*graph, *_scores(s.get("scores")), _graph_passes(s, "evaluate_seconds")]
 
 
 def _info(s: dict):

@@ -25,7 +25,7 @@ from scalenc.encoder import graph_blocks
 from scalenc.engine.reduce import SPLIT_EVERY, tree_reduce
 from scalenc.io.edges import EdgeList
 
-__all__ = ["GraphOptions", "graph_embedding", "embedding_width"]
+__all__ = ["GraphOptions", "graph_embedding", "embedding_width", "code_dtype"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,9 @@ def embedding_width(n_classes: int, options: GraphOptions) -> int:
     return 2 * n_classes if options.directed else n_classes
 
 
-def _code_dtype(n_classes: int):
+def code_dtype(n_classes: int):
+    """The smallest signed integer dtype of the class codes −1 … K−1 (one byte a node for
+    fewer than 128 classes)."""
     return np.int8 if n_classes < 2**7 else np.int16 if n_classes < 2**15 else np.int32
 
 
@@ -129,7 +131,7 @@ def graph_embedding(
     K = int(np.asarray(counts).size)
     width = embedding_width(K, options)
     bounds = np.cumsum((0,) + tuple(int(c) for c in codes.chunks[0]))
-    small = codes.astype(_code_dtype(K))
+    small = codes.astype(code_dtype(K))
     code_blocks = small.to_delayed().ravel()
     all_codes = small.rechunk({0: -1}).to_delayed().ravel()[0]
     inverse = graph_blocks.inverse_counts(counts)

@@ -25,7 +25,7 @@ from scalenc.base.estimator import (
 )
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import apply_to_embedding, choose_kernel, embed_block
-from scalenc.encoder.graph import GraphOptions, embedding_width, graph_embedding
+from scalenc.encoder.graph import GraphOptions, code_dtype, embedding_width, graph_embedding
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.exceptions import InputError
@@ -242,6 +242,27 @@ class GraphFitMixin:
     def _fitted_with_graph(self) -> bool:
         return getattr(self, "_graph_codes", None) is not None
 
+    def _training_codes(self) -> da.Array:
+        """Every training node's class code (−1 unlabeled) in node blocks: the lazy codes
+        of ``fit``, or those a model file holds (then in blocks of ``chunk_rows`` or
+        :data:`GRAPH_NODE_ROWS` nodes)."""
+        codes = self._graph_codes
+        if isinstance(codes, da.Array):
+            return codes
+        return da.from_array(np.asarray(codes), chunks=self.chunk_rows or GRAPH_NODE_ROWS)
+
+    def _saved_state(self, state: dict) -> dict:
+        """The state a model file holds (:func:`scalenc.persist.save_model`): with a
+        graph, the training nodes' class codes computed into an array in place of the
+        lazy ones — what predictions need beside the LDA, since W = the one-hot labels
+        over n_k. It is n-sized: one byte a node for fewer than 128 classes (two below
+        2**15), so the file grows with the graph's nodes."""
+        codes = state.get("_graph_codes")
+        if isinstance(codes, da.Array):
+            (values,) = compute(codes.astype(code_dtype(self.classes_.size)))
+            state = {**state, "_graph_codes": np.asarray(values)}
+        return state
+
     def _graph_map(self, X, graph, block_fn, n_out, result_dtype, **kwargs):
         """An output for every node, one lazy block map over its chosen embedding.
 
@@ -272,7 +293,7 @@ class GraphFitMixin:
             raise InputError(
                 "This EncoderClassifier was fitted on a graph alone (X=None): pass X=None."
             )
-        codes = self._graph_codes
+        codes = self._training_codes()
         if X is not None:
             Xd, lazy = prepare_input(self, X)
             node_chunks = Xd.chunks[0]

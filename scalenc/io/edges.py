@@ -100,6 +100,8 @@ def as_edge_list(
         return edges
     if isinstance(edges, (str, os.PathLike)):
         edges = _open(os.fspath(edges), storage_options)
+    if isinstance(edges, _ParquetEdges):
+        return _from_parquet(edges, source, target, weight)
     if _is_sparse(edges):
         return _from_sparse(edges, chunk_edges)
     if is_dask_frame(edges) or _is_pandas_frame(edges):
@@ -115,9 +117,7 @@ def _open(url: str, storage_options):
         raise InputError(f"No edge list at {url!r}: nothing exists at that path.")
     kind = readers.kind_of(fs, path)
     if kind == "parquet":
-        import dask.dataframe as dd
-
-        return dd.read_parquet(url, storage_options=storage_options)
+        return _ParquetEdges(fs, path, url)
     if kind == "npy":
         return readers.read_npy(fs, path, rows_per_block=EDGE_CHUNK)
     if kind == "zarr":
@@ -126,6 +126,29 @@ def _open(url: str, storage_options):
         f"An edge list must be a Parquet dataset, a .npy file or a Zarr array; {url!r} "
         f"reads as {kind}."
     )
+
+
+@dataclass(frozen=True)
+class _ParquetEdges:
+    """A Parquet file or dataset of edges, not read yet."""
+
+    fs: object
+    path: str
+    url: str
+
+
+def _from_parquet(table: _ParquetEdges, source, target, weight) -> EdgeList:
+    """The edge columns, each row group one edge block read by pyarrow."""
+
+    def pick(names):
+        groups = [[_column(source, names, "source"), _column(target, names, "target")]]
+        if weight is not None:
+            groups.append([_column(weight, names, "weight")])
+        return groups
+
+    ids, *weights = readers.read_parquet_columns(table.fs, table.path, pick, source=table.url)
+    ids = _check_ids(ids)
+    return EdgeList(ids, _check_weights(weights[0][:, 0], ids) if weights else None)
 
 
 def _is_sparse(value) -> bool:

@@ -38,6 +38,7 @@ __all__ = [
     "from_numpy_rows",
     "check_xy",
     "load",
+    "load_labels",
     "data_dir",
 ]
 
@@ -434,6 +435,65 @@ def load(
         elif isinstance(labels, (str, os.PathLike)) and _looks_like_path(os.fspath(labels)):
             remember_source(y, *readers.filesystem(os.fspath(labels), storage_options))
     return X, y
+
+
+def load_labels(
+    path,
+    *,
+    chunk_rows: int | None = None,
+    allow_missing_chunks: bool = False,
+    storage_options: dict | None = None,
+) -> da.Array:
+    """Labels alone, as a lazy 1-D Dask array: a graph's nodes without features.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.npy`` file or a Zarr array, local path or fsspec URL; one label per node
+        (the unlabeled marker for a node without one).
+    chunk_rows : int, optional
+        Labels per block (default: the Zarr array's chunks, or 2**20 for ``.npy``).
+    allow_missing_chunks : bool, default False
+        As for :func:`load`.
+    storage_options : dict, optional
+        Passed to fsspec for URLs.
+
+    Returns
+    -------
+    dask.array.Array of shape (n,)
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from scalenc.io.inputs import load_labels
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(folder.name, "y.npy")
+    >>> np.save(path, np.array([0, 1, -1, 1]))
+    >>> load_labels(path, chunk_rows=3).chunks
+    ((3, 1),)
+    >>> folder.cleanup()
+    """
+    url = os.fspath(path)
+    fs, fs_path = readers.filesystem(url, storage_options)
+    _check_readable(fs, fs_path, url)
+    y = _open_labels(url, storage_options)
+    if readers.is_zarr_array(y):
+        y = readers.from_zarr(y, allow_missing_chunks=allow_missing_chunks)
+    elif not hasattr(y, "shape"):
+        raise InputError(
+            f"{url!r} is a Zarr group; labels are one array: give its path (e.g. {url}/y)."
+        )
+    if not isinstance(y, da.Array):
+        y = da.from_array(y, chunks=chunk_rows or 2**20)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise InputError(f"Labels must be 1-D, one per node; {url!r} has shape {y.shape}.")
+    if chunk_rows is not None:
+        y = y.rechunk(chunk_rows)
+    remember_source(y, fs, fs_path)
+    return y
 
 
 def _table_blocks(X: Table, chunk_rows: int | None) -> Table:

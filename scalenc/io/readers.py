@@ -296,6 +296,50 @@ def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, sour
     return X, y
 
 
+def read_parquet_columns(fs, path: str, pick, *, source=None) -> list[da.Array]:
+    """Groups of columns of a Parquet file or dataset as lazy 2-D Dask arrays, one block per
+    row group, each read by pyarrow (only the footers are read here; no dask.dataframe).
+
+    ``pick(names)`` gets the data columns (a stored pandas index left out) and returns the
+    groups of column names to read: one array per group, of its columns' common dtype
+    (object for strings, which the caller refuses by dtype).
+    """
+    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
+
+    source = source or path
+    files = _parquet_files(fs, path.rstrip("/")) if fs.isdir(path) else [path]
+    if not files:
+        raise InputNotFoundError(f"No .parquet files under {source!r}.")
+    footers = []
+    for file in files:
+        with fs.open(file, "rb") as fh:
+            handle = pq.ParquetFile(fh)
+            footers.append((file, handle.schema_arrow, handle.metadata))
+    schema = footers[0][1]
+    index = _index_columns(schema)
+    names = [c for c in schema.names if c not in index and not _INDEX_COLUMN.match(str(c))]
+    out = []
+    for columns in pick(names):
+        dtype = np.result_type(*[np.dtype(schema.field(c).type.to_pandas_dtype()) for c in columns])
+        blocks = []
+        for file, _, meta in footers:
+            for group in range(meta.num_row_groups):
+                rows = meta.row_group(group).num_rows
+                if rows == 0:
+                    continue
+                token = source_token(fs, file, group, columns)
+                read = dask.delayed(_read_row_group, pure=True)(
+                    fs, file, group, columns, dask_key_name=f"read-columns-{token}"
+                )
+                blocks.append(
+                    da.from_delayed(
+                        read, shape=(rows, len(columns)), dtype=dtype, name=f"columns-{token}"
+                    )
+                )
+        out.append(da.concatenate(blocks, axis=0))
+    return out
+
+
 # --- NumPy files and CSV ----------------------------------------------------------------------
 
 

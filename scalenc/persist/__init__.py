@@ -19,7 +19,8 @@ loading a model runs no code from it.
 
 A model that holds something that cannot be described this way (a user callable
 kernel, a reference to the training data) is refused at save time, with the attribute
-that blocks it named.
+that blocks it named. An encoder fitted with a graph holds its training nodes' class
+codes as one more array (n-sized: the file grows with the nodes; schema version 2).
 
 Saving is atomic: the directory is written under a temporary name next to the target
 and renamed at the end, so an interrupted save never leaves a model that looks complete.

@@ -70,6 +70,8 @@ class Writer:
     def estimator(self, est, where: str) -> dict:
         params = est.get_params(deep=False)
         state = {k: v for k, v in vars(est).items() if k not in params}
+        if hasattr(est, "_saved_state"):  # what the estimator keeps lazily, as arrays
+            state = est._saved_state(state)
         return {
             "__estimator__": type_name(type(est)),
             "params": {k: self.encode(v, f"{where}.{k}") for k, v in params.items()},
@@ -110,12 +112,6 @@ class Writer:
                 " A model with a user callable kernel cannot be saved as a safe model file "
                 "(loading it would have to run code); use a named kernel "
                 f"{sorted(kernel_names())}, or pickle/joblib the estimator instead."
-            )
-        elif type(value).__module__.startswith("dask") and where.endswith("._graph_codes"):
-            hint = (
-                " It refers to data (a Dask collection): an EncoderClassifier fitted with a "
-                "graph keeps every node's training label for its predictions, which a model "
-                "file cannot hold yet; pickle/joblib the estimator instead."
             )
         elif type(value).__module__.startswith("dask"):
             hint = (

@@ -36,13 +36,27 @@ __all__ = [
 
 
 FORMAT = "scalenc-model"
-SCHEMA_VERSION = 1
+#: The newest schema version this scalenc reads and writes. Version 2 adds an encoder's
+#: graph state (every training node's class code, ``_graph_codes``); a version-1 document
+#: is a version-2 document without it, so it is read as it is.
+SCHEMA_VERSION = 2
 MIN_SCHEMA_VERSION = 1
 META_FILE = "model.json"
 
+#: The estimator state each schema version after the first added: a file is written with
+#: the oldest version that describes it, so that a model without a graph still loads in a
+#: scalenc that reads version 1 only.
+_ADDED_IN = {"_graph_codes": 2}
 
 # Upgrades of older schema versions: _MIGRATIONS[v] turns a version-v document into v+1.
+# A version without one is read as it is (its documents are valid in the next version).
 _MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+
+
+def _schema_version(tree: dict) -> int:
+    """The oldest schema version that describes an estimator's tree."""
+    state = tree.get("state", {})
+    return max([1] + [version for key, version in _ADDED_IN.items() if key in state])
 
 
 # --- encoding ------------------------------------------------------------------------
@@ -149,7 +163,10 @@ def save_model(estimator, directory, *, overwrite: bool = False, storage_options
     under a temporary prefix and published with a completion marker
     (:func:`scalenc._atomic.atomic_prefix`).
     The estimator's whole state is kept, including the running totals ``partial_fit``
-    continues from.
+    continues from. An :class:`~scalenc.encoder.EncoderClassifier` fitted with a graph
+    also keeps every training node's class code, which its predictions need (W of
+    Z = A W): computed once here, one byte a node for fewer than 128 classes, so its file
+    grows with the graph's nodes (schema version 2).
 
     Examples
     --------
@@ -186,7 +203,7 @@ def save_model(estimator, directory, *, overwrite: bool = False, storage_options
     classes = getattr(estimator, "classes_", None)
     doc = {
         "format": FORMAT,
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": _schema_version(tree),
         "estimator": name,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
@@ -332,7 +349,7 @@ def _migrate(doc: dict, meta_path: Path) -> dict:
             "Load it with that scalenc version and refit, or save it again with a version "
             "in between."
         )
-    while version < SCHEMA_VERSION:
+    while version < SCHEMA_VERSION and version in _MIGRATIONS:
         doc = _MIGRATIONS[version](doc)
         version = doc["schema_version"]
     return doc

@@ -19,6 +19,9 @@ The sizes, by name:
     columns of the numeric matrix the model was fitted on, :func:`fitted_width`.
 ``M``
     the encoder's kernels (its ``kernels`` parameter).
+``E``, ``z``, ``n``
+    an encoder fitted with a graph: the embeddings it compared (``embeddings_``), the
+    width of the chosen one (from its options), and its training nodes.
 ``G``
     the λ values nRBFN's cross-validation scored (its ``alpha`` parameter).
 ``m``
@@ -54,7 +57,7 @@ from scalenc.math.linalg import LDAModel
 from scalenc.nrbfn import LRClassifier, NRBFNClassifier
 from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID, DEFAULT_ALPHA_GRID
 
-__all__ = ["RULES", "check_shapes", "fitted_width"]
+__all__ = ["RULES", "GRAPH_ENCODER", "check_shapes", "fitted_width"]
 
 _ABSENT = object()
 _KINDS = {
@@ -227,6 +230,24 @@ class Count:
 
 
 @dataclass(frozen=True)
+class Codes:
+    """Class codes: a 1-D signed integer array of the size ``length``, each −1 (unlabeled)
+    or an index below K."""
+
+    length: str
+
+    def check(self, value, path: str, scope: _Scope) -> None:
+        Array((self.length,), "i").check(value, path, scope)
+        K = scope.sizes.get("K")
+        if K is not None and value.size and not (-1 <= value.min() and value.max() < K[0]):
+            raise scope.refuse(
+                path,
+                f"holds codes from {value.min()} to {value.max()}; expected −1 … K − 1 = "
+                f"{K[0] - 1} (K from {K[1]})",
+            )
+
+
+@dataclass(frozen=True)
 class Index:
     """An integer index into something of the size ``name``."""
 
@@ -336,6 +357,17 @@ def _kernels(model):
     return [("M", len(kernels) if isinstance(kernels, (list, tuple)) else 1, "{}.kernels")]
 
 
+def _graph_sizes(model):
+    """An encoder fitted with a graph: the embeddings compared and the chosen one's width."""
+    names = getattr(model, "embeddings_", None)
+    out = [("E", len(names), "len({}.embeddings_)")] if isinstance(names, list) else []
+    try:
+        width = model._graph_width
+    except (AttributeError, TypeError):  # classes_'s or kernel_'s own rule says what is wrong
+        return out
+    return out + [("z", width, "the chosen embedding of {} (its graph options)")]
+
+
 def _alpha_grid(model):
     alpha = getattr(model, "alpha", None)
     if isinstance(alpha, str):
@@ -369,6 +401,29 @@ _CLASSES = {
     "feature_encoder_": Nested("p"),  # None (nothing encoded) has no rules
 }
 _MOMENTS = {"n": Array(("K",), "fiu"), "mean": Array(("K", "w"), _F)}
+
+#: An EncoderClassifier fitted with a graph (a model file of schema version 2): its
+#: candidates are the embeddings compared (E of them, each of its own width: K, 2K
+#: directed, or both beside each other), the feature kernels (F, none for the graph
+#: alone) and the training nodes' class codes (n).
+GRAPH_ENCODER = Table(
+    given=(_classes, _features, _graph_sizes),
+    attributes={
+        **_CLASSES,
+        "class_counts_": Array(("K",), "fiu"),
+        "class_means_": Array(("K", "w"), _F),
+        "kernels_": Each(None, "F"),
+        "_kernel_specs": Each(None, "F"),
+        "embeddings_": Each(None, "E"),
+        "kernel_index_": Index("E"),
+        "lda_models_": Each(Nested("K", "C"), "E"),  # d: each candidate's own width
+        "coef_": Array(("C", "z"), _F),
+        "intercept_": Array(("C",), _F),
+        "embedding_means_": Array(("K", "z"), _F),
+        "cross_entropy_": Array(("E",), _F),
+        "_graph_codes": Codes("n"),
+    },
+)
 
 #: For each type a model file holds: the sizes it fixes and its attributes' rules.
 RULES: dict[type, Table] = {
@@ -509,6 +564,8 @@ def check_shapes(model, where: str) -> None:
 
 def _check_object(obj, path: str, scope: _Scope) -> None:
     table = RULES.get(type(obj))
+    if type(obj) is EncoderClassifier and getattr(obj, "_graph_codes", None) is not None:
+        table = GRAPH_ENCODER
     if table is None:
         return  # a kernel, or nothing the table describes
     for given in table.given:

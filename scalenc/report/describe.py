@@ -86,14 +86,13 @@ def describe_model(est) -> dict:
         else:
             out[key] = jsonable(value, max_items=20)
     if "kernels_" in out and hasattr(est, "cross_entropy_"):
-        out["cross_entropy_"] = {
-            repr(k): jsonable(c) for k, c in zip(est.kernels_, est.cross_entropy_)
-        }
+        # with a graph, the candidates are the embeddings compared, by name
+        names = getattr(est, "embeddings_", None) or [repr(k) for k in est.kernels_]
+        out["cross_entropy_"] = {k: jsonable(c) for k, c in zip(names, est.cross_entropy_)}
         rows = int(np.sum(getattr(est, "class_counts_", 0)))
         out["cross_entropy_rows"] = rows
         out["cross_entropy_per_row"] = {
-            repr(k): jsonable(c / rows) if rows else None
-            for k, c in zip(est.kernels_, est.cross_entropy_)
+            k: jsonable(c / rows) if rows else None for k, c in zip(names, est.cross_entropy_)
         }
     return out
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import time
 
+import dask.array as da
 import numpy as np
 
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.exceptions import InputError
 from scalenc.math.labels import UNLABELED
 from scalenc.report.describe import jsonable
 
@@ -22,7 +24,7 @@ __all__ = [
 ]
 
 
-def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
+def evaluate(estimator, X, y, *, split_every: int = 8, graph=None) -> dict:
     """Accuracy, per-class report and confusion matrix of a classifier on (X, y).
 
     Parameters
@@ -31,6 +33,9 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     X : Dask array (n, p), y : Dask array (n,) with X's row chunks.
         Unlabeled rows (−1/None/NaN) are left out; a label that is not one of the model's
         classes counts as an error (``unknown_label_rows``).
+    graph : edge list, optional
+        For an encoder fitted with a graph: its ``predict(X, graph=graph)`` (X None for a
+        graph alone), y one label per node.
 
     Returns
     -------
@@ -59,7 +64,16 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
     [50, 0, 0]
     """
     classes = np.asarray(estimator.classes_)
-    pred = estimator.predict(X)
+    pred = estimator.predict(X) if graph is None else estimator.predict(X, graph=graph)
+    if graph is not None:  # one label per node, in the node blocks of the predictions
+        pred, y = da.asarray(pred), da.asarray(y)
+        if y.shape[0] != pred.shape[0]:
+            raise InputError(
+                f"The labels cover {y.shape[0]} nodes but the model predicts "
+                f"{pred.shape[0]}; give one label per node (the unlabeled marker where "
+                "unknown)."
+            )
+        y = y.rechunk({0: pred.chunks[0]})
     t0 = time.perf_counter()
     marker = getattr(estimator, "unlabeled", UNLABELED)
     (result,) = compute(
@@ -74,7 +88,7 @@ def evaluate(estimator, X, y, *, split_every: int = 8) -> dict:
         unlabeled=int(counts[1]),
         unknown_predicted=other,
         seconds=seconds,
-        rows=int(X.shape[0]),
+        rows=int(pred.shape[0]),
     )
 
 
