@@ -433,7 +433,7 @@ def load(ds: Dataset, args) -> dict:
     return data
 
 
-def subsample(y: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
+def subsample(y: np.ndarray, rows: np.ndarray, size: int, seed: int = SPLIT_SEED) -> np.ndarray:
     """``size`` of ``rows``, stratified by ``y`` where every class has two rows or more."""
     from sklearn.model_selection import train_test_split
 
@@ -442,26 +442,29 @@ def subsample(y: np.ndarray, rows: np.ndarray, size: int) -> np.ndarray:
     counts = np.bincount(y[rows])
     stratify = y[rows] if counts[counts > 0].min() >= 2 else None
     return np.sort(train_test_split(rows, train_size=size, stratify=stratify,
-                                    random_state=SPLIT_SEED)[0])  # fmt: skip
+                                    random_state=seed)[0])  # fmt: skip
 
 
-def split(data: dict, quick_rows: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Training and test rows: the standard split, else stratified 70 / 30 (seed 0)."""
+def split(
+    data: dict, quick_rows: int | None, seed: int = SPLIT_SEED
+) -> tuple[np.ndarray, np.ndarray]:
+    """Training and test rows: the standard split, else stratified 70 / 30 (``seed``,
+    0 for the tables; ``--split-seed`` draws others to measure a split's noise)."""
     from sklearn.model_selection import train_test_split
 
     y = data["y"]
     if "train" in data:
         train, test = data["train"], data["test"]
         if quick_rows:
-            train = subsample(y, train, round(quick_rows * (1 - TEST_SHARE)))
-            test = subsample(y, test, quick_rows - train.size)
+            train = subsample(y, train, round(quick_rows * (1 - TEST_SHARE)), seed)
+            test = subsample(y, test, quick_rows - train.size, seed)
         return train, test
     rows = np.arange(y.size)
     if quick_rows:
-        rows = subsample(y, rows, quick_rows)
+        rows = subsample(y, rows, quick_rows, seed)
     single = np.isin(y[rows], np.flatnonzero(np.bincount(y[rows]) == 1))
     train, test = train_test_split(rows[~single], test_size=TEST_SHARE,
-                                   stratify=y[rows[~single]], random_state=SPLIT_SEED)  # fmt: skip
+                                   stratify=y[rows[~single]], random_state=seed)  # fmt: skip
     return np.sort(np.concatenate([train, rows[single]])), np.sort(test)
 
 
@@ -481,7 +484,7 @@ def prepare(ds: Dataset, args, workdir: Path) -> dict:
     """Split and scale ``ds``, write its four arrays to ``workdir``; its description."""
     data = load(ds, args)
     X, y = data["X"], data["y"]
-    train, test = split(data, args.quick_rows if args.quick else None)
+    train, test = split(data, args.quick_rows if args.quick else None, args.split_seed)
     Xs, Xts, constant = scale(X[train], X[test])
     for key, value in {"X": Xs, "y": y[train], "Xt": Xts, "yt": y[test]}.items():
         np.save(workdir / f"{key}.npy", value)
@@ -636,7 +639,7 @@ def protocol(args) -> dict:
     return {
         "pmlb_commit": PMLB_COMMIT,
         "split": f"standard, else stratified {1 - TEST_SHARE:.0%}/{TEST_SHARE:.0%} "
-        f"seed {SPLIT_SEED}",
+        f"seed {args.split_seed}",
         "scaling": "[-1, 1] by the training rows' min/max; constant features 0",
         "quick_rows": args.quick_rows if args.quick else None,
         "time_budget_s": args.time_budget,
@@ -747,6 +750,39 @@ def cell_line(cell: dict) -> str:
     )
 
 
+def mean_over_splits(runs: list[dict]) -> dict:
+    """One results dict from runs of different ``--split-seed``: each cell that every run
+    has, with its mean test error (fit seconds and peak memory their maxima), and the
+    seeds in the protocol. One run is returned as it is."""
+    if len(runs) == 1:
+        return runs[0]
+    first = runs[0]
+    seeds = [r["protocol"]["split"].rsplit("seed ", 1)[-1] for r in runs]
+    proto = dict(first["protocol"], split=first["protocol"]["split"].rsplit("seed ", 1)[0]
+                 + f"seeds {', '.join(seeds)}, each cell's mean error")  # fmt: skip
+    for other in runs[1:]:
+        same = {k: v for k, v in other["protocol"].items() if k != "split"}
+        if same != {k: v for k, v in proto.items() if k != "split"}:
+            raise SystemExit(f"error: runs of different protocols: {proto} and {other['protocol']}")
+    datasets = {}
+    for name, entry in first["datasets"].items():
+        cells = {}
+        for method, cell in entry["cells"].items():
+            found = [r["datasets"].get(name, {}).get("cells", {}).get(method) for r in runs]
+            if any(c is None or "error_pct" not in c for c in found):
+                continue
+            cells[method] = dict(
+                cell,
+                error_pct=float(np.mean([c["error_pct"] for c in found])),
+                fit_s=max(c["fit_s"] for c in found),
+                peak_mb=max(c["peak_mb"] for c in found),
+                splits=len(found),
+            )
+        datasets[name] = dict(entry, cells=cells)
+    return {"protocol": proto, "runs": [x for r in runs for x in r.get("runs", [])],
+            "datasets": datasets}  # fmt: skip
+
+
 def page(results: dict) -> str:
     """The markdown report of ``results`` (``defaults_report.report``)."""
     methods = sorted({m for d in results["datasets"].values() for m in d["cells"]}, key=order_key)
@@ -836,8 +872,13 @@ def parse_args(argv=None):
         help=f"{', '.join(QUICK_SETS)} subsampled to --quick-rows rows",
     )
     parser.add_argument("--quick-rows", type=int, default=2000)
+    parser.add_argument("--split-seed", type=int, default=SPLIT_SEED,
+                        help=f"the 70/30 split's seed (default {SPLIT_SEED}, the tables'; "
+                        "standard splits stay): other seeds measure a split's noise")  # fmt: skip
     parser.add_argument("--out", type=Path, help="results JSON: written per cell, resumed")
-    parser.add_argument("--report", type=Path, help="print the markdown of a results JSON")
+    parser.add_argument("--report", type=Path, nargs="+",
+                        help="print the markdown of a results JSON; of several (one per "
+                        "--split-seed), each cell's mean error over them")  # fmt: skip
     parser.add_argument("--list", action="store_true", help="print the datasets and halves")
     parser.add_argument("--list-pmlb", type=Path, metavar="DIR",
                         help="print PMLB_SETS from a PMLB clone's metadata")  # fmt: skip
@@ -874,7 +915,7 @@ def main(argv=None) -> int:
         print_list()
         return 0
     if args.report:
-        print(page(json.loads(args.report.read_text())))
+        print(page(mean_over_splits([json.loads(p.read_text()) for p in args.report])))
         return 0
     return run(args)
 

@@ -116,6 +116,41 @@ def test_split_and_scale():
     assert (Xs[:, 1] == 0).all()
 
 
+def test_split_seed_draws_another_split_and_reports_average_over_them():
+    """``--split-seed``: another stratified 70 / 30 split (a standard one stays); several
+    runs' report: each cell's mean error, the cells every run has, the seeds named."""
+    d = _module()
+    y = np.repeat([0, 1], [60, 40])
+    zero, again, one = (
+        d.split({"y": y}, None),
+        d.split({"y": y}, None, 0),
+        d.split({"y": y}, None, 1),
+    )
+    assert np.array_equal(zero[0], again[0]) and not np.array_equal(zero[0], one[0])
+    assert np.bincount(y[one[1]]).tolist() == [18, 12]  # stratified as seed 0
+    standard = {"y": y, "train": np.arange(70), "test": np.arange(70, 100)}
+    assert np.array_equal(d.split(standard, None, 3)[1], np.arange(70, 100))
+
+    def run(seed, nrbfn, svc):
+        proto = {"pmlb_commit": "c", "split": f"stratified 70%/30% seed {seed}"}
+        cells = {"nrbfn": {"error_pct": nrbfn, "fit_s": 1.0 + seed, "peak_mb": 10}}
+        if svc is not None:
+            cells["svc"] = {"error_pct": svc, "fit_s": 2.0, "peak_mb": 20 + seed}
+        return {"protocol": proto, "runs": [seed], "datasets": {"a": {"cells": cells}}}
+
+    mean = d.mean_over_splits([run(0, 10.0, 12.0), run(1, 14.0, 11.0), run(2, 12.0, None)])
+    cells = mean["datasets"]["a"]["cells"]
+    assert list(cells) == ["nrbfn"]  # svc is absent from one run
+    assert cells["nrbfn"]["error_pct"] == 12.0 and cells["nrbfn"]["fit_s"] == 3.0
+    assert cells["nrbfn"]["splits"] == 3 and mean["runs"] == [0, 1, 2]
+    assert mean["protocol"]["split"].endswith("seeds 0, 1, 2, each cell's mean error")
+    assert d.mean_over_splits([run(0, 1.0, 2.0)]) == run(0, 1.0, 2.0)
+    other = run(1, 1.0, 2.0)
+    other["protocol"]["pmlb_commit"] = "d"
+    with pytest.raises(SystemExit, match="different protocols"):
+        d.mean_over_splits([run(0, 1.0, 2.0), other])
+
+
 def _toy_pmlb(path: Path) -> str:
     """A git repository laid out as PMLB: two classification sets in range (the second
     the first's rows shuffled), one too small, one regression. Its commit."""
