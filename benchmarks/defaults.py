@@ -753,16 +753,19 @@ def cell_line(cell: dict) -> str:
 def mean_over_splits(runs: list[dict]) -> dict:
     """One results dict from runs of different ``--split-seed``: each cell that every run
     has, with its mean test error (fit seconds and peak memory their maxima), and the
-    seeds in the protocol. One run is returned as it is."""
+    seeds in the protocol (the first run's time budget). One run is returned as it is."""
     if len(runs) == 1:
         return runs[0]
     first = runs[0]
     seeds = [r["protocol"]["split"].rsplit("seed ", 1)[-1] for r in runs]
     proto = dict(first["protocol"], split=first["protocol"]["split"].rsplit("seed ", 1)[0]
                  + f"seeds {', '.join(seeds)}, each cell's mean error")  # fmt: skip
+
+    def fixed(protocol):  # what must match: a budget only decides cells that ran out
+        return {k: v for k, v in protocol.items() if k not in ("split", "time_budget_s")}
+
     for other in runs[1:]:
-        same = {k: v for k, v in other["protocol"].items() if k != "split"}
-        if same != {k: v for k, v in proto.items() if k != "split"}:
+        if fixed(other["protocol"]) != fixed(proto):
             raise SystemExit(f"error: runs of different protocols: {proto} and {other['protocol']}")
     datasets = {}
     for name, entry in first["datasets"].items():
