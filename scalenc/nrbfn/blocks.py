@@ -45,7 +45,7 @@ __all__ = [
     "soft_knn_confidence",
     "select_basis",
     "growth_order",
-    "first_distinct",
+    "distinct_first",
     "normalized_kernel",
     "prepare_basis",
     "kernel_tiles",
@@ -206,26 +206,33 @@ def growth_order(
     return np.concatenate([reserve, boundary[_nested_spread(boundary.size)], rest])
 
 
-def first_distinct(rows: np.ndarray) -> np.ndarray:
-    """Positions of the ``rows`` equal to no row before them, in order.
+def distinct_first(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``order`` (positions, one per row of ``rows``, in growth order) with every row
+    equal to one before it moved behind the last distinct one, both parts in order.
 
-    A grown basis takes the candidates in :func:`growth_order` without repeats: a
-    repeated row adds a copy of a kernel column, which buys nothing and takes the place
-    of a row that would (on titanic's 14 distinct rows, 128 basis rows held 10 of them
-    and the two rarest cells got the prediction of their neighbours).
+    A grown basis takes a prefix of the candidates: with repeats at random ranks, a
+    table of few distinct rows fills its basis with copies of its largest cells and
+    leaves its rarest cells without a centre (titanic: 128 basis rows held 10 of its 14
+    distinct rows, and the two rarest cells got their neighbours' class). Repeats are
+    kept behind: in the normalised kernel a repeated centre weighs its cell by its
+    frequency, which the held-out error may prefer (led7, 110 distinct rows of 2 240:
+    512 rows with repeats erred 24.9 % on held-out rows, the 110 alone 25.5 %).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from scalenc.nrbfn.blocks import first_distinct
-    >>> first_distinct(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [2.0, 2.0]]))
-    array([0, 1, 3])
+    >>> from scalenc.nrbfn.blocks import distinct_first
+    >>> rows = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [2.0, 2.0], [0.0, 1.0]])
+    >>> distinct_first(rows, np.array([7, 3, 9, 1, 4]))
+    array([7, 3, 1, 9, 4])
     """
-    rows = np.asarray(rows)
+    rows, order = np.asarray(rows), np.asarray(order)
     if rows.shape[0] == 0:
-        return np.zeros(0, dtype=np.intp)
+        return order
     _, first = np.unique(rows.reshape(rows.shape[0], -1), axis=0, return_index=True)
-    return np.sort(first).astype(np.intp)
+    is_first = np.zeros(rows.shape[0], dtype=bool)
+    is_first[first] = True
+    return np.concatenate([order[is_first], order[~is_first]])
 
 
 def _nested_spread(m: int) -> np.ndarray:

@@ -141,8 +141,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         ``"auto"``: the basis grown by held-out error (see above; 3 passes per size tried,
         the sizes' Gram work about 4/3 of the kept size's, or 16/3 with a size tried that
         did not pay; a costly size is tried only when the last gains predict it pays),
-        up to ``max_basis``, each distinct row once (a repeated row only repeats a
-        kernel column); with ``cv_refit_basis=True``, the
+        up to ``max_basis``, every distinct row before any repeat; with
+        ``cv_refit_basis=True``, the
         confidence rule (None). None: the paper's confidence rule, every candidate with T
         < t. An int: exactly this many least-confident candidates as basis (one per
         class reserved) — the paper's "same basis size as SVM" mode.
@@ -320,8 +320,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     >>> from scalenc import NRBFNClassifier
     >>> X, y = load_iris(return_X_y=True)
     >>> model = NRBFNClassifier(random_state=0).fit(X, y)
-    >>> model.basis_growth_["r"], model.basis_.shape  # sizes tried (iris repeats a row), kept
-    (array([128, 149]), (128, 4))
+    >>> model.basis_growth_["r"], model.basis_.shape  # sizes tried, and the one kept
+    (array([128, 150]), (128, 4))
     >>> float(model.score(X, y)) > 0.95
     True
 

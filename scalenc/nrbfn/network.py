@@ -223,9 +223,9 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
 
     The candidates in :func:`~scalenc.nrbfn.blocks.growth_order` (each class's least
     confident row, the confidence rule's rows spread over their ranks, then the others
-    at random), a row equal to one before it dropped
-    (:func:`~scalenc.nrbfn.blocks.first_distinct`: a table of few distinct rows gets a
-    basis of each of them); its prefixes of :func:`growth_sizes` rows are fitted in
+    at random), each row equal to one before it moved after every distinct row
+    (:func:`~scalenc.nrbfn.blocks.distinct_first`: a basis of a table of few distinct
+    rows holds every one of them); its prefixes of :func:`growth_sizes` rows are fitted in
     turn — σ, the per-fold Gram and the held-out error of each λ (the whole grid on the
     first size, then the last best λ and its two neighbours), three passes each (and, for
     ``width="auto"``, two more per further multiple of σ in :data:`WIDTHS` on the first
@@ -252,12 +252,12 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
             rows = knn["candidates"][np.searchsorted(cand_index, index)]
         else:
             rows = passes.gather_rows(X, index)
-        # a row equal to one before it in the order adds a copy of that kernel column
-        distinct = nb.first_distinct(rows[np.searchsorted(index, cand_index[order[:top]])])
-        if distinct.size < top:
-            order = order[:top][distinct]
-            kept_rows = np.isin(index, cand_index[order])
-            index, rows, top, at_cap = index[kept_rows], rows[kept_rows], order.size, False
+        # every distinct row before any repeat: a small basis covers every cell of a table
+        # of few distinct rows, a larger one adds repeats (in the normalised kernel a
+        # repeated centre weighs its cell by its frequency, which held-out error may prefer)
+        in_order = rows[np.searchsorted(index, cand_index[order[:top]])]
+        order = np.concatenate([nb.distinct_first(in_order, order[:top]), order[top:]])
+        del in_order
         sizes = growth_sizes(K, top, capped=at_cap)
     own = _fold_of_rows(index, folds, n_folds, seed)  # each candidate's held-out fold
     sample = growth_rows(est, X, codes, counts, seed, folds, n_folds)
