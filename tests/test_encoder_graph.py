@@ -148,6 +148,21 @@ def test_embedding_equals_graphemd(options, edge_chunks, node_chunks, split_ever
     np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("options", OPTIONS, ids=option_id)
+@pytest.mark.parametrize("node_chunks", [7, (13, 1, 20, 6)], ids=["even", "irregular"])
+def test_unweighted_edges_are_counted_then_scaled(options, node_chunks):
+    """Without weights the edge blocks count contributions (exact integers) and each node
+    block scales its counts by 1/n_k: the same embedding as weights of 1."""
+    edges, _, labels = small_graph()
+    edge_list = as_edge_list(edges, chunk_edges=37)
+    assert edge_list.weights is None
+    codes = da.from_array(labels, chunks=node_chunks)
+    counts = np.bincount(labels[labels >= 0])
+    Z = graph_embedding(edge_list, codes, counts, options, split_every=3)
+    expected = graphemd_loop(edges, np.ones(len(edges)), labels, options)
+    np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
+
+
 @pytest.mark.parametrize(
     "options", [GraphOptions(), GraphOptions(laplacian=True, directed=True)], ids=option_id
 )
