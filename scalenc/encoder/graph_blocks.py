@@ -239,7 +239,9 @@ def sum_parts(*parts, size: int, width: int) -> np.ndarray:
         if vals is not None:  # NumPy's bincount of no entries is int64 even with weights
             total = total.astype(np.float64, copy=False)
         total = total.reshape(size, width)
-    elif dense:  # never the caller's array: partials are not changed in place
+    elif len(dense) > 1:  # a new array: partials are never changed in place
+        total = np.add(dense.pop(), dense.pop())
+    elif dense:
         total = dense.pop().copy()
     else:
         return np.zeros((size, width), dtype=np.int64)
@@ -279,7 +281,9 @@ def finish_embedding(
     zero)."""
     K = inverse.size
     width = 2 * K if directed else K
-    Z = sum_parts(total, size=size, width=width) * np.tile(inverse, width // K)
+    if not isinstance(total, np.ndarray):  # the sparse part of a single edge block
+        total = sum_parts(total, size=size, width=width)
+    Z = total * np.tile(inverse, width // K)  # a new float64 array: total is not changed
     if self_loops:
         codes = np.asarray(codes, dtype=np.int64)
         labeled = np.flatnonzero(codes >= 0)
@@ -290,6 +294,7 @@ def finish_embedding(
     if normalize:
         for half in range(width // K):
             cols = Z[:, half * K : (half + 1) * K]
-            norm = np.sqrt((cols * cols).sum(axis=1, keepdims=True))
-            np.divide(cols, norm, out=cols, where=norm > 0)
+            norm = np.sqrt(np.einsum("ij,ij->i", cols, cols))
+            norm[norm == 0] = 1.0
+            cols /= norm[:, None]
     return Z
