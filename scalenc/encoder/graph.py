@@ -81,21 +81,41 @@ def _node_sums(parts, bounds, width: int, split_every: int) -> list:
     dense (rows × width × 8 bytes), as large as the sparse parts of about ten edge blocks
     of 2²⁰ edges, so a tree of fan-in s would hold up to (s − 1) × its depth of them per
     node block, more as the edges grow. Each step of the fold adds one group's parts to
-    the running sum (one ``bincount``): a node block holds one sum and one group's parts
-    whatever the number of edge blocks.
+    the running sum (one ``bincount``). The node blocks take each step together (a step
+    waits for every node block's previous one): an edge block's parts are then merged
+    by every node block soon after it is read, where a node block folding all edge blocks
+    before the next would keep every edge block's parts. So the pass holds the running
+    sums and the parts of about one group, whatever the number of edge blocks.
     """
     if split_every < 2:
         raise InputError(f"split_every must be at least 2; got {split_every}.")
-    sums = []
-    for j in range(len(bounds) - 1):
-        size = int(bounds[j + 1] - bounds[j])
-        step = dask.delayed(partial(graph_blocks.sum_parts, size=size, width=width), pure=True)
-        total = None
-        for start in range(0, len(parts), split_every):
-            group = [p[j] for p in parts[start : start + split_every]]
-            total = step(*group) if total is None else step(total, *group)
-        sums.append(total)
+    n_blocks = len(bounds) - 1
+    steps = [
+        dask.delayed(
+            partial(_fold_step, size=int(bounds[j + 1] - bounds[j]), width=width), pure=True
+        )
+        for j in range(n_blocks)
+    ]
+    sums, done = [None] * n_blocks, None
+    for start in range(0, len(parts), split_every):
+        group = parts[start : start + split_every]
+        sums = [
+            steps[j](total, *(p[j] for p in group), after=done) for j, total in enumerate(sums)
+        ]
+        done = dask.delayed(_all_done, pure=True)(*sums)
     return sums
+
+
+def _fold_step(total, *parts, size: int, width: int, after=None):
+    """A node block's running sum (None before the first step) plus one group's parts;
+    ``after`` only orders the step after every node block's previous one."""
+    return graph_blocks.sum_parts(*parts, size=size, width=width, start=total)
+
+
+def _all_done(*sums) -> None:
+    """Nothing: a step of the fold that waits for this waits for every node block's
+    previous step."""
+    return None
 
 
 def _degree_scales(edges, bounds, options, split_every) -> list:

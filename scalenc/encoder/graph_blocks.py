@@ -222,14 +222,17 @@ def degree_parts(ids, weights, *, row_start: int, bounds: np.ndarray) -> tuple:
     return _split(cells, vals, bounds, 1)
 
 
-def sum_parts(*parts, size: int, width: int) -> np.ndarray:
-    """Parts of one node block (sparse parts or dense sums) summed: (size, width), int64
-    when every part counts unweighted contributions (exact), else float64.
+def sum_parts(*parts, size: int, width: int, start: np.ndarray | None = None) -> np.ndarray:
+    """Parts of one node block (sparse parts or dense sums), and ``start`` when given,
+    summed: (size, width), int64 when every part counts unweighted contributions (exact),
+    else float64.
 
     The sparse parts are counted in one ``bincount`` (O(contributions + size·width)),
     whatever their number."""
     sparse = [p for p in parts if not isinstance(p, np.ndarray)]
     dense = [p for p in parts if isinstance(p, np.ndarray)]
+    if start is not None:
+        dense.append(start)
     if sparse:
         cells = np.concatenate([c for c, _ in sparse])
         vals = None
