@@ -7,10 +7,10 @@ the contributions of the edge blocks into its running sum, ``split_every`` edge 
 step, and is then finished on its own (self-loops, row normalisation). Neither the edges
 nor the n × K embedding is ever in one task: a task holds one edge block, or one node
 block's (rows × K) sum and the sparse parts it merges — so memory does not grow with the
-number of edges. The class codes of all n nodes (one to
-four bytes each) travel to every edge task, as one task's output shared by the edge
-tasks on a worker, and with the Laplacian the n degrees' d^−½ (eight bytes each): that
-is O(n) bytes per worker, never O(nK), and nothing n-sized reaches the client.
+number of edges. The class codes of all n nodes (one to four bytes each) travel to every
+edge task, as one task's output shared by the edge tasks on a worker, and with the
+Laplacian the n degrees' d^−½ (eight bytes each): that is O(n) bytes per worker, never
+O(nK), and nothing n-sized reaches the client.
 """
 
 from __future__ import annotations
@@ -78,14 +78,15 @@ def _node_sums(parts, bounds, width: int, split_every: int) -> list:
     """Each node block's sum of the edge blocks' parts, as a Delayed (rows × width).
 
     A fold over groups of ``split_every`` edge blocks, not a tree: a node block's sum is
-    dense (rows × width × 8 bytes), as large as the sparse parts of about ten edge blocks
-    of 2²⁰ edges, so a tree of fan-in s would hold up to (s − 1) × its depth of them per
-    node block, more as the edges grow. Each step of the fold adds one group's parts to
-    the running sum (one ``bincount``). The node blocks take each step together (a step
-    waits for every node block's previous one): an edge block's parts are then merged
-    by every node block soon after it is read, where a node block folding all edge blocks
-    before the next would keep every edge block's parts. So the pass holds the running
-    sums and the parts of about one group, whatever the number of edge blocks.
+    dense (rows × width × 8 bytes; with 10⁶ nodes and 10 classes all node blocks' sums
+    weigh as much as the sparse parts of 2·10⁷ edges), so a tree of fan-in s would hold
+    up to (s − 1) × its depth of them per node block, more as the edges grow. Each step
+    of the fold adds one group's parts to the running sum (one ``bincount``). The node
+    blocks take each step together (a step waits for every node block's previous one):
+    an edge block's parts are then merged by every node block soon after it is read,
+    where a node block folding all edge blocks before the next would keep every edge
+    block's parts. So the pass holds the running sums and the parts of about one group,
+    whatever the number of edge blocks.
     """
     if split_every < 2:
         raise InputError(f"split_every must be at least 2; got {split_every}.")
@@ -99,9 +100,7 @@ def _node_sums(parts, bounds, width: int, split_every: int) -> list:
     sums, done = [None] * n_blocks, None
     for start in range(0, len(parts), split_every):
         group = parts[start : start + split_every]
-        sums = [
-            steps[j](total, *(p[j] for p in group), after=done) for j, total in enumerate(sums)
-        ]
+        sums = [steps[j](total, *(p[j] for p in group), after=done) for j, total in enumerate(sums)]
         done = dask.delayed(_all_done, pure=True)(*sums)
     return sums
 
