@@ -148,6 +148,21 @@ def test_embedding_equals_graphemd(options, edge_chunks, node_chunks, split_ever
     np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("options", OPTIONS, ids=option_id)
+@pytest.mark.parametrize("node_chunks", [7, (13, 1, 20, 6)], ids=["even", "irregular"])
+def test_unweighted_edges_are_counted_then_scaled(options, node_chunks):
+    """Without weights the edge blocks count contributions (exact integers) and each node
+    block scales its counts by 1/n_k: the same embedding as weights of 1."""
+    edges, _, labels = small_graph()
+    edge_list = as_edge_list(edges, chunk_edges=37)
+    assert edge_list.weights is None
+    codes = da.from_array(labels, chunks=node_chunks)
+    counts = np.bincount(labels[labels >= 0])
+    Z = graph_embedding(edge_list, codes, counts, options, split_every=3)
+    expected = graphemd_loop(edges, np.ones(len(edges)), labels, options)
+    np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
+
+
 @pytest.mark.parametrize(
     "options", [GraphOptions(), GraphOptions(laplacian=True, directed=True)], ids=option_id
 )
@@ -167,6 +182,50 @@ def test_embedding_on_a_distributed_cluster(client):
     np.testing.assert_allclose(
         Z.compute(), graphemd_matrix(edges, weights, labels, options), rtol=0, atol=1e-10
     )
+
+
+def _most_parts_and_sums_held(Z: da.Array) -> int:
+    """The most edge blocks' parts and node blocks' partial sums held at once when Z's
+    column sums are computed in dask.order's order (a result is freed once its last
+    dependent has run)."""
+    from dask.core import get_dependencies
+    from dask.order import order
+    from dask.utils import key_split
+
+    graph = dict(Z.sum(axis=0).__dask_graph__())
+    deps = {key: get_dependencies(graph, key) for key in graph}
+    waiting = {key: 0 for key in graph}
+    for key in graph:
+        for dep in deps[key]:
+            waiting[dep] += 1
+    priority = order(graph)
+    held, most = set(), 0
+    for key in sorted(graph, key=priority.__getitem__):
+        if key_split(key) in ("embedding_parts", "getitem", "sum_parts", "_fold_step"):
+            held.add(key)
+        for dep in deps[key]:
+            waiting[dep] -= 1
+            if waiting[dep] == 0:
+                held.discard(dep)
+        most = max(most, len(held))
+    return most
+
+
+def test_the_pass_holds_one_group_of_edge_blocks_whatever_their_number():
+    """Memory flat in the number of edges: the node blocks fold the edge blocks' parts
+    into their sums together, so the pass holds the same parts and sums with 8 edge
+    blocks or 96 (a tree of sums held 15 and 35, a fold node block by node block 13
+    and 101)."""
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, 400)
+    counts = np.bincount(labels)
+    codes = da.from_array(labels, chunks=100)
+    held = []
+    for n_blocks in (8, 96):
+        edges = as_edge_list(rng.integers(0, 400, (n_blocks * 10, 2)), chunk_edges=10)
+        Z = graph_embedding(edges, codes, counts, GraphOptions(), split_every=4)
+        held.append(_most_parts_and_sums_held(Z))
+    assert held[1] <= held[0] + 2, held
 
 
 def test_unlabeled_neighbourhood_gives_a_zero_row():

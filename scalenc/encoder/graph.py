@@ -2,14 +2,15 @@
 
 Z = A W (:mod:`scalenc.encoder.graph_blocks` has the formula and GraphEmd's options) is
 built as a lazy Dask array with the node blocks of the labels: every edge block's task
-turns its edges into sparse contributions grouped by node block, each node block sums
-the contributions of every edge block in a tree of fan-in ``split_every`` and is then
-finished on its own (self-loops, row normalisation). Neither the edges nor the n × K
-embedding is ever in one task: a task holds one edge block, or one node block's
-(rows × K) sum and the sparse parts it merges. The class codes of all n nodes (one to
-four bytes each) travel to every edge task, as one task's output shared by the edge
-tasks on a worker, and with the Laplacian the n degrees' d^−½ (eight bytes each): that
-is O(n) bytes per worker, never O(nK), and nothing n-sized reaches the client.
+turns its edges into sparse contributions grouped by node block, each node block folds
+the contributions of the edge blocks into its running sum, ``split_every`` edge blocks a
+step, and is then finished on its own (self-loops, row normalisation). Neither the edges
+nor the n × K embedding is ever in one task: a task holds one edge block, or one node
+block's (rows × K) sum and the sparse parts it merges — so memory does not grow with the
+number of edges. The class codes of all n nodes (one to four bytes each) travel to every
+edge task, as one task's output shared by the edge tasks on a worker, and with the
+Laplacian the n degrees' d^−½ (eight bytes each): that is O(n) bytes per worker, never
+O(nK), and nothing n-sized reaches the client.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import dask.array as da
 import numpy as np
 
 from scalenc.encoder import graph_blocks
-from scalenc.engine.reduce import SPLIT_EVERY, tree_reduce
+from scalenc.engine.reduce import SPLIT_EVERY
+from scalenc.exceptions import InputError
 from scalenc.io.edges import EdgeList
 
 __all__ = ["GraphOptions", "graph_embedding", "embedding_width", "code_dtype"]
@@ -73,13 +75,46 @@ def _edge_blocks(edges: EdgeList):
 
 
 def _node_sums(parts, bounds, width: int, split_every: int) -> list:
-    """Each node block's sum of the edge blocks' parts, as a Delayed (rows × width)."""
-    sums = []
-    for j in range(len(bounds) - 1):
-        size = int(bounds[j + 1] - bounds[j])
-        combine = partial(graph_blocks.sum_parts, size=size, width=width)
-        sums.append(tree_reduce([p[j] for p in parts], combine, split_every=split_every))
+    """Each node block's sum of the edge blocks' parts, as a Delayed (rows × width).
+
+    A fold over groups of ``split_every`` edge blocks, not a tree: a node block's sum is
+    dense (rows × width × 8 bytes; with 10⁶ nodes and 10 classes all node blocks' sums
+    weigh as much as the sparse parts of 2·10⁷ edges), so a tree of fan-in s would hold
+    up to (s − 1) × its depth of them per node block, more as the edges grow. Each step
+    of the fold adds one group's parts to the running sum (one ``bincount``). The node
+    blocks take each step together (a step waits for every node block's previous one):
+    an edge block's parts are then merged by every node block soon after it is read,
+    where a node block folding all edge blocks before the next would keep every edge
+    block's parts. So the pass holds the running sums and the parts of about one group,
+    whatever the number of edge blocks.
+    """
+    if split_every < 2:
+        raise InputError(f"split_every must be at least 2; got {split_every}.")
+    n_blocks = len(bounds) - 1
+    steps = [
+        dask.delayed(
+            partial(_fold_step, size=int(bounds[j + 1] - bounds[j]), width=width), pure=True
+        )
+        for j in range(n_blocks)
+    ]
+    sums, done = [None] * n_blocks, None
+    for start in range(0, len(parts), split_every):
+        group = parts[start : start + split_every]
+        sums = [steps[j](total, *(p[j] for p in group), after=done) for j, total in enumerate(sums)]
+        done = dask.delayed(_all_done, pure=True)(*sums)
     return sums
+
+
+def _fold_step(total, *parts, size: int, width: int, after=None):
+    """A node block's running sum (None before the first step) plus one group's parts;
+    ``after`` only orders the step after every node block's previous one."""
+    return graph_blocks.sum_parts(*parts, size=size, width=width, start=total)
+
+
+def _all_done(*sums) -> None:
+    """Nothing: a step of the fold that waits for this waits for every node block's
+    previous step."""
+    return None
 
 
 def _degree_scales(edges, bounds, options, split_every) -> list:
@@ -113,7 +148,7 @@ def graph_embedding(
         Labeled nodes per class, n_k (all positive).
     options : GraphOptions
     split_every : int
-        Fan-in of each node block's tree of sums.
+        Edge blocks added to a node block's running sum in one step.
 
     Returns
     -------
@@ -124,9 +159,11 @@ def graph_embedding(
     -----
     Computing Z reads the edges once (twice with the Laplacian: the degrees first) and
     the codes once per node block plus once for the edge tasks. Memory per task: one edge
-    block and its contributions, or one node block of Z (rows × width × 8 bytes) with the
-    parts it merges; per worker, the n class codes (and with the Laplacian n float64
-    scales) shared by its edge tasks. Nothing n-sized is computed on the client.
+    block and its contributions (4 bytes each unweighted, 12 weighted; about two per
+    edge), or one node block's running sum (rows × width × 8 bytes) with the parts of
+    ``split_every`` edge blocks it adds; per worker, the n class codes (and with the
+    Laplacian n float64 scales) shared by its edge tasks. None of it grows with the number
+    of edges. Nothing n-sized is computed on the client.
     """
     K = int(np.asarray(counts).size)
     width = embedding_width(K, options)
