@@ -188,3 +188,27 @@ def test_a_pass_of_one_layout_is_never_merged_into_another(client, data, tmp_pat
     np.testing.assert_array_equal(again["M"], split["M"])
     np.testing.assert_allclose(split["M"], whole["M"], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(split["B"], whole["B"], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.cluster
+def test_ccdr_extension_pass_is_split_and_gives_the_threaded_head(
+    client, data, tmp_path, monkeypatch
+):
+    from scalenc import CCDRClassifier
+
+    X, y = data
+    Xd = da.from_array(X, chunks=(600, -1))
+    params = {"subsample_size": 150, "random_state": 0}
+    with dask.config.set(scheduler="threads"):
+        ref = CCDRClassifier(**params).fit(Xd, y)
+    monkeypatch.setattr(blocksize, "RATE", SLOW_RATE)
+    model = CCDRClassifier(**params, checkpoint=str(tmp_path / "ck")).fit(Xd, y)
+    # the extension: 150 reference rows × (5 + PAIR_WORK) per row; the other passes short
+    pieces = split_rows((600, 600), BlockWork.pairs(150, 5), rate=SLOW_RATE)
+    assert len(pieces) == 96
+    summary = model.checkpoint_summary_
+    assert summary["blocks_computed"] == 2 * (summary["passes_computed"] - 1) + len(pieces)
+    scale = np.abs(ref.head_.coef).max()
+    np.testing.assert_allclose(model.head_.coef, ref.head_.coef, rtol=1e-6, atol=1e-7 * scale)
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_array_equal(model.predict(X[:300]), ref.predict(X[:300]))
