@@ -79,9 +79,14 @@ PAIR_WORK = 100.0
 #: block, its partial's pickling, the checkpoint's bookkeeping.
 TASK_SECONDS = 0.01
 
-#: Bytes per second at which a piece's partial is moved between workers and merged: a
-#: split adds a partial per piece (nRBFN's per-fold Grams: 168 MB at r = 2048, 5 folds).
-PARTIAL_RATE = 500e6
+#: Bytes per second at which a piece's partial is made (a fresh zeroed array), moved
+#: between workers and merged: a split adds a partial per piece. Conservative: on a calm
+#: cluster of two one-thread 4 GB workers (2 cores shared, load 4–13), nRBFN's Gram at
+#: r = 2048 with 5 folds (168 MB partials) cut into 24 pieces of 100 000-row blocks took
+#: 1.04–1.34× the 4 blocks' time in three alternating pairs, at most 0.7 s per extra
+#: partial; with one fold (34 MB), 48 pieces took 0.83–0.93×. At this rate the 5-fold
+#: Gram is cut into 8 pieces (per-task accounting: 2 s of moves and merges in 88 s).
+PARTIAL_RATE = 200e6
 
 #: Largest share of a piece's work that its fixed costs (:data:`TASK_SECONDS` and its
 #: partial at :data:`PARTIAL_RATE`) may add: a block is cut into fewer pieces rather than
