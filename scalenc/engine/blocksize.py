@@ -85,7 +85,8 @@ TASK_SECONDS = 0.01
 #: r = 2048 with 5 folds (168 MB partials) cut into 24 pieces of 100 000-row blocks took
 #: 1.04–1.34× the 4 blocks' time in three alternating pairs, at most 0.7 s per extra
 #: partial; with one fold (34 MB), 48 pieces took 0.83–0.93×. At this rate the 5-fold
-#: Gram is cut into 8 pieces (per-task accounting: 2 s of moves and merges in 88 s).
+#: Gram is cut into 8 pieces: 0.76–1.65× in 6 pairs, within the load's noise (per-task
+#: accounting of one pair: 2 s of moves and merges in 88 s).
 PARTIAL_RATE = 200e6
 
 #: Largest share of a piece's work that its fixed costs (:data:`TASK_SECONDS` and its
