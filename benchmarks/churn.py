@@ -58,6 +58,14 @@ def parse_args(argv=None):
         help="the scheduler's distributed.scheduler.allowed-failures (default: Dask's, 3); "
         "0 makes every killed worker cost its tasks, so the fits resume often",
     )
+    p.add_argument(
+        "--block-seconds",
+        type=float,
+        default=None,
+        help="the Dask config scalenc.checkpoint.block-seconds: the estimated seconds a row "
+        "block of a long pass is split to on the cluster (default: scalenc's, 2 s); 0 keeps "
+        "the store's blocks",
+    )
     p.add_argument("--workdir", default=None, help="store, checkpoints, logs (default: a temp)")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument(
@@ -268,6 +276,8 @@ def main(argv=None) -> dict:
     config = {}
     if args.quick:  # tiny blocks: save every one, or a resume would have nothing to read back
         config = {"scalenc.checkpoint.min-seconds": 0.0, "scalenc.checkpoint.write-share": 1e12}
+    if args.block_seconds is not None:  # read where the fit decides its blocks: here
+        config["scalenc.checkpoint.block-seconds"] = args.block_seconds
     rows = []
     with dask.config.set(config):
         X, y = scalenc.load(str(store))

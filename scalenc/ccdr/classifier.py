@@ -278,6 +278,7 @@ class CCDRClassifier(
                     self.ccdr_._solutions_task(),
                     L,
                     split_every=self.split_every,
+                    reference_rows=sum(int(s.indices.size) for s in sols),
                 )
             )
         self._head_stats = stats

@@ -10,6 +10,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from scalenc.ccdr import blocks as _ccdr_blocks
+from scalenc.engine.blocksize import BlockWork
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
     reduce_rows,
@@ -83,11 +84,21 @@ def embedding_stats_pass(
     n_classes: int,
     *,
     split_every: int = SPLIT_EVERY,
+    reference_rows: int | None = None,
 ) -> Delayed:
     """Statistics of the training embedding f(x_i, c_i) over the labeled rows for a
     classifier head: ``"linear"`` (the least-squares Gram and cross term) or ``"lda"``
-    (class moments). ``solutions`` may be a Delayed of the fitted subsamples."""
+    (class moments). ``solutions`` may be a Delayed of the fitted subsamples;
+    ``reference_rows``, their rows in all, is what a row's Nyström extension is searched
+    against (its work, :class:`~scalenc.engine.blocksize.BlockWork`; None: unknown)."""
     block = _ccdr_blocks.linear_stats_block if head == "linear" else _ccdr_blocks.lda_stats_block
+    work = None if reference_rows is None else BlockWork.pairs(reference_rows, X.shape[1])
     return reduce_rows(
-        block, X, codes, solutions=solutions, n_classes=n_classes, split_every=split_every
+        block,
+        X,
+        codes,
+        solutions=solutions,
+        n_classes=n_classes,
+        split_every=split_every,
+        work=work,
     )

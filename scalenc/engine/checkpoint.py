@@ -43,7 +43,9 @@ environment variables): ``scalenc.checkpoint.on-change`` (``"error"``, the defau
 default False: it is removed), ``scalenc.checkpoint.storage-options`` (fsspec options
 for a URL, such as an object store's endpoint; never written to the checkpoint), and the
 group rule ``scalenc.checkpoint.min-seconds`` and ``scalenc.checkpoint.write-share``
-(defaults :data:`MIN_SECONDS` and :data:`WRITE_SHARE`).
+(defaults :data:`MIN_SECONDS` and :data:`WRITE_SHARE`). On a cluster, a checkpointed fit
+also splits the row blocks of its long passes (``scalenc.checkpoint.block-seconds``:
+:mod:`scalenc.engine.blocksize`); each layout's passes live under their own fingerprints.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from scalenc.engine import checkpoint
+from scalenc.engine.blocksize import BlockWork
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
@@ -272,6 +273,9 @@ def confusion_pass(
 
 # --- nRBFN: soft-KNN, σ, the Gram and the λ grid ----------------------------------------
 
+#: Bytes per neighbour of a k-NN partial (float64 distance, int64 index and label).
+_NEIGHBOR_BYTES = 24
+
 
 def _label_counts_block(codes, *, row_start, n_classes):
     return _sampling.label_counts_block(codes, row_start=row_start, n_classes=n_classes)
@@ -318,6 +322,12 @@ def kneighbors_pass(
     block of X itself, for the exact all-rows search). Returns a Delayed dict as
     :func:`kneighbors_block`. Memory per task: one block, one distance tile and O(c·k).
     """
+    # a Delayed's size is unknown until computed: its blocks stay as they are
+    shape = None if isinstance(candidates, Delayed) else getattr(candidates, "shape", None)
+    work = None
+    if shape is not None:
+        partial = int(shape[0]) * n_neighbors * _NEIGHBOR_BYTES
+        work = BlockWork.pairs(int(shape[0]), X.shape[1], partial_bytes=partial)
     return reduce_rows(
         kneighbors_block,
         X,
@@ -327,6 +337,7 @@ def kneighbors_pass(
         n_neighbors=n_neighbors,
         combine=merge_neighbors,
         split_every=split_every,
+        work=work,
     )
 
 

@@ -30,6 +30,7 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayBlockIdDep, ArraySliceDep
 
 from scalenc.engine import checkpoint
+from scalenc.engine.blocksize import BlockWork, churn_sized
 from scalenc.engine.cluster import (
     _no_workers_message,
     active_client,
@@ -276,6 +277,7 @@ def reduce_rows(
     *aligned: da.Array | None,
     combine: Callable = combine_partials,
     split_every: int = SPLIT_EVERY,
+    work: BlockWork | None = None,
     **kwargs,
 ) -> Delayed:
     """One pass: ``block_fn(X_b, *aligned_b, row_start=i0, **kwargs)`` per block, merged in a tree.
@@ -316,6 +318,7 @@ def reduce_rows(
     (:class:`RowCache`).
     """
     _check_aligned(X, aligned)
+    X, aligned = churn_sized(X, aligned, work)
     # Every 2-D input has one column chunk, so all share the index "ij" and the map has
     # no contracted index: a single blockwise layer that the graph optimisation fuses
     # with the block-wise steps before it (the reads of X and y, the label encoding), one

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask.array as da
 import numpy as np
@@ -193,6 +193,10 @@ def _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_tim
             folds=folds,
             split_every=est.split_every,
             only_fold=only_fold,
+            allowed=lambda rows: plan.fits(
+                plan.gram_bytes(replace(problem, block_rows=list(rows)), r, n_folds, per_fold),
+                fit_plan.budget,
+            ),
         )
 
     with timed_stage(stage_times, "gram"):

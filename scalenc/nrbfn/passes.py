@@ -9,6 +9,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
+from scalenc.engine.blocksize import BlockWork
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
     reduce_rows,
@@ -20,6 +21,7 @@ __all__ = [
     "gram_pass",
     "cv_error_pass",
     "cv_error_refit_pass",
+    "gram_work",
 ]
 
 
@@ -28,7 +30,10 @@ def sigma_pass(
 ) -> Delayed:
     """Σ ‖G_i − x_j‖ over the labeled rows and the basis, and the number of those rows
     (:func:`scalenc.nrbfn.blocks.sigma_block`; Algorithm 2, step 5)."""
-    return reduce_rows(_nrbfn_blocks.sigma_block, X, codes, basis=basis, split_every=split_every)
+    work = BlockWork.pairs(basis.shape[0], X.shape[1])
+    return reduce_rows(
+        _nrbfn_blocks.sigma_block, X, codes, basis=basis, split_every=split_every, work=work
+    )
 
 
 def gram_pass(
@@ -43,13 +48,18 @@ def gram_pass(
     folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
     only_fold: int | None = None,
+    allowed=None,
 ) -> Delayed:
     """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
     (:func:`scalenc.nrbfn.blocks.gram_block`), summed in place at each tree node.
 
     A row's fold is a hash of its global index, or its entry of ``folds`` (row-aligned
     with X, fold numbers 0..n_folds−1) when the splits were given. With ``only_fold``,
-    fold ``only_fold``'s rows alone (the partials hold one fold)."""
+    fold ``only_fold``'s rows alone (the partials hold one fold). ``allowed``: whether the
+    memory plan admits a layout of row blocks, when a checkpointed fit on a cluster would
+    split them (:func:`gram_work`)."""
+    r, p = basis.shape
+    folds_held = 1 if only_fold is not None else n_folds
     return reduce_rows(
         _nrbfn_blocks.gram_block,
         X,
@@ -63,7 +73,18 @@ def gram_pass(
         only_fold=only_fold,
         combine=_nrbfn_blocks.sum_gram_partials,
         split_every=split_every,
+        work=gram_work(r, p, n_classes, folds_held, allowed),
     )
+
+
+def gram_work(r: int, n_features: int, n_classes: int, n_folds: int = 1, allowed=None):
+    """What a row of the Gram pass costs (:class:`~scalenc.engine.blocksize.BlockWork`):
+    its kernel against the r basis rows, r² for its rank-one update of M (the unit
+    :data:`~scalenc.engine.blocksize.RATE` was measured in) and K r for B; its partial,
+    ``n_folds`` r×r and K×r float64 whatever the block's rows."""
+    partial = 8 * n_folds * (r * r + n_classes * r + 1)
+    work = BlockWork.pairs(r, n_features, extra=float(r) * r + n_classes * r, partial_bytes=partial)
+    return BlockWork(work.per_row, work.partial_bytes, allowed)
 
 
 def cv_error_pass(
@@ -79,6 +100,7 @@ def cv_error_pass(
 ) -> Delayed:
     """Misclassified labeled rows per λ, each row scored by its own fold's model
     (:func:`scalenc.nrbfn.blocks.cv_error_block`; folds as in :func:`gram_pass`)."""
+    scores = float(np.prod(weights.shape[1:]))  # λ's × K × r scores per row
     return reduce_rows(
         _nrbfn_blocks.cv_error_block,
         X,
@@ -89,6 +111,7 @@ def cv_error_pass(
         weights=weights,
         seed=seed,
         split_every=split_every,
+        work=BlockWork.pairs(basis.shape[0], X.shape[1], extra=scores),
     )
 
 
@@ -105,6 +128,8 @@ def cv_error_refit_pass(
     """Misclassified held-out rows per λ, each fold scored by its own network
     (``models[f]`` = basis, σ and weights fitted without fold f;
     :func:`scalenc.nrbfn.blocks.cv_error_refit_block`). One pass."""
+    r = max(int(basis.shape[0]) for basis, _, _ in models)  # a row meets one fold's
+    scores = max(float(np.prod(weights.shape)) for _, _, weights in models)
     return reduce_rows(
         _nrbfn_blocks.cv_error_refit_block,
         X,
@@ -114,4 +139,5 @@ def cv_error_refit_pass(
         n_folds=n_folds,
         seed=seed,
         split_every=split_every,
+        work=BlockWork.pairs(r, X.shape[1], extra=scores),
     )
