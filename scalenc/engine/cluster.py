@@ -42,6 +42,7 @@ __all__ = [
     "active_client",
     "uses_distributed",
     "blas_single_thread",
+    "lost_dependencies",
 ]
 
 
@@ -255,9 +256,34 @@ def compute(*collections, **kwargs):
             ) from exc
         if type(exc).__name__ == "NoWorkerError":  # the scheduler's no-workers-timeout
             raise ClusterUnavailableError(_no_workers_message(client, exc.args[-1])) from exc
-        if isinstance(exc, CancelledError) and "lost dependencies" in str(exc).lower():
+        if lost_dependencies(exc):
             raise _lost(_lost_data_message(client, exc), "lost-data") from exc
         raise
+
+
+#: How Dask cancels a computation whose scattered data died with its worker: the tasks
+#: that needed it (``lost dependencies``), or, when the scheduler had already forgotten
+#: their dependents, those (``already forgotten``, seen under repeated worker kills).
+_LOST_DATA_REASONS = ("lost dependencies", "already forgotten")
+
+
+def lost_dependencies(exc: BaseException) -> bool:
+    """Whether ``exc`` is Dask's cancellation of a computation whose data was lost with a
+    worker (a rerun, with the data sent again, can finish it).
+
+    Examples
+    --------
+    >>> from distributed.client import FutureCancelledError
+    >>> from scalenc.engine.cluster import lost_dependencies
+    >>> lost_dependencies(FutureCancelledError("finish_pass-1", "already forgotten"))
+    True
+    >>> lost_dependencies(FutureCancelledError("sum-2", "lost dependencies"))
+    True
+    >>> lost_dependencies(FutureCancelledError("sum-3", "cancelled by the client"))
+    False
+    """
+    text = str(exc).lower()
+    return isinstance(exc, CancelledError) and any(r in text for r in _LOST_DATA_REASONS)
 
 
 def _lost(message: str, what: str) -> ClusterUnavailableError:
@@ -378,7 +404,7 @@ def _watched_get(client, timeout: float):
             except CancelledError as exc:
                 # a worker died with the last copy of scattered data: send it again and
                 # compute again (the scheduler cancels what depended on it)
-                lost = "lost dependencies" in str(exc).lower()
+                lost = lost_dependencies(exc)
                 if not (lost and attempt < RESCATTER_ATTEMPTS and rescatter_lost(client)):
                     raise
             finally:
