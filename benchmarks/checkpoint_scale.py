@@ -1,4 +1,4 @@
-"""What checkpoints and updates cost, and what they save, on an out-of-core Zarr store.
+r"""What checkpoints and updates cost, and what they save, on an out-of-core Zarr store.
 
 For one estimator on a simulated store (``--rows`` × ``--features`` float32, ``--classes``
 classes), each fit in a process of its own (so a kill is a real SIGKILL), side by side in
@@ -17,6 +17,13 @@ checkpointed, killed + resumed). Prints a table and writes ``--json``.
 
     python benchmarks/checkpoint_scale.py                     # nRBFN, 1 M × 32, both schedulers
     python benchmarks/checkpoint_scale.py --quick             # a small store, one round
+
+The results page's LRC and 12 M-row runs::
+
+    python benchmarks/checkpoint_scale.py --method lrc --rows 10000000 --features 100 \
+        --chunk-rows 250000 --memory-limit 1GiB --repeats 1
+    python benchmarks/checkpoint_scale.py --rows 12000000 --features 48 --chunk-rows 50000 \
+        --basis 500 --memory-limit 1GiB --schedulers local --repeats 1
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
 #   bash benchmarks/gpu_check.sh [all|tests|bench]
 #
 # Environment: WHEELS=DIR installs the wheels there first (a machine without an index:
-# dask, distributed, zarr, numcodecs, array-api-compat, dask-cuda, ...; see benchmarks/README.md,
-# "GPUs"); OUT=DIR (default ./gpu_out) receives tests.log, diffs.jsonl, bench.log, gpu.json;
+# dask, distributed, zarr, numcodecs, donfig, google-crc32c, partd, locket, toolz, tblib,
+# tornado, zict, cloudpickle, array-api-compat, array-api-strict and dask-cuda); OUT=DIR (default ./gpu_out) receives tests.log, diffs.jsonl, bench.log, gpu.json;
 # DATA_DIR holds mnist.npz (default ../shared/data); TEST_LIMIT and BENCH_LIMIT bound each
 # step in seconds; BENCH_ARGS is passed to benchmarks/gpu.py.
 STEP=${1:-all}

@@ -18,24 +18,15 @@ and the accuracy on the hidden labels. Run from the repository root::
 
     python benchmarks/graph_scale.py --edges 10000000 --nodes 1000000 --folder /tmp/sbm
 
-Measured (2 shared cores, load average 4.5–4.7 from other jobs, three runs), 10⁷ edges,
-10⁶ nodes, K = 10, 5 Parquet files, node blocks of 2¹⁸: reading both edge columns
-0.30–0.34 s (about 30 M edges/s), ``fit`` 1.27–1.41 s (7–8 M edges/s, about 4× the
-read), ``predict`` of every node 1.1–1.2 s, the embedding alone reduced to its column
-sums 1.9 s; 99.8 % of the hidden labels right. Peak resident memory of the whole run
-1.05 GB (0.54 GB with 10⁶ edges on the same nodes): each edge task of 2·10⁶ edges holds
-its ids and their contributions, about 150 MB, two at a time.
-
-With ``--memory-limit 600MB`` (a LocalCluster of two single-thread workers of 600 MB, the
-edge files being 99 MB on disk and 160 MB in memory) the same fit took 20 s (read 3.6 s,
-predict 10 s), the workers pausing at 80 % of their memory again and again; with 400MB it
-had not finished after 10 minutes (paused workers). Each edge task's sparse parts
-(16 bytes per contribution, two contributions per edge) wait on its worker until every
-node block's sum has fetched them: the memory-flat run of the issue needs smaller edge
-tasks and parts freed as they are merged — not done. Issue 38's target (≥ 50 M edges/s, or
-within 2× the read) is not met yet: the per-edge NumPy work (the codes gathered, the
-contributions compressed and grouped by node block, then ``bincount``) runs at about
-10 M edges/s per thread, and five edge blocks keep two threads unevenly busy.
+Measured 2026-11-28 (2 shared cores, load 5–13, paired with the code before; 10⁶ nodes,
+K = 10, row groups of 10⁶ edges, node blocks of 2¹⁸): at 10⁷ edges ``fit`` takes
+1.9–2.2× reading both edge columns (2.8–4.0× before), at 10⁸ edges 10.1–10.4 s, 1.40–1.48×
+the read (14 M edges/s), threaded peak 636–690 MB (535–555 MB at 10⁷). With
+``--memory-limit 400MB`` (two single-thread workers) 10⁸ edges (1.0 GB of Parquet) fit in
+70.8 s, 4.6× the read, the workers at 354–376 MB (flat from 10⁶ edges) but pausing often:
+their non-data memory is most of the limit. Each node block folds ``split_every`` edge
+blocks into its running sum a step, all node blocks stepping together, so an edge block's
+parts are freed once every node block has taken them. The issue's 50 M edges/s is not met.
 """
 
 from __future__ import annotations
