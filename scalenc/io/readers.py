@@ -234,11 +234,11 @@ def _index_columns(schema) -> set[str]:
     return {entry for entry in entries if isinstance(entry, str)}
 
 
-def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, source=None):
-    """A Parquet file or dataset directory as lazy (X, y): one block per row group."""
+def _parquet_footers(fs, path: str, source: str) -> list:
+    """(file, Arrow schema, metadata) of each file of a Parquet file or dataset directory:
+    only the footers are read."""
     import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
 
-    source = source or path
     files = _parquet_files(fs, path.rstrip("/")) if fs.isdir(path) else [path]
     if not files:
         raise InputNotFoundError(f"No .parquet files under {source!r}.")
@@ -247,6 +247,13 @@ def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, sour
         with fs.open(file, "rb") as fh:
             handle = pq.ParquetFile(fh)
             footers.append((file, handle.schema_arrow, handle.metadata))
+    return footers
+
+
+def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, source=None):
+    """A Parquet file or dataset directory as lazy (X, y): one block per row group."""
+    source = source or path
+    footers = _parquet_footers(fs, path, source)
     schema = footers[0][1]
     names = list(schema.names)
     features = _select(names, _index_columns(schema), label_column, feature_columns, source)
@@ -304,17 +311,8 @@ def read_parquet_columns(fs, path: str, pick, *, source=None) -> list[da.Array]:
     groups of column names to read: one array per group, of its columns' common dtype
     (object for strings, which the caller refuses by dtype).
     """
-    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
-
     source = source or path
-    files = _parquet_files(fs, path.rstrip("/")) if fs.isdir(path) else [path]
-    if not files:
-        raise InputNotFoundError(f"No .parquet files under {source!r}.")
-    footers = []
-    for file in files:
-        with fs.open(file, "rb") as fh:
-            handle = pq.ParquetFile(fh)
-            footers.append((file, handle.schema_arrow, handle.metadata))
+    footers = _parquet_footers(fs, path, source)
     schema = footers[0][1]
     index = _index_columns(schema)
     names = [c for c in schema.names if c not in index and not _INDEX_COLUMN.match(str(c))]
