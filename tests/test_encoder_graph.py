@@ -225,7 +225,9 @@ def test_the_pass_holds_one_group_of_edge_blocks_whatever_their_number():
         edges = as_edge_list(rng.integers(0, 400, (n_blocks * 10, 2)), chunk_edges=10)
         Z = graph_embedding(edges, codes, counts, GraphOptions(), split_every=4)
         held.append(_most_parts_and_sums_held(Z))
-    assert held[1] <= held[0] + 2, held
+    # dask.order breaks ties by key names, some of which are random tokens: 8 or 11 held
+    # with 8 edge blocks, 11 with 96 (a tree of sums: 35 with 96, an ungated fold: 101)
+    assert held[1] <= min(held[0] + 4, 14), held
 
 
 def test_unlabeled_neighbourhood_gives_a_zero_row():
