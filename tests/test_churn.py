@@ -287,7 +287,9 @@ def test_a_block_that_kills_every_worker_it_runs_on_stops_without_a_loop(tmp_pat
         procs.close()
     message = str(caught.value)
     assert "attempts, the last 3 of which saved nothing new in its checkpoint" in message
-    assert "(row block 4) died" in message  # a dead worker ends every task it held too
+    # the fatal block is 4, but Dask's KilledWorker may name another task the dying
+    # worker held (CI once named row blocks 0 and 3): a row block is named
+    assert re.search(r"\(row block \d\) died", message), message
     assert "each had a memory limit of 1 GB" in message and "dmesg" in message
     assert "The checkpoint keeps the work done" in message
     assert type(caught.value.__cause__).__name__ == "KilledWorker"
