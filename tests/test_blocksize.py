@@ -24,6 +24,7 @@ from scalenc.engine import blocksize
 from scalenc.engine.blocksize import BlockWork, churn_sized, split_rows, target_seconds
 from scalenc.engine.checkpoint import checkpointing
 from scalenc.engine.cluster import compute
+from scalenc.engine.passes import neighbors_work
 from scalenc.nrbfn import passes as nrbfn_passes
 
 PARAMS = {"n_basis": 30, "random_state": 0}
@@ -91,6 +92,19 @@ def test_pieces_never_pay_more_than_their_share_for_their_partial():
     # without the partial the target alone decides
     alone = split_rows((100_000,), BlockWork(work.per_row), target=2.0, rate=20e9)
     assert len(alone) == math.ceil(seconds / 2.0) == 12 > len(rows) == 2
+
+
+def test_the_neighbor_search_is_estimated_at_its_measured_rate_not_the_kernels():
+    """The soft-KNN's search (100 000-row blocks against 10 000 candidates, p = 40, k =
+    10) took about 2.7 s a block: estimated with the kernel passes' pair work it was 7 s
+    and cut in four; at its own rate it is cut in two."""
+    work = neighbors_work(10_000, 40, 10)
+    assert work.per_row == 10_000 * (40 + blocksize.NEIGHBOR_PAIR_WORK)
+    assert work.partial_bytes > 0
+    assert 100_000 * work.per_row / 20e9 == pytest.approx(2.7)
+    assert len(split_rows((100_000,), work, target=2.0, rate=20e9)) == 2
+    kernel_like = BlockWork.pairs(10_000, 40, partial_bytes=work.partial_bytes)
+    assert len(split_rows((100_000,), kernel_like, target=2.0, rate=20e9)) == 4
 
 
 def test_the_target_is_the_dask_config_and_zero_turns_it_off():

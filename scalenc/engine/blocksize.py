@@ -47,6 +47,7 @@ __all__ = [
     "TARGET_SECONDS",
     "RATE",
     "PAIR_WORK",
+    "NEIGHBOR_PAIR_WORK",
     "TASK_SECONDS",
     "PARTIAL_RATE",
     "OVERHEAD_SHARE",
@@ -74,6 +75,14 @@ RATE = 20e9
 #: multiply-adds: the distance expansion, an exponential or a square root, a top-k
 #: comparison (σ's pass ran at 7 ns a pair at p = 40, the k-NN pass at 2.7 ns).
 PAIR_WORK = 100.0
+
+#: :data:`PAIR_WORK` of the k-NN search's (row, candidate) pairs: a product and a top-k
+#: comparison, no exponential (2.7 ns a pair at p = 40 is 54 units at :data:`RATE`).
+#: With :data:`PAIR_WORK` the search's 100 000-row blocks against 10 000 candidates were
+#: estimated at 7 s, 2.6 times what they took, and cut into four pieces each: on a calm
+#: cluster the fit took 1.05× (medians of five alternating pairs, 20.6–22.1 s against
+#: 20.9–22.9 s) and under kills every 8 s it gained nothing (1.57× against 1.65×).
+NEIGHBOR_PAIR_WORK = 14.0
 
 #: Seconds a task costs whatever its rows: the scheduler's round trip, the slice of its
 #: block, its partial's pickling, the checkpoint's bookkeeping.
@@ -108,10 +117,19 @@ class BlockWork:
     allowed: Callable[[tuple[int, ...]], bool] | None = None
 
     @classmethod
-    def pairs(cls, others: int, n_features: int, *, extra: float = 0.0, partial_bytes: int = 0):
+    def pairs(
+        cls,
+        others: int,
+        n_features: int,
+        *,
+        extra: float = 0.0,
+        partial_bytes: int = 0,
+        pair_work: float = PAIR_WORK,
+    ):
         """The work of a row against ``others`` rows (a basis, candidates, a subsample) of
-        ``n_features``: a product and :data:`PAIR_WORK` per pair, plus ``extra`` per row."""
-        return cls(others * (n_features + PAIR_WORK) + extra, partial_bytes)
+        ``n_features``: a product and ``pair_work`` (:data:`PAIR_WORK`) per pair, plus
+        ``extra`` per row."""
+        return cls(others * (n_features + pair_work) + extra, partial_bytes)
 
 
 def target_seconds() -> float | None:

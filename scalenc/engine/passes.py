@@ -36,7 +36,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from scalenc.engine import checkpoint
-from scalenc.engine.blocksize import BlockWork
+from scalenc.engine.blocksize import NEIGHBOR_PAIR_WORK, BlockWork
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
@@ -69,6 +69,7 @@ __all__ = [
     "labeled_moments_pass",
     "stratified_sample_pass",
     "kneighbors_pass",
+    "neighbors_work",
     "kneighbors_all_rows",
     "gather_rows",
 ]
@@ -324,10 +325,7 @@ def kneighbors_pass(
     """
     # a Delayed's size is unknown until computed: its blocks stay as they are
     shape = None if isinstance(candidates, Delayed) else getattr(candidates, "shape", None)
-    work = None
-    if shape is not None:
-        partial = int(shape[0]) * n_neighbors * _NEIGHBOR_BYTES
-        work = BlockWork.pairs(int(shape[0]), X.shape[1], partial_bytes=partial)
+    work = None if shape is None else neighbors_work(int(shape[0]), X.shape[1], n_neighbors)
     return reduce_rows(
         kneighbors_block,
         X,
@@ -338,6 +336,16 @@ def kneighbors_pass(
         combine=merge_neighbors,
         split_every=split_every,
         work=work,
+    )
+
+
+def neighbors_work(n_candidates: int, n_features: int, n_neighbors: int) -> BlockWork:
+    """What a row of :func:`kneighbors_pass` costs (:mod:`scalenc.engine.blocksize`): a
+    product and a top-k comparison per candidate (:data:`NEIGHBOR_PAIR_WORK`), and a
+    partial of each candidate's ``n_neighbors`` distances and indices."""
+    partial = n_candidates * n_neighbors * _NEIGHBOR_BYTES
+    return BlockWork.pairs(
+        n_candidates, n_features, partial_bytes=partial, pair_work=NEIGHBOR_PAIR_WORK
     )
 
 
