@@ -16,10 +16,12 @@ from conftest import make_blobs
 
 from scalenc import EncoderClassifier, load_model, save_model
 from scalenc.encoder import choice
+from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import choose_kernel
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.math.sampling import row_hash
+from scalenc.simulate import simulate
 
 
 def _exact(**params):
@@ -69,22 +71,152 @@ def test_the_sample_drops_kernels_and_every_row_decides_among_the_others(make):
 
 
 def test_close_comparisons_keep_every_kernel(monkeypatch):
-    """With margins too wide for any decision the sample drops nothing, and the paper's
-    passes over every row give its choice and cross-entropies."""
+    """With margins too wide for any decision the sample drops nothing, and the passes
+    over every row give the paper's choice and cross-entropies."""
     monkeypatch.setattr(choice, "LDA_MARGIN", 10.0)
+    monkeypatch.setattr(choice, "excluded_within", lambda *args, **kwargs: set())
     X, y = make_blobs(6000, 6, 3, seed=2, sep=0.7, unlabeled=0.1)
     Xd, reads = counted(X, 700)
     model = EncoderClassifier(choice_sample=1500).fit(Xd, y)
     exact = _exact().fit(X, y)
     plan = model.fit_plan_
-    assert plan["dropped_by_sample"] == []
+    assert plan["dropped_by_sample"] == [] and plan["decided_by_bounds"] == {}
     assert plan["compared_over_every_row"] == ["linear", "euclidean", "spearman"]
-    assert plan["every_row"]["name"] == exact.fit_plan_["name"]
-    assert reads.passes() == model.n_passes_ == plan["passes_over_X"]
+    assert reads.passes() == model.n_passes_ == plan["passes_over_X"] == 3
     np.testing.assert_allclose(model.cross_entropy_, exact.cross_entropy_, rtol=1e-9)
     assert model.kernel_index_ == exact.kernel_index_
     for ours, theirs in zip(model.lda_models_, exact.lda_models_):
         np.testing.assert_allclose(ours.coef, theirs.coef, rtol=1e-9, atol=1e-12)
+
+
+def _separable_blobs():
+    """Nearly separable classes: each c_m is made by a few rows, which a sample hardly
+    sees."""
+    return make_blobs(20000, 10, 4, seed=3, sep=4.0)
+
+
+def _benchmark_like():
+    """``encoder_scale.py``'s simulated stores, smaller: nearly separable classes where
+    linear and Euclidean are close (c_m 7.96 and 7.50: the rule keeps linear)."""
+    X, y = simulate("normal_noise", 200_000, 20, 5, random_state=0)
+    return np.asarray(X), np.asarray(y)
+
+
+def _first_look(X, y, kernels, U, rows):
+    """What a sample of ``rows`` says (its LDAs, and the whitening of pass 2's bounds)."""
+    return choice.sample_choice(
+        X[rows], y[rows], kernels, U, np.bincount(y[y >= 0]), tol=1e-4, min_improvement=0.3
+    )
+
+
+@pytest.mark.parametrize(
+    "make, rows",
+    [(_clear_blobs, 2000), (_spearman_data, 2000), (_separable_blobs, 4000), (_clear_blobs, 60)],
+    ids=["blobs", "spearman", "separable", "sixty-rows"],
+)
+def test_pass_two_bounds_hold_the_exact_cross_entropies(make, rows):
+    """The oracle: every kernel's c_m under its exact LDA over every row (the paper's
+    pass). Pass 2's bounds, from the sums under LDAs fitted on a sample (also one of 60
+    rows, far from the exact LDA), hold it, across chunkings."""
+    X, y = make()
+    exact = _exact().fit(X, y)
+    kernels, U = exact.kernels_, exact.class_means_
+    drawn = np.sort(np.random.default_rng(1).choice(np.flatnonzero(y >= 0), rows, replace=False))
+    first = _first_look(X, y, kernels, U, drawn)
+    widths = []
+    for chunks in (997, 6000):
+        (found,) = compute(
+            encoder_passes.embedding_moments_pass(
+                da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks),
+                kernels, U, models=first.models, whiten=first.whiten,
+            )
+        )  # fmt: skip
+        lower, upper = choice.cross_entropy_bounds(
+            found["loss"], first.models, exact.lda_models_, first.whiten
+        )
+        c = exact.cross_entropy_
+        assert np.all(lower <= c * (1 + 1e-9)) and np.all(c <= upper * (1 + 1e-9))
+        widths.append(upper - lower)
+    np.testing.assert_allclose(widths[0], widths[1], rtol=1e-4)
+
+
+def test_the_sample_keeps_what_only_every_row_can_decide():
+    """On the benchmark-like store the LDA fitted on a 65 536-row sample scores the
+    sample far better than it scores other rows (the classes are nearly separable), and
+    its in-sample cross-entropies alone dropped linear, which the rule over every row
+    chooses. The sample's held-out half keeps both; pass 2's bounds choose linear."""
+    X, y = _benchmark_like()
+    model = EncoderClassifier(choice_sample=65_536).fit(X, y)
+    exact = _exact().fit(X, y)
+    assert exact.kernel_.name == "linear"
+    assert model.fit_plan_["dropped_by_sample"] == ["spearman"]
+    assert sorted(model.fit_plan_["decided_by_bounds"]) == ["euclidean", "linear"]
+    assert model.kernel_.name == "linear" and model.n_passes_ == 2
+    np.testing.assert_allclose(model.coef_, exact.coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_pass_two_decides_where_its_bounds_do_in_two_passes(monkeypatch):
+    """Nearly separable classes, no kernel dropped by the sample: pass 2's bounds tell
+    them apart, and the fit is the rule's choice over every row with the exact model, in
+    two passes over X."""
+    real = choice.sample_choice
+
+    def first_look_drops_nothing(*args, **kwargs):
+        out = real(*args, **kwargs)
+        out.dropped = set()
+        return out
+
+    monkeypatch.setattr(choice, "sample_choice", first_look_drops_nothing)
+    X, y = _benchmark_like()
+    Xd, reads = counted(X, 25_000)
+    model = EncoderClassifier(choice_sample=65_536).fit(Xd, y)
+    exact = _exact().fit(X, y)
+    plan = model.fit_plan_
+    assert plan["dropped_by_sample"] == [] and plan["compared_over_every_row"] == []
+    assert sorted(plan["decided_by_bounds"]) == ["euclidean", "linear", "spearman"]
+    assert reads.passes() == model.n_passes_ == plan["passes_over_X"] == 2
+    assert list(model.stage_times_) == ["class_means", "sample", "embedding"]
+    assert model.kernel_index_ == exact.kernel_index_
+    np.testing.assert_allclose(model.coef_, exact.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(model.predict(X), exact.predict(X))
+    for m, kernel in enumerate(model.kernels_):
+        low, high = plan["decided_by_bounds"][kernel.name]
+        assert low <= exact.cross_entropy_[m] * (1 + 1e-9) <= high * (1 + 2e-9)
+        assert model.cross_entropy_[m] == pytest.approx((low + high) / 2)
+
+
+def test_pass_two_leaves_close_kernels_to_their_exact_cross_entropies(monkeypatch):
+    """Where the bounds cannot decide (here: made too wide), pass 3 computes the exact
+    cross-entropies of the kernels left and the rule chooses among them."""
+    monkeypatch.setattr(choice, "LDA_MARGIN", 10.0)  # the sample drops nothing
+    real = choice.cross_entropy_bounds
+
+    def wide(*args):
+        lower, upper = real(*args)
+        return lower - 1e9, upper + 1e9
+
+    monkeypatch.setattr(choice, "cross_entropy_bounds", wide)
+    X, y = _clear_blobs()
+    model = EncoderClassifier(choice_sample=2000).fit(X, y)
+    exact = _exact().fit(X, y)
+    plan = model.fit_plan_
+    assert plan["decided_by_bounds"] == {} and plan["dropped_by_sample"] == []
+    assert plan["compared_over_every_row"] == ["linear", "euclidean", "spearman"]
+    assert model.n_passes_ == plan["passes_over_X"] == 3
+    np.testing.assert_allclose(model.cross_entropy_, exact.cross_entropy_, rtol=1e-9)
+    assert model.kernel_index_ == exact.kernel_index_
+
+
+def test_excluded_within_keeps_what_the_bounds_cannot_tell_apart():
+    """Against the benchmark (linear, c_0) a kernel qualifies when c_m < 0.7 c_0: one
+    whose interval lies clearly on one side of that line is decided, one across it not."""
+    out = choice.excluded_within
+    assert out([100.0, 100.0], [101.0, 106.0], range(2), min_improvement=0.3) == {1}
+    assert out([100.0, 50.0], [101.0, 52.0], range(2), min_improvement=0.3) == {0}
+    assert out([100.0, 69.0], [101.0, 72.0], range(2), min_improvement=0.3) == set()
+    # between two kernels that both qualify, the smaller c wins unless the bounds overlap
+    assert out([100.0, 40, 60], [100.0, 41, 61], range(3), min_improvement=0.3) == {0, 2}
+    assert out([100.0, 40, 40.5], [100.0, 41, 41.5], range(3), min_improvement=0.3) == {0}
 
 
 def test_sample_and_results_do_not_depend_on_chunking():

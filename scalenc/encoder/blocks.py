@@ -23,6 +23,7 @@ from scalenc.math.moments import (
     centred_class_sums,
     check_finite,
     merge_moment_tuples,
+    merge_partials,
     onehot,
 )
 from scalenc.math.softmax import log_softmax
@@ -43,6 +44,7 @@ __all__ = [
     "stacked_class_moments",
     "stacked_log_likelihood",
     "stacked_row_losses",
+    "stacked_loss_gradients",
     "full_embedding_block",
     "linear_embedding_moments",
     "choose_kernel",
@@ -275,6 +277,100 @@ def _stacked_own_log_proba(Z, codes, coef, intercept, n_kernels: int) -> np.ndar
     scores += intercept.reshape(M, K, 1)
     log_proba = log_softmax(scores, axis=1, overwrite=True)
     return log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
+
+
+#: Upper edges of the bands of whitened row length ‖x_iᵀV‖ by which
+#: :func:`stacked_loss_gradients` sums its well-classified rows: a band's share of the
+#: curvature bound grows as e^{2δ·edge}, so typical rows (about √(K+1) long) are not
+#: charged for the longest. Rows longer than the last edge count as badly classified.
+NEAR_BANDS = (2.0, 3.0, 4.0, 6.0, 12.0)
+
+#: Rows whose odds against their own class, (1 − p_y)/p_y, are at most this count as
+#: well classified in :func:`stacked_loss_gradients`.
+NEAR_ODDS = 0.01
+
+#: Well-classified rows whose odds are at most this count in
+#: :func:`stacked_loss_gradients` by their squared whitened length alone.
+TINY_ODDS = 1e-8
+TINY_LOSS = float(np.log1p(TINY_ODDS))
+
+
+def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) -> tuple:
+    """For every kernel m, what :func:`scalenc.encoder.choice.cross_entropy_bounds` needs
+    of a block's labeled rows under the class scores s_i = x_iᵀ[W; b] (x_i = [z_i; 1],
+    W the K×K diagonal block of ``coef``): ``"loglik"``, Σ log T_m(i, y_i);
+    ``"gradient"``, Σ_i x_i (p_i − e_{y_i})ᵀ, the gradient of c_m = −Σ log T_m(i, y_i)
+    in [W; b] ((K+1) × K); with r_i = (1 − p_{i,y_i}) / p_{i,y_i} the odds against the
+    row's own class and ‖x_iᵀV_m‖ its whitened length (V_m = ``whiten[m]``), ``"near"``
+    = Σ r_i x_i x_iᵀ over the rows with :data:`TINY_ODDS` < r_i ≤ :data:`NEAR_ODDS`, by
+    band of length (:data:`NEAR_BANDS`; (bands, K+1, K+1)), ``"tiny"`` = Σ ‖x_iᵀV_m‖²
+    over the rows with smaller odds, by band (bands,), and ``"far"`` =
+    Σ x_i x_iᵀ over the others.
+    Row tiles of :func:`stacked_tile_rows` rows; NumPy partials (sums), also for a device
+    block."""
+    xp = namespace(Z)
+    edges = np.array(NEAR_BANDS)
+    bands = edges.size
+    limit = float(np.log1p(NEAR_ODDS))  # a row is well classified when its loss is below
+
+    def tile(z, c):
+        K = coef.shape[0] // n_kernels
+        c = to_host(c)
+        labeled = np.flatnonzero(c >= 0)
+        z = xp.astype(z, xp.float64)
+        if labeled.size < c.size:
+            z, c = xp.take(z, like(xp, labeled, z), axis=0), c[labeled]
+        own = like(xp, c, z)
+        rows = xp.arange(z.shape[0])
+        ones = xp.ones((z.shape[0], 1), dtype=xp.float64)
+        out = []
+        for m in range(n_kernels):
+            cols = slice(m * K, (m + 1) * K)
+            zm = z[:, cols]
+            # classes by row, (K, b): the softmax's max and sum over K are element-wise
+            # on long vectors (as in :func:`stacked_log_likelihood`)
+            scores = like(xp, coef[cols, cols].T, z) @ zm.T
+            scores += like(xp, intercept[cols], z)[:, None]
+            scores -= xp.max(scores, axis=0)[None, :]
+            own_score = scores[own, rows]
+            residual = xp.exp(scores)  # then p, then p − e_y: ∂(−log T(i, y_i)) / ∂scores
+            total = xp.sum(residual, axis=0)
+            loss = xp.log(total) - own_score
+            residual /= total[None, :]
+            residual[own, rows] -= 1.0
+            x = xp.concat([zm, ones], axis=1)
+            whitened = x @ like(xp, whiten[m], z)
+            length = xp.sqrt(xp.einsum("ij,ij->i", whitened, whitened))
+            near = (loss <= limit) & (length <= edges[-1])
+            # the rows with odds below TINY_ODDS (most, on nearly separable classes) count
+            # by Σ ‖L⁻¹x_i‖² alone; the others near by band, one product per band
+            tiny = loss <= TINY_LOSS
+            some = xp.nonzero(near & ~tiny)[0]
+            odds = xp.expm1(loss[some])
+            every_band = xp.searchsorted(like(xp, edges, z), length)
+            band = every_band[some]
+            near_sums = xp.zeros((bands, K + 1, K + 1), dtype=xp.float64)
+            for b in range(bands):
+                mine = band == b
+                if bool(xp.any(mine)):
+                    rows_b = x[some[mine]]
+                    near_sums[b] = (rows_b * odds[mine][:, None]).T @ rows_b
+            far = xp.nonzero(~near)[0]
+            parts = {
+                "loglik": -xp.sum(loss),
+                "gradient": x.T @ residual.T,
+                "near": near_sums,
+                "tiny": xp.bincount(
+                    every_band,
+                    weights=xp.where(tiny & near, length * length, 0.0),
+                    minlength=bands + 1,
+                )[:bands],
+                "far": x[far].T @ x[far],
+            }
+            out.append({key: np.asarray(to_host(value)) for key, value in parts.items()})
+        return tuple(out)
+
+    return over_row_tiles(tile, merge_partials, Z, to_host(codes), tile_rows(xp, Z.shape[1]))
 
 
 def stacked_row_losses(Z, codes, coef, intercept, n_kernels: int) -> np.ndarray:

@@ -49,11 +49,12 @@ from scalenc.encoder.outputs import EncoderOutputsMixin
 from scalenc.encoder.plan import (
     fit_plan,
 )
+from scalenc.encoder.sampled import SampledFitMixin
 from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads
 from scalenc.exceptions import InputError
 from scalenc.io.labels import encode_labels
-from scalenc.math.labels import check_class_values, encode, warn_marker_as_class
+from scalenc.math.labels import check_class_values, warn_marker_as_class
 from scalenc.math.linalg import LDAModel, lda_from_moments
 
 __all__ = ["EncoderClassifier"]
@@ -72,6 +73,7 @@ class EncoderClassifier(
     EncoderOutputsMixin,
     IncrementalFitMixin,
     FullMethodMixin,
+    SampledFitMixin,
     StreamingClassifierMixin,
     ClassifierMixin,
     ClassNamePrefixFeaturesOutMixin,
@@ -196,7 +198,8 @@ class EncoderClassifier(
         c_m per kernel. NaN when only one kernel was given (no choice to make, so no pass
         is spent on it). With a sample (``fit_plan_["name"] == "sample"``), exact for the
         kernels in ``fit_plan_["compared_over_every_row"]``, the sample's estimates
-        (scaled to every labeled row) for the others.
+        (scaled to every labeled row) for the others; for those in
+        ``fit_plan_["decided_by_bounds"]``, the middle of the exact bounds given there.
     coef_, intercept_ : ndarray
         The LDA on Z of the chosen kernel, as scikit-learn's (binary: one row).
     lda_models_ : list of LDAModel
@@ -229,10 +232,12 @@ class EncoderClassifier(
         kernels, Z cached or computed again for the cross-entropy), ``"sample"`` (several
         kernels compared on a sample first), ``"full"`` (Section 2) — and
         ``passes_over_X``. ``"sample"`` also gives ``sample_rows``, the kernels
-        ``dropped_by_sample``, those ``compared_over_every_row`` (none when one kernel
-        was left), and the plan of the passes over every row, ``every_row``; a sample
-        that cannot be used (a class with fewer than 10 sampled rows) leaves the
-        cache-or-recompute plan with the reason in ``sample``. With
+        ``dropped_by_sample``, those ``decided_by_bounds`` (each with the bounds on its
+        exact cross-entropy that pass 2 gave, which told them apart) and those
+        ``compared_over_every_row`` (exact cross-entropies, pass 3; empty when one
+        kernel was left); a sample that cannot be used (a class with
+        fewer than 10 sampled rows) leaves the cache-or-recompute plan with the reason
+        in ``sample``. With
         ``cache_embedding="auto"`` the cache-or-recompute plan also gives the measured
         numbers that chose: ``read_s`` (pass 1's seconds), ``kernel_s_per_row``,
         ``cache_s_per_row`` and the two plans' estimated seconds ``cache_s`` and
@@ -247,7 +252,8 @@ class EncoderClassifier(
     2 plus one over the cached Z (several kernels, plan ``"cache"``), 3 (several kernels,
     plan ``"recompute"``: ``cache_embedding=False``, or ``"auto"`` when Z would cost more
     to store and read back than X to read again); with a sample (several kernels, large
-    n: plan ``"sample"``) the same for the kernels it leaves, 2 when it leaves one.
+    n: plan ``"sample"``) 2 when the sample, or pass 2's bounds on the exact
+    cross-entropies, tell the kernels apart, 3 when they cannot.
     ``fit_plan_["passes_over_X"]`` equals ``n_passes_``. The sample spares the kernels
     it drops their evaluation on every row: on the papers' simulated stores it drops
     Spearman, whose ranks cost more than a read of X (``benchmarks/README.md``, "The
@@ -579,65 +585,41 @@ class EncoderClassifier(
         )
         if self.fit_plan_["name"] == "cache":
             return self._fit_kernels_cached(X, codes, kernels)
-        with fit_stage(self, "embedding"):
-            (z_moments,) = compute(
-                encoder_passes.embedding_moments_pass(
-                    X, codes, kernels, U, split_every=self.split_every
-                )
-            )
-        models = [self._lda(m) for m in z_moments]
+        z_moments, models, _ = self._embedding_statistics(X, codes, kernels)
         cross_entropy = np.full(len(kernels), np.nan)
         if len(kernels) > 1:
-            with fit_stage(self, "cross_entropy"):
-                (loglik,) = compute(
-                    encoder_passes.cross_entropy_pass(
-                        X, codes, kernels, U, models, split_every=self.split_every
-                    )
-                )
-            cross_entropy = -np.array([float(v) for v in loglik])
-        return list(z_moments), models, cross_entropy
+            cross_entropy = self._cross_entropies(X, codes, kernels, models)
+        return z_moments, models, cross_entropy
 
-    def _fit_on_sample(self, X, codes, drawn):
-        """The kernel choice for large n (:mod:`scalenc.encoder.choice`): the kernels the
-        sample shows the rule cannot choose are dropped, and the others go through the
-        passes over every row (their exact statistics; with two or more left, their
-        exact cross-entropies). Returns every kernel's embedding statistics (the
-        sample's, scaled, for the kernels dropped)."""
-        self._require_all_classes()
-        with fit_stage(self, "sample"):
-            screen = choice.sample_choice(
-                drawn["rows"],
-                encode(drawn["labels"], self.classes_, marker=unlabeled_marker(self)),
-                self.kernels_,
-                self.class_means_,
-                self.class_counts_,
-                tol=self.tol,
-                min_improvement=self.min_improvement,
+    def _embedding_statistics(self, X, codes, kernels, models=None, whiten=None):
+        """Pass 2: the embedding's class statistics of ``kernels`` over every row, their
+        LDA models and, given ``models`` (LDAs fitted elsewhere), each kernel's c_m over
+        every row under them with its gradient
+        (:func:`scalenc.encoder.blocks.stacked_loss_gradients`; else None)."""
+        with fit_stage(self, "embedding"):
+            (found,) = compute(
+                encoder_passes.embedding_moments_pass(
+                    X,
+                    codes,
+                    kernels,
+                    self.class_means_,
+                    models=models,
+                    whiten=whiten,
+                    split_every=self.split_every,
+                )
             )
-        if screen is None:  # a class too rare in the sample: every row decides
-            z_moments = self._finish_fit(X, codes, None)
-            self.fit_plan_["sample"] = "not used: a class has fewer than 10 sampled rows"
-            return z_moments
-        left = [m for m in range(len(self.kernels_)) if m not in screen.dropped]
-        z_moments, self.lda_models_ = list(screen.moments), list(screen.models)
-        self.cross_entropy_ = screen.cross_entropy.copy()
-        stats, models, cross_entropy = self._every_row(X, codes, [self.kernels_[m] for m in left])
-        for position, m in enumerate(left):
-            z_moments[m], self.lda_models_[m] = stats[position], models[position]
-            if len(left) > 1:
-                self.cross_entropy_[m] = cross_entropy[position]
-        names = [kernel.name for kernel in self.kernels_]
-        self.fit_plan_ = {
-            "name": "sample",
-            "passes_over_X": self.fit_plan_["passes_over_X"],
-            "sample_rows": screen.rows,
-            "dropped_by_sample": [names[m] for m in sorted(screen.dropped)],
-            "compared_over_every_row": [names[m] for m in left] if len(left) > 1 else [],
-            "every_row": self.fit_plan_,
-        }
-        index = choice.rule_among(self.cross_entropy_, left, self.min_improvement)
-        self._select_kernel(z_moments, index)
-        return z_moments
+        z_moments, loss = (found, None) if models is None else (found["moments"], found["loss"])
+        return list(z_moments), [self._lda(m) for m in z_moments], loss
+
+    def _cross_entropies(self, X, codes, kernels, models) -> np.ndarray:
+        """The pass that computes each of ``kernels``' cross-entropy c_m over every row."""
+        with fit_stage(self, "cross_entropy"):
+            (loglik,) = compute(
+                encoder_passes.cross_entropy_pass(
+                    X, codes, kernels, self.class_means_, models, split_every=self.split_every
+                )
+            )
+        return -np.array([float(v) for v in loglik])
 
     def _fit_kernels_cached(self, X, codes, kernels):
         """Passes 2 and 3 with Z = [δ_1(X,U) | … | δ_M(X,U)] computed once and cached;

@@ -22,7 +22,12 @@ from scalenc.engine.reduce import (
     tree_reduce,
 )
 from scalenc.math.linalg import LDAModel, stacked_class_scores
-from scalenc.math.moments import class_moments, combine_partials, merge_moment_tuples
+from scalenc.math.moments import (
+    class_moments,
+    combine_partials,
+    merge_moment_tuples,
+    merge_partials,
+)
 from scalenc.math.softmax import labeled_log_likelihood
 from scalenc.math.tiles import add_tuples, over_row_tiles
 from scalenc.math.xp import namespace, to_host
@@ -39,13 +44,21 @@ __all__ = [
 ]
 
 
-def _embedding_block(X, codes, *, row_start, kernels, U, n_classes):
+def _embedding_block(X, codes, *, row_start, kernels, U, n_classes, scores=None):
     # a row tile at a time: the embedding of a whole block is (M·K·8)/(p·4) times the block
-    def tile(x, c):
-        return blocks.stacked_class_moments(embed(kernels, x, U), c, len(kernels), n_classes)
+    M = len(kernels)
 
-    rows = blocks.tile_rows(namespace(X), len(kernels) * n_classes)
-    return over_row_tiles(tile, merge_moment_tuples, X, to_host(codes), rows)
+    def tile(x, c):
+        Z = embed(kernels, x, U)
+        moments = blocks.stacked_class_moments(Z, c, M, n_classes)
+        if scores is None:
+            return moments
+        return {"moments": moments, "loss": blocks.stacked_loss_gradients(Z, c, *scores, M)}
+
+    merge = merge_moment_tuples if scores is None else merge_partials
+
+    rows = blocks.tile_rows(namespace(X), M * n_classes)
+    return over_row_tiles(tile, merge, X, to_host(codes), rows)
 
 
 def embedding_moments_pass(
@@ -54,12 +67,21 @@ def embedding_moments_pass(
     kernels: Sequence[Kernel],
     U: np.ndarray,
     *,
+    models: Sequence[LDAModel] | None = None,
+    whiten: Sequence[np.ndarray] | None = None,
     split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """For every kernel at once: class moments of Z_m = δ_m(X, U) over labeled rows.
 
     One pass over X; returns a tuple of moment dicts (``n``, ``mean`` K×K, ``scatter`` K×K).
+    With ``models`` (an LDA per kernel, fitted elsewhere), the same pass also sums
+    log T_m(i, y_i) under them, as :func:`cross_entropy_pass`, and the gradient of c_m
+    in their class scores (:func:`scalenc.encoder.blocks.stacked_loss_gradients`, with
+    ``whiten``): it returns ``{"moments": …, "loss": …}``.
     """
+    scores = None
+    if models is not None:
+        scores = (*stacked_class_scores(models, U.shape[0]), tuple(whiten))
     return reduce_rows(
         _embedding_block,
         X,
@@ -67,6 +89,7 @@ def embedding_moments_pass(
         kernels=tuple(kernels),
         U=U,
         n_classes=U.shape[0],
+        scores=scores,
         split_every=split_every,
     )
 

@@ -1,0 +1,84 @@
+"""The encoder's fit for large n with several kernels (``choice_sample``): the kernel
+choice of :mod:`scalenc.encoder.choice` run between the passes of the estimator of
+:mod:`scalenc.encoder.estimator`, whose fit calls it after the first pass (which drew
+the sample)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalenc.base.estimator import fit_stage, unlabeled_marker
+from scalenc.encoder import choice
+from scalenc.math.labels import encode
+
+__all__ = ["SampledFitMixin"]
+
+
+class SampledFitMixin:
+    """``_fit_on_sample``: the estimator's passes (``_embedding_statistics``,
+    ``_cross_entropies``) for the kernels the sample cannot rule out."""
+
+    def _fit_on_sample(self, X, codes, drawn):
+        """The kernel choice for large n (:mod:`scalenc.encoder.choice`): the kernels the
+        sample shows the rule cannot choose are dropped; the others get their exact
+        statistics in pass 2, and with two or more left their cross-entropies over every
+        row under the sample's LDAs in the same pass; only those these cannot tell apart
+        get their exact cross-entropies in a pass over every row. Returns every kernel's
+        embedding statistics (the sample's, scaled, for the kernels dropped)."""
+        self._require_all_classes()
+        sampled_codes = encode(drawn["labels"], self.classes_, marker=unlabeled_marker(self))
+        with fit_stage(self, "sample"):
+            screen = choice.sample_choice(
+                drawn["rows"],
+                sampled_codes,
+                self.kernels_,
+                self.class_means_,
+                self.class_counts_,
+                tol=self.tol,
+                min_improvement=self.min_improvement,
+            )
+        if screen is None:  # a class too rare in the sample: every row decides
+            z_moments = self._finish_fit(X, codes, None)
+            self.fit_plan_["sample"] = "not used: a class has fewer than 10 sampled rows"
+            return z_moments
+        left = [m for m in range(len(self.kernels_)) if m not in screen.dropped]
+        z_moments, self.lda_models_ = list(screen.moments), list(screen.models)
+        self.cross_entropy_ = screen.cross_entropy.copy()
+        several = len(left) > 1  # pass 2 also gives c_m under the sample's LDAs
+        whiten = [screen.whiten[m] for m in left]
+        stats, models, loss = self._embedding_statistics(
+            X, codes, [self.kernels_[m] for m in left],
+            [screen.models[m] for m in left] if several else None, whiten,
+        )  # fmt: skip
+        for position, m in enumerate(left):
+            z_moments[m], self.lda_models_[m] = stats[position], models[position]
+        decided, compared, bounds = [], [], {}
+        if several:  # bounds on the exact c_m: where they decide, no third pass
+            lower = np.full(len(self.kernels_), np.nan)
+            upper = lower.copy()
+            lower[left], upper[left] = choice.cross_entropy_bounds(
+                loss, [screen.models[m] for m in left], models, whiten
+            )
+            self.cross_entropy_[left] = (lower[left] + upper[left]) / 2
+            out = choice.excluded_within(lower, upper, left, min_improvement=self.min_improvement)
+            undecided = [m for m in left if m not in out]
+            decided, compared = (left, []) if len(undecided) == 1 else ([], undecided)
+            bounds = {m: [float(lower[m]), float(upper[m])] for m in decided}
+            left = undecided
+        if compared:
+            self.cross_entropy_[compared] = self._cross_entropies(
+                X, codes, [self.kernels_[m] for m in compared],
+                [self.lda_models_[m] for m in compared],
+            )  # fmt: skip
+        names = [kernel.name for kernel in self.kernels_]
+        self.fit_plan_ = {
+            "name": "sample",
+            "passes_over_X": 3 if compared else 2,
+            "sample_rows": screen.rows,
+            "dropped_by_sample": [names[m] for m in sorted(screen.dropped)],
+            "decided_by_bounds": {names[m]: bounds[m] for m in decided},
+            "compared_over_every_row": [names[m] for m in compared],
+        }
+        index = choice.rule_among(self.cross_entropy_, left, self.min_improvement)
+        self._select_kernel(z_moments, index)
+        return z_moments
