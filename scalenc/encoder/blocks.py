@@ -331,12 +331,9 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
             # on long vectors (as in :func:`stacked_log_likelihood`)
             scores = like(xp, coef[cols, cols].T, z) @ zm.T
             scores += like(xp, intercept[cols], z)[:, None]
-            scores -= xp.max(scores, axis=0)[None, :]
-            own_score = scores[own, rows]
-            residual = xp.exp(scores)  # then p, then p − e_y: ∂(−log T(i, y_i)) / ∂scores
-            total = xp.sum(residual, axis=0)
-            loss = xp.log(total) - own_score
-            residual /= total[None, :]
+            log_proba = log_softmax(scores, axis=0, overwrite=True)
+            loss = -log_proba[own, rows]
+            residual = xp.exp(log_proba)  # then p − e_y: ∂(−log T(i, y_i)) / ∂scores
             residual[own, rows] -= 1.0
             x = xp.concat([zm, ones], axis=1)
             whitened = x @ like(xp, whiten[m], z)

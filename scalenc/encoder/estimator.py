@@ -235,10 +235,9 @@ class EncoderClassifier(
         ``dropped_by_sample``, those ``decided_by_bounds`` (each with the bounds on its
         exact cross-entropy that pass 2 gave, which told them apart) and those
         ``compared_over_every_row`` (exact cross-entropies, pass 3; empty when one
-        kernel was left); a sample that cannot be used (a class with
-        fewer than 10 sampled rows) leaves the cache-or-recompute plan with the reason
-        in ``sample``. With
-        ``cache_embedding="auto"`` the cache-or-recompute plan also gives the measured
+        kernel was left); a sample that cannot be used (a class with fewer than 10
+        sampled rows) leaves the cache-or-recompute plan with the reason in ``sample``.
+        With ``cache_embedding="auto"`` the cache-or-recompute plan also gives the measured
         numbers that chose: ``read_s`` (pass 1's seconds), ``kernel_s_per_row``,
         ``cache_s_per_row`` and the two plans' estimated seconds ``cache_s`` and
         ``recompute_s``; or, when the cache would not fit (a block of Z more than half of
