@@ -359,10 +359,12 @@ def test_bad_ids_are_refused(edges, match):
 def test_string_ids_empty_graphs_and_bad_shapes_are_refused():
     with pytest.raises(
         InputError,
-        match=r"Node ids must be integers 0 … n−1; .* dtype <U1\. "
-        r"Map string or other ids to integers first",
+        match=r"Node ids must be integers 0 … n−1, or ids listed by nodes=; .* dtype <U1\. "
+        r"Pass nodes=",
     ):
-        as_edge_list(np.array([["a", "b"]]))
+        graph_embedding(
+            as_edge_list(np.array([["a", "b"]])), da.zeros(2, dtype=int), np.ones(1), OPTIONS[0]
+        )
     with pytest.raises(InputError, match=r"The graph has no edges \(an edge list of 0 rows\)"):
         as_edge_list(np.zeros((0, 2), dtype=np.int64))
     with pytest.raises(

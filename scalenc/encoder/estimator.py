@@ -403,7 +403,8 @@ class EncoderClassifier(
             The nodes' graph, node i being row i of X and y: an (s, 2) or (s, 3) array
             (source, target[, weight]), a SciPy sparse adjacency, a DataFrame or Parquet
             dataset, or an :class:`~scalenc.io.edges.EdgeList` from
-            :func:`~scalenc.io.edges.as_edge_list` (which names a table's columns). Its
+            :func:`~scalenc.io.edges.as_edge_list` (which names a table's columns, and
+            with ``nodes=`` the node ids when they are not the rows 0 … n−1). Its
             embedding A W (:mod:`scalenc.encoder.graph`: one pass over the edges, by node
             blocks) joins the feature kernels as ``graph_fusion`` says. The outputs then
             take the graph too: ``predict(X, graph=edges)`` predicts every node.

@@ -21,6 +21,7 @@ from functools import partial
 import dask
 import dask.array as da
 import numpy as np
+import pandas as pd
 
 from scalenc.encoder import graph_blocks
 from scalenc.engine.reduce import SPLIT_EVERY
@@ -66,12 +67,21 @@ def code_dtype(n_classes: int):
     return np.int8 if n_classes < 2**7 else np.int16 if n_classes < 2**15 else np.int32
 
 
-def _edge_blocks(edges: EdgeList):
-    """(ids block, weights block or None, first row) per edge block, as Delayed."""
+def _edge_blocks(edges: EdgeList, index=None):
+    """(ids block, weights block or None, first row) per edge block, as Delayed; with
+    ``index`` (a Delayed :class:`pandas.Index` of node ids) the ids mapped to positions."""
     ids = edges.ids.to_delayed().ravel()
     weights = [None] * len(ids) if edges.weights is None else edges.weights.to_delayed().ravel()
-    starts = np.cumsum((0,) + edges.ids.chunks[0][:-1])
-    return list(zip(ids, weights, (int(s) for s in starts)))
+    starts = [int(s) for s in np.cumsum((0,) + edges.ids.chunks[0][:-1])]
+    if index is not None:
+        to_positions = dask.delayed(graph_blocks.map_ids, pure=True)
+        ids = [to_positions(block, index, row_start=s) for block, s in zip(ids, starts)]
+    return list(zip(ids, weights, starts))
+
+
+def _node_index(node_ids: np.ndarray):
+    """A hash index of the node ids (one task, shared by the edge tasks on a worker)."""
+    return pd.Index(node_ids)
 
 
 def _node_sums(parts, bounds, width: int, split_every: int) -> list:
@@ -117,10 +127,11 @@ def _all_done(*sums) -> None:
     return None
 
 
-def _degree_scales(edges, bounds, options, split_every) -> list:
+def _degree_scales(edges, bounds, options, split_every, index) -> list:
     """d^−½ per node block (Delayed), from one pass over the edges."""
     fn = dask.delayed(graph_blocks.degree_parts, pure=True, nout=len(bounds) - 1)
-    parts = [fn(i, w, row_start=start, bounds=bounds) for i, w, start in _edge_blocks(edges)]
+    blocks = _edge_blocks(edges, index)
+    parts = [fn(i, w, row_start=start, bounds=bounds) for i, w, start in blocks]
     finish = dask.delayed(graph_blocks.degree_scale, pure=True)
     return [
         finish(total, size=int(bounds[j + 1] - bounds[j]), self_loops=options.self_loops)
@@ -135,13 +146,15 @@ def graph_embedding(
     options: GraphOptions,
     *,
     split_every: int = SPLIT_EVERY,
+    node_ids: np.ndarray | None = None,
 ) -> da.Array:
     """Lazy Z = A W of the graph ``edges`` (GraphEmd's embedding), (n, K) or (n, 2K).
 
     Parameters
     ----------
     edges : EdgeList
-        Node ids 0 … n−1 (n = ``codes.shape[0]``); checked block by block as they are read.
+        Node ids 0 … n−1 (n = ``codes.shape[0]``), or ids among ``node_ids``; checked
+        block by block as they are read.
     codes : dask.array.Array of shape (n,)
         Every node's class code, −1 for an unlabeled node; its chunks are Z's node blocks.
     counts : ndarray of shape (K,)
@@ -149,6 +162,11 @@ def graph_embedding(
     options : GraphOptions
     split_every : int
         Edge blocks added to a node block's running sum in one step.
+    node_ids : ndarray of shape (n,), optional
+        The id of each node (row of ``codes``) when the edges name nodes by id (default
+        ``edges.nodes``): each edge
+        block is mapped to positions by a hash index of them (:func:`~scalenc.encoder.
+        graph_blocks.map_ids`), built once per worker.
 
     Returns
     -------
@@ -172,9 +190,24 @@ def graph_embedding(
     code_blocks = small.to_delayed().ravel()
     all_codes = small.rechunk({0: -1}).to_delayed().ravel()[0]
     inverse = graph_blocks.inverse_counts(counts)
+    index = None
+    node_ids = edges.nodes if node_ids is None else node_ids
+    if node_ids is None and edges.ids.dtype.kind not in "iuf":
+        raise InputError(
+            f"Node ids must be integers 0 … n−1, or ids listed by nodes=; the edge list's id "
+            f"columns have dtype {edges.ids.dtype}. Pass nodes=, the id of each node in the "
+            "labels' order (as_edge_list(edges, nodes=ids), or --node-column on the command "
+            "line)."
+        )
+    if node_ids is not None:
+        if len(node_ids) != codes.shape[0]:
+            raise InputError(
+                f"{len(node_ids)} node ids for {codes.shape[0]} labels: give one id per label."
+            )
+        index = dask.delayed(_node_index, pure=True)(node_ids)
     scales, all_scales = [None] * len(code_blocks), None
     if options.laplacian:
-        scales = _degree_scales(edges, bounds, options, split_every)
+        scales = _degree_scales(edges, bounds, options, split_every, index)
         all_scales = dask.delayed(np.concatenate, pure=True)(scales)
     fn = dask.delayed(graph_blocks.embedding_parts, pure=True, nout=len(bounds) - 1)
     parts = [
@@ -189,7 +222,7 @@ def graph_embedding(
             directed=options.directed,
             nonnegative=options.laplacian,
         )
-        for ids, w, start in _edge_blocks(edges)
+        for ids, w, start in _edge_blocks(edges, index)
     ]
     finish = dask.delayed(graph_blocks.finish_embedding, pure=True)
     blocks = []

@@ -35,6 +35,7 @@ import numpy as np
 from scalenc.exceptions import InputError
 
 __all__ = [
+    "map_ids",
     "edge_endpoints",
     "embedding_parts",
     "degree_parts",
@@ -48,6 +49,30 @@ __all__ = [
 def inverse_counts(counts) -> np.ndarray:
     """1/n_k per class (the nonzero entries of W), float64."""
     return 1.0 / np.asarray(counts, dtype=np.float64)
+
+
+def map_ids(ids, index, *, row_start: int) -> np.ndarray:
+    """One edge block's (s, 2) node ids as their positions in ``index`` (int64).
+
+    Raises :class:`~scalenc.exceptions.InputError` naming the first edge (its row in the
+    edge list) with an id that ``index`` does not hold;
+    ``index`` is a :class:`pandas.Index` of the node ids (its ``get_indexer`` hashes).
+    """
+    ids = np.asarray(ids)
+    if ids.dtype.kind == "O" and ids.size and index.dtype.kind in "iu":
+        ids = ids.astype(index.dtype)  # a column of Python ints read as objects
+    flat = index.get_indexer(ids.reshape(-1))
+    if ids.size and flat.min() < 0:
+        where = int(np.flatnonzero(flat < 0)[0])
+        row, column = divmod(where, 2)
+        a, b = ids[row].tolist()
+        raise InputError(
+            f"Edge {row_start + row} ({a!r}, {b!r}) names node {(a, b)[column]!r}, which "
+            f"is not among the {len(index)} node ids of nodes=. "
+            "Add it to nodes= (with the unlabeled marker as its label, or a row of X), or "
+            "drop its edges."
+        )
+    return flat.reshape(ids.shape)
 
 
 def edge_endpoints(ids, weights, *, row_start: int, n_nodes: int, nonnegative: bool = False):

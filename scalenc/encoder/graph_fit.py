@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 
 from scalenc.base.estimator import (
     check_classes,
@@ -42,7 +43,7 @@ __all__ = ["GraphFitMixin", "GRAPH_NODE_ROWS"]
 GRAPH_NODE_ROWS = 2**18
 
 #: The attributes a fit with a graph sets beyond those of every fit.
-_GRAPH_ATTRIBUTES = ("embeddings_", "embedding_", "n_edge_passes_", "_graph_codes")
+_GRAPH_ATTRIBUTES = ("embeddings_", "embedding_", "n_edge_passes_", "_graph_codes", "node_ids_")
 
 
 def _lazy_graph(graph) -> bool:
@@ -114,6 +115,14 @@ class GraphFitMixin:
         each candidate's LDA, and the choice."""
         marker = unlabeled_marker(self)
         edges = as_edge_list(graph)
+        self.__dict__.pop("node_ids_", None)
+        if edges.nodes is not None:
+            if edges.nodes.size != y.shape[0]:
+                raise InputError(
+                    f"nodes= names {edges.nodes.size} nodes, but y has {y.shape[0]} labels: "
+                    "give one id per label, in the labels' order."
+                )
+            self.node_ids_ = edges.nodes
         if X is not None:
             self._feature_class_stats(X, y, kernels)
         else:
@@ -293,16 +302,24 @@ class GraphFitMixin:
             raise InputError(
                 "This EncoderClassifier was fitted on a graph alone (X=None): pass X=None."
             )
+        edges = as_edge_list(graph)
         codes = self._training_codes()
         if X is not None:
             Xd, lazy = prepare_input(self, X)
-            node_chunks = Xd.chunks[0]
         else:
             Xd, lazy = None, _lazy_graph(graph)
+        nodes = self._nodes_of(edges, None if Xd is None else Xd.shape[0])
+        if Xd is not None:
+            node_chunks = Xd.chunks[0]
+        elif nodes is not None:
+            node_chunks = da.core.normalize_chunks(
+                self.chunk_rows or GRAPH_NODE_ROWS, (nodes.size,)
+            )[0]
+        else:
             node_chunks = codes.chunks[0]
         if result_dtype is None:
             result_dtype = kwargs["out_dtype"] = np.float64 if Xd is None else Xd.dtype
-        Z = self._node_embedding(Xd, as_edge_list(graph), codes, node_chunks)
+        Z = self._node_embedding(Xd, edges, codes, node_chunks, nodes)
         out = passes.map_rows(
             apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
         )
@@ -311,15 +328,52 @@ class GraphFitMixin:
         (result,) = compute(out)
         return result
 
-    def _node_embedding(self, Xd, edges: EdgeList, codes, node_chunks) -> da.Array:
-        """The chosen embedding of the nodes (X's rows, or the training nodes)."""
+    def _nodes_of(self, edges: EdgeList, n_rows):
+        """The ids of the nodes an output is for, in its rows' order, when the model
+        names nodes by id (``node_ids_``): the edges' ``nodes``, else the training
+        nodes; None when ids are positions."""
+        fit_ids = getattr(self, "node_ids_", None)
+        if fit_ids is None:
+            if edges.nodes is not None:
+                raise InputError(
+                    "This EncoderClassifier was fitted with node ids 0 … n−1 (no nodes=): "
+                    "pass the edges without nodes=, nodes being rows (X's, or the labels')."
+                )
+            return None
+        nodes = fit_ids if edges.nodes is None else edges.nodes
+        if nodes.dtype.kind != fit_ids.dtype.kind:
+            kinds = {"U": "strings", "i": "integers"}
+            raise InputError(
+                f"This EncoderClassifier's node ids are {kinds[fit_ids.dtype.kind]}; nodes= "
+                f"gives {kinds[nodes.dtype.kind]}. Give the ids as at fit."
+            )
+        if n_rows is not None and nodes.size != n_rows:
+            given = "nodes= names" if edges.nodes is not None else "The model has"
+            raise InputError(
+                f"{given} {nodes.size} nodes, but X has {n_rows} rows: give the edges with "
+                "nodes=, the id of each row of X (as_edge_list(edges, nodes=ids))."
+            )
+        return nodes
+
+    def _node_embedding(self, Xd, edges: EdgeList, codes, node_chunks, nodes=None) -> da.Array:
+        """The chosen embedding of the nodes (X's rows, the ``nodes`` named by id, or the
+        training nodes)."""
+        node_ids = None
+        if nodes is not None:  # the nodes first, then the training nodes not among them
+            node_ids, values = self._nodes_first(nodes, codes)
+            codes = da.from_array(values, chunks=values.size)
         m, n_fit = int(sum(node_chunks)), codes.shape[0]
         if m > n_fit:  # nodes beyond the training nodes are unlabeled
             codes = da.concatenate([codes, da.full(m - n_fit, -1, dtype=codes.dtype)])
         chunks = tuple(node_chunks) + ((n_fit - m,) if n_fit > m else ())
         codes = codes.rechunk({0: chunks})
         Z_graph = graph_embedding(
-            edges, codes, self.class_counts_, self._graph_options(), split_every=self.split_every
+            edges,
+            codes,
+            self.class_counts_,
+            self._graph_options(),
+            split_every=self.split_every,
+            node_ids=node_ids,
         )[:m]
         if self.kernel_ is None:
             return Z_graph
@@ -327,6 +381,19 @@ class GraphFitMixin:
         if self.graph_fusion == "concat":
             Z = da.concatenate([Z, Z_graph], axis=1).rechunk({1: -1})
         return Z
+
+    def _nodes_first(self, nodes: np.ndarray, codes) -> tuple:
+        """(ids, class codes) of every node an embedding of ``nodes`` needs: ``nodes`` in
+        their order (new ones unlabeled), then the training nodes not among them — so the
+        embedding's first rows are the nodes' own, with no gather. The codes are the
+        training nodes' (one byte each below 128 classes), read into memory."""
+        fit_ids = self.node_ids_
+        known = pd.Index(fit_ids)
+        rest = fit_ids[~known.isin(nodes)]
+        ids = np.concatenate([nodes, rest])
+        values = np.asarray(compute(codes)[0] if isinstance(codes, da.Array) else codes)
+        where = known.get_indexer(ids)
+        return ids, np.where(where >= 0, values[where], -1).astype(values.dtype)
 
     def score(self, X, y, sample_weight=None, graph=None):
         """Accuracy over the labeled rows of (X, y), or with ``graph`` over the labeled

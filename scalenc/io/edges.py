@@ -11,16 +11,17 @@ block when a pass reads them (:func:`scalenc.encoder.graph_blocks.edge_endpoints
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import dask.array as da
 import numpy as np
+import pandas as pd
 
 from scalenc.exceptions import InputError, InputTypeError
 from scalenc.io import readers
 from scalenc.io.tables import is_dask_frame
 
-__all__ = ["EdgeList", "as_edge_list", "EDGE_CHUNK"]
+__all__ = ["EdgeList", "as_edge_list", "node_ids", "EDGE_CHUNK"]
 
 #: Edges per row block for in-memory input: 2**22 edges are 64 MB of int64 ids.
 EDGE_CHUNK = 2**22
@@ -37,10 +38,15 @@ class EdgeList:
         pass checks to be whole numbers), one column chunk.
     weights : dask.array.Array of shape (s,) or None
         float64 edge weights; None when every edge weighs 1.
+    nodes : ndarray of shape (n,) or None
+        The id of each node, in the order of the labels (and of X's rows), when the edges
+        name nodes by id (:func:`node_ids`: int64 or str, unique); None when the ids are
+        the positions 0 … n−1.
     """
 
     ids: da.Array
     weights: da.Array | None = None
+    nodes: np.ndarray | None = None
 
     @property
     def n_edges(self) -> int:
@@ -55,6 +61,7 @@ def as_edge_list(
     weight=None,
     chunk_edges: int | None = None,
     storage_options: dict | None = None,
+    nodes=None,
 ) -> EdgeList:
     """A graph's edges as an :class:`EdgeList` (lazily: nothing but metadata is read).
 
@@ -81,6 +88,12 @@ def as_edge_list(
         rechunk a Dask or Zarr array. Parquet keeps its row groups.
     storage_options : dict, optional
         Passed to fsspec for URLs.
+    nodes : array-like of shape (n,), optional
+        The id of each node in the order of the labels (and of X's rows): strings, or
+        integers of any range, unique. The edges then name their endpoints by these ids
+        (each edge block is mapped to positions as a pass reads it; an id not among
+        ``nodes`` is an error naming the edge). Without it, the ids are the positions
+        0 … n−1. The ids are read into memory (n of them, as the model keeps them).
 
     Returns
     -------
@@ -95,20 +108,71 @@ def as_edge_list(
     (((2, 1), (2,)), None)
     >>> as_edge_list(np.array([[0, 1, 0.5], [1, 2, 2.0]])).weights.compute()
     array([0.5, 2. ])
+
+    Nodes named by id:
+
+    >>> named = as_edge_list(np.array([["ann", "bo"], ["bo", "cy"]]), nodes=["cy", "bo", "ann"])
+    >>> named.nodes
+    array(['cy', 'bo', 'ann'], dtype='<U3')
     """
+    named = None if nodes is None else node_ids(nodes)
     if isinstance(edges, EdgeList):
-        return edges
-    if isinstance(edges, (str, os.PathLike)):
-        edges = _open(os.fspath(edges), storage_options)
-    if isinstance(edges, _ParquetEdges):
-        return _from_parquet(edges, source, target, weight)
-    if _is_sparse(edges):
-        return _from_sparse(edges, chunk_edges)
-    if is_dask_frame(edges) or _is_pandas_frame(edges):
-        return _from_frame(edges, source, target, weight, chunk_edges)
-    if readers.is_zarr_array(edges):
-        edges = readers.from_zarr(edges)
-    return _from_array(edges, source, target, weight, chunk_edges)
+        out = edges
+    else:
+        if isinstance(edges, (str, os.PathLike)):
+            edges = _open(os.fspath(edges), storage_options)
+        if isinstance(edges, _ParquetEdges):
+            out = _from_parquet(edges, source, target, weight)
+        elif _is_sparse(edges):
+            out = _from_sparse(edges, chunk_edges)
+        elif is_dask_frame(edges) or _is_pandas_frame(edges):
+            out = _from_frame(edges, source, target, weight, chunk_edges)
+        else:
+            if readers.is_zarr_array(edges):
+                edges = readers.from_zarr(edges)
+            out = _from_array(edges, source, target, weight, chunk_edges)
+    return out if named is None else replace(out, nodes=named)
+
+
+def node_ids(nodes) -> np.ndarray:
+    """Node ids as :class:`EdgeList` keeps them: a 1-D array in memory, int64 for
+    integers and str for strings, checked unique.
+
+    Examples
+    --------
+    >>> node_ids([10, 3, 7])
+    array([10,  3,  7])
+    >>> node_ids(["a", "b", "a"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    scalenc.exceptions.InputError: Node ids must be unique, one per node; 'a' is given twice ...
+    """
+    if isinstance(nodes, da.Array) or is_dask_frame(nodes):
+        nodes = nodes.compute()
+    values = np.asarray(nodes)
+    if values.ndim != 1:
+        raise InputError(f"nodes= must be 1-D, one id per node; got shape {values.shape}.")
+    if values.dtype.kind == "O" and all(isinstance(v, str) for v in values.tolist()):
+        values = values.astype(str)
+    if values.dtype.kind in "iu":
+        if values.dtype.kind == "u" and values.size and values.max() >= 2**63:
+            raise InputError("Node ids must fit in int64; the largest given does not.")
+        values = values.astype(np.int64, copy=False)
+    elif values.dtype.kind not in "U":
+        raise InputError(
+            f"Node ids must be integers or strings; got dtype {values.dtype}. Convert them "
+            "(e.g. to str) first."
+        )
+    index = pd.Index(values)
+    if not index.is_unique:
+        first = index[index.duplicated()][0]
+        first = first.item() if isinstance(first, np.generic) else first
+        where = np.flatnonzero(values == first)[:2].tolist()
+        raise InputError(
+            f"Node ids must be unique, one per node; {first!r} is given twice "
+            f"(at {where[0]} and {where[1]})."
+        )
+    return values
 
 
 def _open(url: str, storage_options):
@@ -243,12 +307,10 @@ def _from_array(edges, source, target, weight, chunk_edges) -> EdgeList:
 
 
 def _check_ids(ids: da.Array) -> da.Array:
-    kind = ids.dtype.kind
-    if kind not in "iuf":
+    if ids.dtype.kind not in "iufUSO":
         raise InputError(
-            f"Node ids must be integers 0 … n−1; the edge list's id columns have dtype "
-            f"{ids.dtype}. Map string or other ids to integers first (e.g. with "
-            "pandas.factorize, the same mapping for the labels' order)."
+            f"Node ids must be integers or strings; the edge list's id columns have dtype "
+            f"{ids.dtype}."
         )
     if any(np.isnan(c) for c in ids.chunks[0]):
         ids = ids.compute_chunk_sizes()

@@ -37,16 +37,17 @@ __all__ = [
 
 FORMAT = "scalenc-model"
 #: The newest schema version this scalenc reads and writes. Version 2 adds an encoder's
-#: graph state (every training node's class code, ``_graph_codes``); a version-1 document
-#: is a version-2 document without it, so it is read as it is.
-SCHEMA_VERSION = 2
+#: graph state (every training node's class code, ``_graph_codes``), version 3 its node
+#: ids (``node_ids_``, when the graph named nodes by id); each older document is a newer
+#: one without them, so it is read as it is.
+SCHEMA_VERSION = 3
 MIN_SCHEMA_VERSION = 1
 META_FILE = "model.json"
 
 #: The estimator state each schema version after the first added: a file is written with
 #: the oldest version that describes it, so that a model without a graph still loads in a
 #: scalenc that reads version 1 only.
-_ADDED_IN = {"_graph_codes": 2}
+_ADDED_IN = {"_graph_codes": 2, "node_ids_": 3}
 
 # Upgrades of older schema versions: _MIGRATIONS[v] turns a version-v document into v+1.
 # A version without one is read as it is (its documents are valid in the next version).

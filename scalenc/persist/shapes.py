@@ -65,6 +65,7 @@ _KINDS = {
     "iu": "an integer dtype",
     "i": "a signed integer dtype",
     "fiu": "a numeric dtype",
+    "iU": "a signed integer or string dtype",
 }
 
 
@@ -422,6 +423,7 @@ GRAPH_ENCODER = Table(
         "embedding_means_": Array(("K", "z"), _F),
         "cross_entropy_": Array(("E",), _F),
         "_graph_codes": Codes("n"),
+        "node_ids_": Array(("n",), "iU"),
     },
 )
 
