@@ -329,12 +329,28 @@ BAD = {
     "label-column-alone": (
         ["fit", "encoder", "--edges", "{root}/edges.npy", "--label-column", "y",
          "--model-out", "{tmp}/m"],
-        r"--label-column applies to the table of --data; without --data",
+        r"fit --edges without --data fits the graph alone and needs the nodes' labels",
     ),
     "columns-without-edges": (
         ["fit", "encoder", "--data", "{root}/nodes.npz", "--edge-columns", "a,b",
          "--model-out", "{tmp}/m"],
-        r"--edge-columns a,b names the columns of --edges; give --edges PATH too",
+        r"--edge-columns a,b is about the graph of --edges; give --edges PATH too",
+    ),
+    "node-column-without-edges": (
+        ["fit", "encoder", "--data", "{root}/nodes.npz", "--node-column", "id",
+         "--model-out", "{tmp}/m"],
+        r"--node-column id is about the graph of --edges; give --edges PATH too",
+    ),
+    "labels-and-label-column": (
+        ["fit", "encoder", "--data", "{root}/nodes.npz", "--labels", "{root}/y.npy",
+         "--label-column", "y", "--model-out", "{tmp}/m"],
+        r"--labels and --label-column both name the labels: give --label-column for a column",
+    ),
+    "node-column-of-no-table": (
+        ["fit", "encoder", "--labels", "{root}/y.npy", "--edges", "{root}/edges.npy",
+         "--node-column", "id", "--model-out", "{tmp}/m"],
+        r"--node-column id names a column of a table of the nodes: of --data, or for a graph "
+        r"alone of --labels with --label-column",
     ),
     "bad-columns": (
         ["fit", "encoder", "--data", "{root}/nodes.npz", "--edges", "{root}/edges.parquet",
@@ -441,3 +457,55 @@ def test_graph_alone_with_zarr_labels_in_node_blocks(graph, tmp_path, capsys):
         "is a Zarr group; labels are one array: give its path (e.g. "
         in (summary["error"]["message"])
     )
+
+
+def test_nodes_named_by_a_column(graph, tmp_path, capsys):
+    """A table of the nodes (string ids, features, labels) in another order than the
+    edges' numbering, and edges naming nodes by id: fit, predict, evaluate — fused and
+    the graph alone — give each node what the in-memory fit by position gives it."""
+    X, y, truth, edges = graph["X"], graph["y"], graph["truth"], graph["edges"]
+    rng = np.random.default_rng(7)
+    ids = np.array([f"paper-{i}" for i in rng.choice(10**9, size=y.size, replace=False)])
+    order = rng.permutation(y.size)
+    table = pd.DataFrame({f"f{j}": X[order, j] for j in range(X.shape[1])})
+    table.insert(2, "id", ids[order])  # among the features' columns: never one of them
+    table["y"], table["truth"] = y[order], truth[order]
+    table.to_parquet(tmp_path / "nodes.parquet", row_group_size=150)
+    pd.DataFrame({"src": ids[edges[:, 0]], "dst": ids[edges[:, 1]]}).to_parquet(
+        tmp_path / "edges.parquet", row_group_size=500
+    )
+    edge_args = ["--edges", tmp_path / "edges.parquet", "--edge-columns", "src,dst"]
+    nodes = ["--node-column", "id", "--label-column"]
+    fused = EncoderClassifier(kernels=("linear",)).fit(X, y, graph=edges)
+    alone = EncoderClassifier().fit(None, y, graph=edges)
+    for name, model, inputs in (
+        ("fused", fused, ["--data", tmp_path / "nodes.parquet", "--feature-columns", "f*"]),
+        ("alone", alone, ["--labels", tmp_path / "nodes.parquet"]),
+    ):
+        code, fit, err = run(
+            capsys,
+            "fit", "encoder", *inputs, *edge_args, *nodes, "y", "--model-out", tmp_path / name,
+            "--set", "kernels=linear",
+        )  # fmt: skip
+        assert code == 0, err
+        assert fit["graph"]["node_column"] == "id" and fit["graph"]["nodes"] == y.size
+        if name == "fused":
+            assert fit["data"]["features"] == X.shape[1]  # the id column is not a feature
+        data = inputs if name == "fused" else []
+        code, _, err = run(
+            capsys,
+            "predict", "--model", tmp_path / name, *data, *edge_args, "--out",
+            tmp_path / f"{name}.parquet", *(["--node-column", "id"] if data else []),
+        )  # fmt: skip
+        assert code == 0, err
+        got = pd.read_parquet(tmp_path / f"{name}.parquet")["prediction"].to_numpy()
+        X_in = X if name == "fused" else None
+        np.testing.assert_array_equal(got, model.predict(X_in, graph=edges)[order])
+        labels = data or inputs
+        code, scores, err = run(
+            capsys,
+            "evaluate", "--model", tmp_path / name, *labels, *edge_args, *nodes, "truth",
+        )  # fmt: skip
+        assert code == 0, err
+        expected = model.score(X_in, truth, graph=edges)
+        assert scores["scores"]["accuracy"] == pytest.approx(expected, abs=1e-12)

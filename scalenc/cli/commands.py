@@ -26,9 +26,11 @@ from scalenc.cli.errors import (
 )
 from scalenc.cli.graph import (
     check_fit_graph,
+    check_label_sources,
     check_model_graph,
     graph_summary,
     open_edges,
+    open_node_ids,
     open_node_labels,
     refuse_graph_model,
 )
@@ -143,13 +145,16 @@ def _check_inputs(args) -> None:
 
 def _open_data(args, *, labels: bool, require_labels: bool = False):
     _check_inputs(args)
+    check_label_sources(args)
     label_arg = getattr(args, "labels", None) if labels else None
     label_column = getattr(args, "label_column", None) if labels else None
+    node_column = getattr(args, "node_column", None)
     X, y = load(
         args.data,
         labels=label_arg,
         label_column=label_column,
         feature_columns=_feature_columns(getattr(args, "feature_columns", None)),
+        exclude_columns=(node_column,) if node_column else (),
         chunk_rows=args.chunk_rows,
         allow_missing_chunks=getattr(args, "allow_missing_chunks", False),
         storage_options=storage_options(getattr(args, "storage_option", [])),
@@ -283,7 +288,7 @@ def cmd_fit(args, session) -> dict:
         X, y = None, open_node_labels(args, options)
     else:
         X, y = _open_data(args, labels=True, require_labels=True)
-    graph = {"graph": open_edges(args, options)} if args.edges else {}
+    graph = {"graph": open_edges(args, options, open_node_ids(args, options))} if args.edges else {}
     if args.update:
         log.info("update %s (%s) with %s", args.update, cls.__name__, args.data)
     else:
@@ -420,7 +425,8 @@ def _output_inputs(args, est, command: str):
     X = None if args.data is None else _open_data(args, labels=True)[0]
     if not getattr(args, "edges", None):
         return X, {}
-    return X, {"graph": open_edges(args, storage_options(getattr(args, "storage_option", [])))}
+    options = storage_options(getattr(args, "storage_option", []))
+    return X, {"graph": open_edges(args, options, open_node_ids(args, options))}
 
 
 def _graph_part(args, graph: dict, out, est) -> dict:
@@ -463,7 +469,9 @@ def cmd_evaluate(args, session) -> dict:
         X, y = None, open_node_labels(args, options)
     else:
         X, y = _open_data(args, labels=True, require_labels=True)
-    graph = {"graph": open_edges(args, options)} if getattr(args, "edges", None) else {}
+    graph = {}
+    if getattr(args, "edges", None):
+        graph = {"graph": open_edges(args, options, open_node_ids(args, options))}
     with session.progress("evaluate", X, passes=1):
         scores = evaluate(est, X, y, **graph)
     log.info(

@@ -17,8 +17,8 @@ import os
 
 from scalenc.cli.errors import BadInput
 from scalenc.cli.summary import plural
-from scalenc.io.edges import EdgeList, as_edge_list
-from scalenc.io.inputs import load_labels
+from scalenc.io.edges import EdgeList, as_edge_list, node_ids
+from scalenc.io.inputs import load_columns, load_labels
 
 __all__ = [
     "GRAPH_PARAMETERS",
@@ -28,6 +28,8 @@ __all__ = [
     "refuse_graph_model",
     "open_edges",
     "open_node_labels",
+    "open_node_ids",
+    "check_label_sources",
     "graph_summary",
 ]
 
@@ -68,13 +70,15 @@ def edge_columns(text: str | None) -> dict:
 
 
 def _no_edges(args) -> None:
-    """``--edge-columns`` only with ``--edges``; ``--edges`` only on the host."""
+    """``--edge-columns`` and ``--node-column`` only with ``--edges``; ``--edges`` only on
+    the host."""
     edges = getattr(args, "edges", None)
-    if getattr(args, "edge_columns", None) and not edges:
-        raise BadInput(
-            f"--edge-columns {args.edge_columns} names the columns of --edges; give --edges "
-            "PATH too, or drop --edge-columns."
-        )
+    for flag, attr in (("--edge-columns", "edge_columns"), ("--node-column", "node_column")):
+        if getattr(args, attr, None) and not edges:
+            raise BadInput(
+                f"{flag} {getattr(args, attr)} is about the graph of --edges; give --edges "
+                f"PATH too, or drop {flag}."
+            )
     if edges and getattr(args, "device", "cpu") != "cpu":
         raise BadInput(
             f"--device {args.device} cannot be used with --edges yet: the graph embedding "
@@ -122,7 +126,6 @@ def _check_graph_alone(args) -> None:
     """``fit --edges`` without ``--data``: the labels from ``--labels PATH``, and no option
     that reads ``--data``."""
     for flag, attr in (
-        ("--label-column", "label_column"),
         ("--feature-columns", "feature_columns"),
         ("--categorical", "categorical"),
         ("--handle-missing", "handle_missing"),
@@ -131,7 +134,8 @@ def _check_graph_alone(args) -> None:
         if getattr(args, attr, None) is not None:
             raise BadInput(
                 f"{flag} applies to the table of --data; without --data (the graph alone) "
-                "give the labels with --labels PATH (a .npy file or Zarr array)."
+                "give the labels with --labels PATH (a .npy file or Zarr array, or a table "
+                "with --label-column)."
             )
     if not args.labels:
         raise BadInput(
@@ -195,11 +199,15 @@ def refuse_graph_model(args, est, command: str) -> None:
         )
 
 
-def open_edges(args, storage_options: dict) -> EdgeList:
+def open_edges(args, storage_options: dict, nodes=None) -> EdgeList:
     """The edge list of ``--edges`` (only metadata is read: Parquet footers, array
-    headers), its columns as ``--edge-columns`` says."""
+    headers), its columns as ``--edge-columns`` says, naming nodes by ``nodes`` (the ids
+    of :func:`open_node_ids`) when given."""
     edges = as_edge_list(
-        args.edges, **edge_columns(args.edge_columns), storage_options=storage_options
+        args.edges,
+        **edge_columns(args.edge_columns),
+        storage_options=storage_options,
+        nodes=nodes,
     )
     log.info(
         "edges %s: %d edges, %s, %s",
@@ -211,8 +219,44 @@ def open_edges(args, storage_options: dict) -> EdgeList:
     return edges
 
 
+def check_label_sources(args) -> None:
+    """With ``--data``, labels from ``--labels`` or from ``--label-column``, not both."""
+    if getattr(args, "labels", None) and getattr(args, "label_column", None):
+        raise BadInput(
+            "--labels and --label-column both name the labels: give --label-column for a "
+            "column of the --data table, or --labels for a separate array (with --label-"
+            "column only for the --labels table of a graph alone, without --data)."
+        )
+
+
+def open_node_ids(args, storage_options: dict):
+    """The node ids of ``--node-column`` (in memory, checked unique), from the ``--data``
+    table or the ``--labels`` table of a graph alone; None without ``--node-column``."""
+    column = getattr(args, "node_column", None)
+    if column is None:
+        return None
+    table = args.data if args.data is not None else None
+    if table is None and getattr(args, "label_column", None) and args.labels:
+        table = args.labels
+    if table is None:
+        raise BadInput(
+            f"--node-column {column} names a column of a table of the nodes: of --data, or "
+            "for a graph alone of --labels with --label-column."
+        )
+    (ids,) = load_columns(table, [column], storage_options=storage_options)
+    nodes = node_ids(ids)
+    log.info("nodes: %d ids from column %r of %s", nodes.size, column, table)
+    return nodes
+
+
 def open_node_labels(args, storage_options: dict):
-    """The nodes' labels of ``--labels`` when the graph comes without ``--data``."""
+    """The nodes' labels of ``--labels`` when the graph comes without ``--data``: an
+    array, or the ``--label-column`` of a table."""
+    if getattr(args, "label_column", None):
+        (y,) = load_columns(args.labels, [args.label_column], storage_options=storage_options)
+        if getattr(args, "node_column", None) == args.label_column:
+            raise BadInput("--node-column and --label-column name the same column.")
+        return y if args.chunk_rows is None else y.rechunk(args.chunk_rows)
     return load_labels(
         args.labels,
         chunk_rows=args.chunk_rows,
@@ -234,6 +278,8 @@ def graph_summary(args, edges: EdgeList, n_nodes: int, est=None) -> dict:
     }
     if getattr(args, "labels", None) and getattr(args, "data", None) is None:
         out["labels"] = args.labels
+    if getattr(args, "node_column", None):
+        out["node_column"] = args.node_column
     if est is not None:
         params = est.get_params(deep=False)
         out["options"] = {name: params[name] for name in GRAPH_PARAMETERS}

@@ -380,17 +380,19 @@ def _data_options(*, device: bool = True) -> _Parser:
 
 def _label_options() -> _Parser:
     labels = _Parser(add_help=False)
-    ex = labels.add_argument_group("labels").add_mutually_exclusive_group()
-    ex.add_argument(
+    group = labels.add_argument_group("labels")
+    group.add_argument(
         "--labels",
         metavar="PATH|NAME",
         help="labels: a Zarr array or .npy path, or an array name inside the --data "
-        "Zarr group (default: its array 'y' if present)",
+        "Zarr group (default: its array 'y' if present); for a graph alone, also a "
+        "Parquet/CSV table of the nodes with --label-column",
     )
-    ex.add_argument(
+    group.add_argument(
         "--label-column",
         metavar="NAME",
-        help="label column of Parquet/CSV data (predict, embed: left out of the features)",
+        help="label column of Parquet/CSV data (predict, embed: left out of the features), "
+        "or of the --labels table of a graph alone",
     )
     return labels
 
@@ -412,6 +414,13 @@ def _edge_options(what: str) -> _Parser:
         help="the edge list's source, target and (optional) weight columns, by name or "
         "position (default 0,1: an array's third column, when it has one, is the weight; "
         "a table's edges weigh 1 unless WEIGHT is given)",
+    )
+    g.add_argument(
+        "--node-column",
+        metavar="NAME",
+        help="the column of node ids (strings or integers) in the --data table, or in the "
+        "--labels table of a graph alone: the edges then name nodes by these ids instead "
+        "of rows 0 … n−1 (not a feature)",
     )
     return edges
 

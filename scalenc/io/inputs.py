@@ -33,6 +33,7 @@ from scalenc.io.tables import Table, is_dask_frame
 from scalenc.math.xp import host_dtype, is_device_array
 
 __all__ = [
+    "load_columns",
     "DEFAULT_CHUNK_BYTES",
     "as_dask_array",
     "from_numpy_rows",
@@ -321,6 +322,7 @@ def load(
     allow_missing_chunks: bool = False,
     storage_options: dict | None = None,
     device: str = "cpu",
+    exclude_columns=(),
 ) -> tuple[da.Array, da.Array | None]:
     """Open a dataset lazily as ``(X, y)`` (y is None when there are no labels).
 
@@ -352,6 +354,9 @@ def load(
         Where X's blocks live: ``"gpu"`` makes each block a CuPy array on the current
         CUDA device as it is read (:func:`to_device`), and every estimator's block math
         then runs there; labels stay on the host. Needs ``pip install 'scalenc[gpu]'``.
+    exclude_columns : sequence of str, default=()
+        Parquet/CSV: columns that are neither features nor labels (a graph's node ids,
+        :func:`load_columns`).
 
     Notes
     -----
@@ -400,7 +405,12 @@ def load(
     url = os.fspath(path)
     fs, fs_path = readers.filesystem(url, storage_options)
     kind = readers.kind_of(fs, fs_path)
-    columns = {"label_column": label_column, "feature_columns": feature_columns, "source": url}
+    columns = {
+        "label_column": label_column,
+        "feature_columns": feature_columns,
+        "source": url,
+        "exclude": tuple(exclude_columns),
+    }
     _check_readable(fs, fs_path, url)
     check_complete(fs, fs_path)  # an output whose publishing on an object store was cut
     if kind == "parquet":
@@ -435,6 +445,49 @@ def load(
         elif isinstance(labels, (str, os.PathLike)) and _looks_like_path(os.fspath(labels)):
             remember_source(y, *readers.filesystem(os.fspath(labels), storage_options))
     return X, y
+
+
+def load_columns(path, columns, *, storage_options: dict | None = None) -> list[da.Array]:
+    """Columns of a Parquet or CSV table, each as a lazy 1-D Dask array (Parquet: one
+    block per row group; CSV: read whole): a graph's node ids and labels.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import pandas as pd
+    >>> from scalenc.io.inputs import load_columns
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(folder.name, "nodes.parquet")
+    >>> pd.DataFrame({"id": ["a", "b"], "y": [1, -1]}).to_parquet(path)
+    >>> ids, y = load_columns(path, ["id", "y"])
+    >>> ids.compute().tolist(), y.compute().tolist()
+    (['a', 'b'], [1, -1])
+    >>> folder.cleanup()
+    """
+    url = os.fspath(path)
+    fs, fs_path = readers.filesystem(url, storage_options)
+    _check_readable(fs, fs_path, url)
+    kind = readers.kind_of(fs, fs_path)
+
+    def pick(names):
+        missing = [c for c in columns if c not in names]
+        if missing:
+            raise InputError(f"{url} has no column(s) {missing}; its columns are {names[:20]}.")
+        return [[c] for c in columns]
+
+    if kind == "parquet":
+        return [a[:, 0] for a in readers.read_parquet_columns(fs, fs_path, pick, source=url)]
+    if kind == "csv":
+        import pandas as pd  # deferred: pandas is imported only for CSV input
+
+        with fs.open(fs_path, "rb") as fh:
+            frame = pd.read_csv(fh)
+        pick(list(frame.columns))
+        return [da.from_array(frame[c].to_numpy(), chunks=2**20) for c in columns]
+    raise InputError(
+        f"Columns by name ({', '.join(map(repr, columns))}) need a table: {url!r} reads as "
+        f"{kind}; give a Parquet dataset or a CSV file."
+    )
 
 
 def load_labels(

@@ -113,12 +113,24 @@ def warn_label_like(names, label_column, source) -> None:
             )
 
 
-def _select(names, index_columns, label_column, feature_columns, source) -> list[str]:
+def _select(names, index_columns, label_column, feature_columns, source, exclude=()) -> list[str]:
     """The feature columns: ``feature_columns`` (names, or one glob pattern) or every
-    column but the label and the index columns, in the file's order."""
-    if label_column is not None and label_column not in names:
-        raise InputError(f"{source} has no column {label_column!r}; its columns are {names[:20]}.")
-    data = [c for c in names if c not in index_columns and not _INDEX_COLUMN.match(str(c))]
+    column but the label, the index columns and ``exclude`` (a node-id column), in the
+    file's order."""
+    for column in (label_column, *exclude):
+        if column is not None and column not in names:
+            raise InputError(f"{source} has no column {column!r}; its columns are {names[:20]}.")
+    if feature_columns is not None and not isinstance(feature_columns, str):
+        for column in exclude:
+            if column in feature_columns:
+                raise InputError(
+                    f"Column {column!r} holds node ids; it cannot also be a feature column."
+                )
+    data = [
+        c
+        for c in names
+        if c not in index_columns and not _INDEX_COLUMN.match(str(c)) and c not in exclude
+    ]
     if feature_columns is None:
         return [c for c in data if c != label_column]
     if isinstance(feature_columns, str):
@@ -137,12 +149,12 @@ def _select(names, index_columns, label_column, feature_columns, source) -> list
     return list(feature_columns)
 
 
-def split_frame(frame, label_column, source, feature_columns=None):
+def split_frame(frame, label_column, source, feature_columns=None, exclude=()):
     """(features, labels) of an in-memory DataFrame: the features as a NumPy array, or as
     a :class:`~scalenc.io.tables.Table` when some are not numbers (string, categorical or
     boolean columns, which the estimators encode); the labels as a NumPy array."""
     names = list(frame.columns)
-    features = _select(names, (), label_column, feature_columns, source)
+    features = _select(names, (), label_column, feature_columns, source, exclude)
     y = frame[label_column].to_numpy() if label_column is not None else None
     if any(column_kind(frame[c].dtype) != "numeric" for c in features):
         warn_label_like(features, label_column, source)
@@ -250,13 +262,16 @@ def _parquet_footers(fs, path: str, source: str) -> list:
     return footers
 
 
-def read_parquet(fs, path: str, *, label_column=None, feature_columns=None, source=None):
+def read_parquet(
+    fs, path: str, *, label_column=None, feature_columns=None, source=None, exclude=()
+):
     """A Parquet file or dataset directory as lazy (X, y): one block per row group."""
     source = source or path
     footers = _parquet_footers(fs, path, source)
     schema = footers[0][1]
     names = list(schema.names)
-    features = _select(names, _index_columns(schema), label_column, feature_columns, source)
+    index = _index_columns(schema)
+    features = _select(names, index, label_column, feature_columns, source, exclude)
     meta = schema.empty_table().select(features).to_pandas()
     table = None
     if any(column_kind(meta[c].dtype) != "numeric" for c in features):
@@ -388,13 +403,13 @@ def read_npz(fs, path: str, *, with_labels: bool):
         return npz["X"], (npz["y"] if "y" in npz and with_labels else None)
 
 
-def read_csv(fs, path: str, *, label_column=None, feature_columns=None, source=None):
+def read_csv(fs, path: str, *, label_column=None, feature_columns=None, source=None, exclude=()):
     """CSV with a header row, read whole (for small data)."""
     import pandas as pd  # deferred: pandas is imported only for CSV input
 
     with fs.open(path, "rb") as fh:
         frame = pd.read_csv(fh)
-    return split_frame(frame, label_column, source or path, feature_columns)
+    return split_frame(frame, label_column, source or path, feature_columns, exclude)
 
 
 # --- Zarr ----------------------------------------------------------------------------------
