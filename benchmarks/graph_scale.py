@@ -42,10 +42,19 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-def write_sbm(folder, *, n, K, s, p_same=0.8, seed=0, per_file=2_000_000):
+def node_names(i, ids: str):
+    """The id of node i: i itself (``positions``), a 40-bit integer scattered by a
+    bijective hash (``integers``), or that integer as a string (``strings``)."""
+    if ids == "positions":
+        return i
+    spread = (np.asarray(i, dtype=np.int64) * 2_654_435_761) % 2**40 + 10**12
+    return spread if ids == "integers" else np.char.add("n", spread.astype(str))
+
+
+def write_sbm(folder, *, n, K, s, p_same=0.8, seed=0, per_file=2_000_000, ids="positions"):
     """The SBM's edges as ``folder/edges/part-*.parquet`` and labels ``folder/y.npy``
     (−1 for the hidden half); returns their paths. Written once: an existing dataset of
-    the same size is reused."""
+    the same size is reused. ``ids``: how the edges name nodes (:func:`node_names`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -53,6 +62,8 @@ def write_sbm(folder, *, n, K, s, p_same=0.8, seed=0, per_file=2_000_000):
     labels = os.path.join(folder, "y.npy")
     meta = os.path.join(folder, "sbm.json")
     wanted = {"n": n, "K": K, "s": s, "p_same": p_same, "seed": seed, "per_file": per_file}
+    if ids != "positions":
+        wanted["ids"] = ids
     if os.path.exists(meta) and json.load(open(meta)) == wanted:
         return edges_dir, labels
     os.makedirs(edges_dir, exist_ok=True)
@@ -64,7 +75,7 @@ def write_sbm(folder, *, n, K, s, p_same=0.8, seed=0, per_file=2_000_000):
         dst = rng.integers(0, n, size)
         inside = src % K + K * rng.integers(0, n // K, size)
         dst[same] = inside[same]
-        table = pa.table({"src": src, "dst": dst})
+        table = pa.table({"src": node_names(src, ids), "dst": node_names(dst, ids)})
         pq.write_table(table, os.path.join(edges_dir, f"part-{index:05d}.parquet"))
     y = np.arange(n) % K
     hidden = np.random.default_rng([seed, 10**6]).random(n) < 0.5
@@ -97,6 +108,13 @@ def main(argv=None):
     parser.add_argument("--node-rows", type=int, default=2**18)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--ids",
+        choices=("positions", "integers", "strings"),
+        default="positions",
+        help="how the edges name nodes: rows 0 … n−1, or ids mapped with nodes= (40-bit "
+        "integers scattered by a hash, or those as strings)",
+    )
+    parser.add_argument(
         "--memory-limit",
         help="run on a LocalCluster of 2 single-thread worker processes, each limited to "
         "this much memory (e.g. 400MB), instead of the threaded scheduler",
@@ -112,13 +130,16 @@ def main(argv=None):
     from scalenc.io.edges import as_edge_list
 
     (edges_dir, labels), write_s = timed(
-        lambda: write_sbm(args.folder, n=args.nodes, K=args.classes, s=args.edges, seed=args.seed)
+        lambda: write_sbm(
+            args.folder, n=args.nodes, K=args.classes, s=args.edges, seed=args.seed, ids=args.ids
+        )
     )
     load_before = os.getloadavg()
-    edges = as_edge_list(edges_dir, source="src", target="dst")
+    nodes = None if args.ids == "positions" else node_names(np.arange(args.nodes), args.ids)
+    edges = as_edge_list(edges_dir, source="src", target="dst", nodes=nodes)
     y = da.from_array(np.load(labels), chunks=args.node_rows)
     truth = np.load(os.path.join(args.folder, "y_true.npy"))
-    results = {"edges": args.edges, "nodes": args.nodes, "classes": args.classes,
+    results = {"edges": args.edges, "nodes": args.nodes, "classes": args.classes, "ids": args.ids,
                "edge_blocks": len(edges.ids.chunks[0]), "node_blocks": len(y.chunks[0]),
                "write_s": write_s, "load_before": load_before}  # fmt: skip
     cluster = client = None
@@ -133,7 +154,8 @@ def main(argv=None):
         results["memory_limit"] = args.memory_limit
     scheduler = {} if client is not None else {"scheduler": "threads"}
     with threadpool_limits(1), dask.config.set(**scheduler):
-        _, results["read_s"] = timed(lambda: edges.ids.sum(axis=0).compute())
+        floor = edges.ids if nodes is None else (edges.ids == edges.ids[:1])  # strings: compared
+        _, results["read_s"] = timed(lambda: floor.sum(axis=0).compute())
         codes = da.where(y >= 0, y, -1)
         counts = np.bincount(np.load(labels)[np.load(labels) >= 0], minlength=args.classes)
         Z = graph_embedding(edges, codes, counts, GraphOptions())

@@ -28,7 +28,7 @@ from scalenc.engine.reduce import SPLIT_EVERY
 from scalenc.exceptions import InputError
 from scalenc.io.edges import EdgeList
 
-__all__ = ["GraphOptions", "graph_embedding", "embedding_width", "code_dtype"]
+__all__ = ["GraphOptions", "NodeLookup", "graph_embedding", "embedding_width", "code_dtype"]
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,52 @@ def _edge_blocks(edges: EdgeList, index=None):
     return list(zip(ids, weights, starts))
 
 
-def _node_index(node_ids: np.ndarray):
-    """A hash index of the node ids (one task, shared by the edge tasks on a worker)."""
-    return pd.Index(node_ids)
+class NodeLookup:
+    """Node ids to positions by a hash table (:func:`graph_blocks.map_ids`' ``lookup``),
+    built once per worker: one task's output, shared by the edge tasks there.
+
+    Integer ids go through a :class:`pandas.Index` (about 8 M edges a second on two
+    cores); string ids through Arrow's ``index_in`` (pandas hashes Python strings about
+    three times slower), whose set is built per edge block: each block's two columns are
+    looked up in one call.
+    """
+
+    def __init__(self, node_ids: np.ndarray):
+        self.strings = node_ids.dtype.kind == "U"
+        self.size = int(node_ids.size)
+        if self.strings:
+            import pyarrow as pa
+
+            self.table = pa.array(node_ids)
+        else:
+            self.table = pd.Index(node_ids)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __call__(self, ids: np.ndarray) -> np.ndarray:
+        if self.strings:
+            if ids.dtype.kind not in "OU":  # numbers are never among string ids
+                return np.full(ids.size, -1, dtype=np.int64)
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            try:
+                values = pa.array(ids, type=pa.string())
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all strings: look up as str
+                values = pa.array(ids.astype(str))
+            found = pc.index_in(values, value_set=self.table)
+            return found.fill_null(-1).to_numpy(zero_copy_only=False)
+        if ids.dtype.kind == "O" and ids.size:
+            try:  # a column of Python ints read as objects
+                ids = ids.astype(self.table.dtype)
+            except (TypeError, ValueError):  # strings are never among integer ids
+                return np.full(ids.size, -1, dtype=np.int64)
+        return self.table.get_indexer(ids)
+
+
+def _node_lookup(node_ids: np.ndarray) -> NodeLookup:
+    return NodeLookup(node_ids)
 
 
 def _node_sums(parts, bounds, width: int, split_every: int) -> list:
@@ -204,7 +247,7 @@ def graph_embedding(
             raise InputError(
                 f"{len(node_ids)} node ids for {codes.shape[0]} labels: give one id per label."
             )
-        index = dask.delayed(_node_index, pure=True)(node_ids)
+        index = dask.delayed(_node_lookup, pure=True)(node_ids)
     scales, all_scales = [None] * len(code_blocks), None
     if options.laplacian:
         scales = _degree_scales(edges, bounds, options, split_every, index)

@@ -51,24 +51,25 @@ def inverse_counts(counts) -> np.ndarray:
     return 1.0 / np.asarray(counts, dtype=np.float64)
 
 
-def map_ids(ids, index, *, row_start: int) -> np.ndarray:
-    """One edge block's (s, 2) node ids as their positions in ``index`` (int64).
+def map_ids(ids, lookup, *, row_start: int) -> np.ndarray:
+    """One edge block's (s, 2) node ids as their positions (int64).
+
+    ``lookup`` maps a 1-D array of ids to their positions among the node ids, −1 for an
+    id not among them, and has ``len`` the number of node ids
+    (:class:`scalenc.encoder.graph.NodeLookup`: a hash table built once per worker).
 
     Raises :class:`~scalenc.exceptions.InputError` naming the first edge (its row in the
-    edge list) with an id that ``index`` does not hold;
-    ``index`` is a :class:`pandas.Index` of the node ids (its ``get_indexer`` hashes).
+    edge list) with an id that is not among the node ids.
     """
     ids = np.asarray(ids)
-    if ids.dtype.kind == "O" and ids.size and index.dtype.kind in "iu":
-        ids = ids.astype(index.dtype)  # a column of Python ints read as objects
-    flat = index.get_indexer(ids.reshape(-1))
+    flat = np.asarray(lookup(ids.reshape(-1)), dtype=np.int64)
     if ids.size and flat.min() < 0:
         where = int(np.flatnonzero(flat < 0)[0])
         row, column = divmod(where, 2)
         a, b = ids[row].tolist()
         raise InputError(
             f"Edge {row_start + row} ({a!r}, {b!r}) names node {(a, b)[column]!r}, which "
-            f"is not among the {len(index)} node ids of nodes=. "
+            f"is not among the {len(lookup)} node ids of nodes=. "
             "Add it to nodes= (with the unlabeled marker as its label, or a row of X), or "
             "drop its edges."
         )

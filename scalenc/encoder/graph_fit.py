@@ -54,6 +54,11 @@ def _lazy_graph(graph) -> bool:
     return not in_memory
 
 
+def _same_ids(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two id arrays are the same ids in the same order."""
+    return a is b or (a.shape == b.shape and a.dtype.kind == b.dtype.kind and np.array_equal(a, b))
+
+
 class GraphFitMixin:
     """``fit(X, y, graph=...)`` and the outputs with ``graph=`` of the encoder."""
 
@@ -359,7 +364,9 @@ class GraphFitMixin:
         """The chosen embedding of the nodes (X's rows, the ``nodes`` named by id, or the
         training nodes)."""
         node_ids = None
-        if nodes is not None:  # the nodes first, then the training nodes not among them
+        if nodes is not None and _same_ids(nodes, self.node_ids_):  # the training nodes
+            node_ids = self.node_ids_
+        elif nodes is not None:  # the nodes first, then the training nodes not among them
             node_ids, values = self._nodes_first(nodes, codes)
             codes = da.from_array(values, chunks=values.size)
         m, n_fit = int(sum(node_chunks)), codes.shape[0]
