@@ -18,15 +18,18 @@ and the accuracy on the hidden labels. Run from the repository root::
 
     python benchmarks/graph_scale.py --edges 10000000 --nodes 1000000 --folder /tmp/sbm
 
-Measured 2026-11-28 (2 shared cores, load 5–13, paired with the code before; 10⁶ nodes,
-K = 10, row groups of 10⁶ edges, node blocks of 2¹⁸): at 10⁷ edges ``fit`` takes
-1.9–2.2× reading both edge columns (2.8–4.0× before), at 10⁸ edges 10.1–10.4 s, 1.40–1.48×
-the read (14 M edges/s), threaded peak 636–690 MB (535–555 MB at 10⁷). With
-``--memory-limit 400MB`` (two single-thread workers) 10⁸ edges (1.0 GB of Parquet) fit in
-70.8 s, 4.6× the read, the workers at 354–376 MB (flat from 10⁶ edges) but pausing often:
-their non-data memory is most of the limit. Each node block folds ``split_every`` edge
-blocks into its running sum a step, all node blocks stepping together, so an edge block's
-parts are freed once every node block has taken them. The issue's 50 M edges/s is not met.
+``--ids integers|strings`` names the nodes by 40-bit integers or strings instead of
+positions, mapped with ``as_edge_list(..., nodes=)``.
+
+Measured 2026-11-28, quiet (load 0.2–1.6; 10⁶ nodes, K = 10, node blocks of 2¹⁸): at 10⁸
+edges ``fit`` takes 4.17–4.26 s, 1.34–1.42× reading both edge columns (24 M edges/s),
+threaded peak 675–700 MB (587 MB at 10⁷); by integer id 9.8 s, by string id (10⁷ edges)
+5.4 s, 2.2× reading the string columns. With ``--memory-limit 450MB`` (two single-thread
+workers, 900 MB against 989 MB of Parquet) 12.6 s, 2.6× the read through the workers, no
+pause; at 400MB 26.4 s with five worker restarts: their non-data memory is most of the
+limit. Each node block folds ``split_every`` edge blocks into its running sum a step, all
+node blocks stepping together, so an edge block's parts are freed once every node block
+has taken them. The issue's 50 M edges/s is not met; its other bar, 2× the read, is.
 """
 
 from __future__ import annotations
