@@ -235,8 +235,8 @@ def open_node_ids(args, storage_options: dict):
     column = getattr(args, "node_column", None)
     if column is None:
         return None
-    table = args.data if args.data is not None else None
-    if table is None and getattr(args, "label_column", None) and args.labels:
+    table = args.data
+    if table is None and getattr(args, "label_column", None):
         table = args.labels
     if table is None:
         raise BadInput(
@@ -253,9 +253,9 @@ def open_node_labels(args, storage_options: dict):
     """The nodes' labels of ``--labels`` when the graph comes without ``--data``: an
     array, or the ``--label-column`` of a table."""
     if getattr(args, "label_column", None):
-        (y,) = load_columns(args.labels, [args.label_column], storage_options=storage_options)
         if getattr(args, "node_column", None) == args.label_column:
             raise BadInput("--node-column and --label-column name the same column.")
+        (y,) = load_columns(args.labels, [args.label_column], storage_options=storage_options)
         return y if args.chunk_rows is None else y.rechunk(args.chunk_rows)
     return load_labels(
         args.labels,
