@@ -15,7 +15,7 @@ from test_nrbfn import _brute_force_cv, predict_oracle, weights_for
 
 from scalenc import NRBFNClassifier
 from scalenc.exceptions import BasisCappedWarning
-from scalenc.math.linalg import ridge_path, ridge_solve
+from scalenc.math.linalg import fold_gram, ridge_path, ridge_solve
 from scalenc.math.sampling import fold_of
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
@@ -308,6 +308,44 @@ def test_ridge_path_equals_ridge_solve_per_alpha():
     singular = np.tril(np.outer(v, v))  # rank 1: at λ = 0 no factorisation, zero weights
     W, problems = ridge_path(singular, np.ones((2, 5)), (0.0, 1e-3))
     assert problems == [0.0] and not W[0].any() and W[1].any()
+
+
+@pytest.mark.parametrize("keep", [None, "every third out", "none out"])
+def test_fold_gram_is_the_difference_on_kept_rows_and_ridge_path_reads_its_lower_triangle(keep):
+    rng = np.random.default_rng(1)
+    A = rng.random((700, 600))
+    total, part = A.T @ A, A[:90].T @ A[:90]  # 600 rows: strips of 256 and a short last one
+    keep = {
+        None: None,
+        "every third out": np.flatnonzero(np.arange(600) % 3),
+        "none out": np.arange(600),
+    }[keep]
+    index = np.arange(600) if keep is None else keep
+    oracle = (total - part)[np.ix_(index, index)]
+    got = fold_gram(total, part, keep)
+    assert got.shape == oracle.shape
+    np.testing.assert_array_equal(np.tril(got), np.tril(oracle))
+    B, lams = rng.random((3, index.size)), (1e-2, 1e-7)
+    W, problems = ridge_path(got, B, lams)  # the upper triangle is left unset
+    for i, lam in enumerate(lams):
+        np.testing.assert_allclose(W[i], ridge_solve(oracle, B, lam)[0], rtol=1e-7, atol=1e-9)
+    assert problems == []
+
+
+@pytest.mark.parametrize("r", [1, 5, 256, 600])
+def test_ridge_solves_condition_estimate_uses_the_symmetric_one_norm(r):
+    from scalenc.math.linalg import _symmetric_one_norm
+
+    A = np.random.default_rng(r).standard_normal((r, r))
+    A += A.T
+    assert _symmetric_one_norm(np.tril(A)) == pytest.approx(np.abs(A).sum(axis=0).max())
+
+
+def test_ridge_solve_warns_of_an_ill_conditioned_system_and_falls_back_to_least_squares():
+    M = np.diag([1.0, 1.0, 1e-18])  # factorisable, reciprocal condition 1e-18 < ε
+    solution, problem = ridge_solve(M, np.ones((1, 3)), 0.0)
+    assert problem is not None and "reciprocal condition" in problem
+    np.testing.assert_allclose(solution, np.linalg.lstsq(M, np.ones(3), rcond=None)[0][None])
 
 
 @pytest.fixture

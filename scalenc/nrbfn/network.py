@@ -21,7 +21,7 @@ from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
 from scalenc.engine.reduce import from_numpy_rows
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
-from scalenc.math.linalg import ridge_path
+from scalenc.math.linalg import fold_gram, ridge_path
 from scalenc.math.sampling import fold_of
 from scalenc.math.xp import is_device_array
 from scalenc.nrbfn import blocks as nb
@@ -409,14 +409,14 @@ def choose_alpha(
         own = _fold_of_rows(basis_indices, folds, n_folds, seed)
     problems = []
     for f in range(n_folds):
-        M_train, B_train = M_all - gram["M"][f], B_all - gram["B"][f]
-        if own is None:
+        keep = None if own is None else np.flatnonzero(own != f)
+        M_train = fold_gram(M_all, gram["M"][f], keep)
+        B_train = B_all - gram["B"][f]
+        if keep is None:
             weights[f], singular = ridge_path(M_train, B_train, grid)
         else:
-            keep = np.flatnonzero(own != f)
-            weights[f][..., keep], singular = ridge_path(
-                M_train[np.ix_(keep, keep)], B_train[:, keep], grid
-            )
+            weights[f][..., keep], singular = ridge_path(M_train, B_train[:, keep], grid)
+        del M_train
         problems.extend(singular)
     del M_all, B_all
     if problems:
