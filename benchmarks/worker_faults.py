@@ -16,7 +16,12 @@ fits' largest stages:
   cost bound √(c (p + 784)) of ``max_basis="auto"``);
 * ``ccdr_extension``: CCDR's Nyström extension of one block,
   :func:`scalenc.ccdr.blocks.transform_block`, for a ``CCDR()`` with its defaults fitted
-  on ``--ccdr-rows`` rows.
+  on ``--ccdr-rows`` rows;
+* ``encoder_pass1`` and ``encoder_pass2``: the three-kernel encoder's two passes over a
+  block for large n (:func:`scalenc.engine.passes.labeled_moments_pass`'s block, with the
+  class sums, squared norms and the hashed sample; the embedding pass's block for the
+  linear and Euclidean kernels, with their class moments and the cross-entropy bounds'
+  sums, :func:`scalenc.encoder.blocks.stacked_loss_gradients`).
 
 Each function runs in two fresh processes, one with the nanny's environment and one
 without, on one BLAS thread, on the same data (``uniform_noise``-like: uniform features,
@@ -45,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-STAGES = ("soft_knn", "sigma", "gram", "ccdr_extension")
+STAGES = ("soft_knn", "sigma", "gram", "ccdr_extension", "encoder_pass1", "encoder_pass2")
 K_CLASSES = 5
 
 
@@ -98,6 +103,8 @@ def _stage_calls(stage: str, args, p: int):
             X, codes, row_start=0, basis=basis, sigma=sigma, n_classes=K_CLASSES,
             n_folds=1, seed=0,
         )  # fmt: skip
+    if stage.startswith("encoder"):
+        return _encoder_call(stage, X, codes)
     from scalenc import CCDR
     from scalenc.ccdr.blocks import transform_block
 
@@ -107,6 +114,29 @@ def _stage_calls(stage: str, args, p: int):
     return lambda: transform_block(
         X, solutions=model.solutions_, with_codes=False, out_dtype=np.float32
     )
+
+
+def _encoder_call(stage: str, X, codes):
+    """One block of the encoder's pass 1 or pass 2 (see the module's docstring)."""
+    from scalenc.engine.passes import _labeled_moments_block
+
+    if stage == "encoder_pass1":
+        sample = (0.03, 65_536, 0)  # the plan's rate for 65 536 rows of 2 M
+        return lambda: _labeled_moments_block(
+            X, codes, row_start=0, scatter=False, sqnorm=True, sample=sample
+        )
+    from scalenc import EncoderClassifier
+    from scalenc.encoder.passes import _embedding_block
+    from scalenc.math.linalg import stacked_class_scores
+
+    model = EncoderClassifier(kernels=("linear", "euclidean")).fit(X, codes)
+    K = model.classes_.size
+    whiten = tuple(np.eye(K + 1) for _ in model.lda_models_)
+    scores = (*stacked_class_scores(model.lda_models_, K), whiten)
+    return lambda: _embedding_block(
+        X, codes, row_start=0, kernels=tuple(model.kernels_), U=model.class_means_,
+        n_classes=K, scores=scores,
+    )  # fmt: skip
 
 
 def child(args) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from scalenc.encoder import blocks
 from scalenc.encoder.kernels import Kernel
-from scalenc.math.buffers import scratch
+from scalenc.math.buffers import arange, gather, host_scratch, scratch
 from scalenc.math.linalg import LDAModel, class_scores
 from scalenc.math.moments import (
     _moments_about,
@@ -24,7 +24,6 @@ from scalenc.math.moments import (
     check_finite,
     merge_moment_tuples,
     merge_partials,
-    onehot,
 )
 from scalenc.math.softmax import log_softmax
 from scalenc.math.tiles import add_tuples, map_row_tiles, over_row_tiles
@@ -33,6 +32,7 @@ from scalenc.math.xp import (
     dtype_in,
     host_or_device,
     index_dtype,
+    is_numpy,
     like,
     namespace,
     rows_per_tile,
@@ -144,8 +144,10 @@ class IdentityEmbedding(Kernel):
 #: passes work through a block a tile at a time, so that their temporaries (the embedding,
 #: its centred copy, the class scores; the per-thread scratch buffers keep the largest)
 #: stay near this size whatever the block's rows: a 250 000-row block with p = 16 and
-#: K = 100 held 1.8 GB per task for three kernels when it was embedded whole.
-STACKED_TILE_BYTES = 8 * 2**20
+#: K = 100 held 1.8 GB per task for three kernels when it was embedded whole. Tiles of
+#: 2 MiB keep them in a core's cache: a 200 000 × 50 block's pass-2 work (two kernels,
+#: K = 5) took 0.078 s, against 0.107 s in tiles of 8 MiB and 0.097 s in tiles of 256 KiB.
+STACKED_TILE_BYTES = 2 * 2**20
 
 
 def stacked_tile_rows(width: int) -> int:
@@ -197,17 +199,24 @@ def _stacked_class_moments_on_host(Z, codes, n_kernels: int, n_classes: int):
     codes = np.asarray(codes)
     K = n_classes
     labeled = codes >= 0
-    n = np.bincount(codes[labeled], minlength=K).astype(np.float64)
     rows, row_codes = (Z, codes) if labeled.all() else (Z[labeled], codes[labeled])
-    sums = np.asarray(onehot(row_codes, K) @ rows)
+    n = np.bincount(row_codes, minlength=K).astype(np.float64)
+    # the temporaries in per-thread buffers (see :mod:`scalenc.math.buffers`): the class
+    # indicator (K × rows, dense: the class sums are one small product), the centred rows
+    # and each kernel's contiguous columns
+    indicator = scratch("stacked.indicator", (K, row_codes.size), np.float64)
+    indicator.fill(0.0)
+    indicator[row_codes, arange(row_codes.size)] = 1.0
+    sums = indicator @ rows
     total = n.sum()
     centre = sums.sum(axis=0) / total if total else np.zeros(Z.shape[1])
     sums -= np.outer(n, centre)  # class sums about the block mean
     centred = np.subtract(rows, centre, out=scratch("stacked.centred", rows.shape, np.float64))
+    part = scratch("stacked.part", (rows.shape[0], K), np.float64)
     out = []
     for m in range(n_kernels):
+        np.copyto(part, centred[:, m * K : (m + 1) * K])
         cols = slice(m * K, (m + 1) * K)
-        part = np.ascontiguousarray(centred[:, cols])
         out.append(_moments_about(n, centre[cols], sums[:, cols], part.T @ part))
     return tuple(out)
 
@@ -317,57 +326,90 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
         K = coef.shape[0] // n_kernels
         c = to_host(c)
         labeled = np.flatnonzero(c >= 0)
-        z = xp.astype(z, xp.float64)
+        z = xp.astype(z, xp.float64, copy=False)
         if labeled.size < c.size:
             z, c = xp.take(z, like(xp, labeled, z), axis=0), c[labeled]
-        own = like(xp, c, z)
-        rows = xp.arange(z.shape[0])
-        ones = xp.ones((z.shape[0], 1), dtype=xp.float64)
+        b = z.shape[0]
+        # rows by column: x_i = [z_i; 1] is column i of xT, (K+1, b), and each kernel's
+        # scores are classes by row, (K, b), so that the softmax's max and sum over K are
+        # element-wise on long vectors (as in :func:`stacked_log_likelihood`) and every
+        # product below reads contiguous operands (row-major x, gathered and transposed
+        # per kernel, took twice as long). A NumPy tile's temporaries are per-thread
+        # buffers (on a Dask worker fresh ones took 2.5 times the arithmetic: see
+        # :mod:`scalenc.math.buffers`); a device tile's are its library's.
+        own = _into(np.multiply, c, b, out=host_scratch(xp, "loss.own", (b,), np.int64))
+        own += arange(b)
+        own = like(xp, own, z)  # each row's own class, flat in (K, b)
+        xT = host_scratch(xp, "loss.x", (K + 1, b), np.float64)
+        if xT is None:
+            xT = xp.empty((K + 1, b), dtype=xp.float64, device=device_of(z))
+        xT[K, :] = 1.0
+
+        def buffer(name, rows):
+            return host_scratch(xp, f"loss.{name}", (rows, b), np.float64)
+
+        length = host_scratch(xp, "loss.length", (b,), np.float64)
         out = []
         for m in range(n_kernels):
             cols = slice(m * K, (m + 1) * K)
-            zm = z[:, cols]
-            # classes by row, (K, b): the softmax's max and sum over K are element-wise
-            # on long vectors (as in :func:`stacked_log_likelihood`)
-            scores = like(xp, coef[cols, cols].T, z) @ zm.T
-            scores += like(xp, intercept[cols], z)[:, None]
-            log_proba = log_softmax(scores, axis=0, overwrite=True)
-            loss = -log_proba[own, rows]
-            residual = xp.exp(log_proba)  # then p − e_y: ∂(−log T(i, y_i)) / ∂scores
-            residual[own, rows] -= 1.0
-            x = xp.concat([zm, ones], axis=1)
-            whitened = x @ like(xp, whiten[m], z)
-            length = xp.sqrt(xp.einsum("ij,ij->i", whitened, whitened))
+            xT[:K, :] = z[:, cols].T
+            augmented = np.concatenate([coef[cols, cols], intercept[None, cols]])  # [W; b]
+            weights = like(xp, np.ascontiguousarray(augmented.T), z)
+            log_proba = log_softmax(
+                _into(xp.matmul, weights, xT, out=buffer("scores", K)), axis=0, overwrite=True
+            )
+            loss = gather("loss.loss", xp.reshape(log_proba, (-1,)), own)
+            loss *= -1.0
+            # p − e_y: ∂(−log T(i, y_i)) / ∂scores
+            residual = _into(xp.exp, log_proba, out=buffer("residual", K))
+            flat = xp.reshape(residual, (-1,))
+            flat[own] -= 1.0
+            whitened = _into(
+                xp.matmul,
+                like(xp, np.ascontiguousarray(whiten[m].T), z),
+                xT,
+                out=buffer("whitened", K + 1),
+            )
+            whitened *= whitened
+            length = _into(xp.sum, whitened, axis=0, out=length)
+            length = _into(xp.sqrt, length, out=length if is_numpy(xp) else None)
             near = (loss <= limit) & (length <= edges[-1])
-            # the rows with odds below TINY_ODDS (most, on nearly separable classes) count
-            # by Σ ‖L⁻¹x_i‖² alone; the others near by band, one product per band
-            tiny = loss <= TINY_LOSS
-            some = xp.nonzero(near & ~tiny)[0]
-            odds = xp.expm1(loss[some])
-            every_band = xp.searchsorted(like(xp, edges, z), length)
-            band = every_band[some]
             near_sums = xp.zeros((bands, K + 1, K + 1), dtype=xp.float64)
-            for b in range(bands):
-                mine = band == b
-                if bool(xp.any(mine)):
-                    rows_b = x[some[mine]]
-                    near_sums[b] = (rows_b * odds[mine][:, None]).T @ rows_b
-            far = xp.nonzero(~near)[0]
+            tiny_sums = xp.zeros(bands, dtype=xp.float64)
+            x_far = xT
+            if bool(xp.any(near)):
+                at = xp.nonzero(near)[0]
+                band = xp.searchsorted(like(xp, edges, z), length[at])
+                # the rows with odds below TINY_ODDS (most, on nearly separable classes)
+                # count by Σ ‖L⁻¹x_i‖² alone; the others by band, one product per band
+                tiny = loss[at] <= TINY_LOSS
+                squared = length[at][tiny]
+                tiny_sums = xp.bincount(band[tiny], weights=squared * squared, minlength=bands)
+                some, band = at[~tiny], band[~tiny]
+                odds = xp.expm1(loss[some])
+                for b_ in range(bands):
+                    mine = band == b_
+                    if bool(xp.any(mine)):
+                        rows_b = xT[:, some[mine]]
+                        near_sums[b_] = (rows_b * odds[mine]) @ rows_b.T
+                x_far = xT[:, xp.nonzero(~near)[0]]
             parts = {
                 "loglik": -xp.sum(loss),
-                "gradient": x.T @ residual.T,
+                "gradient": xT @ residual.T,
                 "near": near_sums,
-                "tiny": xp.bincount(
-                    every_band,
-                    weights=xp.where(tiny & near, length * length, 0.0),
-                    minlength=bands + 1,
-                )[:bands],
-                "far": x[far].T @ x[far],
+                "tiny": tiny_sums[:bands],
+                "far": x_far @ x_far.T,
             }
             out.append({key: np.asarray(to_host(value)) for key, value in parts.items()})
         return tuple(out)
 
     return over_row_tiles(tile, merge_partials, Z, to_host(codes), tile_rows(xp, Z.shape[1]))
+
+
+def _into(func, *args, out=None, **kwargs):
+    """``func(*args, **kwargs)``, into ``out`` when it is given (a NumPy tile's per-thread
+    buffer; a device tile's library allocates its own, and is passed no ``out``)."""
+    return func(*args, **kwargs) if out is None else func(*args, out=out, **kwargs)
 
 
 def stacked_row_losses(Z, codes, coef, intercept, n_kernels: int) -> np.ndarray:

@@ -200,11 +200,12 @@ class Tile:
         return sq_distances_from_inner(self.inner, row_sq_norms(self.x64), self.means.sq_norms)
 
 
-def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
+def embed(kernels, X: np.ndarray, U: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """[δ_1(X, U) | … | δ_M(X, U)] for one block, shape (b, M·K), float64.
 
     Computed a row tile at a time; within a tile the kernels share the float64 copy, X·Uᵀ
-    and the squared distances, and across tiles what they derive from U.
+    and the squared distances, and across tiles what they derive from U. Written into
+    ``out`` when given (the passes' per-thread buffer, :func:`scalenc.math.buffers.scratch`).
 
     Examples
     --------
@@ -222,7 +223,8 @@ def embed(kernels, X: np.ndarray, U: np.ndarray) -> np.ndarray:
     X = as_block(xp, X)
     means = Means(U, X)
     K = means.U.shape[0]
-    out = xp.empty((X.shape[0], len(kernels) * K), dtype=xp.float64, device=device_of(X))
+    if out is None:
+        out = xp.empty((X.shape[0], len(kernels) * K), dtype=xp.float64, device=device_of(X))
     tiled = [m for m, kernel in enumerate(kernels) if kernel.tiled]
     for m, kernel in enumerate(kernels):
         if not kernel.tiled:  # a user function sees the whole block, once

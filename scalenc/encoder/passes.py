@@ -21,6 +21,7 @@ from scalenc.engine.reduce import (
     reduce_rows,
     tree_reduce,
 )
+from scalenc.math.buffers import host_scratch
 from scalenc.math.linalg import LDAModel, stacked_class_scores
 from scalenc.math.moments import (
     class_moments,
@@ -44,12 +45,19 @@ __all__ = [
 ]
 
 
+def _embedding_buffer(x, width: int):
+    """A NumPy tile's embedding (rows × ``width`` float64) in a per-thread buffer: on a Dask
+    worker a fresh one is mapped and page-faulted in per tile (:mod:`scalenc.math.buffers`);
+    None for a device tile."""
+    return host_scratch(namespace(x), "encoder.embedding", (x.shape[0], width), np.float64)
+
+
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes, scores=None):
     # a row tile at a time: the embedding of a whole block is (M·K·8)/(p·4) times the block
     M = len(kernels)
 
     def tile(x, c):
-        Z = embed(kernels, x, U)
+        Z = embed(kernels, x, U, out=_embedding_buffer(x, M * n_classes))
         moments = blocks.stacked_class_moments(Z, c, M, n_classes)
         if scores is None:
             return moments
@@ -96,7 +104,7 @@ def embedding_moments_pass(
 
 def _cross_entropy_block(X, codes, *, row_start, kernels, U, coef, intercept):
     def tile(x, c):
-        Z = embed(kernels, x, U)
+        Z = embed(kernels, x, U, out=_embedding_buffer(x, coef.shape[0]))
         return blocks.stacked_log_likelihood(Z, c, coef, intercept, len(kernels))
 
     rows = blocks.tile_rows(namespace(X), coef.shape[0])

@@ -20,14 +20,18 @@ def log_softmax(scores: np.ndarray, axis: int = 1, *, overwrite: bool = False) -
     """
     xp = namespace(scores)
     shifted = scores if overwrite else xp.astype(xp.asarray(scores), xp.float64, copy=True)
-    shifted -= xp.max(shifted, axis=axis, keepdims=True)
-    if xp is np:
-        # exp into a per-thread buffer: a fresh temporary the size of the scores is
-        # page-faulted in on every call (see :func:`scratch`)
-        expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
-    else:
-        expd = xp.exp(shifted)
-    shifted -= xp.log(xp.sum(expd, axis=axis, keepdims=True))
+    if xp is not np:
+        shifted -= xp.max(shifted, axis=axis, keepdims=True)
+        shifted -= xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+        return shifted
+    # the temporaries in per-thread buffers: a fresh one the size of the scores, or of a
+    # row of them, is page-faulted in on every call on a Dask worker (see :func:`scratch`)
+    reduced = tuple(1 if i == axis % shifted.ndim else n for i, n in enumerate(shifted.shape))
+    edge = scratch("log_softmax.reduced", reduced, shifted.dtype)
+    shifted -= np.max(shifted, axis=axis, keepdims=True, out=edge)
+    expd = np.exp(shifted, out=scratch("log_softmax.exp", shifted.shape, shifted.dtype))
+    total = np.sum(expd, axis=axis, keepdims=True, out=edge)
+    shifted -= np.log(total, out=total)
     return shifted
 
 
