@@ -134,6 +134,25 @@ def test_row_hash_and_stratified_sample():
     np.testing.assert_array_equal(stratified_sample(codes, 100, 3, seed=1), pick)
 
 
+def _splitmix64_unit(index: int, seed: int) -> float:
+    """Steele, Lea & Flood's splitmix64 of index + seed·γ, as a double in [0, 1): the
+    oracle of ``row_hash``, in Python's integers."""
+    mask, golden = 2**64 - 1, 0x9E3779B97F4A7C15
+    z = (index + (seed % 2**63) * golden + golden) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return ((z ^ (z >> 31)) >> 11) / 2**53
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**63 + 5])
+def test_row_hash_is_splitmix64_of_the_index(seed):
+    index = np.array([0, 1, 2, 999_999, 2**40 + 3, 2**62], dtype=np.int64)
+    expected = [_splitmix64_unit(int(i), seed) for i in index]
+    np.testing.assert_array_equal(row_hash(index, seed), expected)
+    assert row_hash(int(index[3]), seed) == expected[3]  # a scalar index gives a scalar
+    np.testing.assert_array_equal(row_hash(index.reshape(2, 3), seed), np.reshape(expected, (2, 3)))
+
+
 @pytest.mark.parametrize("chunks", [(60, 60, 60), (7, 101, 1, 71), (180,)])
 def test_all_rows_by_block_pairs_equals_brute_force(chunks):
     X, y = make_blobs(180, 5, 3, seed=4, unlabeled=0.1)

