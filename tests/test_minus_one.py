@@ -13,8 +13,8 @@ from test_cli import run
 from scalenc import CCDR, EncoderClassifier, LRClassifier, NRBFNClassifier, cli, load_model
 from scalenc.engine.cluster import compute
 from scalenc.engine.passes import class_counts_pass, find_classes, labeled_moments_pass
-from scalenc.exceptions import DataWarning
-from scalenc.math.labels import class_counts, marker_looks_like_class
+from scalenc.exceptions import DataWarning, InputError
+from scalenc.math.labels import class_counts, encode, marker_looks_like_class
 
 WARNED = r"the 120 rows labeled -1 are taken as unlabeled .* pass unlabeled=None"
 
@@ -93,6 +93,36 @@ def test_class_counts_of_object_labels_and_no_marker():
     found = class_counts(np.array([-1, 0, 1, -1]), marker=None)
     assert found["classes"].tolist() == [-1, 0, 1] and found["counts"].tolist() == [2, 1, 1]
     assert found["marker_rows"] == 0
+
+
+@pytest.mark.parametrize(
+    "dtype, low, span",
+    [(np.int8, -50, 100), (np.int64, -3, 5), (np.uint8, 0, 255), (np.uint64, 7, 9),
+     (np.int32, 0, 70_000), (np.int64, 2**62, 3), (np.int64, 0, 0)],
+)  # fmt: skip
+@pytest.mark.parametrize("marker", [-1, 3, None])
+def test_integer_labels_by_table_equal_the_sorted_count_and_search(dtype, low, span, marker):
+    """Integers of a small range are counted by ``bincount`` and coded by a lookup table;
+    the oracle is ``np.unique`` and ``np.searchsorted`` (wider ranges, the sorted way)."""
+    if marker == -1 and np.dtype(dtype).kind == "u":
+        marker = None
+    rng = np.random.default_rng(span)
+    y = (low + rng.integers(0, span + 1, 400)).astype(dtype)
+    unlabeled = np.zeros(y.size, bool) if marker is None else y == marker
+    classes, counts = np.unique(y[~unlabeled], return_counts=True)
+    found = class_counts(y, marker)
+    assert found["classes"].dtype == y.dtype
+    np.testing.assert_array_equal(found["classes"], classes)
+    np.testing.assert_array_equal(found["counts"], counts)
+    codes = encode(y, classes, marker=marker)
+    np.testing.assert_array_equal(codes[~unlabeled], np.searchsorted(classes, y[~unlabeled]))
+    assert (codes[unlabeled] == -1).all()
+    if classes.size > 1:  # a value not among the classes: refused, or the unknown code
+        fewer = classes[1:]
+        with pytest.raises(InputError, match="is not one of the classes"):
+            encode(y, fewer, marker=marker)
+        coded = encode(y, fewer, marker=marker, unknown=99)
+        assert (coded[(y == classes[0]) & ~unlabeled] == 99).all()
 
 
 def test_labeled_moments_pass_counts_the_marker_rows():

@@ -167,8 +167,15 @@ def encode(
         where = np.fromiter((lookup.get(v, missing) for v in found.tolist()), np.int64, found.size)
         bad = where == missing if unknown is None else np.zeros(found.size, dtype=bool)
     else:
-        where = np.clip(np.searchsorted(classes, found), 0, max(classes.size - 1, 0))
-        bad = classes[where] != found if classes.size else np.ones(found.size, dtype=bool)
+        span = _table_span(found, classes)
+        if span is not None:  # integers of a small range: a lookup table, no search
+            table = np.full(span[1] - span[0] + 1, -2, dtype=np.int64)
+            table[classes.astype(np.int64) - span[0]] = np.arange(classes.size)
+            where = table[found.astype(np.int64) - span[0]]
+            bad = where == -2
+        else:
+            where = np.clip(np.searchsorted(classes, found), 0, max(classes.size - 1, 0))
+            bad = classes[where] != found if classes.size else np.ones(found.size, dtype=bool)
         if unknown is not None:
             where = np.where(bad, unknown, where)
             bad = np.zeros(found.size, dtype=bool)
@@ -223,9 +230,29 @@ def class_counts(values, marker=UNLABELED) -> dict:
             tally[value] = tally.get(value, 0) + 1
         classes = np.array(sorted(tally, key=_sort_key), dtype=object)
         counts = np.array([tally[value] for value in classes.tolist()], dtype=np.int64)
+    elif (span := _table_span(labeled)) is not None:  # integers of a small range: no sort
+        counts = np.bincount(labeled.astype(np.int64) - span[0], minlength=1)
+        present = np.flatnonzero(counts)
+        classes, counts = (present + span[0]).astype(labeled.dtype), counts[present]
     else:
         classes, counts = np.unique(labeled, return_counts=True)
     return {"classes": classes, "counts": counts.astype(np.int64), "marker_rows": marker_rows}
+
+
+#: Integer labels whose values span fewer than this many integers are counted and coded
+#: by table (:func:`class_counts`' ``bincount``, :func:`encode`'s lookup) instead of by
+#: sorting and searching: a 200 000-row block's labels took 13 ms the sorted way.
+TABLE_SPAN = 2**16
+
+
+def _table_span(*arrays: np.ndarray) -> tuple[int, int] | None:
+    """(lowest, highest) of integer arrays, at least one not empty, whose values span
+    fewer than :data:`TABLE_SPAN` integers (all within int64); else None."""
+    if any(a.dtype.kind not in "iu" for a in arrays) or not any(a.size for a in arrays):
+        return None
+    lo = min(int(a.min()) for a in arrays if a.size)
+    hi = max(int(a.max()) for a in arrays if a.size)
+    return (lo, hi) if hi - lo < TABLE_SPAN and -(2**62) < lo and hi < 2**62 else None
 
 
 def merge_class_counts(*parts: dict) -> dict:
