@@ -145,7 +145,7 @@ class CCDRClassifier(
         beta=0.5,
         n_neighbors=4,
         epsilon=None,
-        subsample_size=5000,
+        subsample_size=10000,
         n_subsamples=1,
         random_state=None,
         classifier="linear",
