@@ -32,7 +32,6 @@ from scalenc.math.xp import (
     dtype_in,
     host_or_device,
     index_dtype,
-    is_numpy,
     like,
     namespace,
     rows_per_tile,
@@ -348,7 +347,7 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
         def buffer(name, rows):
             return host_scratch(xp, f"loss.{name}", (rows, b), np.float64)
 
-        length = host_scratch(xp, "loss.length", (b,), np.float64)
+        lengths = host_scratch(xp, "loss.length", (b,), np.float64)
         out = []
         for m in range(n_kernels):
             cols = slice(m * K, (m + 1) * K)
@@ -371,8 +370,7 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
                 out=buffer("whitened", K + 1),
             )
             whitened *= whitened
-            length = _into(xp.sum, whitened, axis=0, out=length)
-            length = _into(xp.sqrt, length, out=length if is_numpy(xp) else None)
+            length = _into(xp.sqrt, _into(xp.sum, whitened, axis=0, out=lengths), out=lengths)
             near = (loss <= limit) & (length <= edges[-1])
             near_sums = xp.zeros((bands, K + 1, K + 1), dtype=xp.float64)
             tiny_sums = xp.zeros(bands, dtype=xp.float64)

@@ -225,7 +225,7 @@ def class_counts(values, marker=UNLABELED) -> dict:
         labeled, marker_rows = values, 0
     else:
         unlabeled = unlabeled_mask(values, marker)
-        labeled = values[~unlabeled] if unlabeled.any() else values
+        labeled = values[~unlabeled] if unlabeled.any() else values.ravel()
         marker_rows = int(unlabeled.sum() - _missing_mask(values[unlabeled]).sum())
     if labeled.dtype.kind == "O":
         tally: dict = {}

@@ -212,8 +212,8 @@ def _symmetric_one_norm(lower: np.ndarray) -> float:
     r = 9 221 array took 1.5 s, half a factorisation)."""
     r = lower.shape[0]
     rows, cols = np.zeros(r), np.zeros(r)
-    for a in range(0, r, FOLD_GRAM_STRIP):
-        b = min(r, a + FOLD_GRAM_STRIP)
+    for a in range(0, r, STRIP_ROWS):
+        b = min(r, a + STRIP_ROWS)
         strip = np.abs(lower[a:b, :b])
         rows[a:b] = strip.sum(axis=1)
         cols[:b] += strip.sum(axis=0)
@@ -266,15 +266,15 @@ def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = Non
     r = total.shape[0]
     keep = np.arange(r) if keep is None else np.asarray(keep)
     out = np.empty((keep.size, keep.size))
-    for a in range(0, keep.size, FOLD_GRAM_STRIP):
-        b = min(keep.size, a + FOLD_GRAM_STRIP)
-        rows, cols = keep[a:b], keep[:b]
-        np.subtract(total[rows][:, cols], part[rows][:, cols], out=out[a:b, :b])
+    for a in range(0, keep.size, STRIP_ROWS):
+        b = min(keep.size, a + STRIP_ROWS)
+        at = np.ix_(keep[a:b], keep[:b])  # the strip's part of the lower triangle alone
+        np.subtract(total[at], part[at], out=out[a:b, :b])
     return out
 
 
-#: Rows of a strip of :func:`fold_gram`.
-FOLD_GRAM_STRIP = 256
+#: Rows of a strip of :func:`fold_gram` and :func:`_symmetric_one_norm`.
+STRIP_ROWS = 256
 
 
 #: Systems smaller than this are solved on one BLAS thread by :func:`ridge_path`.

@@ -409,13 +409,11 @@ def choose_alpha(
         own = _fold_of_rows(basis_indices, folds, n_folds, seed)
     problems = []
     for f in range(n_folds):
-        keep = None if own is None else np.flatnonzero(own != f)
+        # the basis rows of fold f leave its model (all rows stay without a grown basis)
+        keep = np.arange(M_all.shape[0]) if own is None else np.flatnonzero(own != f)
         M_train = fold_gram(M_all, gram["M"][f], keep)
-        B_train = B_all - gram["B"][f]
-        if keep is None:
-            weights[f], singular = ridge_path(M_train, B_train, grid)
-        else:
-            weights[f][..., keep], singular = ridge_path(M_train, B_train[:, keep], grid)
+        B_train = B_all[:, keep] - gram["B"][f][:, keep]
+        weights[f][..., keep], singular = ridge_path(M_train, B_train, grid)
         del M_train
         problems.extend(singular)
     del M_all, B_all
