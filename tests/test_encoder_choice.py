@@ -109,6 +109,82 @@ def _first_look(X, y, kernels, U, rows):
     )
 
 
+def _loss_sums_oracle(Z, codes, coef, intercept, whiten, n_kernels):
+    """``stacked_loss_gradients``' sums written row by row in plain NumPy: each kernel's
+    class scores, log-softmax, gradient, odds, whitened length, band and the sums of the
+    rows of each kind."""
+    from scalenc.encoder.blocks import NEAR_BANDS, NEAR_ODDS, TINY_ODDS
+
+    K = coef.shape[0] // n_kernels
+    keep = codes >= 0
+    Z, codes = Z[keep], codes[keep]
+    out = []
+    for m in range(n_kernels):
+        cols = slice(m * K, (m + 1) * K)
+        x = np.hstack([Z[:, cols], np.ones((Z.shape[0], 1))])
+        scores = Z[:, cols] @ coef[cols, cols] + intercept[cols]
+        log_p = scores - scores.max(axis=1, keepdims=True)
+        log_p -= np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+        loss = -log_p[np.arange(codes.size), codes]
+        residual = np.exp(log_p)
+        residual[np.arange(codes.size), codes] -= 1.0
+        odds = np.expm1(loss)
+        length = np.linalg.norm(x @ whiten[m], axis=1)
+        near = (odds <= NEAR_ODDS) & (length <= NEAR_BANDS[-1])
+        tiny = near & (odds <= TINY_ODDS)
+        band = np.searchsorted(NEAR_BANDS, length)
+        near_sums = np.zeros((len(NEAR_BANDS), K + 1, K + 1))
+        tiny_sums = np.zeros(len(NEAR_BANDS))
+        for i in np.flatnonzero(near):
+            if tiny[i]:
+                tiny_sums[band[i]] += length[i] ** 2
+            else:
+                near_sums[band[i]] += odds[i] * np.outer(x[i], x[i])
+        far = x[~near]
+        out.append(
+            {
+                "loglik": -loss.sum(),
+                "gradient": x.T @ residual,
+                "near": near_sums,
+                "tiny": tiny_sums,
+                "far": far.T @ far,
+                "kinds": (int(tiny.sum()), int((near & ~tiny).sum()), int((~near).sum())),
+            }
+        )
+    return out
+
+
+@pytest.mark.parametrize("tile_bytes", [2**20, 4096 * 8])
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_pass_two_sums_equal_the_row_by_row_oracle(monkeypatch, tile_bytes, layout):
+    """The sums pass 2 makes for the bounds (log-likelihood, gradient, the well-classified
+    rows by band, the tiny ones, the others) equal the plain per-row computation, in
+    row tiles of any size and for embeddings of either layout; the rows cover every
+    kind and several bands."""
+    from scalenc.encoder import blocks
+
+    monkeypatch.setattr(blocks, "STACKED_TILE_BYTES", tile_bytes)
+    X, y = make_blobs(6000, 6, 3, seed=4, sep=1.2, unlabeled=0.1)
+    model = _exact(kernels=("linear", "euclidean")).fit(X, y)
+    Z = np.asarray(
+        blocks.embed_block(X, kernel=model.kernels_[0], U=model.class_means_, out_dtype=np.float64)
+    )
+    Z = np.hstack([Z, model.kernels_[1](X, model.class_means_)])
+    Z = np.asfortranarray(Z) if layout == "F" else np.ascontiguousarray(Z)
+    codes = np.where(y >= 0, np.searchsorted(model.classes_, y), -1)
+    coef, intercept = encoder_passes.stacked_class_scores(model.lda_models_, 3)
+    coef = coef * np.array([3.0, 0.7]).repeat(3)[:, None]  # sharper and flatter scores
+    whiten = [choice.whitening(Z[:2000, m * 3 : (m + 1) * 3]) for m in range(2)]
+    found = blocks.stacked_loss_gradients(Z, codes, coef, intercept, whiten, 2)
+    expected = _loss_sums_oracle(Z, codes, coef, intercept, whiten, 2)
+    assert all(min(e["kinds"]) > 0 for e in expected)  # tiny, near and far rows, both kernels
+    assert all(np.count_nonzero(e["tiny"]) > 1 for e in expected)
+    for ours, theirs in zip(found, expected):
+        for key in ("loglik", "gradient", "near", "tiny", "far"):
+            scale = np.abs(theirs[key]).max()
+            np.testing.assert_allclose(ours[key], theirs[key], rtol=0, atol=1e-11 * scale)
+
+
 @pytest.mark.parametrize(
     "make, rows",
     [(_clear_blobs, 2000), (_spearman_data, 2000), (_separable_blobs, 4000), (_clear_blobs, 60)],

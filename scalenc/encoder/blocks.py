@@ -32,6 +32,7 @@ from scalenc.math.xp import (
     dtype_in,
     host_or_device,
     index_dtype,
+    is_numpy,
     like,
     namespace,
     rows_per_tile,
@@ -194,29 +195,32 @@ def _stacked_class_moments_on_device(Z, codes, n_kernels: int, n_classes: int):
 
 
 def _stacked_class_moments_on_host(Z, codes, n_kernels: int, n_classes: int):
-    Z = np.asarray(Z, dtype=np.float64)
+    # columns by row: each of the M·K columns is a contiguous vector when Z is column-major,
+    # :func:`scalenc.encoder.kernels.embed`'s layout (any layout gives the same sums)
+    ZT = np.asarray(Z, dtype=np.float64).T
     codes = np.asarray(codes)
     K = n_classes
     labeled = codes >= 0
-    rows, row_codes = (Z, codes) if labeled.all() else (Z[labeled], codes[labeled])
+    cols, row_codes = (ZT, codes) if labeled.all() else (ZT[:, labeled], codes[labeled])
     n = np.bincount(row_codes, minlength=K).astype(np.float64)
     # the temporaries in per-thread buffers (see :mod:`scalenc.math.buffers`): the class
-    # indicator (K × rows, dense: the class sums are one small product), the centred rows
-    # and each kernel's contiguous columns
+    # indicator (K × rows, dense: the class sums are one small product) and the centred
+    # columns
     indicator = scratch("stacked.indicator", (K, row_codes.size), np.float64)
     indicator.fill(0.0)
     indicator[row_codes, arange(row_codes.size)] = 1.0
-    sums = indicator @ rows
+    sums = indicator @ cols.T
     total = n.sum()
-    centre = sums.sum(axis=0) / total if total else np.zeros(Z.shape[1])
+    centre = sums.sum(axis=0) / total if total else np.zeros(ZT.shape[0])
     sums -= np.outer(n, centre)  # class sums about the block mean
-    centred = np.subtract(rows, centre, out=scratch("stacked.centred", rows.shape, np.float64))
-    part = scratch("stacked.part", (rows.shape[0], K), np.float64)
+    centred = np.subtract(
+        cols, centre[:, None], out=scratch("stacked.centred", cols.shape, np.float64)
+    )
     out = []
     for m in range(n_kernels):
-        np.copyto(part, centred[:, m * K : (m + 1) * K])
-        cols = slice(m * K, (m + 1) * K)
-        out.append(_moments_about(n, centre[cols], sums[:, cols], part.T @ part))
+        own = slice(m * K, (m + 1) * K)
+        part = centred[own]  # the kernel's K columns, each contiguous
+        out.append(_moments_about(n, centre[own], sums[:, own], part @ part.T))
     return tuple(out)
 
 
@@ -317,8 +321,9 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
     Row tiles of :func:`stacked_tile_rows` rows; NumPy partials (sums), also for a device
     block."""
     xp = namespace(Z)
-    edges = np.array(NEAR_BANDS)
-    bands = edges.size
+    host = is_numpy(xp)
+    reach = [edge * edge for edge in NEAR_BANDS]  # the bands' edges, squared
+    bands = len(reach)
     limit = float(np.log1p(NEAR_ODDS))  # a row is well classified when its loss is below
 
     def tile(z, c):
@@ -347,20 +352,23 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
         def buffer(name, rows):
             return host_scratch(xp, f"loss.{name}", (rows, b), np.float64)
 
-        lengths = host_scratch(xp, "loss.length", (b,), np.float64)
         out = []
         for m in range(n_kernels):
             cols = slice(m * K, (m + 1) * K)
             xT[:K, :] = z[:, cols].T
             augmented = np.concatenate([coef[cols, cols], intercept[None, cols]])  # [W; b]
             weights = like(xp, np.ascontiguousarray(augmented.T), z)
-            log_proba = log_softmax(
-                _into(xp.matmul, weights, xT, out=buffer("scores", K)), axis=0, overwrite=True
-            )
-            loss = gather("loss.loss", xp.reshape(log_proba, (-1,)), own)
-            loss *= -1.0
+            # the log-softmax over the K classes, its exponentials kept: p_i = e_i / Σ e_i
+            shifted = _into(xp.matmul, weights, xT, out=buffer("scores", K))
+            shifted -= _into(xp.max, shifted, axis=0, keepdims=True, out=buffer("top", 1))
+            residual = _into(xp.exp, shifted, out=buffer("residual", K))
+            total = _into(xp.sum, residual, axis=0, keepdims=True, out=buffer("total", 1))
+            residual /= total
+            # −log T(i, y_i) = log Σ e_i − (s_{i,y_i} − max s_i)
+            picked = gather("loss.loss", xp.reshape(shifted, (-1,)), own)
+            log_total = xp.reshape(_into(xp.log, total, out=total), (-1,))
+            loss = _into(xp.subtract, log_total, picked, out=picked if host else None)
             # p − e_y: ∂(−log T(i, y_i)) / ∂scores
-            residual = _into(xp.exp, log_proba, out=buffer("residual", K))
             flat = xp.reshape(residual, (-1,))
             flat[own] -= 1.0
             whitened = _into(
@@ -370,32 +378,40 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
                 out=buffer("whitened", K + 1),
             )
             whitened *= whitened
-            length = _into(xp.sqrt, _into(xp.sum, whitened, axis=0, out=lengths), out=lengths)
-            near = (loss <= limit) & (length <= edges[-1])
+            # ‖L⁻¹x_i‖², and the band it falls in: how many edges² it exceeds
+            sq = xp.reshape(
+                _into(xp.sum, whitened, axis=0, keepdims=True, out=buffer("sq", 1)), (-1,)
+            )
+            near = (loss <= limit) & (sq <= reach[-1])
             near_sums = xp.zeros((bands, K + 1, K + 1), dtype=xp.float64)
             tiny_sums = xp.zeros(bands, dtype=xp.float64)
             x_far = xT
             if bool(xp.any(near)):
-                at = xp.nonzero(near)[0]
-                band = xp.searchsorted(like(xp, edges, z), length[at])
+                band = xp.astype(sq > reach[0], xp.int8)
+                for edge in reach[1:-1]:
+                    band += xp.astype(sq > edge, xp.int8)
                 # the rows with odds below TINY_ODDS (most, on nearly separable classes)
                 # count by Σ ‖L⁻¹x_i‖² alone; the others by band, one product per band
-                tiny = loss[at] <= TINY_LOSS
-                squared = length[at][tiny]
-                tiny_sums = xp.bincount(band[tiny], weights=squared * squared, minlength=bands)
-                some, band = at[~tiny], band[~tiny]
-                odds = xp.expm1(loss[some])
-                for b_ in range(bands):
-                    mine = band == b_
-                    if bool(xp.any(mine)):
-                        rows_b = xT[:, some[mine]]
-                        near_sums[b_] = (rows_b * odds[mine]) @ rows_b.T
+                tiny = near & (loss <= TINY_LOSS)
+                counted = _into(
+                    xp.multiply, sq, tiny, out=host_scratch(xp, "loss.tiny", (b,), np.float64)
+                )
+                tiny_sums = xp.bincount(band, weights=counted, minlength=bands)[:bands]
+                some = xp.nonzero(near & ~tiny)[0]
+                if some.shape[0]:
+                    band = band[some]
+                    odds = xp.expm1(loss[some])
+                    for b_ in range(bands):
+                        mine = band == b_
+                        if bool(xp.any(mine)):
+                            rows_b = xT[:, some[mine]]
+                            near_sums[b_] = (rows_b * odds[mine]) @ rows_b.T
                 x_far = xT[:, xp.nonzero(~near)[0]]
             parts = {
                 "loglik": -xp.sum(loss),
                 "gradient": xT @ residual.T,
                 "near": near_sums,
-                "tiny": tiny_sums[:bands],
+                "tiny": tiny_sums,
                 "far": x_far @ x_far.T,
             }
             out.append({key: np.asarray(to_host(value)) for key, value in parts.items()})

@@ -39,6 +39,7 @@ from scalenc.math.xp import (
     as_block,
     device_of,
     host_or_device,
+    is_numpy,
     like,
     namespace,
     rows_per_tile,
@@ -57,6 +58,7 @@ __all__ = [
     "squared_distances",
     "average_ranks",
     "embed",
+    "embedding_array",
     "Means",
     "Tile",
 ]
@@ -191,13 +193,45 @@ class Tile:
 
     @functools.cached_property
     def inner(self) -> np.ndarray:
-        """X·Uᵀ in float64."""
+        """X·Uᵀ in float64; a NumPy tile's is column-major (:func:`embed`)."""
+        if is_numpy(self.xp):
+            return np.matmul(self.means.u64, self.x64.T).T
         return self.x64 @ self.means.u64.T
 
     @functools.cached_property
     def sq_distances(self) -> np.ndarray:
-        """‖x_i − u_j‖² (:func:`scalenc.math.neighbors.sq_distances_from_inner`), clipped at 0."""
-        return sq_distances_from_inner(self.inner, row_sq_norms(self.x64), self.means.sq_norms)
+        """‖x_i − u_j‖² (:func:`scalenc.math.neighbors.sq_distances_from_inner`), clipped at
+        0; in the layout of :attr:`inner`."""
+        inner = self.inner
+        out = np.empty(inner.shape[::-1]).T if is_numpy(self.xp) else None
+        return sq_distances_from_inner(inner, row_sq_norms(self.x64), self.means.sq_norms, out=out)
+
+
+def embedding_array(xp, rows: int, width: int, device=None, *, scratch: str | None = None):
+    """An empty embedding of ``rows`` × ``width`` float64 for :func:`embed`: column-major
+    for NumPy (in the per-thread buffer ``scratch`` when named,
+    :func:`scalenc.math.buffers.scratch`), so that each kernel's K columns are K long
+    rows of memory; a device's in its library's default layout.
+
+    The per-row arithmetic of the embedding and of what reads it (squared distances from
+    the products, square roots, the class moments' centring, the class scores) then runs
+    over long contiguous vectors: in row-major (b, K) arrays NumPy's loops run K elements
+    at a time and take most of the time. A 200 000 × 50 block's two-kernel embedding
+    (K = 5) took 23 ms row-major.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.encoder.kernels import embedding_array
+    >>> Z = embedding_array(np, 4, 3)
+    >>> Z.shape, Z.flags.f_contiguous
+    ((4, 3), True)
+    """
+    if is_numpy(xp):
+        if scratch is None:
+            return np.empty((width, rows)).T
+        return buffers.scratch(scratch, (width, rows), np.float64).T
+    return xp.empty((rows, width), dtype=xp.float64, device=device)
 
 
 def embed(kernels, X: np.ndarray, U: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -224,7 +258,7 @@ def embed(kernels, X: np.ndarray, U: np.ndarray, out: np.ndarray | None = None) 
     means = Means(U, X)
     K = means.U.shape[0]
     if out is None:
-        out = xp.empty((X.shape[0], len(kernels) * K), dtype=xp.float64, device=device_of(X))
+        out = embedding_array(xp, X.shape[0], len(kernels) * K, device_of(X))
     tiled = [m for m, kernel in enumerate(kernels) if kernel.tiled]
     for m, kernel in enumerate(kernels):
         if not kernel.tiled:  # a user function sees the whole block, once

@@ -14,14 +14,13 @@ import numpy as np
 from dask.delayed import Delayed
 
 from scalenc.encoder import blocks
-from scalenc.encoder.kernels import Kernel, embed
+from scalenc.encoder.kernels import Kernel, embed, embedding_array
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
     map_rows,
     reduce_rows,
     tree_reduce,
 )
-from scalenc.math.buffers import host_scratch
 from scalenc.math.linalg import LDAModel, stacked_class_scores
 from scalenc.math.moments import (
     class_moments,
@@ -31,7 +30,7 @@ from scalenc.math.moments import (
 )
 from scalenc.math.softmax import labeled_log_likelihood
 from scalenc.math.tiles import add_tuples, over_row_tiles
-from scalenc.math.xp import namespace, to_host
+from scalenc.math.xp import is_numpy, namespace, to_host
 
 __all__ = [
     "embedding_moments_pass",
@@ -46,10 +45,13 @@ __all__ = [
 
 
 def _embedding_buffer(x, width: int):
-    """A NumPy tile's embedding (rows × ``width`` float64) in a per-thread buffer: on a Dask
-    worker a fresh one is mapped and page-faulted in per tile (:mod:`scalenc.math.buffers`);
-    None for a device tile."""
-    return host_scratch(namespace(x), "encoder.embedding", (x.shape[0], width), np.float64)
+    """A NumPy tile's embedding (rows × ``width`` float64, column-major) in a per-thread
+    buffer: on a Dask worker a fresh one is mapped and page-faulted in per tile
+    (:mod:`scalenc.math.buffers`); None for a device tile."""
+    xp = namespace(x)
+    if not is_numpy(xp):
+        return None
+    return embedding_array(xp, x.shape[0], width, scratch="encoder.embedding")
 
 
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes, scores=None):
