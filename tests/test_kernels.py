@@ -103,7 +103,6 @@ def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
     from scalenc.encoder import kernels
 
     monkeypatch.setattr(kernels, "EMBED_TILE_ELEMENTS", 100 * 11)  # tiles of 100 rows
-    monkeypatch.setattr(kernels, "EMBED_MIN_TILE_ROWS", 1)
     rng = np.random.default_rng(3)
     X = rng.normal(size=(250, 11)).astype(np.float32)
     X[205, :4] = 0.5  # a tie in the third tile only
@@ -132,16 +131,15 @@ def test_embed_shares_work_and_equals_each_kernel_alone(monkeypatch):
 def test_embed_tile_rows():
     from scalenc.encoder.kernels import embed_tile_rows
 
-    assert embed_tile_rows(16) == 4096 and embed_tile_rows(256) == 256  # 2^16 elements, 256 rows
-    assert embed_tile_rows(1024) == 256 and embed_tile_rows(4096) == 64  # at most 2^18 elements
-    assert embed_tile_rows(10**6) == 1 and embed_tile_rows(0) == 2**16
+    assert embed_tile_rows(16) == 16384 and embed_tile_rows(256) == 1024  # 2^18 elements
+    assert embed_tile_rows(1024) == 256 and embed_tile_rows(4096) == 64
+    assert embed_tile_rows(10**6) == 1 and embed_tile_rows(0) == 2**18
 
 
 def test_a_callable_kernel_sees_the_whole_block_once(monkeypatch):
     from scalenc.encoder import kernels
 
     monkeypatch.setattr(kernels, "EMBED_TILE_ELEMENTS", 10)
-    monkeypatch.setattr(kernels, "EMBED_MIN_TILE_ROWS", 1)
     seen = []
 
     def inner(A, B):

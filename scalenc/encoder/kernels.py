@@ -34,6 +34,7 @@ import numpy as np
 from scalenc.encoder.ranks import average_ranks, centre_and_scale, ranks_and_tied_rows
 from scalenc.exceptions import InputError
 from scalenc.math import buffers
+from scalenc.math.buffers import into
 from scalenc.math.distances import row_sq_norms, sq_distances_from_inner
 from scalenc.math.xp import (
     as_block,
@@ -78,19 +79,18 @@ def squared_distances(X: np.ndarray, U: np.ndarray) -> np.ndarray:
            [ 5.,  1.],
            [10.,  4.]])
     """
-    return Tile(X, Means(U, X)).sq_distances
+    distances = Tile(X, Means(U, X)).sq_distances  # a NumPy tile's: a per-thread buffer
+    return namespace(distances).asarray(distances, copy=True)
 
 
-#: Elements (rows × features) per row tile in :func:`embed`: every per-tile temporary
-#: stays in L2 cache (256 rows of 256 features). Wide rows get at least
-#: :data:`EMBED_MIN_TILE_ROWS` rows a tile (up to :data:`EMBED_MAX_TILE_ELEMENTS`): a tile
-#: of 32 rows of 1024 features paid its per-tile calls, and the three kernels ran 14 %
-#: faster with 256 rows (p = 256: 9 %). 2¹⁶ rather than 2¹⁵ elements: the linear and
-#: euclidean kernels 6–13 % less CPU at p = 16–50, the three kernels 5–13 % (one thread,
-#: K = 5 and 10, median of 7; 2¹⁷ was slower for three kernels at p = 16, K = 10).
-EMBED_TILE_ELEMENTS = 2**16
-EMBED_MIN_TILE_ROWS = 256
-EMBED_MAX_TILE_ELEMENTS = 2**18
+#: Elements (rows × features) per row tile in :func:`embed`: the float64 copy of a tile
+#: (2 MiB) and its K-wide products and results are per-thread buffers, so a tile's size
+#: only trades its calls' overhead against cache. 2¹⁸ rather than 2¹⁶: linear and
+#: euclidean on a 200 000 × 50 block (K = 5) 20.2 → 15.3 ms, at p = 16 (K = 10) and
+#: p = 256 (K = 5, 10) 8–28 % less, the three kernels −11 % to +3 % (one thread, with
+#: the Dask nanny's ``MALLOC_TRIM_THRESHOLD_``; before the buffers, fresh products over
+#: 64 KiB made 2¹⁷ slower than 2¹⁶ there).
+EMBED_TILE_ELEMENTS = 2**18
 
 
 def embed_tile_rows(n_features: int) -> int:
@@ -100,10 +100,9 @@ def embed_tile_rows(n_features: int) -> int:
     --------
     >>> from scalenc.encoder.kernels import embed_tile_rows
     >>> embed_tile_rows(16), embed_tile_rows(256), embed_tile_rows(1024)
-    (4096, 256, 256)
+    (16384, 1024, 256)
     """
-    p = max(n_features, 1)
-    return max(1, EMBED_TILE_ELEMENTS // p, min(EMBED_MIN_TILE_ROWS, EMBED_MAX_TILE_ELEMENTS // p))
+    return max(1, EMBED_TILE_ELEMENTS // max(n_features, 1))
 
 
 class Means:
@@ -191,20 +190,44 @@ class Tile:
         """The tile's rows in float64 (X itself when it is float64 already)."""
         return buffers.scratch_astype("tile.x64", self.X, np.float64)
 
+    def buffer(self, name: str):
+        """A (rows, K) float64 per-thread buffer for a NumPy tile's products and kernel
+        results (:func:`scalenc.math.buffers.scratch`), column-major (:func:`embed`'s
+        layout), valid until the thread's next tile (a kernel's :meth:`Kernel.tile` must
+        not evaluate kernels through :func:`embed` itself); None for a device tile.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scalenc.encoder.kernels import Means, Tile
+        >>> tile = Tile(np.ones((3, 2)), Means(np.eye(2)))
+        >>> out = tile.buffer("mine")
+        >>> out.shape, out.flags.f_contiguous
+        ((3, 2), True)
+        """
+        if not is_numpy(self.xp):
+            return None
+        return buffers.scratch(f"tile.{name}", (self.U.shape[0], self.X.shape[0]), np.float64).T
+
     @functools.cached_property
     def inner(self) -> np.ndarray:
-        """X·Uᵀ in float64; a NumPy tile's is column-major (:func:`embed`)."""
-        if is_numpy(self.xp):
-            return np.matmul(self.means.u64, self.x64.T).T
-        return self.x64 @ self.means.u64.T
+        """X·Uᵀ in float64; a NumPy tile's in a per-thread buffer (:meth:`buffer`)."""
+        out = self.buffer("inner")
+        if out is None:
+            return self.x64 @ self.means.u64.T
+        np.matmul(self.means.u64, self.x64.T, out=out.T)
+        return out
 
     @functools.cached_property
     def sq_distances(self) -> np.ndarray:
         """‖x_i − u_j‖² (:func:`scalenc.math.neighbors.sq_distances_from_inner`), clipped at
-        0; in the layout of :attr:`inner`."""
-        inner = self.inner
-        out = np.empty(inner.shape[::-1]).T if is_numpy(self.xp) else None
-        return sq_distances_from_inner(inner, row_sq_norms(self.x64), self.means.sq_norms, out=out)
+        0; a NumPy tile's in a per-thread buffer (:meth:`buffer`)."""
+        x_sq = row_sq_norms(
+            self.x64, out=buffers.host_scratch(self.xp, "tile.x_sq", (self.X.shape[0],), np.float64)
+        )
+        return sq_distances_from_inner(
+            self.inner, x_sq, self.means.sq_norms, out=self.buffer("sq_distances")
+        )
 
 
 def embedding_array(xp, rows: int, width: int, device=None, *, scratch: str | None = None):
@@ -397,7 +420,9 @@ class Euclidean(Kernel):
     name = "euclidean"
 
     def tile(self, tile):
-        return -tile.xp.sqrt(tile.sq_distances)
+        out = tile.buffer("euclidean")
+        distances = into(tile.xp.sqrt, tile.sq_distances, out=out)
+        return into(tile.xp.negative, distances, out=out)
 
 
 @dataclass(frozen=True, repr=False)
@@ -440,7 +465,9 @@ def _spearman_on_host(tile):
     # A row without ties ranks as a permutation of 1..p: mean (p+1)/2 and norm
     # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
     norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
-    Z = (ranks @ ranks_u.T) / norm
+    Z = tile.buffer("spearman")
+    np.matmul(ranks_u, ranks.T, out=Z.T)
+    Z /= norm
     if tied.size:
         Z[tied] = centre_and_scale(ranks[tied]) @ ranks_u.T
     return Z
@@ -483,7 +510,9 @@ class Gaussian(Kernel):
     def tile(self, tile):
         if self.sigma is None:
             raise InputError("The Gaussian kernel's width sigma is not set; fit resolves it.")
-        return tile.xp.exp(tile.sq_distances / (-2.0 * self.sigma**2))
+        out = tile.buffer("gaussian")
+        scaled = into(tile.xp.divide, tile.sq_distances, -2.0 * self.sigma**2, out=out)
+        return into(tile.xp.exp, scaled, out=out)
 
     def resolve(self, stats):
         """σ from pass 1's per-class counts, means and sums of squared norms (no pass).

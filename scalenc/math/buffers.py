@@ -22,7 +22,15 @@ import numpy as np
 
 from scalenc.math.xp import dtype_in, is_numpy, namespace
 
-__all__ = ["scratch", "scratch_take", "host_scratch", "gather", "scratch_astype", "arange"]
+__all__ = [
+    "scratch",
+    "scratch_take",
+    "host_scratch",
+    "into",
+    "gather",
+    "scratch_astype",
+    "arange",
+]
 
 
 _SCRATCH = threading.local()
@@ -62,6 +70,24 @@ def host_scratch(xp, name: str, shape: tuple[int, ...], dtype) -> np.ndarray | N
     """:func:`scratch` for a NumPy block; None for a device's (whose library allocates
     and reuses its own memory): for the ``out=`` of a loop that runs on either."""
     return scratch(name, shape, dtype) if is_numpy(xp) else None
+
+
+def into(func, *args, out=None, **kwargs):
+    """``func(*args, **kwargs)``, into ``out`` when it is given: a NumPy tile's per-thread
+    buffer (:func:`host_scratch`); a device tile's library allocates its own, and is passed
+    no ``out``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.math.buffers import into
+    >>> buffer = np.empty(2)
+    >>> into(np.sqrt, np.array([4.0, 9.0]), out=buffer) is buffer
+    True
+    >>> into(np.sqrt, np.array([4.0, 9.0]))
+    array([2., 3.])
+    """
+    return func(*args, **kwargs) if out is None else func(*args, out=out, **kwargs)
 
 
 def gather(name: str, A, at, dtype=None):

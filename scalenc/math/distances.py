@@ -14,19 +14,20 @@ from scalenc.math.buffers import scratch
 from scalenc.math.xp import device_of, dtype_in, host_dtype, like, namespace
 
 
-def row_sq_norms(A, *, copy: bool = True):
+def row_sq_norms(A, *, copy: bool = True, out=None):
     """‖a_i‖² of every row, float64 (each row summed alone: identical rows, equal norms).
 
     ``copy=False`` sums a NumPy block's products in float64 without a float64 copy of the
     block (``einsum``'s ``dtype``; its own rounding, not the copy's): for the callers
     that ask for the norms of a whole block. A device block is converted either way.
+    ``out``: a NumPy block's result buffer (for a device block, None).
     """
     xp = namespace(A)
     if xp is np:
         if not copy:
-            return np.einsum("ij,ij->i", A, A, dtype=np.float64)
+            return np.einsum("ij,ij->i", A, A, dtype=np.float64, out=out)
         A = np.asarray(A, dtype=np.float64)
-        return np.einsum("ij,ij->i", A, A)
+        return np.einsum("ij,ij->i", A, A, out=out)
     A = xp.astype(A, xp.float64, copy=False)
     return xp.sum(A * A, axis=1)
 
