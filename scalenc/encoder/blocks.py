@@ -34,6 +34,7 @@ from scalenc.math.xp import (
     index_dtype,
     is_numpy,
     like,
+    matmul,
     namespace,
     rows_per_tile,
     take_classes,
@@ -209,7 +210,7 @@ def _stacked_class_moments_on_host(Z, codes, n_kernels: int, n_classes: int):
     indicator = scratch("stacked.indicator", (K, row_codes.size), np.float64)
     indicator.fill(0.0)
     indicator[row_codes, arange(row_codes.size)] = 1.0
-    sums = indicator @ cols.T
+    sums = matmul(np, indicator, cols.T)
     total = n.sum()
     centre = sums.sum(axis=0) / total if total else np.zeros(ZT.shape[0])
     sums -= np.outer(n, centre)  # class sums about the block mean
@@ -220,7 +221,7 @@ def _stacked_class_moments_on_host(Z, codes, n_kernels: int, n_classes: int):
     for m in range(n_kernels):
         own = slice(m * K, (m + 1) * K)
         part = centred[own]  # the kernel's K columns, each contiguous
-        out.append(_moments_about(n, centre[own], sums[:, own], part @ part.T))
+        out.append(_moments_about(n, centre[own], sums[:, own], matmul(np, part, part.T)))
     return tuple(out)
 
 
@@ -285,7 +286,7 @@ def _stacked_own_log_proba(Z, codes, coef, intercept, n_kernels: int) -> np.ndar
     scores = scratch("stacked.scores", (M, K, Z.shape[0]), np.float64)  # (M, K, b)
     for m in range(M):
         cols = slice(m * K, (m + 1) * K)
-        np.matmul(coef[cols, cols].T, Z[:, cols].T, out=scores[m])
+        matmul(np, coef[cols, cols].T, Z[:, cols].T, out=scores[m])
     scores += intercept.reshape(M, K, 1)
     log_proba = log_softmax(scores, axis=1, overwrite=True)
     return log_proba[:, codes, np.arange(codes.size)]  # (M, b): each row's own class
@@ -359,7 +360,7 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
             augmented = np.concatenate([coef[cols, cols], intercept[None, cols]])  # [W; b]
             weights = like(xp, np.ascontiguousarray(augmented.T), z)
             # the log-softmax over the K classes, its exponentials kept: p_i = e_i / Σ e_i
-            shifted = into(xp.matmul, weights, xT, out=buffer("scores", K))
+            shifted = matmul(xp, weights, xT, out=buffer("scores", K))
             shifted -= into(xp.max, shifted, axis=0, keepdims=True, out=buffer("top", 1))
             residual = into(xp.exp, shifted, out=buffer("residual", K))
             total = into(xp.sum, residual, axis=0, keepdims=True, out=buffer("total", 1))
@@ -375,8 +376,8 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
             )
             flat = xp.reshape(residual, (-1,))
             flat[own] = into(xp.expm1, own_entry, out=own_entry if host else None)
-            whitened = into(
-                xp.matmul,
+            whitened = matmul(
+                xp,
                 like(xp, np.ascontiguousarray(whiten[m].T), z),
                 xT,
                 out=buffer("whitened", K + 1),
@@ -400,7 +401,7 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
                     xp.multiply, sq, tiny, out=host_scratch(xp, "loss.tiny", (b,), np.float64)
                 )
                 beyond = _beyond_edges(xp, sq, reach[:-1])
-                outer = xp.concat([xp.reshape(xp.sum(counted), (1,)), beyond @ counted])
+                outer = xp.concat([xp.reshape(xp.sum(counted), (1,)), matmul(xp, beyond, counted)])
                 tiny_sums = outer - xp.concat([outer[1:], xp.zeros(1, dtype=xp.float64)])
                 some = xp.nonzero(near & ~tiny)[0]
                 if some.shape[0]:
@@ -410,14 +411,14 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
                         mine = band == b_
                         if bool(xp.any(mine)):
                             rows_b = xT[:, some[mine]]
-                            near_sums[b_] = (rows_b * odds[mine]) @ rows_b.T
+                            near_sums[b_] = matmul(xp, rows_b * odds[mine], rows_b.T)
                 x_far = xT[:, xp.nonzero(~near)[0]]
             parts = {
                 "loglik": -xp.sum(loss),
-                "gradient": xT @ residual.T,
+                "gradient": matmul(xp, xT, residual.T),
                 "near": near_sums,
                 "tiny": tiny_sums,
-                "far": x_far @ x_far.T,
+                "far": matmul(xp, x_far, x_far.T),
             }
             out.append({key: np.asarray(to_host(value)) for key, value in parts.items()})
         return tuple(out)

@@ -42,6 +42,7 @@ from scalenc.math.xp import (
     host_or_device,
     is_numpy,
     like,
+    matmul,
     namespace,
     rows_per_tile,
     to_host,
@@ -215,7 +216,7 @@ class Tile:
         out = self.buffer("inner")
         if out is None:
             return self.x64 @ self.means.u64.T
-        np.matmul(self.means.u64, self.x64.T, out=out.T)
+        matmul(np, self.means.u64, self.x64.T, out=out.T)
         return out
 
     @functools.cached_property
@@ -466,7 +467,7 @@ def _spearman_on_host(tile):
     # sqrt(p(p²−1)/12) are constants, and the mean drops out against the centred U.
     norm = np.sqrt(n_cols * (n_cols**2 - 1) / 12.0) if n_cols > 1 else 1.0
     Z = tile.buffer("spearman")
-    np.matmul(ranks_u, ranks.T, out=Z.T)
+    matmul(np, ranks_u, ranks.T, out=Z.T)
     Z /= norm
     if tied.size:
         Z[tied] = centre_and_scale(ranks[tied]) @ ranks_u.T

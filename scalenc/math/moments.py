@@ -32,6 +32,7 @@ from scalenc.math.xp import (
     host_or_device,
     host_tree,
     like,
+    matmul,
     namespace,
     tile_elements,
     to_host,
@@ -134,7 +135,7 @@ def _class_moments_on_host(X, codes, n_classes, *, scatter, sqnorm, check_finite
         centred -= block_mean
         shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
         mean = shifted + block_mean
-        out_scatter = centred.T @ centred - (shifted * n[:, None]).T @ shifted
+        out_scatter = matmul(np, centred.T, centred) - (shifted * n[:, None]).T @ shifted
         out = {"n": n, "mean": np.where(n[:, None] > 0, mean, 0.0), "scatter": out_scatter}
         if sqnorm:
             centred += block_mean
@@ -285,12 +286,12 @@ def _class_sums(X, codes, n_classes, sqnorm, check_finite):
             indicator = (codes[start : start + rows] == classes).astype(np.float64)
             if check_finite:
                 indicator[n_classes] = 1.0  # the row of totals over every row of the tile
-            part = indicator @ tile
+            part = matmul(np, indicator, tile)
             sums += part[:n_classes]
             if check_finite:
                 all_finite = all_finite and bool(np.isfinite(part[n_classes]).all())
             if sqnorm:
-                sq += indicator[:n_classes] @ np.einsum("ij,ij->i", tile, tile)
+                sq += matmul(np, indicator[:n_classes], np.einsum("ij,ij->i", tile, tile))
     return sums, sq, all_finite
 
 
@@ -385,7 +386,7 @@ def _centred_gram(rows, row_codes, centre, n_classes):
         np.subtract(tile, centre, out=aug[:, :n_cols])
         if n_classes:
             np.equal(row_codes[start : start + SCATTER_TILE, None], classes, out=aug[:, n_cols:])
-        gram += aug.T @ aug
+        gram += matmul(np, aug.T, aug)
     return gram
 
 
