@@ -295,6 +295,34 @@ def test_stacked_moments_and_log_likelihood(device, dtype, monkeypatch):
     close(np.array(got), np.array(want), rtol=1e-11)
 
 
+@pytest.mark.parametrize("tile", [64, 100_000], ids=["tiles", "whole"])
+def test_pass_two_bound_sums(device, tile, monkeypatch):
+    """Pass 2's sums for the kernel choice's bounds (``stacked_loss_gradients``: the
+    log-likelihood, gradient and the rows by kind and band) on a device block equal the
+    NumPy block's, which ``test_encoder_choice`` checks against the row-by-row oracle;
+    scores sharpened for one kernel and flattened for another, so that the rows fall in
+    every kind."""
+    from scalenc.encoder import choice
+
+    to_device, _ = device
+    monkeypatch.setattr(blocks, "tile_rows", lambda xp, width: tile)
+    X, codes, U = data(np.float64, n=3000)
+    kernels = (Linear(), Euclidean())
+    Z = np.asarray(embed(kernels, X, U))
+    expected = blocks.stacked_class_moments(Z, codes, 2, 3)
+    models = [lda_from_moments(m["n"], m["mean"], m["scatter"]) for m in expected]
+    coef, intercept = stacked_class_scores(models, 3)
+    coef = coef * np.array([4.0, 0.5]).repeat(3)[:, None]
+    whiten = [choice.whitening(Z[:1000, m * 3 : (m + 1) * 3]) for m in range(2)]
+    want = blocks.stacked_loss_gradients(Z, codes, coef, intercept, whiten, 2)
+    got = blocks.stacked_loss_gradients(to_device(Z), codes, coef, intercept, whiten, 2)
+    assert all(w["far"].any() and w["tiny"].any() for w in want)
+    for mine, theirs in zip(got, want, strict=True):
+        for key in theirs:
+            assert isinstance(mine[key], (np.ndarray, np.generic))  # NumPy partials
+            close(mine[key], theirs[key], rtol=1e-10, atol=1e-10 * np.abs(theirs[key]).max())
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_encoder_pass_blocks(device, dtype):
     """The passes' block functions, as ``reduce_rows`` calls them on one block."""

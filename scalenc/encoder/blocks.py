@@ -367,15 +367,19 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
             residual /= total
             # −log T(i, y_i) = log Σ e_i − (s_{i,y_i} − max s_i)
             picked = gather("loss.loss", xp.reshape(shifted, (-1,)), own)
-            log_total = xp.reshape(into(xp.log, total, out=total), (-1,))
+            log_total = xp.reshape(into(xp.log, total, out=total if host else None), (-1,))
             loss = into(xp.subtract, log_total, picked, out=picked if host else None)
             # p − e_y: ∂(−log T(i, y_i)) / ∂scores, its own class's entry p_y − 1 =
             # expm1(−loss) written (an in-place subtraction reads and writes: 2.5× slower)
             own_entry = into(
                 xp.negative, loss, out=host_scratch(xp, "loss.own_p", (b,), np.float64)
             )
-            flat = xp.reshape(residual, (-1,))
-            flat[own] = into(xp.expm1, own_entry, out=own_entry if host else None)
+            own_entry = into(xp.expm1, own_entry, out=own_entry if host else None)
+            if host:
+                xp.reshape(residual, (-1,))[own] = own_entry
+            else:  # the standard has no assignment through an index array
+                mine = xp.arange(K, device=device_of(z))[:, None] == like(xp, c, z)[None, :]
+                residual = xp.where(mine, own_entry[None, :], residual)
             whitened = matmul(
                 xp,
                 like(xp, np.ascontiguousarray(whiten[m].T), z),
@@ -397,22 +401,25 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
                 # inner edge (one product with the 0/1 rows "beyond edge k") differenced;
                 # the others by band, one product per band
                 tiny = near & (loss <= TINY_LOSS)
-                counted = into(
-                    xp.multiply, sq, tiny, out=host_scratch(xp, "loss.tiny", (b,), np.float64)
-                )
+                if host:
+                    counted = np.multiply(sq, tiny, out=scratch("loss.tiny", (b,), np.float64))
+                else:
+                    counted = xp.where(tiny, sq, 0.0)
                 beyond = _beyond_edges(xp, sq, reach[:-1])
                 outer = xp.concat([xp.reshape(xp.sum(counted), (1,)), matmul(xp, beyond, counted)])
                 tiny_sums = outer - xp.concat([outer[1:], xp.zeros(1, dtype=xp.float64)])
                 some = xp.nonzero(near & ~tiny)[0]
                 if some.shape[0]:
-                    band = xp.sum(beyond[:, some], axis=0)  # edges exceeded, 0 … bands − 1
+                    band = xp.sum(
+                        xp.take(beyond, some, axis=1), axis=0
+                    )  # edges exceeded, 0 … bands − 1
                     odds = xp.expm1(loss[some])
                     for b_ in range(bands):
                         mine = band == b_
                         if bool(xp.any(mine)):
-                            rows_b = xT[:, some[mine]]
-                            near_sums[b_] = matmul(xp, rows_b * odds[mine], rows_b.T)
-                x_far = xT[:, xp.nonzero(~near)[0]]
+                            rows_b = xp.take(xT, some[mine], axis=1)
+                            near_sums[b_, ...] = matmul(xp, rows_b * odds[mine], rows_b.T)
+                x_far = xp.take(xT, xp.nonzero(~near)[0], axis=1)
             parts = {
                 "loglik": -xp.sum(loss),
                 "gradient": matmul(xp, xT, residual.T),
