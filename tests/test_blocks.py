@@ -64,6 +64,27 @@ def test_log_softmax_matches_naive_and_is_stable():
     assert np.isfinite(out).all()
 
 
+@pytest.mark.parametrize("K", [1, 2, 5, 16, 17, 40])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_log_softmax_along_rows_of_few_or_many_classes(K, overwrite):
+    """Along the rows of (b, K) scores (a classes-by-row copy up to FEW_CLASSES classes),
+    and along columns, equal to SciPy's; written into the scores with ``overwrite``."""
+    from scipy.special import log_softmax as reference
+
+    rng = np.random.default_rng(K)
+    scores = rng.normal(scale=30.0, size=(1000, K))
+    expected = reference(scores, axis=1)
+    given = scores.copy()
+    out = log_softmax(given, overwrite=overwrite)
+    np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-12)
+    assert (out is given) == overwrite and out.shape == scores.shape
+    np.testing.assert_allclose(
+        log_softmax(scores.T, axis=0), reference(scores.T, axis=0), rtol=1e-13, atol=1e-12
+    )
+    ints = log_softmax(np.arange(2 * K).reshape(2, K))  # an integer array: float64 out
+    np.testing.assert_allclose(ints, reference(np.arange(2.0 * K).reshape(2, K), axis=1))
+
+
 def test_count_nonfinite():
     X = np.array([[1.0, np.nan], [np.inf, 2.0]])
     assert count_nonfinite(X) == 2
