@@ -61,6 +61,7 @@ __all__ = [
     "average_ranks",
     "embed",
     "embedding_array",
+    "embedding_buffer",
     "Means",
     "Tile",
 ]
@@ -193,9 +194,9 @@ class Tile:
 
     def buffer(self, name: str):
         """A (rows, K) float64 per-thread buffer for a NumPy tile's products and kernel
-        results (:func:`scalenc.math.buffers.scratch`), column-major (:func:`embed`'s
-        layout), valid until the thread's next tile (a kernel's :meth:`Kernel.tile` must
-        not evaluate kernels through :func:`embed` itself); None for a device tile.
+        results (:func:`embedding_buffer`: column-major, :func:`embed`'s layout), valid
+        until the thread's next tile (a kernel's :meth:`Kernel.tile` must not evaluate
+        kernels through :func:`embed` itself); None for a device tile.
 
         Examples
         --------
@@ -206,9 +207,7 @@ class Tile:
         >>> out.shape, out.flags.f_contiguous
         ((3, 2), True)
         """
-        if not is_numpy(self.xp):
-            return None
-        return buffers.scratch(f"tile.{name}", (self.U.shape[0], self.X.shape[0]), np.float64).T
+        return embedding_buffer(self.xp, f"tile.{name}", self.X.shape[0], self.U.shape[0])
 
     @functools.cached_property
     def inner(self) -> np.ndarray:
@@ -231,11 +230,10 @@ class Tile:
         )
 
 
-def embedding_array(xp, rows: int, width: int, device=None, *, scratch: str | None = None):
+def embedding_array(xp, rows: int, width: int, device=None):
     """An empty embedding of ``rows`` × ``width`` float64 for :func:`embed`: column-major
-    for NumPy (in the per-thread buffer ``scratch`` when named,
-    :func:`scalenc.math.buffers.scratch`), so that each kernel's K columns are K long
-    rows of memory; a device's in its library's default layout.
+    for NumPy, so that each kernel's K columns are K long rows of memory; a device's in
+    its library's default layout.
 
     The per-row arithmetic of the embedding and of what reads it (squared distances from
     the products, square roots, the class moments' centring, the class scores) then runs
@@ -252,10 +250,25 @@ def embedding_array(xp, rows: int, width: int, device=None, *, scratch: str | No
     ((4, 3), True)
     """
     if is_numpy(xp):
-        if scratch is None:
-            return np.empty((width, rows)).T
-        return buffers.scratch(scratch, (width, rows), np.float64).T
+        return np.empty((width, rows)).T
     return xp.empty((rows, width), dtype=xp.float64, device=device)
+
+
+def embedding_buffer(xp, name: str, rows: int, width: int):
+    """:func:`embedding_array`'s layout in the per-thread buffer ``name`` for a NumPy block
+    (:func:`scalenc.math.buffers.scratch`: valid until the thread asks for ``name``
+    again); None for a device block, whose library allocates its own.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.encoder.kernels import embedding_buffer
+    >>> embedding_buffer(np, "doc.example", 4, 3).flags.f_contiguous
+    True
+    """
+    if not is_numpy(xp):
+        return None
+    return buffers.scratch(name, (width, rows), np.float64).T
 
 
 def embed(kernels, X: np.ndarray, U: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -14,7 +14,7 @@ import numpy as np
 from dask.delayed import Delayed
 
 from scalenc.encoder import blocks
-from scalenc.encoder.kernels import Kernel, embed, embedding_array
+from scalenc.encoder.kernels import Kernel, embed, embedding_buffer
 from scalenc.engine.reduce import (
     SPLIT_EVERY,
     map_rows,
@@ -30,7 +30,7 @@ from scalenc.math.moments import (
 )
 from scalenc.math.softmax import labeled_log_likelihood
 from scalenc.math.tiles import add_tuples, over_row_tiles
-from scalenc.math.xp import is_numpy, namespace, to_host
+from scalenc.math.xp import namespace, to_host
 
 __all__ = [
     "embedding_moments_pass",
@@ -48,10 +48,7 @@ def _embedding_buffer(x, width: int):
     """A NumPy tile's embedding (rows × ``width`` float64, column-major) in a per-thread
     buffer: on a Dask worker a fresh one is mapped and page-faulted in per tile
     (:mod:`scalenc.math.buffers`); None for a device tile."""
-    xp = namespace(x)
-    if not is_numpy(xp):
-        return None
-    return embedding_array(xp, x.shape[0], width, scratch="encoder.embedding")
+    return embedding_buffer(namespace(x), "encoder.embedding", x.shape[0], width)
 
 
 def _embedding_block(X, codes, *, row_start, kernels, U, n_classes, scores=None):
