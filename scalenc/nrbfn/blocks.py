@@ -278,6 +278,7 @@ def normalized_kernel(
     *,
     out: np.ndarray | None = None,
     prepared: tuple | None = None,
+    normalize: bool = True,
 ) -> np.ndarray:
     """W̃ᵀ for a block: Gaussian kernel to the basis, each row normalised to sum to one.
 
@@ -288,7 +289,8 @@ def normalized_kernel(
     basis vector do not underflow. After the one matrix product, the exponentials and
     normalisation run on cache-sized groups of rows (:data:`NORMALISE_ELEMENTS`).
     ``prepared`` is :func:`prepare_basis` of (basis, sigma), for callers that call this
-    on many row tiles.
+    on many row tiles. ``normalize=False``: Wᵀ itself, the plain Gaussian RBF network's
+    kernel (a row beyond about 38σ of every basis row underflows to zeros).
     """
     xp = namespace(X)
     dtype = _products_dtype(X, basis)
@@ -298,23 +300,29 @@ def normalized_kernel(
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
     _, scaled_basis, basis_term = prepared
     products = xp.astype(X, dtype_in(xp, dtype), copy=False) @ scaled_basis.T
-    return host_or_device(xp, _normalise_on_host, _normalise_on_device)(products, basis_term, out)
+    row_term = None if normalize else row_sq_norms(X) * (0.5 / sigma**2)
+    kernel = host_or_device(xp, _normalise_on_host, _normalise_on_device)
+    return kernel(products, basis_term, out, row_term)
 
 
-def _normalise_on_device(products, basis_term, out):
+def _normalise_on_device(products, basis_term, out, row_term=None):
     """exp(products − ‖g‖²/(2σ²) − the row maximum), each row divided by its sum: one
-    kernel per step over the whole block (no cache to fit)."""
+    kernel per step over the whole block (no cache to fit). With ``row_term``
+    (‖x‖²/(2σ²) per row), exp(products − ‖g‖²/(2σ²) − ‖x‖²/(2σ²)), not normalised."""
     xp = namespace(products)
     logits = xp.astype(products, xp.float64) - basis_term
-    logits = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
-    logits /= xp.sum(logits, axis=1, keepdims=True)
+    if row_term is not None:
+        logits = xp.exp(logits - row_term[:, None])
+    else:
+        logits = xp.exp(logits - xp.max(logits, axis=1, keepdims=True))
+        logits /= xp.sum(logits, axis=1, keepdims=True)
     if out is None:
         return logits
     out[...] = logits
     return out
 
 
-def _normalise_on_host(products, basis_term, out):
+def _normalise_on_host(products, basis_term, out, row_term=None):
     """:func:`_normalise_on_device` in place in ``out`` (float64), on cache-sized groups
     of rows (:data:`NORMALISE_ELEMENTS`)."""
     W = np.empty(products.shape) if out is None else out
@@ -322,14 +330,19 @@ def _normalise_on_host(products, basis_term, out):
     for start in range(0, products.shape[0], step):
         logits = W[start : start + step]
         np.subtract(products[start : start + step], basis_term, out=logits)
+        if row_term is not None:
+            logits -= row_term[start : start + step, None]
+            np.exp(logits, out=logits)
+            continue
         logits -= logits.max(axis=1, keepdims=True)
         np.exp(logits, out=logits)
         logits /= logits.sum(axis=1, keepdims=True)
     return W
 
 
-def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
-    """(start, stop, W̃ᵀ of rows[start:stop]) over row tiles of :func:`_basis_tiles` rows.
+def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float, normalize: bool = True):
+    """(start, stop, W̃ᵀ of rows[start:stop]) over row tiles of :func:`_basis_tiles` rows
+    (Wᵀ with ``normalize=False``: :func:`normalized_kernel`).
 
     Memory O(tile × r) whatever the block's rows (a 20 000-row block against a basis of
     8 787 took 2 GB when W̃ᵀ was formed whole); each W̃ᵀ tile is a per-thread scratch
@@ -345,7 +358,9 @@ def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float):
         yield (
             start,
             stop,
-            normalized_kernel(rows[start:stop, ...], basis, sigma, out=W, prepared=prepared),
+            normalized_kernel(
+                rows[start:stop, ...], basis, sigma, out=W, prepared=prepared, normalize=normalize
+            ),
         )
 
 
@@ -451,9 +466,11 @@ def _folds_of_block(index, codes, folds, n_folds, seed):
 
 
 def gram_block(
-    X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed, only_fold=None
-):
-    """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count.
+    X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed, only_fold=None,
+    normalize=True,
+):  # fmt: skip
+    """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count
+    (of W, the kernel not normalised, with ``normalize=False``).
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
     per labeled row). A row's fold is :func:`fold_of` its global index, or its entry of
@@ -473,11 +490,11 @@ def gram_block(
         folds, n_folds = np.zeros(mine.size, np.int64), 1
     count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
     gram = host_or_device(namespace(rows), _gram_on_host, _gram_on_device)
-    M, B = gram(rows, folds, to_host(labels), basis, sigma, n_classes, n_folds)
+    M, B = gram(rows, folds, to_host(labels), basis, sigma, n_classes, n_folds, normalize)
     return {"M": M, "B": B, "count": count}
 
 
-def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds):
+def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds, normalize):
     """M_f and B_f of :func:`gram_block` for NumPy rows: the rows grouped by fold (a stable
     sort), then each fold's W̃ᵀ in cache-sized pieces of equal steps, each fold's M_f on
     its lower triangle (:func:`_syrk_lower_into`). Grouped, each product has up to a
@@ -507,13 +524,14 @@ def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds):
                     sigma,
                     out=tile[s0 - start : min(stop, s0 + sub) - start],
                     prepared=prepared,
+                    normalize=normalize,
                 )
             _syrk_lower_into(M[f], tile)
             B[f] += onehot(labels[start:stop], n_classes) @ tile
     return M, B
 
 
-def _gram_on_device(rows, folds, labels, basis, sigma, n_classes, n_folds):
+def _gram_on_device(rows, folds, labels, basis, sigma, n_classes, n_folds, normalize):
     """M_f and B_f of :func:`gram_block` on a device block: W̃ᵀ of a tile of rows
     (:func:`scalenc.math.xp.tile_elements`, the whole block as a rule) in one kernel, and
     each fold's update as one product. The whole square of M is formed (a GPU's GEMM
@@ -527,7 +545,9 @@ def _gram_on_device(rows, folds, labels, basis, sigma, n_classes, n_folds):
     step = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r, 1))
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)
-        Wt = normalized_kernel(rows[start:stop, ...], basis, sigma, prepared=prepared)
+        Wt = normalized_kernel(
+            rows[start:stop, ...], basis, sigma, prepared=prepared, normalize=normalize
+        )
         fold_tile, label_tile = folds[start:stop], labels[start:stop]
         for f in np.unique(fold_tile):
             mine = np.flatnonzero(fold_tile == f)
@@ -557,11 +577,13 @@ def sum_gram_partials(*partials):
     return total
 
 
-def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, seed):
+def cv_error_block(
+    X, codes, folds=None, *, row_start, basis, sigma, weights, seed, normalize=True
+):  # fmt: skip
     """Misclassified labeled rows per λ, each row scored by its own fold's model.
 
-    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f. Folds as
-    in :func:`gram_block`.
+    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f. Folds and
+    ``normalize`` as in :func:`gram_block`.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     n_folds, n_alphas = weights.shape[:2]
@@ -572,7 +594,7 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, se
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
     labels = like(xp, to_host(labels), rows)
     weights_d = like(xp, weights, rows)
-    for start, stop, Wt in kernel_tiles(rows, basis, sigma):
+    for start, stop, Wt in kernel_tiles(rows, basis, sigma, normalize):
         tile_folds, tile_labels = folds[start:stop], labels[start:stop]
         for f in np.unique(tile_folds):
             mine = like(xp, np.flatnonzero(tile_folds == f), rows)
@@ -586,12 +608,14 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, sigma, weights, se
     return errors
 
 
-def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, seed):
+def cv_error_refit_block(
+    X, codes, folds=None, *, row_start, models, n_folds, seed, normalize=True
+):  # fmt: skip
     """Misclassified held-out rows per λ when each fold has a network of its own.
 
     ``models[f]`` is ``(basis, sigma, weights)`` of the network fitted without fold f
     (Algorithm 2 re-run on the fold's training rows), ``weights`` of shape
-    (n_alphas, K, r_f). Folds as in :func:`gram_block`.
+    (n_alphas, K, r_f). Folds and ``normalize`` as in :func:`gram_block`.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     errors = np.zeros(models[0][2].shape[0])
@@ -605,7 +629,7 @@ def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, se
         mine = like(xp, np.flatnonzero(folds == f), rows)
         held, held_labels = xp.take(rows, mine, axis=0), xp.take(labels, mine)
         weights_d = like(xp, weights, rows)
-        for start, stop, Wt in kernel_tiles(held, basis, sigma):
+        for start, stop, Wt in kernel_tiles(held, basis, sigma, normalize):
             if xp is np:
                 scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
             else:
@@ -615,34 +639,14 @@ def cv_error_refit_block(X, codes, folds=None, *, row_start, models, n_folds, se
     return errors
 
 
-def lrc_normal_equations(moments: dict, beta: float) -> tuple[np.ndarray, ...]:
-    """The linear regression classifier's normal equations from class moments (one pass).
-
-    With Ã the centred rows augmented by √β (Hu, Pan & Wu's bias row) and F the class
-    indicators: returns the mean x̄ (p,), ÃÃᵀ ((p+1)×(p+1): β·n in the corner, the total
-    scatter about x̄ in the rest) and FÃᵀ (K×(p+1): √β·n_k, then n_k (μ_k − x̄)).
-    """
-    counts, means = moments["n"], moments["mean"]
-    total = counts.sum()
-    mean = counts @ means / total
-    centred = means - mean
-    scatter = moments["scatter"] + (centred * counts[:, None]).T @ centred
-    p = means.shape[1]
-    gram = np.zeros((p + 1, p + 1))
-    gram[0, 0] = beta * total
-    gram[1:, 1:] = (scatter + scatter.T) / 2.0
-    cross = np.hstack([np.sqrt(beta) * counts[:, None], counts[:, None] * centred])
-    return mean, gram, cross
-
-
-def nrbfn_scores(X, *, basis, sigma, weights):
+def nrbfn_scores(X, *, basis, sigma, weights, normalize=True):
     """F̂ᵀ = (X* W̃_B)ᵀ for a block, shape (b, K), float64 (Algorithm 3 step 5), a row tile
-    at a time (:func:`kernel_tiles`)."""
+    at a time (:func:`kernel_tiles`; W_B, not normalised, with ``normalize=False``)."""
     check_finite(X)
     xp = namespace(X)
     weights = like(xp, weights, X)
     out = xp.empty((X.shape[0], weights.shape[0]), dtype=xp.float64, device=device_of(X))
-    for start, stop, Wt in kernel_tiles(as_block(xp, X), basis, sigma):
+    for start, stop, Wt in kernel_tiles(as_block(xp, X), basis, sigma, normalize):
         matmul(xp, Wt, weights.T, out=out[start:stop, ...])
     return out
 

@@ -79,14 +79,14 @@ class NetworkUpdatesMixin:
                 (errors,) = compute(
                     nrbfn_passes.cv_error_pass(
                         X, codes, self.basis_, self.sigma_, weights[None], 0,
-                        split_every=self.split_every,
+                        split_every=self.split_every, normalize=self._normalized(),
                     )
                 )  # fmt: skip
         with fit_stage(self, "gram"):
             (gram,) = compute(
                 nrbfn_passes.gram_pass(
                     X, codes, self.basis_, self.sigma_, self.classes_.size,
-                    split_every=self.split_every,
+                    split_every=self.split_every, normalize=self._normalized(),
                 )
             )  # fmt: skip
         merged = {key: total[key] + gram[key] for key in ("M", "B", "count")}

@@ -222,7 +222,7 @@ class LRClassifier(_RegressionClassifier):
 
     def _from_moments(self, moments):
         self._moments_total = moments
-        self.mean_, gram, cross = nb.lrc_normal_equations(moments, self.beta)
+        self.mean_, gram, cross = _normal_equations(moments, self.beta)
         self._solve(gram, cross, moments["n"].sum())
 
     def _solve(self, gram, cross, n_rows):
@@ -238,3 +238,23 @@ class LRClassifier(_RegressionClassifier):
 
     def _score_kwargs(self):
         return {"score_fn": nb.lrc_scores, "coef": self.coef_, "intercept": self.intercept_}
+
+
+def _normal_equations(moments: dict, beta: float) -> tuple[np.ndarray, ...]:
+    """The linear regression classifier's normal equations from class moments (one pass).
+
+    With Ã the centred rows augmented by √β (Hu, Pan & Wu's bias row) and F the class
+    indicators: returns the mean x̄ (p,), ÃÃᵀ ((p+1)×(p+1): β·n in the corner, the total
+    scatter about x̄ in the rest) and FÃᵀ (K×(p+1): √β·n_k, then n_k (μ_k − x̄)).
+    """
+    counts, means = moments["n"], moments["mean"]
+    total = counts.sum()
+    mean = counts @ means / total
+    centred = means - mean
+    scatter = moments["scatter"] + (centred * counts[:, None]).T @ centred
+    p = means.shape[1]
+    gram = np.zeros((p + 1, p + 1))
+    gram[0, 0] = beta * total
+    gram[1:, 1:] = (scatter + scatter.T) / 2.0
+    cross = np.hstack([np.sqrt(beta) * counts[:, None], counts[:, None] * centred])
+    return mean, gram, cross

@@ -28,6 +28,7 @@ from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
 from scalenc.nrbfn.growth import (
+    KERNELS,
     WIDTHS,
     _narrower_width,
     _neighbours,
@@ -35,6 +36,7 @@ from scalenc.nrbfn.growth import (
     growth_sizes,
     next_size,
     size_work,
+    width_margin,
 )
 from scalenc.nrbfn.regression import _warn_singular
 
@@ -86,6 +88,8 @@ class Network:
     cv_error: np.ndarray | None = None
     #: a grown basis's sizes with their σ, λ and held-out error (:func:`_grow`)
     growth: dict | None = None
+    #: whether the kernel is the paper's normalised W̃ (else the plain Gaussian W)
+    normalize: bool = True
 
 
 def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, split_every: int):
@@ -135,15 +139,18 @@ def fit_network(
         return _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stage_times)
     with timed_stage(stage_times, "soft_knn"):
         net = _choose_basis(est, X, knn, fit_plan, n_labeled)
+    normalize = fixed_normalize(est)
     sigma, gram = _sigma_and_gram(
-        est, X, codes, net["basis"], _fixed_width(est), seed, folds, n_folds, fit_plan, stage_times
-    )
+        est, X, codes, net["basis"], _fixed_width(est), seed, folds, n_folds, fit_plan,
+        stage_times, normalize,
+    )  # fmt: skip
     return Network(
         knn_sigma=knn["knn_sigma"],
         confidence=knn["confidence"],
         candidate_indices=knn["cand_index"],
         sigma=sigma,
         gram=gram,
+        normalize=normalize,
         **net,
     )
 
@@ -162,11 +169,16 @@ def _sigma(est, X, codes, basis, stage_times) -> float:
     return sigma
 
 
-def _sigma_and_gram(est, X, codes, basis, width, seed, folds, n_folds, fit_plan, stage_times):
+def _sigma_and_gram(
+    est, X, codes, basis, width, seed, folds, n_folds, fit_plan, stage_times, normalize
+):  # fmt: skip
     """Algorithm 2 steps 5–8 for one basis: σ (one pass, times ``width``), then the
     per-fold Gram (one pass, or one per fold)."""
     sigma = _sigma(est, X, codes, basis, stage_times) * width
-    return sigma, _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times)
+    gram = _gram(
+        est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, normalize
+    )
+    return sigma, gram
 
 
 def _fixed_width(est) -> float:
@@ -174,7 +186,14 @@ def _fixed_width(est) -> float:
     return 1.0 if isinstance(est.width, str) else float(est.width)
 
 
-def _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times) -> dict:
+def fixed_normalize(est) -> bool:
+    """The kernel ``normalize`` fixes: the paper's W̃ for ``"auto"`` outside growth."""
+    return True if isinstance(est.normalize, str) else bool(est.normalize)
+
+
+def _gram(
+    est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, normalize=True
+) -> dict:
     """Algorithm 2 steps 6–8: ΦᵀΦ and ΦᵀY per fold, in one pass, or in one pass per fold
     where the plan's budget does not hold n_folds r×r Grams per partial
     (:func:`~scalenc.nrbfn.plan.gram_per_fold`)."""
@@ -193,6 +212,7 @@ def _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_tim
             folds=folds,
             split_every=est.split_every,
             only_fold=only_fold,
+            normalize=normalize,
             allowed=lambda rows: plan.fits(
                 plan.gram_bytes(replace(problem, block_rows=list(rows)), r, n_folds, per_fold),
                 fit_plan.budget,
@@ -266,41 +286,52 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     own = _fold_of_rows(index, folds, n_folds, seed)  # each candidate's held-out fold
     sample = growth_rows(est, X, codes, counts, seed, folds, n_folds)
     Xg, codes_g, folds_g, n_rows = (X, codes, folds, n_labeled) if sample is None else sample
-    path = {key: [] for key in ("r", "width", "sigma", "alpha", "cv_error")}
+    path = {key: [] for key in ("r", "width", "sigma", "alpha", "cv_error", "normalize")}
     widths = WIDTHS if est.width == "auto" else (_fixed_width(est),)
+    kinds = KERNELS if est.normalize == "auto" else (fixed_normalize(est),)
     lams = tuple(grid)  # the whole grid on the first size, then the best λ's neighbours
     best, kept, stopped = None, None, False
 
     def evaluate(r, widths, lams, paper_sigma=None):
-        """Size r's best width of ``widths`` and its λ: (error, width, σ, λ, errors on the
-        grid, prefix, basis) and its Gram; the path records it."""
+        """Size r's best kernel of ``kinds`` and width of ``widths``, and its λ: (error,
+        width, σ, λ, errors on the grid, prefix, basis) and its Gram; the path records
+        it. The plain kernel is kept only where it beats the normalised one by
+        :func:`~scalenc.nrbfn.growth.width_margin`."""
         prefix = np.sort(cand_index[order[:r]])
         at_prefix = np.searchsorted(index, prefix)
         basis = rows[at_prefix]
         if paper_sigma is None:
             paper_sigma = _sigma(est, Xg, codes_g, basis, stage_times)
-        level = None  # the best width of this size (every width on the first size only)
-        for width in widths:
-            sigma = paper_sigma * width
-            gram = _gram(
-                est, Xg, codes_g, basis, sigma, seed, folds_g, n_folds, fit_plan, stage_times
-            )
-            with timed_stage(stage_times, "cv"):
-                alpha, errors = choose_alpha(
-                    est, Xg, codes_g, gram, basis, sigma, lams, seed, folds_g, n_rows,
-                    basis_folds=own[at_prefix],
+        level = None  # the best of this size (every kernel and width on the first size only)
+        for normalize in kinds:
+            best_width = None
+            for width in widths:
+                sigma = paper_sigma * width
+                gram = _gram(
+                    est, Xg, codes_g, basis, sigma, seed, folds_g, n_folds, fit_plan,
+                    stage_times, normalize,
                 )  # fmt: skip
-            if level is None or errors.min() < level[0][0]:
-                level = ((float(errors.min()), width, sigma, alpha), errors, gram)
-            del gram
-        (error, width, sigma, alpha), errors, gram = level
-        for key, value in zip(path, (r, width, sigma, alpha, error)):
+                with timed_stage(stage_times, "cv"):
+                    alpha, errors = choose_alpha(
+                        est, Xg, codes_g, gram, basis, sigma, lams, seed, folds_g, n_rows,
+                        basis_folds=own[at_prefix], normalize=normalize,
+                    )  # fmt: skip
+                if best_width is None or errors.min() < best_width[0][0]:
+                    chosen = (float(errors.min()), width, sigma, alpha, normalize)
+                    best_width = (chosen, errors, gram)
+                del gram
+            if level is None or best_width[0][0] < level[0][0] - width_margin(level[0][0], n_rows):
+                level = best_width
+            del best_width
+        (error, width, sigma, alpha, normalize), errors, gram = level
+        for key, value in zip(path, (r, width, sigma, alpha, error, normalize)):
             path[key].append(value)
         return (error, r, sigma, alpha, _on_grid(grid, lams, errors), prefix, basis), gram
 
     for at, r in enumerate(sizes):
         level, gram = evaluate(r, widths, lams)
         widths, lams = (path["width"][-1],), _neighbours(grid, level[3])
+        kinds = (path["normalize"][-1],)
         if best is None or level[0] < best[0]:
             best, kept = level, gram
         del gram, level
@@ -320,7 +351,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     if sample is not None:  # the kept size's σ and Gram over every row (no folds: λ is chosen)
         width = path["width"][path["sigma"].index(sigma)]
         sigma, kept = _sigma_and_gram(
-            est, X, codes, basis, width, seed, None, 1, fit_plan, stage_times
+            est, X, codes, basis, width, seed, None, 1, fit_plan, stage_times, kinds[0]
         )
     sampled = cand_index.size < n_labeled
     if capped:
@@ -349,6 +380,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         alpha=alpha,
         cv_error=errors,
         growth={key: np.asarray(value) for key, value in path.items()},
+        normalize=kinds[0],
     )
 
 
@@ -386,7 +418,7 @@ def growth_rows(est, X, codes, counts, seed, folds, n_folds):
 
 def choose_alpha(
     est, X, codes, gram, basis, sigma, grid, seed, folds, n_labeled, basis_indices=None,
-    basis_folds=None,
+    basis_folds=None, normalize=True,
 ):  # fmt: skip
     """λ of the grid with the least held-out error, and every λ's error rate: each fold's
     weights solved from the Gram of all rows minus the fold's, each labeled row scored by
@@ -421,7 +453,15 @@ def choose_alpha(
         _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
     (errors,) = compute(
         nrbfn_passes.cv_error_pass(
-            X, codes, basis, sigma, weights, seed, folds=folds, split_every=est.split_every
+            X,
+            codes,
+            basis,
+            sigma,
+            weights,
+            seed,
+            folds=folds,
+            split_every=est.split_every,
+            normalize=normalize,
         )
     )
     cv_error = errors / n_labeled

@@ -49,6 +49,7 @@ def gram_pass(
     split_every: int = SPLIT_EVERY,
     only_fold: int | None = None,
     allowed=None,
+    normalize: bool = True,
 ) -> Delayed:
     """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
     (:func:`scalenc.nrbfn.blocks.gram_block`), summed in place at each tree node.
@@ -57,7 +58,7 @@ def gram_pass(
     with X, fold numbers 0..n_folds−1) when the splits were given. With ``only_fold``,
     fold ``only_fold``'s rows alone (the partials hold one fold). ``allowed``: whether the
     memory plan admits a layout of row blocks, when a checkpointed fit on a cluster would
-    split them (:func:`gram_work`)."""
+    split them (:func:`gram_work`). ``normalize=False``: of W, the kernel not normalised."""
     r, p = basis.shape
     folds_held = 1 if only_fold is not None else n_folds
     return reduce_rows(
@@ -71,6 +72,7 @@ def gram_pass(
         n_folds=n_folds,
         seed=seed,
         only_fold=only_fold,
+        normalize=normalize,
         combine=_nrbfn_blocks.sum_gram_partials,
         split_every=split_every,
         work=gram_work(r, p, n_classes, folds_held, allowed),
@@ -97,9 +99,11 @@ def cv_error_pass(
     *,
     folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
+    normalize: bool = True,
 ) -> Delayed:
     """Misclassified labeled rows per λ, each row scored by its own fold's model
-    (:func:`scalenc.nrbfn.blocks.cv_error_block`; folds as in :func:`gram_pass`)."""
+    (:func:`scalenc.nrbfn.blocks.cv_error_block`; folds and ``normalize`` as in
+    :func:`gram_pass`)."""
     scores = float(np.prod(weights.shape[1:]))  # λ's × K × r scores per row
     return reduce_rows(
         _nrbfn_blocks.cv_error_block,
@@ -110,6 +114,7 @@ def cv_error_pass(
         sigma=sigma,
         weights=weights,
         seed=seed,
+        normalize=normalize,
         split_every=split_every,
         work=BlockWork.pairs(basis.shape[0], X.shape[1], extra=scores),
     )
@@ -124,6 +129,7 @@ def cv_error_refit_pass(
     *,
     folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
+    normalize: bool = True,
 ) -> Delayed:
     """Misclassified held-out rows per λ, each fold scored by its own network
     (``models[f]`` = basis, σ and weights fitted without fold f;
@@ -138,6 +144,7 @@ def cv_error_refit_pass(
         models=models,
         n_folds=n_folds,
         seed=seed,
+        normalize=normalize,
         split_every=split_every,
         work=BlockWork.pairs(r, X.shape[1], extra=scores),
     )
