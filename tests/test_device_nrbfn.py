@@ -38,11 +38,19 @@ def test_namespace_is_numpy_itself_for_numpy_blocks():
     assert xpmod.namespace(xs.asarray([1.0])) is xs
 
 
-def test_normalized_kernel_on_strict_arrays(problem):
+@pytest.mark.parametrize("normalize", [True, False])
+def test_normalized_kernel_on_strict_arrays(problem, normalize):
     X, _, basis, sigma = problem
-    got = nb.normalized_kernel(xs.asarray(X), basis, sigma)
+    got = nb.normalized_kernel(xs.asarray(X), basis, sigma, normalize=normalize)
     assert xpmod.namespace(got) is xs
-    np.testing.assert_allclose(host(got), nb.normalized_kernel(X, basis, sigma), **_tol(X.dtype))
+    want = nb.normalized_kernel(X, basis, sigma, normalize=normalize)
+    np.testing.assert_allclose(host(got), want, **_tol(X.dtype))
+    # the plain kernel against its definition: exp(−‖x − g‖²/(2σ²)), rows not summing to 1
+    d2 = ((X[:, None, :].astype(np.float64) - basis[None, :, :]) ** 2).sum(-1)
+    plain = np.exp(-d2 / (2 * sigma**2))
+    np.testing.assert_allclose(
+        want, plain / plain.sum(1, keepdims=True) if normalize else plain, **_tol(X.dtype)
+    )
 
 
 def test_sigma_block_on_strict_arrays(problem):
@@ -53,11 +61,14 @@ def test_sigma_block_on_strict_arrays(problem):
     np.testing.assert_allclose(float(got["dist_sum"]), float(want["dist_sum"]), rtol=1e-5)
 
 
-@pytest.mark.parametrize("n_folds, only_fold", [(1, None), (3, None), (3, 1)])
-def test_gram_block_on_strict_arrays(problem, n_folds, only_fold):
+@pytest.mark.parametrize(
+    "n_folds, only_fold, normalize",
+    [(1, None, True), (3, None, True), (3, 1, True), (3, None, False)],
+)
+def test_gram_block_on_strict_arrays(problem, n_folds, only_fold, normalize):
     X, codes, basis, sigma = problem
     kwargs = dict(row_start=40, basis=basis, sigma=sigma, n_classes=3, n_folds=n_folds, seed=5)
-    kwargs["only_fold"] = only_fold
+    kwargs.update(only_fold=only_fold, normalize=normalize)
     want = nb.gram_block(X, codes, **kwargs)
     got = xpmod.host_tree(nb.gram_block(xs.asarray(X), codes, **kwargs))
     assert got["M"].shape[0] == want["M"].shape[0] == (1 if only_fold is not None else n_folds)

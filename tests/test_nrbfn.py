@@ -58,20 +58,22 @@ def train_oracle(A, Y, lam, k, t, basis_idx=None):
     return basis_idx, G, sigma, X
 
 
-def weights_for(A, Y, G, sigma, lam):
-    """Step 9 with a given basis and σ (for the cross-validation loop)."""
+def weights_for(A, Y, G, sigma, lam, normalize=True):
+    """Step 9 with a given basis and σ (for the cross-validation loop); with
+    ``normalize=False``, of the plain Gaussian W (step 7 left out)."""
     Q2 = ((G[:, None, :] - A[None, :, :]) ** 2).sum(-1)
     W_tilde = np.exp(-Q2 / (2 * sigma**2))
-    W_tilde /= W_tilde.sum(axis=0, keepdims=True)
+    if normalize:
+        W_tilde /= W_tilde.sum(axis=0, keepdims=True)
     F = np.eye(G.shape[0] and Y.max() + 1)[Y].T
     r = G.shape[0]
     return F @ W_tilde.T @ np.linalg.inv(W_tilde @ W_tilde.T + lam * (W_tilde**2).sum() * np.eye(r))
 
 
-def predict_oracle(B, G, sigma, X):
-    """Algorithm 3. Returns F̂ (K×m) and labels."""
+def predict_oracle(B, G, sigma, X, normalize=True):
+    """Algorithm 3. Returns F̂ (K×m) and labels (step 4 left out with ``normalize=False``)."""
     W_B = np.exp(-((G[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * sigma**2))  # step 3
-    W_B_tilde = W_B / W_B.sum(axis=0, keepdims=True)  # step 4
+    W_B_tilde = W_B / W_B.sum(axis=0, keepdims=True) if normalize else W_B  # step 4
     F_hat = X @ W_B_tilde  # step 5
     return F_hat, F_hat.argmax(axis=0)  # step 6
 
@@ -134,6 +136,28 @@ def test_nrbfn_equals_algorithms_1_to_3(data, reference):
     np.testing.assert_allclose(m.decision_function(X_test), F_hat.T, atol=1e-6)
     np.testing.assert_array_equal(m.predict(X_test), labels)
     assert m.basis_fraction_ == pytest.approx(basis_idx.size / X.shape[0])
+
+
+def test_plain_kernel_is_algorithms_2_and_3_without_the_normalisation(data, reference):
+    """``normalize=False``: the same basis and σ (they do not depend on the kernel), the
+    weights of the plain Gaussian W, and its scores (no row sums to one)."""
+    X, y, X_test, _ = data
+    m = NRBFNClassifier(**PARAMS, normalize=False).fit(X, y)
+    assert m.normalize_ is False and reference.normalize_ is True
+    np.testing.assert_array_equal(m.basis_indices_, reference.basis_indices_)
+    assert m.sigma_ == reference.sigma_
+    want = weights_for(X, y, m.basis_, m.sigma_, PARAMS["alpha"], normalize=False)
+    np.testing.assert_allclose(m.weights_, want, rtol=1e-6, atol=1e-8 * abs(want).max())
+    assert not np.allclose(m.weights_, reference.weights_, rtol=1e-3)
+    F_hat, labels = predict_oracle(X_test, m.basis_, m.sigma_, want, normalize=False)
+    np.testing.assert_allclose(np.asarray(m.decision_function(X_test)), F_hat.T, atol=1e-7)
+    np.testing.assert_array_equal(m.predict(X_test), labels)
+    proba = np.clip(F_hat.T, 0, None)
+    np.testing.assert_allclose(
+        m.predict_proba(X_test)[proba.sum(1) > 0],
+        (proba / proba.sum(1, keepdims=True))[proba.sum(1) > 0],
+        atol=1e-7,
+    )
 
 
 def test_diagnostics_equal_definitions(data, reference):

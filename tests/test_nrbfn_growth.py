@@ -26,6 +26,7 @@ from scalenc.nrbfn.growth import (
     growth_sizes,
     next_size,
     size_work,
+    width_margin,
 )
 
 
@@ -502,3 +503,36 @@ def test_width_margin_is_three_standard_errors_at_least_the_tolerance():
     assert 0.011 < width_margin(0.02, 1400) < 0.012  # mfeat's noise: a row or two is 0.1
     assert width_margin(0.0, 100) == GROWTH_TOLERANCE
     assert width_margin(0.39, 19_638) < 0.056  # krkopt's gap at 4 096 rows: 5.6 points
+
+
+def _shell_and_ball(n, p, seed):
+    """Ringnorm's two Gaussians (Breiman 1996): N(0, 4 I) and N(2/√p, I). The classes
+    differ in spread: W̃, normalised, loses the kernel's mass, which tells them apart."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    X = np.where(
+        y[:, None] == 0, 2.0 * rng.normal(size=(n, p)), rng.normal(size=(n, p)) + 2 / p**0.5
+    )
+    return X, y
+
+
+def test_auto_kernel_keeps_the_plain_one_only_where_it_beats_the_normalised_by_the_margin(
+    grown,
+):
+    X, y = _shell_and_ball(2400, 10, 0)
+    X_test, y_test = _shell_and_ball(1200, 10, 1)
+    auto = NRBFNClassifier(random_state=0).fit(X, y)
+    paper = NRBFNClassifier(normalize=True, random_state=0).fit(X, y)
+    path, paper_path = auto.basis_growth_, paper.basis_growth_
+    assert auto.normalize_ is False and not path["normalize"].any()
+    assert paper.normalize_ is True and paper_path["normalize"].all()
+    # the first size: the best of W̃'s widths is the normalised fit's own first size; W's
+    # beats it by more than the margin
+    assert path["r"][0] == paper_path["r"][0]
+    normalised = paper_path["cv_error"][0]
+    assert path["cv_error"][0] < normalised - width_margin(normalised, X.shape[0])
+    assert auto.score(X_test, y_test) > paper.score(X_test, y_test) + 0.01  # 95.3 vs 93.9 %
+    # on blobs W̃ and W are within the margin: the paper's kernel stays
+    assert grown.normalize_ is True and grown.basis_growth_["normalize"].all()
+    plain = NRBFNClassifier(normalize=False, random_state=0).fit(X, y)
+    assert plain.normalize_ is False and not plain.basis_growth_["normalize"].any()

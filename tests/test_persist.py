@@ -27,6 +27,7 @@ CASES = [
     ),
     ("encoder-strings", EncoderClassifier, {"kernels": ["linear", "euclidean"]}, True),
     ("nrbfn", NRBFNClassifier, {"random_state": 0, "alpha": "cv", "cv": 3}, False),
+    ("nrbfn-plain-kernel", NRBFNClassifier, {"random_state": 0, "normalize": False}, False),
     ("lrc", LRClassifier, {}, True),
     ("ccdr", CCDR, {"random_state": 0, "n_subsamples": 2}, False),
     ("ccdr-linear", CCDRClassifier, {"random_state": 0}, False),

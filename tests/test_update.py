@@ -73,9 +73,10 @@ def test_encoder_update_after_fit_equals_fit_on_all_rows(halves):
     _close(model.coef_, reference.coef_, 1e-10)
 
 
-def test_nrbfn_update_solves_the_normal_equations_of_every_row(halves):
+@pytest.mark.parametrize("normalize", [True, False])
+def test_nrbfn_update_solves_the_normal_equations_of_every_row(halves, normalize):
     (Xa, ya), (Xb, yb), (X, y) = halves
-    params = dict(n_basis=40, alpha=1e-5, random_state=0)
+    params = dict(n_basis=40, alpha=1e-5, random_state=0, normalize=normalize)
     model = NRBFNClassifier(**params).fit(Xa, ya)
     basis, sigma = model.basis_.copy(), model.sigma_
     Xc, reads = counted(Xb, 200)
@@ -84,7 +85,7 @@ def test_nrbfn_update_solves_the_normal_equations_of_every_row(halves):
     np.testing.assert_array_equal(model.basis_, basis)
     assert model.sigma_ == sigma
     labeled = y >= 0
-    oracle = weights_for(X[labeled], y[labeled], basis, sigma, 1e-5)
+    oracle = weights_for(X[labeled], y[labeled], basis, sigma, 1e-5, normalize)
     _close(model.weights_, oracle, 1e-6)
     # the same rows in other batches: the same sums, to rounding
     pieces = NRBFNClassifier(**params).fit(Xa, ya)
