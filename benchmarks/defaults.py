@@ -536,6 +536,7 @@ def fitted_notes(model) -> dict:
             "n_neighbors_",
             "cv_error_",
             "basis_growth_",
+            "normalize_",
         ):
             notes[name] = getattr(model, name, None)
     for name in ("kernel_", "cross_entropy_", "n_components_", "n_passes_"):
