@@ -524,7 +524,12 @@ def test_auto_kernel_keeps_the_plain_one_only_where_it_beats_the_normalised_by_t
     auto = NRBFNClassifier(random_state=0).fit(X, y)
     paper = NRBFNClassifier(normalize=True, random_state=0).fit(X, y)
     path, paper_path = auto.basis_growth_, paper.basis_growth_
-    assert auto.normalize_ is False and not path["normalize"].any()
+    n = grown_sizes(path)
+    assert auto.normalize_ is False and not path["normalize"][:n].any()
+    # W̃ tried again on the kept size (after the sizes), and its held-out error is higher
+    (again,) = np.flatnonzero(path["normalize"])
+    assert again >= n and path["r"][again] == auto.basis_.shape[0]
+    assert path["cv_error"][again] > min(path["cv_error"][:n])
     assert paper.normalize_ is True and paper_path["normalize"].all()
     # the first size: the best of W̃'s widths is the normalised fit's own first size; W's
     # beats it by more than the margin
@@ -536,3 +541,37 @@ def test_auto_kernel_keeps_the_plain_one_only_where_it_beats_the_normalised_by_t
     assert grown.normalize_ is True and grown.basis_growth_["normalize"].all()
     plain = NRBFNClassifier(normalize=False, random_state=0).fit(X, y)
     assert plain.normalize_ is False and not plain.basis_growth_["normalize"].any()
+
+
+@pytest.mark.parametrize("paper_error, adopted", [(0.37, True), (0.38, True), (0.39, False)])
+def test_the_paper_kernel_is_tried_again_on_the_kept_size(paper_error, adopted):
+    """A growth that chose W on its first size tries W̃ on the kept size, with W̃'s own
+    first-size width, and keeps it unless W's held-out error there is lower; W's Gram
+    is let go first and formed again if W stays."""
+    from scalenc.nrbfn.growth import _paper_kernel_again
+
+    path = _path(widths=(1.0, 1.0, 1.0))
+    calls = []
+
+    def evaluate(r, widths, lams, paper_sigma=None, kernels=None):
+        calls.append((r, widths, lams, paper_sigma, kernels))
+        error = paper_error if kernels == (True,) else 0.38
+        sigma = paper_sigma * widths[0]
+        for key, value in zip(path, (r, widths[0], sigma, lams[1], error)):
+            path[key].append(value)
+        return (error, r, sigma, lams[1], None, None, None), f"gram {r} {kernels}"
+
+    best = (0.38, 512, 2.0, 1e-9, None, None, None)
+    held = ["gram 512 (False,)"]
+    level, gram, normalize = _paper_kernel_again(
+        best, held, path, AUTO_ALPHA_GRID, 10_000, evaluate, 0.5
+    )
+    assert held == [] and normalize is adopted
+    # W̃ at the kept size, at its own width (×1/2) of the kept size's paper σ (2.0)
+    assert calls[0][:2] == (512, (0.5,)) and calls[0][3] == pytest.approx(2.0)
+    assert calls[0][4] == (True,) and 1e-9 in calls[0][2]
+    if adopted:
+        assert len(calls) == 1 and gram == "gram 512 (True,)" and level[0] == paper_error
+    else:  # W stays, at its own width, with its Gram formed again
+        assert calls[1][:2] == (512, (1.0,)) and calls[1][4] == (False,)
+        assert level is best and gram == "gram 512 (False,)"

@@ -33,6 +33,7 @@ from scalenc.nrbfn.growth import (
     _narrower_width,
     _neighbours,
     _on_grid,
+    _paper_kernel_again,
     growth_sizes,
     next_size,
     size_work,
@@ -291,19 +292,20 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     kinds = KERNELS if est.normalize == "auto" else (fixed_normalize(est),)
     lams = tuple(grid)  # the whole grid on the first size, then the best λ's neighbours
     best, kept, stopped = None, None, False
+    first_widths = {}  # each kernel's best width on the first size
 
-    def evaluate(r, widths, lams, paper_sigma=None):
-        """Size r's best kernel of ``kinds`` and width of ``widths``, and its λ: (error,
-        width, σ, λ, errors on the grid, prefix, basis) and its Gram; the path records
-        it. The plain kernel is kept only where it beats the normalised one by
-        :func:`~scalenc.nrbfn.growth.width_margin`."""
+    def evaluate(r, widths, lams, paper_sigma=None, kernels=None):
+        """Size r's best kernel of ``kernels`` (default ``kinds``) and width of ``widths``,
+        and its λ: (error, width, σ, λ, errors on the grid, prefix, basis) and its Gram;
+        the path records it. The plain kernel is kept only where it beats the normalised
+        one by :func:`~scalenc.nrbfn.growth.width_margin`."""
         prefix = np.sort(cand_index[order[:r]])
         at_prefix = np.searchsorted(index, prefix)
         basis = rows[at_prefix]
         if paper_sigma is None:
             paper_sigma = _sigma(est, Xg, codes_g, basis, stage_times)
         level = None  # the best of this size (every kernel and width on the first size only)
-        for normalize in kinds:
+        for normalize in kinds if kernels is None else kernels:
             best_width = None
             for width in widths:
                 sigma = paper_sigma * width
@@ -320,6 +322,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
                     chosen = (float(errors.min()), width, sigma, alpha, normalize)
                     best_width = (chosen, errors, gram)
                 del gram
+            first_widths.setdefault(normalize, best_width[0][1])
             if level is None or best_width[0][0] < level[0][0] - width_margin(level[0][0], n_rows):
                 level = best_width
             del best_width
@@ -347,6 +350,12 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     if est.width == "auto":
         held, kept = [kept], None  # the Gram's one reference, for _narrower_width to drop
         best, kept = _narrower_width(best, held, path, grid, n_rows, evaluate)
+    if est.normalize == "auto" and not kinds[0]:
+        held, kept = [kept], None
+        best, kept, normalize = _paper_kernel_again(
+            best, held, path, grid, n_rows, evaluate, first_widths[True]
+        )
+        kinds = (normalize,)
     _, r, sigma, alpha, errors, prefix, basis = best
     if sample is not None:  # the kept size's σ and Gram over every row (no folds: λ is chosen)
         width = path["width"][path["sigma"].index(sigma)]
