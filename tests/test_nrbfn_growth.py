@@ -526,10 +526,12 @@ def test_auto_kernel_keeps_the_plain_one_only_where_it_beats_the_normalised_by_t
     path, paper_path = auto.basis_growth_, paper.basis_growth_
     n = grown_sizes(path)
     assert auto.normalize_ is False and not path["normalize"][:n].any()
-    # W̃ tried again on the kept size (after the sizes), and its held-out error is higher
-    (again,) = np.flatnonzero(path["normalize"])
-    assert again >= n and path["r"][again] == auto.basis_.shape[0]
-    assert path["cv_error"][again] > min(path["cv_error"][:n])
+    # W̃ tried again (after the sizes) before the kept size: its held-out error is higher
+    tries = np.flatnonzero(path["normalize"])
+    assert tries.size in (1, 2) and tries.min() >= n
+    for again in tries:
+        size = list(path["r"][:n]).index(path["r"][again])
+        assert path["cv_error"][again] > path["cv_error"][size]
     assert paper.normalize_ is True and paper_path["normalize"].all()
     # the first size: the best of W̃'s widths is the normalised fit's own first size; W's
     # beats it by more than the margin
@@ -543,35 +545,57 @@ def test_auto_kernel_keeps_the_plain_one_only_where_it_beats_the_normalised_by_t
     assert plain.normalize_ is False and not plain.basis_growth_["normalize"].any()
 
 
-@pytest.mark.parametrize("paper_error, adopted", [(0.37, True), (0.38, True), (0.39, False)])
-def test_the_paper_kernel_is_tried_again_on_the_kept_size(paper_error, adopted):
-    """A growth that chose W on its first size tries W̃ on the kept size, with W̃'s own
-    first-size width, and keeps it unless W's held-out error there is lower; W's Gram
-    is let go first and formed again if W stays."""
+@pytest.mark.parametrize(
+    "before_error, kept_error, adopted",
+    [(0.41, None, False), (0.40, 0.38, True), (0.35, 0.37, True), (0.35, 0.39, False)],
+    ids=["worse before", "tie before, tie on the kept size", "better twice", "better before"],
+)
+def test_the_paper_kernel_is_tried_again_before_the_kept_size_then_on_it(
+    before_error, kept_error, adopted
+):
+    """A growth that chose W on its first size tries W̃ (its own first-size width) on the
+    size before the kept one, then, if not worse there, on the kept size, and keeps it
+    unless W's held-out error there is lower; W's kept Gram is let go before the kept
+    size's try and formed again if W stays."""
     from scalenc.nrbfn.growth import _paper_kernel_again
 
-    path = _path(widths=(1.0, 1.0, 1.0))
+    path = _path(widths=(1.0, 1.0, 1.0))  # W's errors 0.50, 0.40, 0.38 on 128, 256, 512
     calls = []
 
     def evaluate(r, widths, lams, paper_sigma=None, kernels=None):
         calls.append((r, widths, lams, paper_sigma, kernels))
-        error = paper_error if kernels == (True,) else 0.38
+        error = {256: before_error, 512: kept_error}[r] if kernels == (True,) else 0.38
         sigma = paper_sigma * widths[0]
         for key, value in zip(path, (r, widths[0], sigma, lams[1], error)):
             path[key].append(value)
         return (error, r, sigma, lams[1], None, None, None), f"gram {r} {kernels}"
 
     best = (0.38, 512, 2.0, 1e-9, None, None, None)
-    held = ["gram 512 (False,)"]
+    held = ["gram 512 W"]
     level, gram, normalize = _paper_kernel_again(
         best, held, path, AUTO_ALPHA_GRID, 10_000, evaluate, 0.5
     )
     assert held == [] and normalize is adopted
-    # W̃ at the kept size, at its own width (×1/2) of the kept size's paper σ (2.0)
-    assert calls[0][:2] == (512, (0.5,)) and calls[0][3] == pytest.approx(2.0)
+    # W̃ on the size before, at its own width (×1/2) of that size's paper σ (2.0)
+    assert calls[0][:2] == (256, (0.5,)) and calls[0][3] == pytest.approx(2.0)
     assert calls[0][4] == (True,) and 1e-9 in calls[0][2]
+    if kept_error is None:  # worse before: no try on the kept size, W's Gram kept
+        assert len(calls) == 1 and level is best and gram == "gram 512 W"
+        return
+    assert calls[1][:2] == (512, (0.5,)) and calls[1][4] == (True,)
     if adopted:
-        assert len(calls) == 1 and gram == "gram 512 (True,)" and level[0] == paper_error
+        assert len(calls) == 2 and gram == "gram 512 (True,)" and level[0] == kept_error
     else:  # W stays, at its own width, with its Gram formed again
-        assert calls[1][:2] == (512, (1.0,)) and calls[1][4] == (False,)
+        assert calls[2][:2] == (512, (1.0,)) and calls[2][4] == (False,)
         assert level is best and gram == "gram 512 (False,)"
+
+
+def test_the_paper_kernel_is_not_tried_again_when_the_first_size_is_kept():
+    from scalenc.nrbfn.growth import _paper_kernel_again
+
+    path = _path(errors=(0.3, 0.4))
+    best = (0.3, 128, 2.0, 1e-9, None, None, None)
+    level, gram, normalize = _paper_kernel_again(
+        best, ["kept"], path, AUTO_ALPHA_GRID, 100, lambda *a, **k: pytest.fail("tried"), 0.5
+    )
+    assert (level, gram, normalize) == (best, "kept", False)

@@ -161,8 +161,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         beyond about 38σ of the basis then score 0 for every class. ``"auto"``: with a
         grown basis, both are tried on the first size with each width (two more passes
         per width), and W is kept for the growth only if its held-out error is lower by
-        three standard errors, and then on the kept size only if it is lower than W̃'s
-        there (on ring, two Gaussians of different spread: 1.89 % against 3.47 % on the
+        three standard errors, and then only if W̃ tried again before the kept size and on
+        it errs more (on ring, two Gaussians of different spread: 1.89 % against 3.47 % on the
         test rows); otherwise True.
     max_basis : int, "auto" or None, default="auto"
         Cap on r. A larger threshold basis is cut to ``max_basis`` rows with a
