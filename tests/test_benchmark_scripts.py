@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# each benchmark script run end to end on tiny inputs (10-50 s each, clusters for some):
+# CI's slow run; the library paths they time are tested by the other modules
+pytestmark = pytest.mark.slow
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 

@@ -616,6 +616,7 @@ def s3():
     server.stop()
 
 
+@pytest.mark.slow  # two fits on S3; the local checkpoint tests above check the same resume
 def test_checkpoint_on_an_object_store_resumes_and_catches_a_changed_object(s3, data):
     """Data and checkpoint on S3: a cut-off pass resumes from its saved groups; an object
     rewritten since (a new ETag) is named; a damaged checkpoint object is recomputed."""

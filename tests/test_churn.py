@@ -244,6 +244,7 @@ def test_without_a_checkpoint_the_error_says_what_would_have_kept_the_work(clust
     assert "distributed.scheduler.allowed-failures" in message and "now 0" in message
 
 
+@pytest.mark.slow  # a nanny worker grown past its limit (20-40 s); the nanny-killed resume above stays in the default run
 def test_a_task_over_its_memory_limit_stops_at_once_with_the_limit(tmp_path):
     procs = NannyCluster(tmp_path / "cluster", sleep=1.0, hog=600_000_000, memory="400MB")
     try:

@@ -733,6 +733,7 @@ out = "p.csv"
     assert (tmp_path / "w" / "m" / "model.json").exists()
 
 
+@pytest.mark.slow  # a LocalCluster started by the command (10-20 s); test_cluster's connect tests start one in the default run
 @pytest.mark.cluster
 def test_local_cluster_prints_dashboard(inputs, tmp_path):
     code, summary, err = run_exe(

@@ -150,7 +150,8 @@ def _string_label_frame() -> pd.DataFrame:
     return frame
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+# the CSV reader's labels as Parquet's: CI's slow run (a command)
+@pytest.mark.parametrize("fmt", ["parquet", pytest.param("csv", marks=pytest.mark.slow)])
 def test_a_string_label_column_gives_no_extension_dtype_warning(fmt, tmp_path):
     path = tmp_path / f"s.{fmt}"
     frame = _string_label_frame()
@@ -196,6 +197,7 @@ def test_a_terminal_shows_no_log_without_verbose(data, tmp_path):
     assert re.search(r"^\d\d:\d\d:\d\d scalenc fit: model saved to ", err, re.M), err
 
 
+@pytest.mark.slow  # a fit slowed to print progress lines (20-50 s); the terminal's log test stays in the default run
 def test_a_batch_log_has_the_events_beside_the_progress_lines(data, tmp_path):
     """stderr not a terminal: progress as lines, and a timestamped line per event with them;
     without progress (--progress none) no events unless --verbose."""
@@ -257,8 +259,16 @@ linux_only = pytest.mark.skipif(
 
 
 @linux_only
-@pytest.mark.parametrize("delay", [0.05, 0.3])
-@pytest.mark.parametrize("sig, code, signame", SIGNALS)
+@pytest.mark.parametrize(
+    "delay, sig, code, signame",
+    [
+        (0.05, *SIGNALS[0]),
+        (0.3, *SIGNALS[1]),
+        # the other two pairings of delay and signal: CI's slow run (a command each)
+        pytest.param(0.3, *SIGNALS[0], marks=pytest.mark.slow),
+        pytest.param(0.05, *SIGNALS[1], marks=pytest.mark.slow),
+    ],
+)
 def test_a_signal_while_the_command_starts(data, tmp_path, delay, sig, code, signame):
     """While the libraries load: the command stops before reading anything, with the exit
     code, its one-line message and its summary; no traceback."""

@@ -36,7 +36,8 @@ def table_csv(tmp_path_factory):
     return path, model
 
 
-@pytest.mark.parametrize("chunk_rows", [None, 3000])
+# the table in row blocks of 3000: CI's slow run (the command again)
+@pytest.mark.parametrize("chunk_rows", [None, pytest.param(3000, marks=pytest.mark.slow)])
 def test_evaluate_a_csv_table_with_string_and_missing_columns(table_csv, chunk_rows):
     path, model = table_csv
     extra = [] if chunk_rows is None else ["--chunk-rows", chunk_rows]
@@ -51,6 +52,7 @@ def test_evaluate_a_csv_table_with_string_and_missing_columns(table_csv, chunk_r
     assert summary["scores"]["accuracy"] > 0.95
 
 
+@pytest.mark.slow  # an HTML report of a table (matplotlib); test_report's reports stay in the default run
 def test_report_on_a_csv_table_with_string_and_missing_columns(table_csv, tmp_path):
     pytest.importorskip("matplotlib")
     path, model = table_csv
@@ -126,6 +128,7 @@ def two_batches(tmp_path_factory):
 
 
 @pytest.mark.parametrize("method", ["encoder", "ccdr-classifier"])
+@pytest.mark.slow  # four commands per method; test_update's command update of an encoder counts its update in the default run
 def test_an_update_summary_counts_the_updates(two_batches, tmp_path, method):
     folder = two_batches
     code, _, err = run_exe_text(

@@ -569,6 +569,7 @@ def slow_fit_data(n=6000, p=6, chunk=250):
     return da.from_array(X, chunks=(chunk, p)), da.from_array(y, chunks=chunk)
 
 
+@pytest.mark.slow  # a worker killed mid-fit: test_churn's nanny-killed resume checks the same model in the default run
 def test_worker_killed_mid_fit_same_model(fresh_processes):
     X, y = slow_fit_data()
     make = lambda: EncoderClassifier(kernels=(slow_linear,))  # noqa: E731
@@ -711,6 +712,7 @@ def test_tls_with_and_without_certificates(tls_processes, certs):
             pass
 
 
+@pytest.mark.slow  # a TLS cluster for the command; test_tls_with_and_without_certificates stays in the default run
 def test_cli_tls_through_dask_settings(tls_processes, certs, store, tmp_path):
     """deploy/tls/README.md: the command line takes its certificates from Dask's settings."""
     command = scalenc_command()
@@ -1121,6 +1123,7 @@ def small_job_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # the compose runner's job on a started cluster (10-20 s); the job itself runs in test_cli
 def test_compose_runner_command_runs_the_job(dask_processes, tmp_path):
     """The compose runner's command and job file, the scheduler at a loopback address."""
     scalenc_command()

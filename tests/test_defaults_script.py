@@ -253,6 +253,7 @@ def test_report_counts_wins_ties_losses_and_names_the_losses():
     assert "* b · SVC(): did not finish in 300 s" in page
 
 
+@pytest.mark.slow  # every method fitted on four sets (about a minute); the script's parts are tested above
 def test_quick_run_from_the_papers_data(tmp_path):
     """``--quick`` needs no PMLB: its PMLB sets are skipped with the way to get them, the
     papers' set runs, the JSON holds every cell, and a second run redoes none."""

@@ -177,8 +177,16 @@ def _old_output(tmp_path: Path) -> Path:
 # --- the writer, signalled during the swap ----------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["exchange", "fallback"])
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(
+    "sig, mode",
+    [
+        (signal.SIGINT, "exchange"),
+        (signal.SIGTERM, "fallback"),
+        # the other two pairings: CI's slow run (a writer process each, 10-25 s)
+        pytest.param(signal.SIGINT, "fallback", marks=pytest.mark.slow),
+        pytest.param(signal.SIGTERM, "exchange", marks=pytest.mark.slow),
+    ],
+)
 def test_signal_during_the_swap_leaves_old_or_new_and_no_temporary(spawn, tmp_path, mode, sig):
     """With the exchange the swap is one system call: a signal before it keeps the old
     result. In the fallback the signal is deferred between the two renames: the new result
@@ -237,7 +245,11 @@ def _wait_for_blocks(target: Path, proc, n: int = 3) -> None:
     pytest.fail("no block was written")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize(
+    "sig",
+    # SIGTERM is handled as SIGINT is (the swap tests run both): CI's slow run
+    [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow), signal.SIGKILL],
+)
 def test_signal_mid_write_keeps_the_old_result(spawn, tmp_path, sig):
     """Blocks are being written to the temporary: the old result is untouched; a handled
     signal removes the temporary (outlasting in-flight block writes), SIGKILL leaves it to
@@ -380,7 +392,10 @@ def _copy_model(train: Path, tmp_path: Path) -> Path:
     "sig, code, signame",
     [
         (signal.SIGTERM, cli.EXIT_TERMINATED, "SIGTERM"),
-        (signal.SIGINT, cli.EXIT_INTERRUPTED, "SIGINT (Ctrl-C)"),
+        # the same stop by Ctrl-C: CI's slow run (test_cli_output's signal tests run both)
+        pytest.param(
+            signal.SIGINT, cli.EXIT_INTERRUPTED, "SIGINT (Ctrl-C)", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_fit_overwrite_interrupted_mid_fit(spawn, train, tmp_path, fitted, sig, code, signame):

@@ -147,6 +147,7 @@ def _pass_numbers(err: str) -> list[int]:
     return list(dict.fromkeys(numbers))
 
 
+@pytest.mark.slow  # a long fit stopped and resumed (1-3 min); the Ctrl-C in BLAS test below stays in the default run
 def test_ctrl_c_during_a_long_pass_ends_within_seconds_and_resumes(data, tmp_path):
     argv = _fit_argv(data, tmp_path)
     code, err, seconds, _ = _interrupt(argv, tmp_path, [0.0])
@@ -193,6 +194,7 @@ sys.exit(main())
 """
 
 
+@pytest.mark.slow  # a second long fit; test_cli_output's second signal while starting stays in the default run
 def test_a_second_ctrl_c_ends_at_once_without_a_traceback(data, tmp_path):
     argv = _fit_argv(data, tmp_path)
     command = [sys.executable, "-c", SLOW_CLEANUP, *argv]
@@ -211,6 +213,7 @@ def test_a_second_ctrl_c_ends_at_once_without_a_traceback(data, tmp_path):
     assert (tmp_path / "model").exists()
 
 
+@pytest.mark.slow  # a LocalCluster started, stopped by Ctrl-C and started again (about a minute)
 @pytest.mark.cluster
 def test_ctrl_c_on_a_local_cluster_ends_within_seconds_and_resumes(data, tmp_path):
     argv = _fit_argv(data, tmp_path, "--scheduler", "local", "--n-workers", "2")

@@ -66,7 +66,8 @@ def _cluster(amm: bool):
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("amm", [True, False])
+# without Active Memory Manager: CI's slow run (a cluster each, 10-30 s)
+@pytest.mark.parametrize("amm", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_a_lost_scattered_value_is_sent_again(amm):
     weights = np.random.default_rng(0).normal(size=(1000, 500))  # 4 MB: scattered
     X = np.arange(400.0).reshape(40, 10)

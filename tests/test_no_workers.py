@@ -68,6 +68,7 @@ def test_config_key():
         assert no_workers_timeout() == 60.0
 
 
+@pytest.mark.slow  # every worker of a fresh cluster killed mid-fit (20-50 s); the error's config key is tested above
 def test_all_workers_killed_mid_fit(fresh_processes):  # noqa: F811 - the fixture
     X, y = slow_fit_data()
     killed = {}

@@ -130,6 +130,7 @@ def test_a_missing_bucket_or_object_is_a_clear_error(s3):
         load("s3://scalenc-bucket/nope/x.parquet", storage_options=s3)
 
 
+@pytest.mark.slow  # a job of three commands on S3; the command's storage options test stays in the default run
 def test_storage_options_in_a_job_file(s3, data, tmp_path):
     """A job's [job] table holds the storage options for every step."""
     import json
@@ -160,6 +161,7 @@ def test_storage_options_in_a_job_file(s3, data, tmp_path):
     assert fs.exists("scalenc-bucket/job-model/model.json")
 
 
+@pytest.mark.slow  # a cluster's workers reading S3 (10-20 s); the threaded S3 reads above stay in the default run
 @pytest.mark.cluster
 def test_a_loopback_cluster_reads_s3_on_its_workers(s3, data, client, monkeypatch):
     """The workers read the S3 chunks themselves: the client process fetches no chunk of X

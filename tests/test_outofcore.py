@@ -126,6 +126,7 @@ def test_default_fit_with_its_sample_larger_than_worker_memory(store, fresh_smal
     assert set(fresh_small_client.scheduler_info()["workers"]) == before
 
 
+@pytest.mark.slow  # nRBFN's whole default search on small workers (20-60 s); the many-class kernels below stay in the default run
 def test_nrbfn_defaults_fit_within_small_workers_without_a_kill(limited_client):
     """NRBFNClassifier() with no memory_limit on a worker of 400 MiB: the plan's budget is
     what the worker can add before Dask pauses it (80 % of its limit, less what it holds

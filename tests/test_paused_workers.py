@@ -231,6 +231,7 @@ def finish(fitter: threading.Thread, result: dict):
     return result["model"]
 
 
+@pytest.mark.slow  # a second cluster pause (20-45 s); the paused-worker error test stays in the default run
 @pytest.mark.timeout(120)
 def test_worker_resumed_before_the_wait_fit_completes(small_cluster):
     """Paused when the fit starts, resumed 2 s later: the fit waits, then completes with
