@@ -62,6 +62,11 @@ GROWTH_SAMPLE_BYTES = 2**29
 #: A fit samples its growth rows only when it has this many times the sample's rows.
 GROWTH_SAMPLE_FACTOR = 4
 
+#: Kernels of one basis share a Gram pass, and a held-out pass, while their Grams, or
+#: their weights, take at most this many bytes (W and W̃ and σ's multiples on a grown
+#: basis's first size: on iris one pass of each for six, which took twelve passes).
+BATCH_BYTES = 2**27
+
 #: Frames between a user's ``fit`` call and the warnings of :func:`fit_network`'s steps
 #: (step, fit_network, the estimator's _fit, fit_streaming, fit).
 _USER_FRAME = 6
@@ -236,6 +241,31 @@ def _gram(
     return gram
 
 
+def _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times):
+    """:func:`_gram` of each of ``kernels`` ((σ, normalize) pairs) on one basis: in one
+    pass while their partials take at most :data:`BATCH_BYTES` and the plan holds a
+    pass of all folds, else one kernel at a time."""
+    problem, r = fit_plan.problem, basis.shape[0]
+    K = problem.n_classes
+    batched = 8 * len(kernels) * n_folds * (r * r + K * r) <= BATCH_BYTES
+    batched = batched and not plan.gram_per_fold(
+        problem, fit_plan.budget, r, n_folds * len(kernels)
+    )
+    if len(kernels) == 1 or not batched:
+        return [
+            _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, kind)
+            for sigma, kind in kernels
+        ]
+    with timed_stage(stage_times, "gram"):
+        (stacked,) = compute(
+            nrbfn_passes.gram_kernels_pass(
+                X, codes, basis, kernels, K, n_folds=n_folds, seed=seed, folds=folds,
+                split_every=est.split_every,
+            )
+        )  # fmt: skip
+    return [{key: stacked[key][v].copy() for key in stacked} for v in range(len(kernels))]
+
+
 def _gram_memory(fit_plan: plan.FitPlan, r: int, n_folds: int) -> dict:
     """The Gram's estimate for ``memory_plan_``, in the way the fit ran it, and that way
     (``per_fold``: one pass per fold)."""
@@ -305,27 +335,30 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         if paper_sigma is None:
             paper_sigma = _sigma(est, Xg, codes_g, basis, stage_times)
         level = None  # the best of this size (every kernel and width on the first size only)
-        for normalize in kinds if kernels is None else kernels:
-            best_width = None
-            for width in widths:
-                sigma = paper_sigma * width
-                gram = _gram(
-                    est, Xg, codes_g, basis, sigma, seed, folds_g, n_folds, fit_plan,
-                    stage_times, normalize,
-                )  # fmt: skip
-                with timed_stage(stage_times, "cv"):
-                    alpha, errors = choose_alpha(
-                        est, Xg, codes_g, gram, basis, sigma, lams, seed, folds_g, n_rows,
-                        basis_folds=own[at_prefix], normalize=normalize,
-                    )  # fmt: skip
-                if best_width is None or errors.min() < best_width[0][0]:
-                    chosen = (float(errors.min()), width, sigma, alpha, normalize)
-                    best_width = (chosen, errors, gram)
-                del gram
+        tried = [
+            (kind, width) for kind in (kinds if kernels is None else kernels) for width in widths
+        ]
+        pairs = tuple((paper_sigma * width, kind) for kind, width in tried)
+        grams = _grams(
+            est, Xg, codes_g, basis, pairs, seed, folds_g, n_folds, fit_plan, stage_times
+        )
+        with timed_stage(stage_times, "cv"):
+            chosen = choose_alphas(
+                est, Xg, codes_g, grams, basis, pairs, lams, seed, folds_g, n_rows, own[at_prefix]
+            )
+        best_width = None
+        for (normalize, width), (sigma, _), gram, (alpha, errors) in zip(
+            tried, pairs, grams, chosen
+        ):
+            if best_width is None or errors.min() < best_width[0][0]:
+                best_width = ((float(errors.min()), width, sigma, alpha, normalize), errors, gram)
+            if width != widths[-1]:
+                continue
             first_widths.setdefault(normalize, best_width[0][1])
             if level is None or best_width[0][0] < level[0][0] - width_margin(level[0][0], n_rows):
                 level = best_width
-            del best_width
+            best_width = None
+        del grams, chosen
         (error, width, sigma, alpha, normalize), errors, gram = level
         for key, value in zip(path, (r, width, sigma, alpha, error, normalize)):
             path[key].append(value)
@@ -442,12 +475,45 @@ def choose_alpha(
     ``basis_folds`` gives those folds directly (rows of X that are a sample of the
     training rows, whose positions are not the basis rows' global indices).
     """
+    own = basis_folds
+    if own is None and basis_indices is not None:
+        n_folds = gram["M"].shape[0]
+        own = _fold_of_rows(basis_indices, folds, n_folds, seed)
+    ((alpha, cv_error),) = choose_alphas(
+        est, X, codes, [gram], basis, ((sigma, normalize),), grid, seed, folds, n_labeled, own
+    )
+    return alpha, cv_error
+
+
+def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_labeled, own=None):
+    """:func:`choose_alpha` for each of ``kernels`` ((σ, normalize) pairs, ``grams`` their
+    Grams on one basis): the weights of every fold and λ solved per kernel, the held-out
+    rows of all kernels scored in one pass while their weights take at most
+    :data:`BATCH_BYTES` (else one pass each). ``own``: the basis rows' folds, or None.
+    Returns (λ, error rates) per kernel."""
+    weights = [_fold_weights(est, gram, grid, own) for gram in grams]
+    passes_of = [(kernels, np.stack(weights))]
+    if len(kernels) > 1 and sum(w.nbytes for w in weights) > BATCH_BYTES:
+        passes_of = [((kernel,), w[None]) for kernel, w in zip(kernels, weights)]
+    del weights
+    errors = []
+    for group, stacked in passes_of:
+        (counts,) = compute(
+            nrbfn_passes.cv_error_kernels_pass(
+                X, codes, basis, group, stacked, seed, folds=folds, split_every=est.split_every
+            )
+        )
+        errors.extend(counts / n_labeled)
+    return [(grid[int(np.argmin(cv_error))], cv_error) for cv_error in errors]
+
+
+def _fold_weights(est, gram, grid, own) -> np.ndarray:
+    """X* of every fold and λ, (n_folds, n_alphas, K, r): fold f's from the Gram of all
+    rows minus its own, without the basis rows in fold f where ``own`` gives their folds
+    (zero weights for those)."""
     n_folds = gram["M"].shape[0]
     M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
     weights = np.zeros((n_folds, len(grid)) + B_all.shape)
-    own = basis_folds
-    if own is None and basis_indices is not None:
-        own = _fold_of_rows(basis_indices, folds, n_folds, seed)
     problems = []
     for f in range(n_folds):
         # the basis rows of fold f leave its model (all rows stay without a grown basis)
@@ -457,24 +523,9 @@ def choose_alpha(
         weights[f][..., keep], singular = ridge_path(M_train, B_train, grid)
         del M_train
         problems.extend(singular)
-    del M_all, B_all
     if problems:
         _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
-    (errors,) = compute(
-        nrbfn_passes.cv_error_pass(
-            X,
-            codes,
-            basis,
-            sigma,
-            weights,
-            seed,
-            folds=folds,
-            split_every=est.split_every,
-            normalize=normalize,
-        )
-    )
-    cv_error = errors / n_labeled
-    return grid[int(np.argmin(cv_error))], cv_error
+    return weights
 
 
 def _fold_of_rows(index, folds, n_folds, seed) -> np.ndarray:

@@ -20,6 +20,8 @@ __all__ = [
     "sigma_pass",
     "gram_pass",
     "cv_error_pass",
+    "gram_kernels_pass",
+    "cv_error_kernels_pass",
     "cv_error_refit_pass",
     "gram_work",
 ]
@@ -117,6 +119,67 @@ def cv_error_pass(
         normalize=normalize,
         split_every=split_every,
         work=BlockWork.pairs(basis.shape[0], X.shape[1], extra=scores),
+    )
+
+
+def gram_kernels_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    kernels: tuple,
+    n_classes: int,
+    *,
+    n_folds: int = 1,
+    seed: int = 0,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """:func:`gram_pass` of each of ``kernels`` ((σ, normalize) pairs) in one pass over X
+    (:func:`scalenc.nrbfn.blocks.gram_kernels_block`): M, B with a leading kernel axis."""
+    r, p = basis.shape
+    one = gram_work(r, p, n_classes, n_folds)
+    return reduce_rows(
+        _nrbfn_blocks.gram_kernels_block,
+        X,
+        codes,
+        folds,
+        basis=basis,
+        kernels=tuple(kernels),
+        n_classes=n_classes,
+        n_folds=n_folds,
+        seed=seed,
+        combine=_nrbfn_blocks.sum_gram_partials,
+        split_every=split_every,
+        work=BlockWork(len(kernels) * one.per_row, len(kernels) * one.partial_bytes),
+    )
+
+
+def cv_error_kernels_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    kernels: tuple,
+    weights: np.ndarray,
+    seed: int,
+    *,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """:func:`cv_error_pass` of each of ``kernels`` ((σ, normalize) pairs, ``weights[v]``
+    the v-th's, shape (n_kernels, n_folds, n_alphas, K, r)) in one pass over X:
+    misclassified rows, (n_kernels, n_alphas)."""
+    scores = float(np.prod(weights.shape[2:])) * len(kernels)
+    return reduce_rows(
+        _nrbfn_blocks.cv_error_kernels_block,
+        X,
+        codes,
+        folds,
+        basis=basis,
+        kernels=tuple(kernels),
+        weights=weights,
+        seed=seed,
+        split_every=split_every,
+        work=BlockWork.pairs(len(kernels) * basis.shape[0], X.shape[1], extra=scores),
     )
 
 
