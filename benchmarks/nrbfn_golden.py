@@ -17,7 +17,10 @@ Sets (all under a minute each on two shared cores):
   70 / 30 with seed 0; features mapped to [-1, 1] by the training rows' range (the
   protocol of ``benchmarks/defaults.py``);
 * ``gauss-200x5``: 200 Gaussian classes of 5 rows in 8 features (centres × 3, unit noise,
-  seed 0), a smaller copy of the issue's 1 000 × 5; ``gauss-20x100``: 20 classes of 100.
+  seed 0), a smaller copy of the issue's 1 000 × 5; ``gauss-20x100``: 20 classes of 100;
+  ``shell-2400``: ringnorm's two Gaussians, N(0, 4 I) and N(2/√p, I) in 10 features
+  (2 400 training rows, seed 0; 1 200 test rows, seed 1), where the plain kernel W wins
+  and the paper's W̃ is tried again.
 
 Usage::
 
@@ -52,6 +55,7 @@ SETS = (
     "orl32",
     "gauss-200x5",
     "gauss-20x100",
+    "shell-2400",
     "satimage",
     "usps",
 )
@@ -80,6 +84,8 @@ def load(name: str):
 
         X, y = (load_iris if name == "iris-all" else load_digits)(return_X_y=True)
         return X, y, X, y
+    if name == "shell-2400":
+        return (*_shell(2400, 0), *_shell(1200, 1))
     if name.startswith("gauss-"):
         K, m = (int(v) for v in name[len("gauss-") :].split("x"))
         rng = np.random.default_rng(0)
@@ -92,6 +98,15 @@ def load(name: str):
     if "train_idx" in data:
         return _scaled_split(X, y, data["train_idx"], data["test_idx"])
     return _scaled_split(X, y)
+
+
+def _shell(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    X = np.where(
+        y[:, None] == 0, 2.0 * rng.normal(size=(n, 10)), rng.normal(size=(n, 10)) + 2 / 10**0.5
+    )
+    return X, y
 
 
 def _digest(a) -> str:
