@@ -282,10 +282,11 @@ STRIP_ROWS = 256
 
 
 #: Systems smaller than this are solved on one BLAS thread by :func:`ridge_path`,
-#: :func:`ridge_solve` and :func:`numerical_rank`: small factorisations gain nothing from
-#: BLAS threads, and lose several times their time to them on a busy machine (r = 512:
-#: 0.13 s on one thread, 0.93 s on two).
-SMALL_SOLVE = 1024
+#: :func:`ridge_solve` and :func:`numerical_rank`: small factorisations gain little from
+#: BLAS threads, and lose many times their time to them on a busy machine (r = 512:
+#: 0.13 s on one thread, 0.93 s on two; r = 1 024, three λ: 0.11 s against 3.0 s, which
+#: made 18 s of a digits fit at load 10).
+SMALL_SOLVE = 2048
 
 
 @functools.cache

@@ -454,11 +454,13 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     held-out errors ranked λ = 1e-5 first and 1e-9 second where the test errors were
     32.1 and 22.9 %.
     """
-    weights = [_fold_weights(est, gram, grid, own) for gram in grams]
-    passes_of = [(kernels, np.stack(weights))]
-    if len(kernels) > 1 and sum(w.nbytes for w in weights) > BATCH_BYTES:
+    n_folds, (K, r) = grams[0]["M"].shape[0], grams[0]["B"].shape[1:]
+    weights = np.zeros((len(kernels), n_folds, len(grid), K, r))
+    for gram, out in zip(grams, weights):
+        _fold_weights(est, gram, grid, own, out)
+    passes_of = [(kernels, weights)]
+    if weights.nbytes > max(BATCH_BYTES, weights[0].nbytes):
         passes_of = [((kernel,), w[None]) for kernel, w in zip(kernels, weights)]
-    del weights
     errors = []
     for group, stacked in passes_of:
         (counts,) = compute(
@@ -470,13 +472,12 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     return [(grid[int(np.argmin(cv_error))], cv_error) for cv_error in errors]
 
 
-def _fold_weights(est, gram, grid, own) -> np.ndarray:
-    """X* of every fold and λ, (n_folds, n_alphas, K, r): fold f's from the Gram of all
-    rows minus its own, without the basis rows in fold f where ``own`` gives their folds
-    (zero weights for those)."""
+def _fold_weights(est, gram, grid, own, weights) -> None:
+    """X* of every fold and λ into the zeros ``weights`` (n_folds, n_alphas, K, r): fold
+    f's from the Gram of all rows minus its own, without the basis rows in fold f where
+    ``own`` gives their folds (zero weights for those)."""
     n_folds = gram["M"].shape[0]
     M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
-    weights = np.zeros((n_folds, len(grid)) + B_all.shape)
     problems = []
     for f in range(n_folds):
         # the basis rows of fold f leave its model (all rows stay without a grown basis)
@@ -488,7 +489,6 @@ def _fold_weights(est, gram, grid, own) -> np.ndarray:
         problems.extend(singular)
     if problems:
         _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
-    return weights
 
 
 def _fold_of_rows(index, folds, n_folds, seed) -> np.ndarray:
