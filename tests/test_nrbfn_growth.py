@@ -595,3 +595,29 @@ def test_a_step_keeps_each_kernels_best_width_and_the_plain_kernel_only_by_the_m
     assert search.choose(trials + plain[:1]) == 1  # W within the margin: W̃ stays
     assert search.choose(trials + plain) == 4
     assert search.first_widths == {True: 0.5, False: 1.0}  # the first step's
+
+
+def test_a_steps_kernels_in_one_pass_or_one_at_a_time_give_the_same_model(data, monkeypatch):
+    """The first size's six kernels (W, W̃ × three widths) share a Gram pass and a
+    held-out pass while they fit BATCH_BYTES; one at a time they give the same model
+    bit for bit, with four more passes per kernel beyond the first."""
+    from scalenc.nrbfn import network
+
+    X, y, X_test, _ = data
+    together = NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+    monkeypatch.setattr(network, "BATCH_BYTES", 0)
+    apart = NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+    assert apart.n_passes_ == together.n_passes_ + 2 * (len(WIDTHS) * 2 - 1)
+    for key in ("r", "width", "sigma", "alpha", "cv_error", "normalize"):
+        np.testing.assert_array_equal(apart.basis_growth_[key], together.basis_growth_[key])
+    np.testing.assert_array_equal(apart.weights_, together.weights_)
+    np.testing.assert_array_equal(apart.predict(X_test), together.predict(X_test))
+
+
+def test_a_step_lets_go_of_the_grams_no_choice_can_keep():
+    from scalenc.nrbfn.network import _release
+
+    grams = ["a", "b", "c", "d", "e"]
+    errors = [np.array([e]) for e in (0.3, 0.2, 0.2, 0.4, 0.1)]
+    _release(grams, errors, (True, True, True, False, False))
+    assert grams == [None, "b", None, None, "e"]  # each kernel's first of least error

@@ -587,8 +587,8 @@ def gram_kernels_block(X, codes, folds=None, *, row_start, kernels, **kwargs):
         gram_block(X, codes, folds, row_start=row_start, sigma=sigma, normalize=normalize, **kwargs)
         for sigma, normalize in kernels
     ]
-    xp = namespace(parts[0]["M"])
-    return {key: xp.stack([part[key] for part in parts]) for key in ("M", "B", "count")}
+    stacked = {key: namespace(parts[0][key]).stack([p[key] for p in parts]) for key in ("M", "B")}
+    return {**stacked, "count": np.stack([part["count"] for part in parts])}  # on the host
 
 
 gram_kernels_block.device_partials = True

@@ -231,29 +231,46 @@ def _gram(
     return gram
 
 
-def _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times):
-    """:func:`_gram` of each of ``kernels`` ((σ, normalize) pairs) on one basis: in one
-    pass while their partials take at most :data:`BATCH_BYTES` and the plan holds a
-    pass of all folds, else one kernel at a time."""
-    problem, r = fit_plan.problem, basis.shape[0]
-    K = problem.n_classes
-    batched = 8 * len(kernels) * n_folds * (r * r + K * r) <= BATCH_BYTES
-    batched = batched and not plan.gram_per_fold(
-        problem, fit_plan.budget, r, n_folds * len(kernels)
-    )
-    if len(kernels) == 1 or not batched:
+def _together(fit_plan: plan.FitPlan, r: int, n_kernels: int, n_folds: int, n_alphas: int):
+    """Whether the kernels of a step on an r-row basis share its passes: while their
+    Grams and their held-out weights take at most :data:`BATCH_BYTES` each and the plan
+    holds a Gram pass of all their folds (else one kernel at a time, as many Grams alive
+    as one at a time would keep: a 1 000-class first size's weights are 720 MB each)."""
+    problem, K = fit_plan.problem, fit_plan.problem.n_classes
+    grams = 8 * n_kernels * n_folds * (r * r + K * r)
+    weights = 8 * n_kernels * n_folds * n_alphas * K * r
+    if n_kernels == 1 or max(grams, weights) > BATCH_BYTES:
+        return False
+    return not plan.gram_per_fold(problem, fit_plan.budget, r, n_folds * n_kernels)
+
+
+def _kernel_grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times):
+    """:func:`_gram` of each of ``kernels`` ((σ, normalize) pairs) on one basis, in one
+    pass (:func:`~scalenc.nrbfn.passes.gram_kernels_pass`) when there are several."""
+    if len(kernels) == 1:
+        ((sigma, kind),) = kernels
         return [
             _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, kind)
-            for sigma, kind in kernels
         ]
     with timed_stage(stage_times, "gram"):
         (stacked,) = compute(
             nrbfn_passes.gram_kernels_pass(
-                X, codes, basis, kernels, K, n_folds=n_folds, seed=seed, folds=folds,
-                split_every=est.split_every,
+                X, codes, basis, kernels, fit_plan.problem.n_classes, n_folds=n_folds,
+                seed=seed, folds=folds, split_every=est.split_every,
             )
         )  # fmt: skip
     return [{key: stacked[key][v].copy() for key in stacked} for v in range(len(kernels))]
+
+
+def _release(grams: list, errors: list, kinds: tuple) -> None:
+    """Let go of the Grams no step can keep: all but the first of least error of each
+    kernel (:meth:`~scalenc.nrbfn.search.Search.choose` keeps one of those)."""
+    for kind in set(kinds[: len(errors)]):
+        own = [i for i in range(len(errors)) if kinds[i] == kind]
+        best = min(own, key=lambda i: errors[i].min())
+        for i in own:
+            if i != best:
+                grams[i] = None
 
 
 def _gram_memory(fit_plan: plan.FitPlan, r: int, n_folds: int) -> dict:
@@ -390,18 +407,27 @@ class _Steps:
         if paper_sigma is None:
             paper_sigma = _sigma(est, X, codes, basis, self.stage_times)
         pairs = tuple((paper_sigma * width, kind) for width, kind in kernels)
-        grams = _grams(
-            est, X, codes, basis, pairs, self.seed, folds, self.n_folds, fit_plan, self.stage_times
-        )
-        with timed_stage(self.stage_times, "cv"):
-            chosen = choose_alphas(
-                est, X, codes, grams, basis, pairs, lams, self.seed, folds, n_rows, self.own[at]
-            )
+        together = _together(fit_plan, r, len(pairs), self.n_folds, len(lams))
+        grams, errors = [], []
+        for group in [pairs] if together else [(pair,) for pair in pairs]:
+            grams += _kernel_grams(
+                est, X, codes, basis, group, self.seed, folds, self.n_folds, fit_plan,
+                self.stage_times,
+            )  # fmt: skip
+            with timed_stage(self.stage_times, "cv"):
+                errors += [
+                    error
+                    for _, error in choose_alphas(
+                        est, X, codes, grams[-len(group) :], basis, group, lams, self.seed,
+                        folds, n_rows, self.own[at],
+                    )
+                ]  # fmt: skip
+            _release(grams, errors, tuple(kind for _, kind in kernels))
         seconds = time.perf_counter() - start
         planned = plan.gram_bytes(fit_plan.problem, r, self.n_folds)["worker"]
         trials = [
             Trial(r, width, sigma, kind, lams, errors, self.n_folds, n_rows, seconds, planned)
-            for (width, kind), (sigma, _), (_, errors) in zip(kernels, pairs, chosen)
+            for (width, kind), (sigma, _), errors in zip(kernels, pairs, errors)
         ]
         return trials, grams
 
@@ -442,9 +468,8 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     """λ of the grid with the least held-out error, and every λ's error rate, for each
     of ``kernels`` ((σ, normalize) pairs, ``grams`` their Grams on one basis): each fold's
     weights solved from the Gram of all rows minus the fold's (:func:`_fold_weights`),
-    each labeled row scored by its own fold's weights, every kernel in one pass while
-    their weights take at most :data:`BATCH_BYTES` (else one pass each). The basis is not
-    refitted per fold. Returns (λ, error rates) per kernel.
+    each labeled row scored by its own fold's weights, every kernel in one pass. The
+    basis is not refitted per fold. Returns (λ, error rates) per kernel.
 
     With ``own``, the folds of the basis rows (a grown basis), fold f's model also leaves
     out the basis rows that lie in fold f — the block of the Gram without their rows and
@@ -458,18 +483,12 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     weights = np.zeros((len(kernels), n_folds, len(grid), K, r))
     for gram, out in zip(grams, weights):
         _fold_weights(est, gram, grid, own, out)
-    passes_of = [(kernels, weights)]
-    if weights.nbytes > max(BATCH_BYTES, weights[0].nbytes):
-        passes_of = [((kernel,), w[None]) for kernel, w in zip(kernels, weights)]
-    errors = []
-    for group, stacked in passes_of:
-        (counts,) = compute(
-            nrbfn_passes.cv_error_kernels_pass(
-                X, codes, basis, group, stacked, seed, folds=folds, split_every=est.split_every
-            )
+    (counts,) = compute(
+        nrbfn_passes.cv_error_kernels_pass(
+            X, codes, basis, kernels, weights, seed, folds=folds, split_every=est.split_every
         )
-        errors.extend(counts / n_labeled)
-    return [(grid[int(np.argmin(cv_error))], cv_error) for cv_error in errors]
+    )
+    return [(grid[int(np.argmin(errors))], errors) for errors in counts / n_labeled]
 
 
 def _fold_weights(est, gram, grid, own, weights) -> None:
