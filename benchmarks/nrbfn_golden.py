@@ -177,6 +177,12 @@ def differences(old: dict, new: dict) -> list[str]:
     return found
 
 
+def _lines(golden: dict) -> str:
+    """The golden file's text: one line per set."""
+    sets = [f"{json.dumps(name)}: {json.dumps(out)}" for name, out in golden.items()]
+    return "{\n" + ",\n".join(sets) + "\n}\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
@@ -195,7 +201,7 @@ def main(argv=None) -> int:
             print(f"{name}: r={out['r']} alpha={out['alpha']:g} {out['seconds']} s", flush=True)
             if name == "iris-all" and args.model:
                 scalenc.save_model(model, args.model, overwrite=True)
-            args.record.write_text(json.dumps(golden, indent=1) + "\n")
+            args.record.write_text(_lines(golden))
         return 0
     golden = json.loads(args.compare.read_text())
     failed = 0
