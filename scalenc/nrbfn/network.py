@@ -388,8 +388,7 @@ class _Steps:
         in_order = rows[np.searchsorted(index, cand_index[order[:top]])]
         order = np.concatenate([nb.distinct_first(in_order, order[:top]), order[top:]])
         sizes = growth_sizes(n_classes, top, capped=top < order.size)
-        steps = cls(est, fit_plan, seed, cand_index[order], index, rows, sizes, top < order.size)
-        return steps
+        return cls(est, fit_plan, seed, cand_index[order], index, rows, sizes, top < order.size)
 
     def basis(self, r):
         """The first ``r`` candidates of the growth order: their global indices (sorted),
