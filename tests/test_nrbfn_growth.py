@@ -19,10 +19,12 @@ from scalenc.math.linalg import fold_gram, ridge_path, ridge_solve
 from scalenc.math.sampling import fold_of
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
-from scalenc.nrbfn.growth import (
+from scalenc.nrbfn.search import (
     CHEAP_WORK,
     GROWTH_START,
     WIDTHS,
+    Search,
+    Trial,
     growth_sizes,
     next_size,
     size_work,
@@ -434,29 +436,30 @@ def _same_growth(whole, data, chunks):
     np.testing.assert_array_equal(m.predict(X_test), whole.predict(X_test))
 
 
-def _scripted(path, errors):
-    """An ``evaluate`` of :func:`_grow` whose held-out errors are scripted per call."""
+def _search(errors=(0.50, 0.40, 0.38), width=0.5, normalize=True, scripted=()):
+    """A :class:`Search` whose growth tried 128, 256 and 512 rows (``errors``, σ = 2.0 ×
+    ``width``, λ 1e-9) and whose steps' held-out errors are then ``scripted``: one per
+    call, or a function of (r, kernels). Grams are named "gram r width normalize"."""
     calls = []
 
-    def evaluate(r, widths, lams, paper_sigma=None):
-        error = errors[len(calls)]
-        calls.append((r, widths, lams, paper_sigma))
-        sigma = paper_sigma * widths[0]
-        for key, value in zip(path, (r, widths[0], sigma, lams[1], error)):
-            path[key].append(value)
-        return (error, r, sigma, lams[1], None, None, None), f"gram {r} {widths[0]}"
+    def run(r, kernels, lams, paper_sigma):
+        error = scripted(r, kernels) if callable(scripted) else scripted[len(calls)]
+        calls.append((r, kernels, lams, paper_sigma))
+        trials = [
+            Trial(r, w, paper_sigma * w, kind, lams, np.full(len(lams), error), 5, 10_000)
+            for w, kind in kernels
+        ]
+        return trials, [f"gram {r} {w} {kind}" for w, kind in kernels]
 
-    return evaluate, calls
-
-
-def _path(widths=(0.5, 0.5, 0.5), errors=(0.50, 0.40, 0.38)):
-    return {
-        "r": [128, 256, 512][: len(errors)],
-        "width": list(widths[: len(errors)]),
-        "sigma": [2.0 * w for w in widths[: len(errors)]],
-        "alpha": [1e-9] * len(errors),
-        "cv_error": list(errors),
-    }
+    search = Search(run, AUTO_ALPHA_GRID, 10_000)
+    search.steps = [
+        Trial(r, width, 2.0 * width, normalize, (1e-9,), np.array([e]), 5, 10_000)
+        for r, e in zip((128, 256, 512), errors)
+    ]
+    search.best = min(search.steps, key=lambda step: step.error)
+    search.kept = f"gram {search.best.r} {width} {normalize}"
+    search.first_widths = {True: 0.5, False: width}
+    return search, calls
 
 
 @pytest.mark.parametrize(
@@ -465,39 +468,32 @@ def _path(widths=(0.5, 0.5, 0.5), errors=(0.50, 0.40, 0.38)):
     ids=["within the margin", "better twice", "better before, not on the kept size"],
 )
 def test_narrower_width_is_tried_before_the_kept_size_then_on_it(scripted, adopted):
-    from scalenc.nrbfn.growth import _narrower_width
-
-    path = _path()
-    best = (0.38, 512, 1.0, 1e-9, None, None, None)
-    evaluate, calls = _scripted(path, scripted)
-    held = ["gram 512 0.5"]
-    level, gram = _narrower_width(best, held, path, AUTO_ALPHA_GRID, 10_000, evaluate)
+    search, calls = _search(scripted=scripted)
+    best = search.best
+    search.narrower_width()
     # first the size before the kept one, at ×1/4 of its paper σ (2.0), λ around its own
-    assert calls[0][:2] == (256, (0.25,)) and calls[0][3] == pytest.approx(2.0)
-    assert 1e-9 in calls[0][2] and len(calls) == len(scripted) and held == []
+    assert calls[0][:2] == (256, ((0.25, True),)) and calls[0][3] == pytest.approx(2.0)
+    assert 1e-9 in calls[0][2] and len(calls) == len(scripted)
     if len(calls) > 1:  # then the kept size, its own Gram let go first
-        assert calls[1][:2] == (512, (0.25,)) and calls[1][3] == pytest.approx(2.0)
+        assert calls[1][:2] == (512, ((0.25, True),)) and calls[1][3] == pytest.approx(2.0)
     if len(calls) > 2:  # the width stays: the kept size's Gram formed again
-        assert calls[2][:2] == (512, (0.5,)) and level is best
-    assert gram == ("gram 512 0.25" if adopted else "gram 512 0.5")
-    assert (level[0] < 0.38) is adopted
-    assert path["r"][3:] == [256, 512, 512][: len(calls)]  # the tries follow the sizes
+        assert calls[2][:2] == (512, ((0.5, True),)) and search.best is best
+    assert search.kept == ("gram 512 0.25 True" if adopted else "gram 512 0.5 True")
+    assert (search.best.error < 0.38) is adopted
+    # the tries follow the sizes in the records and in basis_growth_
+    assert [step.r for step in search.steps[3:]] == [256, 512, 512][: len(calls)]
+    assert list(search.growth()["r"][3:]) == [256, 512, 512][: len(calls)]
 
 
 def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
-    from scalenc.nrbfn.growth import _narrower_width
-
-    for path, best in [
-        (_path(errors=(0.3, 0.4)), (0.3, 128, 1.0, 1e-9, None, None, None)),
-        (_path(widths=(0.25, 0.25, 0.25)), (0.38, 512, 0.5, 1e-9, None, None, None)),
-    ]:
-        evaluate, calls = _scripted(path, ())
-        assert _narrower_width(best, ["kept"], path, AUTO_ALPHA_GRID, 100, evaluate)[1] == "kept"
-        assert calls == []
+    for search, calls in [_search(errors=(0.3, 0.4)), _search(width=0.25)]:
+        kept = search.kept
+        search.narrower_width()
+        assert calls == [] and search.kept == kept
 
 
 def test_width_margin_is_three_standard_errors_at_least_the_tolerance():
-    from scalenc.nrbfn.growth import GROWTH_TOLERANCE, width_margin
+    from scalenc.nrbfn.search import GROWTH_TOLERANCE
 
     assert width_margin(0.02, 1400) == pytest.approx(3 * np.sqrt(0.02 * 0.98 / 1400))
     assert 0.011 < width_margin(0.02, 1400) < 0.012  # mfeat's noise: a row or two is 0.1
@@ -557,45 +553,71 @@ def test_the_paper_kernel_is_tried_again_before_the_kept_size_then_on_it(
     size before the kept one, then, if not worse there, on the kept size, and keeps it
     unless W's held-out error there is lower; W's kept Gram is let go before the kept
     size's try and formed again if W stays."""
-    from scalenc.nrbfn.growth import _paper_kernel_again
 
-    path = _path(widths=(1.0, 1.0, 1.0))  # W's errors 0.50, 0.40, 0.38 on 128, 256, 512
-    calls = []
+    def error(r, kernels):
+        return {256: before_error, 512: kept_error}[r] if kernels[0][1] else 0.38
 
-    def evaluate(r, widths, lams, paper_sigma=None, kernels=None):
-        calls.append((r, widths, lams, paper_sigma, kernels))
-        error = {256: before_error, 512: kept_error}[r] if kernels == (True,) else 0.38
-        sigma = paper_sigma * widths[0]
-        for key, value in zip(path, (r, widths[0], sigma, lams[1], error)):
-            path[key].append(value)
-        return (error, r, sigma, lams[1], None, None, None), f"gram {r} {kernels}"
-
-    best = (0.38, 512, 2.0, 1e-9, None, None, None)
-    held = ["gram 512 W"]
-    level, gram, normalize = _paper_kernel_again(
-        best, held, path, AUTO_ALPHA_GRID, 10_000, evaluate, 0.5
-    )
-    assert held == [] and normalize is adopted
+    # W's errors 0.50, 0.40, 0.38 on 128, 256, 512
+    search, calls = _search(width=1.0, normalize=False, scripted=error)
+    best = search.best
+    search.paper_kernel_again()
+    assert search.best.normalize is adopted
     # W̃ on the size before, at its own width (×1/2) of that size's paper σ (2.0)
-    assert calls[0][:2] == (256, (0.5,)) and calls[0][3] == pytest.approx(2.0)
-    assert calls[0][4] == (True,) and 1e-9 in calls[0][2]
+    assert calls[0][:2] == (256, ((0.5, True),)) and calls[0][3] == pytest.approx(2.0)
+    assert 1e-9 in calls[0][2]
     if kept_error is None:  # worse before: no try on the kept size, W's Gram kept
-        assert len(calls) == 1 and level is best and gram == "gram 512 W"
+        assert len(calls) == 1 and search.best is best and search.kept == "gram 512 1.0 False"
         return
-    assert calls[1][:2] == (512, (0.5,)) and calls[1][4] == (True,)
+    assert calls[1][:2] == (512, ((0.5, True),))
     if adopted:
-        assert len(calls) == 2 and gram == "gram 512 (True,)" and level[0] == kept_error
+        assert len(calls) == 2 and search.kept == "gram 512 0.5 True"
+        assert search.best.error == kept_error
     else:  # W stays, at its own width, with its Gram formed again
-        assert calls[2][:2] == (512, (1.0,)) and calls[2][4] == (False,)
-        assert level is best and gram == "gram 512 (False,)"
+        assert calls[2][:2] == (512, ((1.0, False),))
+        assert search.best is best and search.kept == "gram 512 1.0 False"
 
 
 def test_the_paper_kernel_is_not_tried_again_when_the_first_size_is_kept():
-    from scalenc.nrbfn.growth import _paper_kernel_again
+    search, calls = _search(errors=(0.3, 0.4), width=1.0, normalize=False, scripted=())
+    search.paper_kernel_again()
+    assert calls == [] and search.kept == "gram 128 1.0 False"
 
-    path = _path(errors=(0.3, 0.4))
-    best = (0.3, 128, 2.0, 1e-9, None, None, None)
-    level, gram, normalize = _paper_kernel_again(
-        best, ["kept"], path, AUTO_ALPHA_GRID, 100, lambda *a, **k: pytest.fail("tried"), 0.5
-    )
-    assert (level, gram, normalize) == (best, "kept", False)
+
+def test_a_step_keeps_each_kernels_best_width_and_the_plain_kernel_only_by_the_margin():
+    def trial(width, normalize, error):
+        return Trial(128, width, width, normalize, (1e-9,), np.array([error]), 5, 1_000)
+
+    search = Search(None, AUTO_ALPHA_GRID, 1_000)
+    margin = width_margin(0.10, 1_000)
+    trials = [trial(1.0, True, 0.12), trial(0.5, True, 0.10), trial(0.25, True, 0.10)]
+    plain = [trial(1.0, False, 0.10 - margin / 2), trial(0.5, False, 0.10 - 2 * margin)]
+    assert search.choose(trials) == 1  # ties to the first width
+    assert search.choose(trials + plain[:1]) == 1  # W within the margin: W̃ stays
+    assert search.choose(trials + plain) == 4
+    assert search.first_widths == {True: 0.5, False: 1.0}  # the first step's
+
+
+def test_a_steps_kernels_in_one_pass_or_one_at_a_time_give_the_same_model(data, monkeypatch):
+    """The first size's six kernels (W, W̃ × three widths) share a Gram pass and a
+    held-out pass while they fit BATCH_BYTES; one at a time they give the same model
+    bit for bit, with four more passes per kernel beyond the first."""
+    from scalenc.nrbfn import network
+
+    X, y, X_test, _ = data
+    together = NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+    monkeypatch.setattr(network, "BATCH_BYTES", 0)
+    apart = NRBFNClassifier(n_neighbors=7, random_state=5).fit(X, y)
+    assert apart.n_passes_ == together.n_passes_ + 2 * (len(WIDTHS) * 2 - 1)
+    for key in ("r", "width", "sigma", "alpha", "cv_error", "normalize"):
+        np.testing.assert_array_equal(apart.basis_growth_[key], together.basis_growth_[key])
+    np.testing.assert_array_equal(apart.weights_, together.weights_)
+    np.testing.assert_array_equal(apart.predict(X_test), together.predict(X_test))
+
+
+def test_a_step_lets_go_of_the_grams_no_choice_can_keep():
+    from scalenc.nrbfn.network import _release
+
+    grams = ["a", "b", "c", "d", "e"]
+    errors = [np.array([e]) for e in (0.3, 0.2, 0.2, 0.4, 0.1)]
+    _release(grams, errors, (True, True, True, False, False))
+    assert grams == [None, "b", None, None, "e"]  # each kernel's first of least error

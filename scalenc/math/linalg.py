@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ import scipy.linalg.blas
 import scipy.sparse as sp
 import scipy.sparse.csgraph
 import scipy.sparse.linalg
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from scalenc.exceptions import ConvergenceWarning, InputError, NumericalWarning
 from scalenc.math.softmax import log_softmax
@@ -45,6 +46,7 @@ __all__ = [
     "regression_diagnostics",
     "numerical_rank",
     "MAX_RANK_BASIS",
+    "blas_threads",
     "graph_eigenvectors",
     "procrustes",
 ]
@@ -188,6 +190,11 @@ def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, s
     condition is below ε — the minimum-norm least-squares solution and a message for the
     caller to warn with.
     """
+    with _solve_threads(np.shape(M)[0]):
+        return _ridge_solve(M, B, lam)
+
+
+def _ridge_solve(M, B, lam):
     system = np.tril(np.asarray(M, dtype=np.float64))
     system[np.diag_indices_from(system)] += lam * np.trace(M)
     anorm = _symmetric_one_norm(system)
@@ -239,10 +246,7 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
     rhs = np.asarray(B, np.float64).T
     out, problems = np.zeros((len(lams),) + np.shape(B)), []
     work = np.empty_like(M, order="C")
-    # small factorisations gain nothing from BLAS threads, and lose several times their
-    # time to them on a busy machine (r = 512: 0.13 s on one thread, 0.93 s on two)
-    threads = threadpool_limits(1) if M.shape[0] < SMALL_SOLVE else contextlib.nullcontext()
-    with threads:
+    with _solve_threads(M.shape[0]):
         for i, lam in enumerate(lams):
             np.copyto(work, M)
             work[np.diag_indices_from(work)] = diagonal + lam * trace
@@ -277,8 +281,39 @@ def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = Non
 STRIP_ROWS = 256
 
 
-#: Systems smaller than this are solved on one BLAS thread by :func:`ridge_path`.
-SMALL_SOLVE = 1024
+#: Systems smaller than this are solved on one BLAS thread by :func:`ridge_path`,
+#: :func:`ridge_solve` and :func:`numerical_rank`: small factorisations gain little from
+#: BLAS threads, and lose many times their time to them on a busy machine (r = 512:
+#: 0.13 s on one thread, 0.93 s on two; r = 1 024, three λ: 0.11 s against 3.0 s, which
+#: made 18 s of a digits fit at load 10).
+SMALL_SOLVE = 2048
+
+
+@functools.cache
+def _controller() -> ThreadpoolController:
+    """The BLAS/OpenMP pools of this process, found once: ``threadpool_limits`` looks
+    for them again at each call (5 ms, 56 of them made half of a 0.5 s fit of iris)."""
+    return ThreadpoolController()
+
+
+def blas_threads(limit: int | None):
+    """A context in which the BLAS/OpenMP pools run ``limit`` threads (None: as they are),
+    through the pools found once by :func:`_controller`.
+
+    Examples
+    --------
+    >>> from threadpoolctl import threadpool_info
+    >>> from scalenc.math.linalg import blas_threads
+    >>> with blas_threads(1):
+    ...     print(all(pool["num_threads"] == 1 for pool in threadpool_info()))
+    True
+    """
+    return contextlib.nullcontext() if limit is None else _controller().limit(limits=limit)
+
+
+def _solve_threads(r: int):
+    """One BLAS thread for a system of fewer than :data:`SMALL_SOLVE` rows."""
+    return blas_threads(1 if r < SMALL_SOLVE else None)
 
 
 def regression_diagnostics(M: np.ndarray, B: np.ndarray, D: np.ndarray, n_rows: float) -> dict:
@@ -316,7 +351,8 @@ def numerical_rank(M: np.ndarray) -> int:
         return 0
     tol = M.shape[0] * np.finfo(np.float64).eps * float(np.max(np.diag(M)))
     lower = np.tril(np.asarray(M, dtype=np.float64))
-    _, _, rank, _ = scipy.linalg.lapack.dpstrf(lower.T, tol=tol, lower=0, overwrite_a=1)
+    with _solve_threads(M.shape[0]):
+        _, _, rank, _ = scipy.linalg.lapack.dpstrf(lower.T, tol=tol, lower=0, overwrite_a=1)
     return int(rank)
 
 

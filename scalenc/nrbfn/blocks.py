@@ -52,7 +52,9 @@ __all__ = [
     "sigma_block",
     "gram_block",
     "sum_gram_partials",
+    "gram_kernels_block",
     "cv_error_block",
+    "cv_error_kernels_block",
     "cv_error_refit_block",
     "nrbfn_scores",
     "lrc_scores",
@@ -575,6 +577,33 @@ def sum_gram_partials(*partials):
         for key in total:
             total[key] += part[key]
     return total
+
+
+def gram_kernels_block(X, codes, folds=None, *, row_start, kernels, **kwargs):
+    """:func:`gram_block` of each of ``kernels`` ((σ, normalize) pairs) on one block, the
+    partials stacked on a leading axis: one pass serves a basis's kernels (W and W̃, σ's
+    multiples), each summed as its own pass would sum it."""
+    parts = [
+        gram_block(X, codes, folds, row_start=row_start, sigma=sigma, normalize=normalize, **kwargs)
+        for sigma, normalize in kernels
+    ]
+    stacked = {key: namespace(parts[0][key]).stack([p[key] for p in parts]) for key in ("M", "B")}
+    return {**stacked, "count": np.stack([part["count"] for part in parts])}  # on the host
+
+
+gram_kernels_block.device_partials = True
+
+
+def cv_error_kernels_block(X, codes, folds=None, *, row_start, kernels, weights, **kwargs):
+    """:func:`cv_error_block` of each of ``kernels`` ((σ, normalize) pairs, ``weights[v]``
+    the v-th's) on one block, stacked: (n_kernels, n_alphas)."""
+    return np.stack([
+        cv_error_block(
+            X, codes, folds, row_start=row_start, sigma=sigma, weights=w, normalize=normalize,
+            **kwargs,
+        )
+        for (sigma, normalize), w in zip(kernels, weights)
+    ])  # fmt: skip
 
 
 def cv_error_block(

@@ -51,7 +51,7 @@ from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
 from scalenc.nrbfn.incremental import NetworkUpdatesMixin
-from scalenc.nrbfn.network import choose_alpha, fit_network, fixed_normalize, problem_of
+from scalenc.nrbfn.network import choose_alphas, fit_network, fixed_normalize, problem_of
 from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
 
 __all__ = [
@@ -102,7 +102,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     confidence rule's rows, then others at random), λ and σ's multiple chosen by
     cross-validation on each, while the held-out error falls by more than 0.1 point (a
     size costing more than about a second only when the last two gains predict that it
-    does: :func:`~scalenc.nrbfn.network.next_size`); memory is the hard cap.
+    does: :func:`~scalenc.nrbfn.search.next_size`); memory is the hard cap.
     ``alpha=1e-13, n_basis=None, width=1.0`` is the paper's protocol (Tables 2 and 4).
 
     Parameters
@@ -149,9 +149,10 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     width : "auto" or float > 0, default="auto"
         σ as a multiple of the paper's (the mean distance of the labeled rows to the
         basis, Algorithm 2 step 5). ``"auto"``: with a grown basis, the multiple of
-        (1, 1/2, 1/4) with the least held-out error on the first size (two more passes
-        per multiple), kept as the basis grows; when it stops, the next narrower multiple
-        is tried on the size before the kept one and, if it lowers that size's held-out
+        (1, 1/2, 1/4) with the least held-out error on the first size (its Gram and
+        held-out errors in the first size's two passes), kept as the basis grows; when
+        it stops, the next narrower multiple is tried on the size before the kept one
+        and, if it lowers that size's held-out
         error by three standard errors, on the kept size (larger bases want narrower
         kernels: krkopt 38.4 → 29.7 %); otherwise 1 (the paper's σ).
     normalize : "auto" or bool, default="auto"
@@ -159,8 +160,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         their sum). False: the plain Gaussian RBF network's W, whose row sums (the
         kernel's mass) tell a row far from every basis row from one near them; rows
         beyond about 38σ of the basis then score 0 for every class. ``"auto"``: with a
-        grown basis, both are tried on the first size with each width (two more passes
-        per width), and W is kept for the growth only if its held-out error is lower by
+        grown basis, both are tried on the first size with each width (in the same two
+        passes), and W is kept for the growth only if its held-out error is lower by
         three standard errors, and then only if W̃ tried again before the kept size and on
         it errs more (on ring, two Gaussians of different spread: 1.89 % against 3.47 % on the
         test rows); otherwise True.
@@ -295,8 +296,9 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     and held until its pairs are done), plus 1 to gather the candidate or basis rows, 1 for
     σ, 1 for the Gram, and 1 more to score the λ grid when cross-validating — whatever the
     grid size: 4, or 5 with cross-validation. A grown basis (the default): soft-KNN and
-    the gather (2), then 3 per size tried (σ, Gram, held-out errors) and 4 more on the
-    first size for ``width="auto"``, 6 more for ``normalize="auto"``. With at least four times
+    the gather (2), then 3 per size tried (σ, Gram, held-out errors: every width and
+    kernel of the first size in the same three, while their Grams take at most
+    :data:`~scalenc.nrbfn.network.BATCH_BYTES`, else 2 more each). With at least four times
     :data:`~scalenc.nrbfn.network.GROWTH_SAMPLE_ROWS` (2^17) labeled rows, the sizes,
     widths and λ are tried on a class-stratified sample of that many rows held in memory
     (one pass gathers it; the held-out errors of 2^17 rows have a standard error of
@@ -523,9 +525,9 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
             self.alpha_, self.cv_error_ = grid[0], None
         elif not refit:
             with fit_stage(self, "cv"):
-                self.alpha_, self.cv_error_ = choose_alpha(
-                    self, X, codes, net.gram, self.basis_, self.sigma_, grid, seed, folds,
-                    n_labeled, normalize=self.normalize_,
+                ((self.alpha_, self.cv_error_),) = choose_alphas(
+                    self, X, codes, [net.gram], self.basis_, ((self.sigma_, self.normalize_),),
+                    grid, seed, folds, n_labeled,
                 )  # fmt: skip
         with fit_stage(self, "solve"):
             self._solve(net.gram, self.alpha_)

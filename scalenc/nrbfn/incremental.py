@@ -76,10 +76,10 @@ class NetworkUpdatesMixin:
         if len(grid) > 1:  # each λ's weights before the batch, scored on the batch
             weights = np.stack([ridge_solve(total["M"][0], total["B"][0], lam)[0] for lam in grid])
             with fit_stage(self, "cv"):
-                (errors,) = compute(
-                    nrbfn_passes.cv_error_pass(
-                        X, codes, self.basis_, self.sigma_, weights[None], 0,
-                        split_every=self.split_every, normalize=self._normalized(),
+                ((errors,),) = compute(
+                    nrbfn_passes.cv_error_kernels_pass(
+                        X, codes, self.basis_, ((self.sigma_, self._normalized()),),
+                        weights[None, None], 0, split_every=self.split_every,
                     )
                 )  # fmt: skip
         with fit_stage(self, "gram"):

@@ -9,6 +9,7 @@ the basis re-chosen on each fold's training rows (``cv_refit_basis``); it return
 from __future__ import annotations
 
 import numbers
+import time
 import warnings
 from dataclasses import dataclass, field, replace
 
@@ -27,25 +28,14 @@ from scalenc.math.xp import is_device_array
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
-from scalenc.nrbfn.growth import (
-    KERNELS,
-    WIDTHS,
-    _narrower_width,
-    _neighbours,
-    _on_grid,
-    _paper_kernel_again,
-    growth_sizes,
-    next_size,
-    size_work,
-    width_margin,
-)
 from scalenc.nrbfn.regression import _warn_singular
+from scalenc.nrbfn.search import KERNELS, WIDTHS, Search, Trial, growth_sizes
 
 __all__ = [
     "Network",
     "problem_of",
     "fit_network",
-    "choose_alpha",
+    "choose_alphas",
     "GROWTH_SAMPLE_ROWS",
     "growth_rows",
 ]
@@ -53,7 +43,7 @@ __all__ = [
 #: Labeled rows of the fixed sample on which a grown basis of a large fit chooses its
 #: size, σ's multiple and λ (:func:`growth_rows`): the held-out error of 2^17 rows has a
 #: standard error of 0.04 point at 2 % error, well under
-#: :data:`~scalenc.nrbfn.growth.GROWTH_TOLERANCE`, while
+#: :data:`~scalenc.nrbfn.search.GROWTH_TOLERANCE`, while
 #: each size tried on every row of a 1 M × 256 store cost passes of n·r² work (σ, Gram
 #: and held-out errors were 336 of the fit's 537 s). Fewer rows when they would hold more
 #: than :data:`GROWTH_SAMPLE_BYTES`.
@@ -61,6 +51,11 @@ GROWTH_SAMPLE_ROWS = 2**17
 GROWTH_SAMPLE_BYTES = 2**29
 #: A fit samples its growth rows only when it has this many times the sample's rows.
 GROWTH_SAMPLE_FACTOR = 4
+
+#: Kernels of one basis share a Gram pass, and a held-out pass, while their Grams, or
+#: their weights, take at most this many bytes (W and W̃ and σ's multiples on a grown
+#: basis's first size: on iris one pass of each for six, which took twelve passes).
+BATCH_BYTES = 2**27
 
 #: Frames between a user's ``fit`` call and the warnings of :func:`fit_network`'s steps
 #: (step, fit_network, the estimator's _fit, fit_streaming, fit).
@@ -84,7 +79,7 @@ class Network:
     #: the figures the fit adds to ``memory_plan_``: "basis", "gram", "solve"
     memory: dict = field(default_factory=dict)
     #: λ and the held-out error of each λ of the grid, when chosen while fitting (a grown
-    #: basis); None when the caller chooses λ (:func:`choose_alpha`)
+    #: basis); None when the caller chooses λ (:func:`choose_alphas`)
     alpha: float | None = None
     cv_error: np.ndarray | None = None
     #: a grown basis's sizes with their σ, λ and held-out error (:func:`_grow`)
@@ -236,6 +231,48 @@ def _gram(
     return gram
 
 
+def _together(fit_plan: plan.FitPlan, r: int, n_kernels: int, n_folds: int, n_alphas: int):
+    """Whether the kernels of a step on an r-row basis share its passes: while their
+    Grams and their held-out weights take at most :data:`BATCH_BYTES` each and the plan
+    holds a Gram pass of all their folds (else one kernel at a time, as many Grams alive
+    as one at a time would keep: a 1 000-class first size's weights are 720 MB each)."""
+    problem, K = fit_plan.problem, fit_plan.problem.n_classes
+    grams = 8 * n_kernels * n_folds * (r * r + K * r)
+    weights = 8 * n_kernels * n_folds * n_alphas * K * r
+    if n_kernels == 1 or max(grams, weights) > BATCH_BYTES:
+        return False
+    return not plan.gram_per_fold(problem, fit_plan.budget, r, n_folds * n_kernels)
+
+
+def _kernel_grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times):
+    """:func:`_gram` of each of ``kernels`` ((σ, normalize) pairs) on one basis, in one
+    pass (:func:`~scalenc.nrbfn.passes.gram_kernels_pass`) when there are several."""
+    if len(kernels) == 1:
+        ((sigma, kind),) = kernels
+        return [
+            _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, kind)
+        ]
+    with timed_stage(stage_times, "gram"):
+        (stacked,) = compute(
+            nrbfn_passes.gram_kernels_pass(
+                X, codes, basis, kernels, fit_plan.problem.n_classes, n_folds=n_folds,
+                seed=seed, folds=folds, split_every=est.split_every,
+            )
+        )  # fmt: skip
+    return [{key: stacked[key][v].copy() for key in stacked} for v in range(len(kernels))]
+
+
+def _release(grams: list, errors: list, kinds: tuple) -> None:
+    """Let go of the Grams no step can keep: all but the first of least error of each
+    kernel (:meth:`~scalenc.nrbfn.search.Search.choose` keeps one of those)."""
+    for kind in set(kinds[: len(errors)]):
+        own = [i for i in range(len(errors)) if kinds[i] == kind]
+        best = min(own, key=lambda i: errors[i].min())
+        for i in own:
+            if i != best:
+                grams[i] = None
+
+
 def _gram_memory(fit_plan: plan.FitPlan, r: int, n_folds: int) -> dict:
     """The Gram's estimate for ``memory_plan_``, in the way the fit ran it, and that way
     (``per_fold``: one pass per fold)."""
@@ -244,34 +281,102 @@ def _gram_memory(fit_plan: plan.FitPlan, r: int, n_folds: int) -> dict:
 
 
 def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stage_times):
-    """The basis grown by what it buys on held-out rows (``n_basis="auto"``).
+    """The basis grown by what it buys on held-out rows (``n_basis="auto"``): the
+    :class:`~scalenc.nrbfn.search.Search` of its sizes, σ's multiple, kernel and λ, each
+    step's trials run by :class:`_Steps` (σ, the per-fold Grams of every kernel tried and
+    their held-out errors, three passes).
 
     The candidates in :func:`~scalenc.nrbfn.blocks.growth_order` (each class's least
     confident row, the confidence rule's rows spread over their ranks, then the others
     at random), each row equal to one before it moved after every distinct row
     (:func:`~scalenc.nrbfn.blocks.distinct_first`: a basis of a table of few distinct
-    rows holds every one of them); its prefixes of :func:`growth_sizes` rows are fitted in
-    turn — σ, the per-fold Gram and the held-out error of each λ (the whole grid on the
-    first size, then the last best λ and its two neighbours), three passes each (and, for
-    ``width="auto"``, two more per further multiple of σ in :data:`WIDTHS` on the first
-    size, whose best multiple the larger sizes keep) — while :func:`next_size` says the
-    next size may pay; then σ's next narrower multiple is tried (:func:`_narrower_width`).
-    The size and λ with the least held-out error are kept (ties to the
-    smaller), with that size's Gram: no pass is repeated. Each doubling does four times
-    the Gram work of the last, so the sizes tried cost about 4/3 of the kept size's Gram,
-    or 16/3 with a size tried that did not pay (a cheap one, or one the gains before it
+    rows holds every one of them); its prefixes of :func:`growth_sizes` rows are tried in
+    turn. The size and λ with the least held-out error are kept (ties to the smaller),
+    with that size's Gram: no pass is repeated. Each doubling does four times the Gram
+    work of the last, so the sizes tried cost about 4/3 of the kept size's Gram, or 16/3
+    with a size tried that did not pay (a cheap one, or one the gains before it
     predicted would).
     """
     n_labeled = int(counts.sum())
-    cand_index, cand_codes = knn["cand_index"], knn["cand_codes"]
-    K = counts.size
     with timed_stage(stage_times, "soft_knn"):
-        order = nb.growth_order(
-            knn["confidence"], cand_codes, cand_index, est.confidence_threshold, K, seed
+        steps = _Steps.of_candidates(est, X, knn, fit_plan, seed, counts.size)
+    own = _fold_of_rows(steps.index, folds, n_folds, seed)  # each candidate's held-out fold
+    sample = growth_rows(est, X, codes, counts, seed, folds, n_folds)
+    steps.data = (X, codes, folds, n_labeled) if sample is None else sample
+    steps.own, steps.n_folds, steps.stage_times = own, n_folds, stage_times
+    search = Search(steps, grid, steps.data[3])
+    widths = WIDTHS if est.width == "auto" else (_fixed_width(est),)
+    kinds = KERNELS if est.normalize == "auto" else (fixed_normalize(est),)
+    stopped = search.grow(steps.sizes, widths, kinds, n_labeled)
+    # the cap stopped a growth that reached it with its error not above the best before
+    # (the cap's own gain is no guide: 4 196 rows after 4 096 gain little whatever comes)
+    grown = search.growth()
+    capped = not stopped and steps.at_cap and search.steps[-1].error <= search.best.error
+    if est.width == "auto":
+        search.narrower_width()
+    if est.normalize == "auto":
+        search.paper_kernel_again()
+    best, kept = search.best, search.kept
+    prefix, basis, _ = steps.basis(best.r)
+    sigma = best.sigma
+    if sample is not None:  # the kept size's σ and Gram over every row (no folds: λ is chosen)
+        search.kept = kept = None
+        sigma, kept = _sigma_and_gram(
+            est, X, codes, basis, best.width, seed, None, 1, fit_plan, stage_times, best.normalize
         )
+    if capped:
+        _warn_grown_capped(est, fit_plan, grown)
+    return Network(
+        knn_sigma=knn["knn_sigma"],
+        confidence=knn["confidence"],
+        candidate_indices=knn["cand_index"],
+        basis_indices=prefix,
+        basis=basis,
+        basis_fraction=best.r / n_labeled,
+        fit_mode="+".join(["sampled"] * (knn["cand_index"].size < n_labeled) + ["capped"] * capped)
+        or "exact",
+        sigma=sigma,
+        gram=kept,
+        memory={
+            "basis": {
+                "wanted": "grown",
+                "r": int(best.r),
+                "sizes_tried": [int(step.r) for step in search.steps],
+                "growth_rows": steps.data[3],
+            },
+            "gram": _gram_memory(fit_plan, best.r, n_folds),
+            "solve": plan.solve_bytes(fit_plan.problem, best.r, n_folds),
+        },
+        alpha=best.alpha,
+        cv_error=best.on_grid(grid),
+        growth=search.growth(),
+        normalize=best.normalize,
+    )
+
+
+class _Steps:
+    """The runner of a :class:`~scalenc.nrbfn.search.Search`'s steps: the candidates in
+    growth order, and the passes of a step on ``data`` (the labeled rows, or the growth
+    sample: X, codes, folds, rows), ``own`` the candidates' held-out folds."""
+
+    def __init__(self, est, fit_plan, seed, order, index, rows, sizes, at_cap):
+        self.est, self.fit_plan, self.seed = est, fit_plan, seed
+        self.order, self.index, self.rows = order, index, rows
+        self.sizes, self.at_cap = sizes, at_cap
+        self.data = self.own = self.stage_times = None
+        self.n_folds = 1
+
+    @classmethod
+    def of_candidates(cls, est, X, knn, fit_plan, seed, n_classes):
+        """The candidates in :func:`~scalenc.nrbfn.blocks.growth_order`, every distinct row
+        before any repeat, gathered up to the cap; the sizes to try."""
+        cand_index = knn["cand_index"]
+        order = nb.growth_order(
+            knn["confidence"], knn["cand_codes"], cand_index, est.confidence_threshold,
+            n_classes, seed,
+        )  # fmt: skip
         cap = fit_plan.max_basis
         top = order.size if cap is None else min(order.size, cap)
-        at_cap = top < order.size
         index = np.sort(cand_index[order[:top]])
         if knn["candidates"] is not None:
             rows = knn["candidates"][np.searchsorted(cand_index, index)]
@@ -282,115 +387,48 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
         # repeated centre weighs its cell by its frequency, which held-out error may prefer)
         in_order = rows[np.searchsorted(index, cand_index[order[:top]])]
         order = np.concatenate([nb.distinct_first(in_order, order[:top]), order[top:]])
-        del in_order
-        sizes = growth_sizes(K, top, capped=at_cap)
-    own = _fold_of_rows(index, folds, n_folds, seed)  # each candidate's held-out fold
-    sample = growth_rows(est, X, codes, counts, seed, folds, n_folds)
-    Xg, codes_g, folds_g, n_rows = (X, codes, folds, n_labeled) if sample is None else sample
-    path = {key: [] for key in ("r", "width", "sigma", "alpha", "cv_error", "normalize")}
-    widths = WIDTHS if est.width == "auto" else (_fixed_width(est),)
-    kinds = KERNELS if est.normalize == "auto" else (fixed_normalize(est),)
-    lams = tuple(grid)  # the whole grid on the first size, then the best λ's neighbours
-    best, kept, stopped = None, None, False
-    first_widths = {}  # each kernel's best width on the first size
+        sizes = growth_sizes(n_classes, top, capped=top < order.size)
+        return cls(est, fit_plan, seed, cand_index[order], index, rows, sizes, top < order.size)
 
-    def evaluate(r, widths, lams, paper_sigma=None, kernels=None):
-        """Size r's best kernel of ``kernels`` (default ``kinds``) and width of ``widths``,
-        and its λ: (error, width, σ, λ, errors on the grid, prefix, basis) and its Gram;
-        the path records it. The plain kernel is kept only where it beats the normalised
-        one by :func:`~scalenc.nrbfn.growth.width_margin`."""
-        prefix = np.sort(cand_index[order[:r]])
-        at_prefix = np.searchsorted(index, prefix)
-        basis = rows[at_prefix]
+    def basis(self, r):
+        """The first ``r`` candidates of the growth order: their global indices (sorted),
+        their rows and their positions among the gathered rows."""
+        prefix = np.sort(self.order[:r])
+        at = np.searchsorted(self.index, prefix)
+        return prefix, self.rows[at], at
+
+    def __call__(self, r, kernels, lams, paper_sigma):
+        """A step: σ (one pass, unless ``paper_sigma`` is given), the Grams of every
+        (width, normalize) of ``kernels`` and their held-out errors over ``lams``."""
+        start = time.perf_counter()
+        est, fit_plan, (X, codes, folds, n_rows) = self.est, self.fit_plan, self.data
+        _, basis, at = self.basis(r)
         if paper_sigma is None:
-            paper_sigma = _sigma(est, Xg, codes_g, basis, stage_times)
-        level = None  # the best of this size (every kernel and width on the first size only)
-        for normalize in kinds if kernels is None else kernels:
-            best_width = None
-            for width in widths:
-                sigma = paper_sigma * width
-                gram = _gram(
-                    est, Xg, codes_g, basis, sigma, seed, folds_g, n_folds, fit_plan,
-                    stage_times, normalize,
-                )  # fmt: skip
-                with timed_stage(stage_times, "cv"):
-                    alpha, errors = choose_alpha(
-                        est, Xg, codes_g, gram, basis, sigma, lams, seed, folds_g, n_rows,
-                        basis_folds=own[at_prefix], normalize=normalize,
-                    )  # fmt: skip
-                if best_width is None or errors.min() < best_width[0][0]:
-                    chosen = (float(errors.min()), width, sigma, alpha, normalize)
-                    best_width = (chosen, errors, gram)
-                del gram
-            first_widths.setdefault(normalize, best_width[0][1])
-            if level is None or best_width[0][0] < level[0][0] - width_margin(level[0][0], n_rows):
-                level = best_width
-            del best_width
-        (error, width, sigma, alpha, normalize), errors, gram = level
-        for key, value in zip(path, (r, width, sigma, alpha, error, normalize)):
-            path[key].append(value)
-        return (error, r, sigma, alpha, _on_grid(grid, lams, errors), prefix, basis), gram
-
-    for at, r in enumerate(sizes):
-        level, gram = evaluate(r, widths, lams)
-        widths, lams = (path["width"][-1],), _neighbours(grid, level[3])
-        kinds = (path["normalize"][-1],)
-        if best is None or level[0] < best[0]:
-            best, kept = level, gram
-        del gram, level
-        if at + 1 < len(sizes) and not next_size(
-            path["cv_error"], size_work(n_labeled, sizes[at + 1], n_folds, len(lams))
-        ):
-            stopped = True
-            break
-    # the cap stopped a growth that reached it with its error not above the best before
-    # (the cap's own gain is no guide: 4 196 rows after 4 096 gain little whatever comes)
-    capped = not stopped and at_cap and path["cv_error"][-1] <= best[0]
-    tried = len(path["r"])
-    if est.width == "auto":
-        held, kept = [kept], None  # the Gram's one reference, for _narrower_width to drop
-        best, kept = _narrower_width(best, held, path, grid, n_rows, evaluate)
-    if est.normalize == "auto" and not kinds[0]:
-        held, kept = [kept], None
-        best, kept, normalize = _paper_kernel_again(
-            best, held, path, grid, n_rows, evaluate, first_widths[True]
-        )
-        kinds = (normalize,)
-    _, r, sigma, alpha, errors, prefix, basis = best
-    if sample is not None:  # the kept size's σ and Gram over every row (no folds: λ is chosen)
-        width = path["width"][path["sigma"].index(sigma)]
-        sigma, kept = _sigma_and_gram(
-            est, X, codes, basis, width, seed, None, 1, fit_plan, stage_times, kinds[0]
-        )
-    sampled = cand_index.size < n_labeled
-    if capped:
-        _warn_grown_capped(est, fit_plan, {key: value[:tried] for key, value in path.items()})
-    problem = fit_plan.problem
-    return Network(
-        knn_sigma=knn["knn_sigma"],
-        confidence=knn["confidence"],
-        candidate_indices=cand_index,
-        basis_indices=prefix,
-        basis=basis,
-        basis_fraction=r / n_labeled,
-        fit_mode="+".join(["sampled"] * sampled + ["capped"] * capped) or "exact",
-        sigma=sigma,
-        gram=kept,
-        memory={
-            "basis": {
-                "wanted": "grown",
-                "r": int(r),
-                "sizes_tried": path["r"],
-                "growth_rows": n_rows,
-            },
-            "gram": _gram_memory(fit_plan, r, n_folds),
-            "solve": plan.solve_bytes(problem, r, n_folds),
-        },
-        alpha=alpha,
-        cv_error=errors,
-        growth={key: np.asarray(value) for key, value in path.items()},
-        normalize=kinds[0],
-    )
+            paper_sigma = _sigma(est, X, codes, basis, self.stage_times)
+        pairs = tuple((paper_sigma * width, kind) for width, kind in kernels)
+        together = _together(fit_plan, r, len(pairs), self.n_folds, len(lams))
+        grams, errors = [], []
+        for group in [pairs] if together else [(pair,) for pair in pairs]:
+            grams += _kernel_grams(
+                est, X, codes, basis, group, self.seed, folds, self.n_folds, fit_plan,
+                self.stage_times,
+            )  # fmt: skip
+            with timed_stage(self.stage_times, "cv"):
+                errors += [
+                    error
+                    for _, error in choose_alphas(
+                        est, X, codes, grams[-len(group) :], basis, group, lams, self.seed,
+                        folds, n_rows, self.own[at],
+                    )
+                ]  # fmt: skip
+            _release(grams, errors, tuple(kind for _, kind in kernels))
+        seconds = time.perf_counter() - start
+        planned = plan.gram_bytes(fit_plan.problem, r, self.n_folds)["worker"]
+        trials = [
+            Trial(r, width, sigma, kind, lams, errors, self.n_folds, n_rows, seconds, planned)
+            for (width, kind), (sigma, _), errors in zip(kernels, pairs, errors)
+        ]
+        return trials, grams
 
 
 def growth_rows(est, X, codes, counts, seed, folds, n_folds):
@@ -425,29 +463,39 @@ def growth_rows(est, X, codes, counts, seed, folds, n_folds):
     )
 
 
-def choose_alpha(
-    est, X, codes, gram, basis, sigma, grid, seed, folds, n_labeled, basis_indices=None,
-    basis_folds=None, normalize=True,
-):  # fmt: skip
-    """λ of the grid with the least held-out error, and every λ's error rate: each fold's
-    weights solved from the Gram of all rows minus the fold's, each labeled row scored by
-    its own fold's weights in one pass (the basis is not refitted per fold).
+def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_labeled, own=None):
+    """λ of the grid with the least held-out error, and every λ's error rate, for each
+    of ``kernels`` ((σ, normalize) pairs, ``grams`` their Grams on one basis): each fold's
+    weights solved from the Gram of all rows minus the fold's (:func:`_fold_weights`),
+    each labeled row scored by its own fold's weights, every kernel in one pass. The
+    basis is not refitted per fold. Returns (λ, error rates) per kernel.
 
-    With ``basis_indices`` (a grown basis), fold f's model also leaves out the basis rows
-    that lie in fold f — the block of the Gram without their rows and columns — so that no
-    held-out row is scored by a model with a centre on itself, as no test row is. Without
-    it, where the basis is most of the training rows (noisy data), held-out rows that are
-    their own centres favoured the smallest λ: on cora the held-out errors ranked λ =
-    1e-5 first and 1e-9 second where the test errors were 32.1 and 22.9 %.
-    ``basis_folds`` gives those folds directly (rows of X that are a sample of the
-    training rows, whose positions are not the basis rows' global indices).
+    With ``own``, the folds of the basis rows (a grown basis), fold f's model also leaves
+    out the basis rows that lie in fold f — the block of the Gram without their rows and
+    columns — so that no held-out row is scored by a model with a centre on itself, as no
+    test row is. Without it, where the basis is most of the training rows (noisy data),
+    held-out rows that are their own centres favoured the smallest λ: on cora the
+    held-out errors ranked λ = 1e-5 first and 1e-9 second where the test errors were
+    32.1 and 22.9 %.
     """
+    n_folds, (K, r) = grams[0]["M"].shape[0], grams[0]["B"].shape[1:]
+    weights = np.zeros((len(kernels), n_folds, len(grid), K, r))
+    for gram, out in zip(grams, weights):
+        _fold_weights(est, gram, grid, own, out)
+    (counts,) = compute(
+        nrbfn_passes.cv_error_kernels_pass(
+            X, codes, basis, kernels, weights, seed, folds=folds, split_every=est.split_every
+        )
+    )
+    return [(grid[int(np.argmin(errors))], errors) for errors in counts / n_labeled]
+
+
+def _fold_weights(est, gram, grid, own, weights) -> None:
+    """X* of every fold and λ into the zeros ``weights`` (n_folds, n_alphas, K, r): fold
+    f's from the Gram of all rows minus its own, without the basis rows in fold f where
+    ``own`` gives their folds (zero weights for those)."""
     n_folds = gram["M"].shape[0]
     M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
-    weights = np.zeros((n_folds, len(grid)) + B_all.shape)
-    own = basis_folds
-    if own is None and basis_indices is not None:
-        own = _fold_of_rows(basis_indices, folds, n_folds, seed)
     problems = []
     for f in range(n_folds):
         # the basis rows of fold f leave its model (all rows stay without a grown basis)
@@ -457,24 +505,8 @@ def choose_alpha(
         weights[f][..., keep], singular = ridge_path(M_train, B_train, grid)
         del M_train
         problems.extend(singular)
-    del M_all, B_all
     if problems:
         _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
-    (errors,) = compute(
-        nrbfn_passes.cv_error_pass(
-            X,
-            codes,
-            basis,
-            sigma,
-            weights,
-            seed,
-            folds=folds,
-            split_every=est.split_every,
-            normalize=normalize,
-        )
-    )
-    cv_error = errors / n_labeled
-    return grid[int(np.argmin(cv_error))], cv_error
 
 
 def _fold_of_rows(index, folds, n_folds, seed) -> np.ndarray:

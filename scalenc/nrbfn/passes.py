@@ -1,6 +1,7 @@
 """nRBFN's passes over the data (Hu, Pan & Wu): σ from the k-NN distances to the basis,
 the r×r normal equations ΦᵀΦ and ΦᵀY (per fold for cross-validation), and the folds'
-held-out errors. Each returns a Delayed; the per-block math is in :mod:`scalenc.nrbfn.blocks`.
+held-out errors, for one kernel or several at once. Each returns a Delayed; the
+per-block math is in :mod:`scalenc.nrbfn.blocks`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from scalenc.nrbfn import blocks as _nrbfn_blocks
 __all__ = [
     "sigma_pass",
     "gram_pass",
-    "cv_error_pass",
+    "gram_kernels_pass",
+    "cv_error_kernels_pass",
     "cv_error_refit_pass",
     "gram_work",
 ]
@@ -89,34 +91,65 @@ def gram_work(r: int, n_features: int, n_classes: int, n_folds: int = 1, allowed
     return BlockWork(work.per_row, work.partial_bytes, allowed)
 
 
-def cv_error_pass(
+def gram_kernels_pass(
     X: da.Array,
     codes: da.Array,
     basis: np.ndarray,
-    sigma: float,
+    kernels: tuple,
+    n_classes: int,
+    *,
+    n_folds: int = 1,
+    seed: int = 0,
+    folds: da.Array | None = None,
+    split_every: int = SPLIT_EVERY,
+) -> Delayed:
+    """:func:`gram_pass` of each of ``kernels`` ((σ, normalize) pairs) in one pass over X
+    (:func:`scalenc.nrbfn.blocks.gram_kernels_block`): M, B with a leading kernel axis."""
+    r, p = basis.shape
+    one = gram_work(r, p, n_classes, n_folds)
+    return reduce_rows(
+        _nrbfn_blocks.gram_kernels_block,
+        X,
+        codes,
+        folds,
+        basis=basis,
+        kernels=tuple(kernels),
+        n_classes=n_classes,
+        n_folds=n_folds,
+        seed=seed,
+        combine=_nrbfn_blocks.sum_gram_partials,
+        split_every=split_every,
+        work=BlockWork(len(kernels) * one.per_row, len(kernels) * one.partial_bytes),
+    )
+
+
+def cv_error_kernels_pass(
+    X: da.Array,
+    codes: da.Array,
+    basis: np.ndarray,
+    kernels: tuple,
     weights: np.ndarray,
     seed: int,
     *,
     folds: da.Array | None = None,
     split_every: int = SPLIT_EVERY,
-    normalize: bool = True,
 ) -> Delayed:
-    """Misclassified labeled rows per λ, each row scored by its own fold's model
-    (:func:`scalenc.nrbfn.blocks.cv_error_block`; folds and ``normalize`` as in
-    :func:`gram_pass`)."""
-    scores = float(np.prod(weights.shape[1:]))  # λ's × K × r scores per row
+    """Misclassified labeled rows per λ for each of ``kernels`` ((σ, normalize) pairs,
+    ``weights[v]`` the v-th's X* per fold and λ, shape (n_kernels, n_folds, n_alphas, K,
+    r)), each row scored by its own fold's model (:func:`scalenc.nrbfn.blocks.cv_error_block`;
+    folds as in :func:`gram_pass`), in one pass: (n_kernels, n_alphas)."""
+    scores = float(np.prod(weights.shape[2:])) * len(kernels)
     return reduce_rows(
-        _nrbfn_blocks.cv_error_block,
+        _nrbfn_blocks.cv_error_kernels_block,
         X,
         codes,
         folds,
         basis=basis,
-        sigma=sigma,
+        kernels=tuple(kernels),
         weights=weights,
         seed=seed,
-        normalize=normalize,
         split_every=split_every,
-        work=BlockWork.pairs(basis.shape[0], X.shape[1], extra=scores),
+        work=BlockWork.pairs(len(kernels) * basis.shape[0], X.shape[1], extra=scores),
     )
 
 
