@@ -1,4 +1,4 @@
-"""Preloaded by the test workers of ``tests/test_churn.py`` (``dask worker --preload``):
+"""Preloaded by the test workers of ``tests/engine/test_cluster_churn.py`` (``dask worker --preload``):
 each block of a pass sleeps ``$SCALENC_TEST_BLOCK_SLEEP`` seconds and notes the worker's
 PID in ``$SCALENC_TEST_MARKERS``, so that a fit is still running when a test kills the
 worker; with ``$SCALENC_TEST_BLOCK_HOG`` bytes, each block also holds that much memory

@@ -11,11 +11,20 @@ import os
 # and every run, CI's and a shell's, then tests SciPy in the same mode.
 os.environ["SCIPY_ARRAY_API"] = "1"
 
+import sys
 from pathlib import Path
 
 import dask
 import numpy as np
 import pytest
+
+# The tests live in one folder per package of scalenc (tests/encoder/, tests/cli/, ...) and
+# import helpers from one another by module name (``from test_cluster import
+# DaskProcesses``): every folder is on sys.path, whichever test pytest collects first.
+TESTS = Path(__file__).resolve().parent
+for _folder in sorted(TESTS.iterdir()):
+    if any(_folder.glob("test_*.py")) and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 DATA_DIR = Path(
     os.environ.get("SCALENC_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data")

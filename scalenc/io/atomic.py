@@ -59,10 +59,10 @@ _RENAME_EXCHANGE = 2
 #: renameat2's errors meaning "not on this kernel or file system": use the fallback.
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV}
 
-#: Test hook (tests/test_faults.py): called with ``path`` at the swap's most exposed
-#: instant: just before the exchange, between the fallback's two renames, or after an
-#: object store's completion marker is written (:func:`atomic_prefix`). Never set
-#: outside tests.
+#: Test hook (tests/io/test_atomic_writes_under_signals.py): called with ``path`` at the
+#: swap's most exposed instant: just before the exchange, between the fallback's two
+#: renames, or after an object store's completion marker is written
+#: (:func:`atomic_prefix`). Never set outside tests.
 _swap_hook: Callable[[str], None] | None = None
 
 

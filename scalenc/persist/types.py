@@ -16,7 +16,7 @@ from scalenc.nrbfn import LRClassifier, NRBFNClassifier
 #: The types a model file may name, by the name files use, with what each is rebuilt as.
 #: Nothing else is ever rebuilt. The names are the module paths of scalenc 0.1.0.dev0 and
 #: stay as they are when the code moves, so that files written before a move still load
-#: (``tests/test_model_files_before.py``); :data:`_TYPES` says where each type lives now.
+#: (``tests/persist/test_persist_old_files.py``); :data:`_TYPES` says where each type lives now.
 ALLOWED_TYPES: dict[str, str] = {
     # estimators (rebuilt with their __init__, which only stores parameters)
     "scalenc.encoder.EncoderClassifier": "estimator",

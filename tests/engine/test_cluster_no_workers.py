@@ -3,7 +3,7 @@
 Dask waits for new workers forever; :func:`scalenc.engine.cluster.compute` gives up after
 ``scalenc.no-workers-timeout`` seconds with :class:`ClusterUnavailableError`. The cluster is
 the ``dask scheduler`` and two nanny-less ``dask worker`` processes of
-``tests/test_cluster.py`` (:class:`DaskProcesses`, slow kernel on the workers), both workers
+``tests/engine/test_cluster.py`` (:class:`DaskProcesses`, slow kernel on the workers), both workers
 SIGKILLed by the PIDs the test started while a pass or a write is running.
 """
 

@@ -2,7 +2,7 @@
 the new rows and give, where the statistics are sums, the model of ``fit`` on every row.
 
 Oracles: ``fit`` on all rows (LRC, the linear encoder: exact), the normal equations of
-every row with the fitted basis and σ (nRBFN, ``tests/test_nrbfn.py``'s ``weights_for``),
+every row with the fitted basis and σ (nRBFN, ``tests/nrbfn/test_nrbfn.py``'s ``weights_for``),
 and the head ``fit`` computes over every row on the same embedding (CCDRClassifier).
 """
 
@@ -30,7 +30,7 @@ from scalenc import (
 )
 from scalenc.persist import load_model, save_model
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +219,7 @@ def test_command_update_reads_only_the_new_data_and_leaves_the_old_model(halves,
 
 
 def _table_halves():
-    from test_categorical import make_table
+    from test_tables_categorical import make_table
 
     frame, y = make_table(n=600, seed=3)
     return frame, y, (frame.iloc[:350], y[:350]), (frame.iloc[350:], y[350:])
@@ -263,7 +263,7 @@ def test_encoder_update_of_a_table_equals_fit_on_all_rows(kind):
     reference = EncoderClassifier(kernels=("linear",)).fit(frame, y)
     _close(model.class_means_, reference.class_means_, 1e-12)
     # the one-hot columns are collinear (each group sums to one): the LDA amplifies the
-    # merge's rounding to about 1e-7, as test_categorical's other row blocks
+    # merge's rounding to about 1e-7, as test_tables_categorical's other row blocks
     _close(model.coef_, reference.coef_, 1e-5)
     np.testing.assert_array_equal(model.predict(frame), reference.predict(frame))
     # several kernels: the batch goes through the same encoding (two more passes over it)

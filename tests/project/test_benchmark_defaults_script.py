@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "defaults.py"
 PAPERS = Path(os.environ.get("SCALENC_DATA_DIR", ROOT.parent / "shared" / "data"))
 

@@ -538,7 +538,7 @@ def test_singular_system_names_alpha(data):
 # --- scikit-learn contract ---------------------------------------------------------------
 
 
-# Defaults (and LRClassifier) are checked in tests/test_estimator_checks.py; here a small k.
+# Defaults (and LRClassifier) are checked in tests/base/test_estimator_checks.py; here a small k.
 @parametrize_with_checks(
     [NRBFNClassifier(n_neighbors=3, random_state=0)],
     expected_failed_checks=expected_failed_checks,

@@ -3,7 +3,7 @@
 
 The kill is simulated in-process: a checkpoint kept after a whole fit is cut back to the
 files written before a moment part-way through it (the checkpoint writes each file whole,
-so a SIGKILL leaves exactly those; ``tests/test_checkpoint.py`` kills real processes).
+so a SIGKILL leaves exactly those; ``tests/engine/test_checkpoint.py`` kills real processes).
 Under ``random_state=None`` the resumed fit must repeat the draws of the run that was
 cut, so it is compared with that run, never with an independent fit.
 """

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import make_blobs
-from test_categorical import make_table
 from test_persist import _rewrite
+from test_tables_categorical import make_table
 
 from scalenc import CCDR, CCDRClassifier, LRClassifier, NRBFNClassifier
 from scalenc.encoder import EncoderClassifier
@@ -253,7 +253,7 @@ def test_ccdr_classifier_views_and_the_copies_of_older_files(tmp_path):
     """CCDRClassifier's CCDR attributes are read-only views of its ``ccdr_``'s. A model
     file of 0.1.0.dev0 holds copies of them: it loads (they equal the views), and a copy
     that disagrees with its ``ccdr_`` is refused."""
-    old = Path(__file__).parent / "data" / "models_0.1.0.dev0" / "ccdr-lda"
+    old = Path(__file__).resolve().parents[1] / "data" / "models_0.1.0.dev0" / "ccdr-lda"
     model = load_model(old)
     assert model.centers_ is model.ccdr_.centers_
     with pytest.raises(AttributeError):

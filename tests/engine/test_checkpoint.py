@@ -45,8 +45,8 @@ from scalenc.engine import checkpoint_files
 from scalenc.exceptions import CheckpointMismatchError, CheckpointWarning
 from scalenc.persist import load_model
 
-ROOT = Path(__file__).resolve().parents[1]
-TESTS = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+TESTS = Path(__file__).resolve().parents[1]
 
 #: every node of every pass saved (the default rule saves groups of at least 2 s of work)
 SAVE_ALL = {"scalenc.checkpoint.min-seconds": 0.0, "scalenc.checkpoint.write-share": 1e12}

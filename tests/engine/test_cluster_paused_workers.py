@@ -9,7 +9,7 @@ memory they use; a worker that resumes before then lets the fit finish, with the
 as the threaded scheduler's.
 
 The cluster is a real ``dask scheduler`` and one nanny-less ``dask worker`` process on
-127.0.0.1 (the plumbing of ``tests/test_cluster.py``'s :class:`DaskProcesses`), with a small
+127.0.0.1 (the plumbing of ``tests/engine/test_cluster.py``'s :class:`DaskProcesses`), with a small
 memory limit, spilling off and no termination. The worker pauses because the test makes it
 hold a buffer (:func:`hold_memory`, run in the worker process by ``client.run``) and resumes
 when it lets go of it (:func:`release_memory`).
@@ -32,7 +32,7 @@ from test_cluster import (
     slow_fit_data,
     slow_linear,
 )
-from test_no_workers import released
+from test_cluster_no_workers import released
 
 import scalenc
 from scalenc import EncoderClassifier

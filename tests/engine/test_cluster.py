@@ -45,7 +45,7 @@ from scalenc.engine.connect import make_security
 
 pytestmark = pytest.mark.cluster
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 BIN = Path(sys.executable).parent
 DASK = str(BIN / "dask") if (BIN / "dask").exists() else shutil.which("dask")
@@ -197,7 +197,7 @@ class DaskProcesses:
     def _env(self):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT / "tests"), str(ROOT)]
+            [str(ROOT / "tests"), str(Path(__file__).resolve().parent), str(ROOT)]
             + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
         )
         # what a nanny would set: one BLAS thread per worker thread
@@ -569,7 +569,7 @@ def slow_fit_data(n=6000, p=6, chunk=250):
     return da.from_array(X, chunks=(chunk, p)), da.from_array(y, chunks=chunk)
 
 
-@pytest.mark.slow  # a worker killed mid-fit: test_churn's nanny-killed resume checks the same model in the default run
+@pytest.mark.slow  # a worker killed mid-fit: test_cluster_churn's nanny-killed resume checks the same model in the default run
 def test_worker_killed_mid_fit_same_model(fresh_processes):
     X, y = slow_fit_data()
     make = lambda: EncoderClassifier(kernels=(slow_linear,))  # noqa: E731

@@ -260,7 +260,7 @@ def test_the_readme_batch_example_runs_unchanged_on_s3(s3, tmp_path):
     import sys
     from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Batch runs from the command line", 1)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     lines = [line for line in block.replace("\\\n", " ").splitlines() if line.startswith("scalenc")]

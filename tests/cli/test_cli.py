@@ -21,7 +21,7 @@ from conftest import make_blobs
 from scalenc import CCDR, CCDRClassifier, LRClassifier, NRBFNClassifier, cli
 from scalenc.encoder.estimator import EncoderClassifier
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "scalenc"
 EXE = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "scalenc.cli"]
 

@@ -16,7 +16,7 @@ import pytest
 
 from scalenc import load_model, read_model_metadata
 
-ROOT = Path(__file__).parent / "data" / "models_0.1.0.dev0"
+ROOT = Path(__file__).resolve().parents[1] / "data" / "models_0.1.0.dev0"
 NAMES = ["encoder", "nrbfn", "lrc", "ccdr", "ccdr-knn", "ccdr-lda", "ccdr-linear"]
 
 

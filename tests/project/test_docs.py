@@ -25,7 +25,7 @@ import pytest
 
 import scalenc
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Modules whose docstrings carry Examples that must run.
 DOCTEST_MODULES = [

@@ -236,7 +236,7 @@ def test_score_with_a_graph_in_memory_and_lazily():
 
 
 def test_a_graph_model_pickles():
-    """pickle keeps the lazy labels (model files: tests/test_persist_graph.py)."""
+    """pickle keeps the lazy labels (model files: tests/persist/test_persist_graph.py)."""
     X, y, _, edges = planted_graph(seed=9)
     model = EncoderClassifier().fit(None, y, graph=edges)
     again = pickle.loads(pickle.dumps(model))

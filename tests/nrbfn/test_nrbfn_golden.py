@@ -12,7 +12,7 @@ import numpy as np
 
 import scalenc
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _golden():

@@ -13,7 +13,7 @@ import pytest
 # CI's slow run; the library paths they time are tested by the other modules
 pytestmark = pytest.mark.slow
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _run(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -128,7 +128,7 @@ def two_batches(tmp_path_factory):
 
 
 @pytest.mark.parametrize("method", ["encoder", "ccdr-classifier"])
-@pytest.mark.slow  # four commands per method; test_update's command update of an encoder counts its update in the default run
+@pytest.mark.slow  # four commands per method; test_partial_fit's command update of an encoder counts its update in the default run
 def test_an_update_summary_counts_the_updates(two_batches, tmp_path, method):
     folder = two_batches
     code, _, err = run_exe_text(
