@@ -29,7 +29,7 @@ from dask.base import tokenize
 from scalenc.exceptions import DataWarning, InputError, InputNotFoundError
 from scalenc.io.identity import source_token
 from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
-from scalenc.io.tables import Table, column_kind
+from scalenc.io.tables import Table, column_kind, remember_columns
 
 __all__ = [
     "LABEL_LIKE",
@@ -150,8 +150,9 @@ def _select(names, index_columns, label_column, feature_columns, source, exclude
 
 
 def split_frame(frame, label_column, source, feature_columns=None, exclude=()):
-    """(features, labels) of an in-memory DataFrame: the features as a NumPy array, or as
-    a :class:`~scalenc.io.tables.Table` when some are not numbers (string, categorical or
+    """(features, labels) of an in-memory DataFrame: the feature columns as a DataFrame
+    (numbers; :func:`scalenc.load` makes it an array and keeps its column names), or as a
+    :class:`~scalenc.io.tables.Table` when some are not numbers (string, categorical or
     boolean columns, which the estimators encode); the labels as a NumPy array."""
     names = list(frame.columns)
     features = _select(names, (), label_column, feature_columns, source, exclude)
@@ -161,7 +162,7 @@ def split_frame(frame, label_column, source, feature_columns=None, exclude=()):
         return Table(frame[features]), y
     kinds = [getattr(frame[c].dtype, "kind", "O") for c in features]
     check_feature_columns(features, kinds, label_column, source)
-    return frame[features].to_numpy(), y
+    return frame[features], y
 
 
 class StableFileSystem:
@@ -314,6 +315,7 @@ def read_parquet(
                     )
                 )
     X = da.concatenate(x_blocks, axis=0) if table is None else table
+    remember_columns(X, features)
     y = da.concatenate(y_blocks, axis=0) if y_blocks else None
     return X, y
 
