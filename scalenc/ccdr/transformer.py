@@ -49,6 +49,7 @@ from scalenc.exceptions import InputError, MemoryBudgetError
 from scalenc.io.inputs import check_xy
 from scalenc.io.labels import encode_labels
 from scalenc.math import sampling as _sampling
+from scalenc.math.moments import check_magnitude
 
 __all__ = [
     "CCDR",
@@ -481,6 +482,15 @@ def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]
             f"subsample_size={est.subsample_size} is smaller than the number of classes "
             f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
         )
+    rows = min(est.subsample_size, n)
+    if rows <= est.n_neighbors:
+        raise InputError(
+            f"{type(est).__name__}'s k-NN graph joins each of its {rows} subsample rows to "
+            f"its n_neighbors={est.n_neighbors} nearest others, so it needs at least "
+            f"{est.n_neighbors + 1} rows; "
+            + (f"X has {n}" if n <= est.subsample_size else f"subsample_size={rows}")
+            + f". Give more rows, or lower n_neighbors to at most {rows - 1}."
+        )
     floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
     take = _sampling.stratum_shares(counts, est.subsample_size, floor)
     n_draws = 1 if est.subsample_size >= n else est.n_subsamples
@@ -516,6 +526,8 @@ def _gather(est, X: da.Array, draws) -> dict:
     wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
     (got,) = compute(ccdr_passes.gather_rows_pass(X, wanted, split_every=est.split_every))
     refuse_nonfinite(got["nonfinite"].sum())
+    # values whose squares overflow X's dtype, as every other fit refuses them
+    check_magnitude(np.asarray(got["rows"]).astype(X.dtype, copy=False))
     order = np.argsort(got["index"])
     return {"index": got["index"][order], "rows": got["rows"][order]}
 

@@ -481,14 +481,19 @@ def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
 
 
 def check_finite(X) -> None:
-    """Refuse a block holding NaN or infinite values (the per-block check of every output map);
-    any array of the array API (:func:`count_nonfinite`)."""
+    """Refuse a block holding NaN or infinite values, or values too large for its dtype's
+    statistics, as ``fit`` refuses them (:func:`check_magnitude`): the per-block check of
+    every output map; any array of the array API (:func:`count_nonfinite`)."""
     bad = count_nonfinite(X)
     if bad:
         raise InputError(
             f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
             "impute or drop them before predicting or transforming."
         )
+    xp = namespace(X)
+    if X.size and xp.isdtype(X.dtype, "real floating"):
+        if float(to_host(xp.max(xp.abs(X)))) > magnitude_limit(X.dtype):
+            check_magnitude(X)  # names the column and the value
 
 
 def magnitude_limit(dtype) -> float:
