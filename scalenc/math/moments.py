@@ -480,10 +480,11 @@ def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
     return tuple(merge_moments(x, y) for x, y in zip(a, b))
 
 
-def check_finite(X) -> None:
-    """Refuse a block holding NaN or infinite values, or values too large for its dtype's
-    statistics, as ``fit`` refuses them (:func:`check_magnitude`): the per-block check of
-    every output map; any array of the array API (:func:`count_nonfinite`)."""
+def check_finite(X, *, magnitude: bool = True) -> None:
+    """Refuse a block holding NaN or infinite values and, with ``magnitude``, values too
+    large for its dtype's statistics, as ``fit`` refuses them (:func:`check_magnitude`;
+    CCDR's fit and outputs work in float64 and take them): the per-block check of every
+    output map; any array of the array API (:func:`count_nonfinite`)."""
     bad = count_nonfinite(X)
     if bad:
         raise InputError(
@@ -491,7 +492,7 @@ def check_finite(X) -> None:
             "impute or drop them before predicting or transforming."
         )
     xp = namespace(X)
-    if X.size and xp.isdtype(X.dtype, "real floating"):
+    if magnitude and X.size and xp.isdtype(X.dtype, "real floating"):
         if float(to_host(xp.max(xp.abs(X)))) > magnitude_limit(X.dtype):
             check_magnitude(X)  # names the column and the value
 
