@@ -249,8 +249,9 @@ def test_a_failing_predict_leaves_no_output(graph, tmp_path, capsys):
         )  # fmt: skip
         assert code == 2, err
         assert (
-            f"Edge {len(bad) - 1} joins nodes 3 and 400, but the labels cover only 400"
-            in (summary["error"]["message"])
+            f"Edge {len(bad) - 1} joins nodes 3 and 400, but the graph has 400 nodes (ids 0 "
+            "… 399): one per label at fit; at predict one per row of X, or the training "
+            "nodes of a model fitted on the graph alone." in (summary["error"]["message"])
         )
         assert not (tmp_path / out).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "m"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import numbers
+import os
 import time
 
 import dask.array as da
@@ -412,6 +413,7 @@ def fit_checkpoint(estimator, X, y):
     url = getattr(estimator, "checkpoint", None)
     if url is None:
         return contextlib.nullcontext(None)
+    _refuse_file(url)
     try:
         key = {
             "estimator": type(estimator).__name__,
@@ -427,6 +429,20 @@ def fit_checkpoint(estimator, X, y):
     except IdentityUnavailable as exc:
         raise InputError(f"The fit cannot be checkpointed at {url!r}: {exc}") from None
     return checkpoint.checkpointing(url, key)
+
+
+def _refuse_file(url) -> None:
+    """Refuse a local checkpoint location that is a regular file (a checkpoint is a
+    directory; an object store's prefix can be both, so only local paths are checked)."""
+    path = os.fspath(url)
+    if "://" in path and not path.startswith("file://"):
+        return
+    if os.path.isfile(path.removeprefix("file://")):
+        raise InputError(
+            f"The checkpoint {path!r} is a file; a checkpoint is a directory that the fit "
+            "writes its passes' results in. Name a directory (a new one, or this fit's "
+            "earlier checkpoint), or move the file away."
+        )
 
 
 def _key_value(value):

@@ -125,29 +125,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(self.prog, message, self.format_usage())
 
-    def parse_known_args(self, args=None, namespace=None):
-        """argparse's, but a command's ``--data`` is optional once ``--edges`` is given
-        (a graph's nodes may come without features: their labels alone)."""
-        args = list(sys.argv[1:] if args is None else args)
-        loosened = []
-        if any(a == "--edges" or a.startswith("--edges=") for a in args):
-            loosened = [a for a in self._actions if a.dest == "data" and a.required]
-        for action in loosened:
-            action.required = False
-        try:
-            return super().parse_known_args(args, namespace)
-        finally:
-            for action in loosened:
-                action.required = True
-
     def parse_args(self, args=None, namespace=None):
         """argparse's, but arguments no option takes are refused by the command's own
         parser (its usage and ``scalenc COMMAND: error:``), each with the nearest option
         of that command when one is close (``did you mean --model-out?``)."""
         parsed, extras = self.parse_known_args(args, namespace)
+        parser = self.commands.get(getattr(parsed, "command", None), self)
         if extras:
-            parser = self.commands.get(getattr(parsed, "command", None), self)
             parser.error(f"unrecognized arguments: {' '.join(extras)}{_nearest(parser, extras)}")
+        if getattr(parsed, "command", None) == "fit" and not (parsed.data or parsed.edges):
+            parser.error(
+                "the following arguments are required: --data (or --edges with --labels, "
+                "for a fit on the graph alone)"
+            )
         return parsed
 
 
@@ -338,16 +328,24 @@ def _add_scheduler_options(g) -> None:
     )
 
 
-def _data_options(*, device: bool = True) -> _Parser:
+def _data_options(*, device: bool = True, graph: bool = False) -> _Parser:
+    """``--data`` and its reading options; ``graph``: a command with ``--edges``, where
+    ``--data`` is optional (a graph's nodes may have no features: checked once the model,
+    or for ``fit`` the arguments, say whether they need it)."""
     data = _Parser(add_help=False)
     g = data.add_argument_group("data")
     g.add_argument(
         "--data",
-        required=True,
+        required=not graph,
         metavar="PATH",
         help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
-        "(arrays X, y) or .csv; local path or fsspec URL (with --edges: the node features, "
-        "optional)",
+        "(arrays X, y) or .csv; local path or fsspec URL"
+        + (
+            "; required, but for a graph without node features (--edges: the fit on the "
+            "graph alone, or its model)"
+            if graph
+            else ""
+        ),
     )
     g.add_argument(
         "--chunk-rows",
@@ -450,7 +448,7 @@ def _add_fit(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _edge_options(
                 "without --data, the graph alone: the labels come from --labels (a .npy "
@@ -537,7 +535,7 @@ def _add_predict(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _output_options(),
             _edge_options(
@@ -559,7 +557,7 @@ def _add_embed(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _output_options(),
             _edge_options("for a model fitted with a graph, as for predict"),
@@ -577,7 +575,7 @@ def _add_evaluate(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _edge_options(
                 "for a model fitted with a graph: its labeled nodes are scored (without "

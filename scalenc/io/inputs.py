@@ -483,10 +483,7 @@ def load_columns(path, columns, *, storage_options: dict | None = None) -> list[
     if kind == "parquet":
         return [a[:, 0] for a in readers.read_parquet_columns(fs, fs_path, pick, source=url)]
     if kind == "csv":
-        import pandas as pd  # deferred: pandas is imported only for CSV input
-
-        with fs.open(fs_path, "rb") as fh:
-            frame = pd.read_csv(fh)
+        frame = readers.read_csv_frame(fs, fs_path, url)
         pick(list(frame.columns))
         return [da.from_array(frame[c].to_numpy(), chunks=2**20) for c in columns]
     raise InputError(
