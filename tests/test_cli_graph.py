@@ -370,7 +370,7 @@ BAD = {
     ),
     "predict-without-edges": (
         ["predict", "--model", "{alone}", "--data", "{root}/nodes.npz", "--out", "{tmp}/p.zarr"],
-        r"alone was fitted with a graph: pass --edges PATH, the graph of the nodes to predict",
+        r"alone was fitted on the graph alone: pass --edges PATH, the graph of the nodes to predict",
     ),
     "predict-alone-with-data": (
         ["predict", "--model", "{alone}", "--data", "{root}/nodes.npz",
@@ -389,7 +389,8 @@ BAD = {
     ),
     "evaluate-without-edges": (
         ["evaluate", "--model", "{fused}", "--data", "{root}/nodes.npz"],
-        r"fused was fitted with a graph: pass --edges PATH, the graph of the nodes to evaluate",
+        r"fused was fitted with node features and a graph: pass --edges PATH, the graph of the "
+        r"nodes to evaluate",
     ),
     "evaluate-alone-without-labels": (
         ["evaluate", "--model", "{alone}", "--edges", "{root}/edges.npy"],
@@ -427,8 +428,9 @@ def test_bad_graph_arguments_exit_2(case, models, tmp_path, capsys):
 def test_data_stays_required_without_edges(capsys):
     assert cli.main(["fit", "encoder", "--model-out", "m"]) == 2
     assert "the following arguments are required: --data" in capsys.readouterr().err
+    # predict needs --data unless its model was fitted on a graph alone: the model decides
     assert cli.main(["predict", "--model", "m", "--out", "p.zarr"]) == 2
-    assert "the following arguments are required: --data" in capsys.readouterr().err
+    assert "--model 'm' does not exist" in capsys.readouterr().err
 
 
 def test_graph_alone_with_zarr_labels_in_node_blocks(graph, tmp_path, capsys):
