@@ -45,6 +45,8 @@ def files(tmp_path_factory):
     _damage(root / "edges.parquet", root / "edges_rows.parquet", root / "edges_footer.parquet")
     np.save(root / "edges.npy", edges)
     np.save(root / "y.npy", (np.arange(n) >= n // 2).astype(int))
+    for name in ("random.npy", "random.npz"):
+        (root / name).write_bytes(rng.integers(0, 256, 4000, dtype=np.uint8).tobytes())
     return root
 
 
@@ -137,6 +139,29 @@ def test_a_damaged_edges_parquet_exits_2_naming_the_file(files, tmp_path, capsys
     )  # fmt: skip
     assert code == 2, err
     assert f"Cannot read {what} of the Parquet file {files / name}" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fit", "lrc", "--data", "{root}/random.npy", "--labels", "{root}/y.npy"],
+        ["fit", "lrc", "--data", "{root}/random.npz"],
+        ["fit", "encoder", "--edges", "{root}/random.npy", "--labels", "{root}/y.npy"],
+        ["fit", "encoder", "--edges", "{root}/edges.npy", "--labels", "{root}/random.npy"],
+    ],
+    ids=["data-npy", "data-npz", "edges-npy", "labels-npy"],
+)
+def test_random_bytes_named_npy_or_npz_exit_2_naming_the_file(files, tmp_path, capsys, argv):
+    argv = [a.format(root=files) for a in argv]
+    code, _, err = _cli(capsys, *argv, "--model-out", tmp_path / "m")
+    assert code == 2
+    bad = next(a for a in argv if "random" in a)
+    kind = bad[-4:]
+    assert (
+        f"Cannot read {bad} as {kind}: it does not start as a {kind} file does (damaged, or "
+        f"another format named {kind})" in err
+    )
+    assert "pickled" not in err
 
 
 def test_a_checkpoint_naming_a_regular_file_is_refused(files, tmp_path, capsys):

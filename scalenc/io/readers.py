@@ -388,12 +388,43 @@ def _read_npy_rows(fs, path: str, offset: int, start: int, stop: int, dtype, sha
     return np.frombuffer(data, dtype=dtype).reshape((stop - start, *shape[1:]))
 
 
+#: The first bytes of each NumPy file format.
+_NUMPY_MAGIC = {".npy": b"\x93NUMPY", ".npz": b"PK"}
+
+
+@contextlib.contextmanager
+def _numpy_errors(fs, path: str, kind: str):
+    """NumPy's errors on a file it cannot read (``This file contains pickled (object)
+    data`` for any bytes that are not NumPy's) as a :class:`DamagedDataError` naming the
+    file and saying what is wrong with it."""
+    import zipfile
+
+    try:
+        yield
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, InputError) or (isinstance(exc, OSError) and exc.errno is not None):
+            raise
+        where = path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
+        with fs.open(path, "rb") as fh:
+            head = fh.read(len(_NUMPY_MAGIC[kind]))
+        why = (
+            f"it does not start as a {kind} file does (damaged, or another format named {kind})"
+            if head != _NUMPY_MAGIC[kind]
+            else str(exc).rstrip(".")
+        )
+        raise DamagedDataError(
+            f"Cannot read {where} as {kind}: {why}. Restore it from a good copy or write it "
+            "again (numpy.save / numpy.savez)."
+        ) from None
+
+
 def read_npy(fs, path: str, *, rows_per_block: int):
     """A ``.npy`` file: memory-mapped when local, else lazy row blocks read by the workers
     (the header alone is read on the client)."""
     if "file" in np.atleast_1d(fs.protocol):
-        return np.load(path, mmap_mode="r")
-    with fs.open(path, "rb") as fh:
+        with _numpy_errors(fs, path, ".npy"):
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+    with _numpy_errors(fs, path, ".npy"), fs.open(path, "rb") as fh:
         version = np.lib.format.read_magic(fh)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
@@ -421,7 +452,11 @@ def read_npy(fs, path: str, *, rows_per_block: int):
 
 def read_npz(fs, path: str, *, with_labels: bool):
     """``.npz`` (arrays ``X`` and optionally ``y``), read whole: for small data."""
-    with fs.open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
+    with (
+        _numpy_errors(fs, path, ".npz"),
+        fs.open(path, "rb") as fh,
+        np.load(fh, allow_pickle=False) as npz,
+    ):
         if "X" not in npz:
             raise InputError(f"{path} holds {list(npz.keys())}; scalenc expects an array 'X'.")
         return npz["X"], (npz["y"] if "y" in npz and with_labels else None)
