@@ -125,19 +125,30 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):
         raise UsageError(self.prog, message, self.format_usage())
 
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, but ``fit``'s ``--data`` (shown optional in its help) is required
+        unless ``--edges`` is given: a fit on a graph alone has no node features."""
+        args = list(sys.argv[1:] if args is None else args)
+        tightened = []
+        edges = any(a == "--edges" or a.startswith("--edges=") for a in args)
+        if not edges and not {"-h", "--help"} & set(args):  # the help shows it optional
+            tightened = [a for a in self._actions if getattr(a, "required_without_edges", 0)]
+        for action in tightened:
+            action.required = True
+        try:
+            return super().parse_known_args(args, namespace)
+        finally:
+            for action in tightened:
+                action.required = False
+
     def parse_args(self, args=None, namespace=None):
         """argparse's, but arguments no option takes are refused by the command's own
         parser (its usage and ``scalenc COMMAND: error:``), each with the nearest option
         of that command when one is close (``did you mean --model-out?``)."""
         parsed, extras = self.parse_known_args(args, namespace)
-        parser = self.commands.get(getattr(parsed, "command", None), self)
         if extras:
+            parser = self.commands.get(getattr(parsed, "command", None), self)
             parser.error(f"unrecognized arguments: {' '.join(extras)}{_nearest(parser, extras)}")
-        if getattr(parsed, "command", None) == "fit" and not (parsed.data or parsed.edges):
-            parser.error(
-                "the following arguments are required: --data (or --edges with --labels, "
-                "for a fit on the graph alone)"
-            )
         return parsed
 
 
@@ -463,6 +474,9 @@ def _add_fit(sub, name):
     p.add_argument(
         "method", choices=sorted(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
     )
+    for action in p._actions:
+        if action.dest == "data":
+            action.required_without_edges = True  # see _Parser.parse_known_args
     p.add_argument("--model-out", required=True, metavar="DIR", help="model directory to write")
     p.add_argument(
         "--set",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import weakref
 from collections import Counter
 
 import dask
@@ -254,15 +255,20 @@ class FeatureEncoder:
 
 # --- column names --------------------------------------------------------------------------
 
-#: Dask array name → the names of the table columns it holds (:func:`scalenc.load` of a
-#: numeric Parquet or CSV file), so that a model fitted on it checks them by name.
-_COLUMNS: dict[str, tuple] = {}
+#: id of a Dask array → (a weak reference to it, the names of the table columns it holds):
+#: what :func:`scalenc.load` read from a numeric Parquet or CSV file, so that a model fitted
+#: on it checks them by name. Kept by identity, not by the array's name: an array of the
+#: same numbers read from a file without names (``.npz``) has the same Dask name.
+_COLUMNS: dict[int, tuple] = {}
 
 
 def remember_columns(X, names) -> None:
-    """Remember that the Dask array ``X`` holds the table columns ``names``, in order."""
+    """Remember that the Dask array ``X`` holds the table columns ``names``, in order
+    (for as long as X lives)."""
     if isinstance(X, da.Array) and names is not None and len(names) == X.shape[1]:
-        _COLUMNS[X.name] = tuple(names)
+        key = id(X)
+        ref = weakref.ref(X, lambda _, key=key: _COLUMNS.pop(key, None))
+        _COLUMNS[key] = (ref, tuple(names))
 
 
 def column_names(X) -> list | None:
@@ -277,12 +283,12 @@ def column_names(X) -> list | None:
     >>> column_names(X) is None
     True
     >>> remember_columns(X, ["a", "b"])
-    >>> column_names(X)
-    ['a', 'b']
+    >>> column_names(X), column_names(da.zeros((4, 2), chunks=2))
+    (['a', 'b'], None)
     """
     if isinstance(X, da.Array):
-        names = _COLUMNS.get(X.name)
-        return None if names is None else list(names)
+        ref, names = _COLUMNS.get(id(X), (None, None))
+        return list(names) if ref is not None and ref() is X else None
     return list(X.columns) if is_frame(X) else None
 
 
