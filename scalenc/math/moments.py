@@ -494,8 +494,8 @@ def check_finite(X, *, magnitude: bool = True) -> None:
     xp = namespace(X)
     if magnitude and X.size and xp.isdtype(X.dtype, "real floating"):
         # two reductions without a temporary (finite values: NaN was refused above)
-        peak = max(float(to_host(xp.max(X))), -float(to_host(xp.min(X))))
-        if peak > magnitude_limit(X.dtype):
+        high, low = to_host(xp.max(X)), to_host(xp.min(X))  # NumPy, in X's dtype
+        if max(float(high), -float(low)) > magnitude_limit(high.dtype):
             check_magnitude(X)  # names the column and the value
 
 
