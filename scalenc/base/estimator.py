@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import numbers
+import os
 import time
 
 import dask.array as da
@@ -226,10 +227,45 @@ def check_class_means(means: np.ndarray, dtype) -> None:
 
 def _columns_of(X):
     """What scikit-learn reads column names from: a Dask DataFrame's or a table's empty
-    pandas meta (same columns, nothing computed), anything else as it is."""
+    pandas meta (same columns, nothing computed), an empty DataFrame of the columns of an
+    array read from a table (:func:`scalenc.io.tables.column_names`), anything else as it
+    is."""
     if isinstance(X, tables.Table):
         return X.meta
+    if isinstance(X, da.Array):
+        names = tables.column_names(X)
+        if names is None:
+            return X
+        import pandas as pd  # deferred: pandas is imported only for tables
+
+        return pd.DataFrame(columns=names)
     return X._meta if is_dask_frame(X) else X
+
+
+def _by_name(estimator, X):
+    """X with the columns ``fit`` saw, in the fit's order, taken by name: a table whose
+    columns come in another order (a Parquet file written with them reordered) is
+    reordered, one that lacks some is refused naming them. X as it is when either side
+    has no names."""
+    fitted = getattr(estimator, "feature_names_in_", None)
+    names = tables.column_names(X)
+    if fitted is None or names is None:
+        return X
+    fitted = [str(name) for name in fitted]
+    given = [str(name) for name in names]
+    if given == fitted:
+        return X
+    missing = [name for name in fitted if name not in set(given)]
+    if missing:
+        raise InputError(
+            f"X has no column(s) {missing[:10]}{' …' if len(missing) > 10 else ''}, which "
+            f"{type(estimator).__name__} was fitted on (its columns: {fitted[:20]}); X's "
+            f"columns are {given[:20]}. Give a table with every column of the fit (in any "
+            "order: they are matched by name)."
+        )
+    if len(set(given)) != len(given):
+        return X  # repeated names: scikit-learn's check says which
+    return tables.select_columns(X, [names[given.index(name)] for name in fitted])
 
 
 def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
@@ -351,7 +387,7 @@ def _update_input(estimator, X, y, wanted):
             f"{_no_statistics_reason(estimator)}); fit it again on all the data."
         )
     estimator._check_params()
-    check_feature_names_of(estimator, X, reset=False)
+    X = check_feature_names_of(estimator, X, reset=False)
     X = _encode_input(estimator, X, known_lengths=True)  # labels align by rows
     Xd, y = check_xy(
         X, y, chunk_rows=getattr(estimator, "chunk_rows", None), estimator=estimator,
@@ -377,6 +413,7 @@ def fit_checkpoint(estimator, X, y):
     url = getattr(estimator, "checkpoint", None)
     if url is None:
         return contextlib.nullcontext(None)
+    _refuse_file(url)
     try:
         key = {
             "estimator": type(estimator).__name__,
@@ -392,6 +429,20 @@ def fit_checkpoint(estimator, X, y):
     except IdentityUnavailable as exc:
         raise InputError(f"The fit cannot be checkpointed at {url!r}: {exc}") from None
     return checkpoint.checkpointing(url, key)
+
+
+def _refuse_file(url) -> None:
+    """Refuse a local checkpoint location that is a regular file (a checkpoint is a
+    directory; an object store's prefix can be both, so only local paths are checked)."""
+    path = os.fspath(url)
+    if "://" in path and not path.startswith("file://"):
+        return
+    if os.path.isfile(path.removeprefix("file://")):
+        raise InputError(
+            f"The checkpoint {path!r} is a file; a checkpoint is a directory that the fit "
+            "writes its passes' results in. Name a directory (a new one, or this fit's "
+            "earlier checkpoint), or move the file away."
+        )
 
 
 def _key_value(value):
@@ -420,7 +471,7 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
     was learned (None when nothing was). With ``find_classes`` (one pass over y), also
     sets ``classes_`` (at least two classes) and returns the class codes instead of y.
     """
-    check_feature_names(estimator, _columns_of(X), reset=True)
+    check_feature_names_of(estimator, X, reset=True)
     params = table_params(estimator)
     X, encoder = tables.fit_features(X, params, split_every=estimator.split_every)
     X, y = check_xy(
@@ -460,12 +511,12 @@ def _impute_input(estimator, Xd: da.Array) -> da.Array:
 
 def prepare_input(estimator, X) -> tuple[da.Array, bool]:
     """X for an output map: a row-chunked Dask array with the fitted number of features
-    (and, if ``fit`` saw column names, the same names in the same order; a table's columns
-    encoded as in ``fit``), and whether X came as a Dask collection or a lazy table (then
-    the output stays lazy)."""
+    (and, if ``fit`` saw column names, those columns taken by name in the fit's order; a
+    table's columns encoded as in ``fit``), and whether X came as a Dask collection or a
+    lazy table (then the output stays lazy)."""
     is_dask = isinstance(X, (da.Array, tables.Table)) or is_dask_frame(X)
     if not _INPUT_PREPARED.get():
-        check_feature_names(estimator, _columns_of(X), reset=False)
+        X = check_feature_names_of(estimator, X, reset=False)
         X = _encode_input(estimator, X)
     Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None), known_lengths=False)
     check_n_features(estimator, Xd)
@@ -538,7 +589,7 @@ class StreamingClassifierMixin:
             pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
             weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
             return float(np.average(pred[keep] == y_arr[keep], weights=weights))
-        check_feature_names_of(self, X, reset=False)
+        X = check_feature_names_of(self, X, reset=False)
         X = _encode_input(self, X, known_lengths=True)  # labels align by rows
         Xd, yd = check_xy(X, y, chunk_rows=getattr(self, "chunk_rows", None))
         Xd = _impute_input(self, Xd)
@@ -558,7 +609,12 @@ class StreamingClassifierMixin:
         return tags
 
 
-def check_feature_names_of(estimator, X, *, reset: bool) -> None:
+def check_feature_names_of(estimator, X, *, reset: bool):
     """Set (``reset``) or check ``feature_names_in_`` from X's column names, for any
-    DataFrame, Dask's included (scikit-learn's rules and messages)."""
+    DataFrame, Dask's included, and an array read from a table (scikit-learn's rules and
+    messages); returns X, with its columns taken by name in the fit's order when they come
+    in another (:func:`_by_name`)."""
+    if not reset:
+        X = _by_name(estimator, X)
     check_feature_names(estimator, _columns_of(X), reset=reset)
+    return X

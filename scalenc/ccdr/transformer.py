@@ -481,6 +481,15 @@ def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]
             f"subsample_size={est.subsample_size} is smaller than the number of classes "
             f"({L}); every class needs a labeled row in each subsample. Raise subsample_size."
         )
+    rows = min(est.subsample_size, n)
+    if rows <= est.n_neighbors:
+        raise InputError(
+            f"{type(est).__name__}'s k-NN graph joins each of its {rows} subsample rows to "
+            f"its n_neighbors={est.n_neighbors} nearest others, so it needs at least "
+            f"{est.n_neighbors + 1} rows; "
+            + (f"X has {n}" if n <= est.subsample_size else f"subsample_size={rows}")
+            + f". Give more rows, or lower n_neighbors to at most {rows - 1}."
+        )
     floor = np.concatenate([[0], counts[1:] > 0])  # every class present, however rare
     take = _sampling.stratum_shares(counts, est.subsample_size, floor)
     n_draws = 1 if est.subsample_size >= n else est.n_subsamples

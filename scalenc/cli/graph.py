@@ -163,12 +163,18 @@ def check_model_graph(args, est, command: str) -> None:
             f"{args.model} holds {what}. Drop --edges."
         )
     if not fitted_with_graph:
+        if args.data is None:
+            raise BadInput(
+                f"scalenc {command}: the following arguments are required: --data (the rows "
+                f"to {command}; {args.model} holds {type(est).__name__}, fitted on features)."
+            )
         return
     if not edges:
+        alone = "on the graph alone" if not est.kernels_ else "with node features and a graph"
         raise BadInput(
-            f"{args.model} was fitted with a graph: pass --edges PATH, the graph of the "
-            f"nodes to {command} (the training graph gives every training node, the "
-            "unlabeled ones too)."
+            f"{args.model} was fitted {alone}: pass --edges PATH, the graph of the nodes to "
+            f"{command} (the training graph gives every training node, the unlabeled ones "
+            "too)" + ("." if est.kernels_ else "; it takes no --data.")
         )
     features = bool(est.kernels_)
     if features and args.data is None:

@@ -126,19 +126,20 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, message, self.format_usage())
 
     def parse_known_args(self, args=None, namespace=None):
-        """argparse's, but a command's ``--data`` is optional once ``--edges`` is given
-        (a graph's nodes may come without features: their labels alone)."""
+        """argparse's, but ``fit``'s ``--data`` (shown optional in its help) is required
+        unless ``--edges`` is given: a fit on a graph alone has no node features."""
         args = list(sys.argv[1:] if args is None else args)
-        loosened = []
-        if any(a == "--edges" or a.startswith("--edges=") for a in args):
-            loosened = [a for a in self._actions if a.dest == "data" and a.required]
-        for action in loosened:
-            action.required = False
+        tightened = []
+        edges = any(a == "--edges" or a.startswith("--edges=") for a in args)
+        if not edges and not {"-h", "--help"} & set(args):  # the help shows it optional
+            tightened = [a for a in self._actions if getattr(a, "required_without_edges", 0)]
+        for action in tightened:
+            action.required = True
         try:
             return super().parse_known_args(args, namespace)
         finally:
-            for action in loosened:
-                action.required = True
+            for action in tightened:
+                action.required = False
 
     def parse_args(self, args=None, namespace=None):
         """argparse's, but arguments no option takes are refused by the command's own
@@ -338,16 +339,24 @@ def _add_scheduler_options(g) -> None:
     )
 
 
-def _data_options(*, device: bool = True) -> _Parser:
+def _data_options(*, device: bool = True, graph: bool = False) -> _Parser:
+    """``--data`` and its reading options; ``graph``: a command with ``--edges``, where
+    ``--data`` is optional (a graph's nodes may have no features: checked once the model,
+    or for ``fit`` the arguments, say whether they need it)."""
     data = _Parser(add_help=False)
     g = data.add_argument_group("data")
     g.add_argument(
         "--data",
-        required=True,
+        required=not graph,
         metavar="PATH",
         help="Zarr group (arrays X, y) or array, Parquet file/directory, .npy, .npz "
-        "(arrays X, y) or .csv; local path or fsspec URL (with --edges: the node features, "
-        "optional)",
+        "(arrays X, y) or .csv; local path or fsspec URL"
+        + (
+            "; required, but for a graph without node features (--edges: the fit on the "
+            "graph alone, or its model)"
+            if graph
+            else ""
+        ),
     )
     g.add_argument(
         "--chunk-rows",
@@ -450,7 +459,7 @@ def _add_fit(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _edge_options(
                 "without --data, the graph alone: the labels come from --labels (a .npy "
@@ -465,6 +474,9 @@ def _add_fit(sub, name):
     p.add_argument(
         "method", choices=sorted(METHODS), metavar="METHOD", help=f"one of {', '.join(METHODS)}"
     )
+    for action in p._actions:
+        if action.dest == "data":
+            action.required_without_edges = True  # see _Parser.parse_known_args
     p.add_argument("--model-out", required=True, metavar="DIR", help="model directory to write")
     p.add_argument(
         "--set",
@@ -537,7 +549,7 @@ def _add_predict(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _output_options(),
             _edge_options(
@@ -559,7 +571,7 @@ def _add_embed(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _output_options(),
             _edge_options("for a model fitted with a graph, as for predict"),
@@ -577,7 +589,7 @@ def _add_evaluate(sub, name):
         name,
         [
             _common_options(),
-            _data_options(),
+            _data_options(graph=True),
             _label_options(),
             _edge_options(
                 "for a model fitted with a graph: its labeled nodes are scored (without "

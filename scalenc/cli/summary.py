@@ -178,14 +178,19 @@ def _cross_entropy(model: dict) -> str:
 
 
 def _fitting_error(value, lever: str) -> str:
-    """ε with its reading (Definition 7)."""
+    """ε = ‖F − D*A‖²_F / ‖D*A‖²_F + 1 with its reading (Definition 7, eq. 23): how far the
+    regression's class scores D*A are from the one-hot labels F. It reads the scores, not
+    the accuracy: a row is classified right whenever its own class scores highest."""
     if value is None:
         return "fitting error ε = ?"
     if value <= 1.0:
-        return f"fitting error ε = {_num(value)}: the training labels are fitted exactly"
+        return f"fitting error ε = {_num(value)}: the class scores equal the one-hot labels"
     return (
-        f"fitting error ε = {_num(value)}: squared residual {_percent(value - 1.0)} of the fit "
-        f"(ε = 1: labels fitted exactly; {lever} lowers it)"
+        f"fitting error ε = {_num(value)}: the class scores miss the one-hot labels by a "
+        f"squared residual of {_percent(value - 1.0)} of their own (ε − 1, Definition 7). "
+        "ε = 1 only where the scores equal the labels, which a fit with λ > 0 never "
+        "reaches; it reads the scores, not the accuracy (ε > 1 at 100 % training "
+        f"accuracy is usual); {lever} lowers it"
     )
 
 
@@ -410,6 +415,21 @@ def _outputs(s: dict) -> list[str]:
     return [f"{name}: {path}" for name, path in (s.get("outputs") or {}).items()]
 
 
+def _step_results(step: dict) -> list[str]:
+    """A job step's key result under its line: the kernel or embedding a fit chose, the
+    accuracy an evaluation or report scored."""
+    try:
+        if step["command"] == "fit":
+            model = step.get("model") or {}
+            chosen = "embedding_" in model or "kernel_" in model
+            return _model_results(model, step.get("params"))[:1] if chosen else []
+        if step["command"] in ("evaluate", "report"):
+            return _scores(step.get("scores"))[:1]
+    except (KeyError, TypeError, IndexError, ValueError):
+        pass
+    return []
+
+
 def _run(s: dict, lines: list[str]) -> None:
     steps = s.get("steps", [])
     lines.append(f"run {s.get('job', '')}: {plural(len(steps), 'step')} in {s.get('workdir', '')}")
@@ -422,6 +442,7 @@ def _run(s: dict, lines: list[str]) -> None:
         head, _ = _render(step)
         outputs = ", ".join(str(p) for p in (step.get("outputs") or {}).values())
         lines.append(f"  {name} {_seconds(step.get('seconds'))}: {head}")
+        lines += [f"      {line}" for line in _step_results(step)]
         if outputs:
             lines.append(f"      → {outputs}")
 

@@ -132,10 +132,11 @@ def _refuse_ids(a, b, row_start: int, n_nodes: int):
     high = np.maximum(a, b)
     row = int(np.flatnonzero(high >= n_nodes)[0])
     raise InputError(
-        f"Edge {row_start + row} joins nodes {a[row]} and {b[row]}, but the labels "
-        f"cover only {n_nodes} nodes (ids 0 … {n_nodes - 1}). Give one label per node "
-        f"— at least {int(high.max()) + 1} here, the unlabeled marker for the nodes "
-        "without a label — or drop the edges of nodes outside the graph."
+        f"Edge {row_start + row} joins nodes {a[row]} and {b[row]}, but the graph has "
+        f"{n_nodes} nodes (ids 0 … {n_nodes - 1}): one per label at fit; at predict one "
+        "per row of X, or the training nodes of a model fitted on the graph alone. Give "
+        f"every node up to {int(high.max())} a label at fit (the unlabeled marker for one "
+        "without) or a row of X, or drop the edges of nodes outside the graph."
     )
 
 

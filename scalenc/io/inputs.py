@@ -368,7 +368,10 @@ def load(
     Returns
     -------
     X : dask.array.Array or Table
-        The features, 2-D, chunked along rows only (float32 stays float32); a
+        The features, 2-D, chunked along rows only (float32 stays float32). An array
+        read from a Parquet or CSV file keeps its column names: a model fitted on it
+        has them as ``feature_names_in_``, and its ``predict`` takes the columns by
+        name (in any order, refusing a table that lacks one). A
         :class:`~scalenc.io.tables.Table` for a Parquet or CSV file with string,
         categorical or boolean feature columns, which every estimator takes and encodes
         (see their ``categorical`` parameter).
@@ -425,9 +428,11 @@ def load(
         X, y = _load_zarr(url, labels, storage_options)
         labels = None if isinstance(labels, str) and not _looks_like_path(labels) else labels
     if not isinstance(X, Table):  # a table's columns are encoded by the estimator
+        names = tables.column_names(X)  # a numeric table's, checked by name at predict
         X = as_dask_array(X, chunk_rows=chunk_rows, allow_missing_chunks=allow_missing_chunks)
         if device != "cpu":
             X = to_device(X, device)
+        tables.remember_columns(X, names)
     elif device != "cpu":
         raise InputError(
             f"device={device!r} needs numeric features; this table has categorical or "
@@ -478,10 +483,7 @@ def load_columns(path, columns, *, storage_options: dict | None = None) -> list[
     if kind == "parquet":
         return [a[:, 0] for a in readers.read_parquet_columns(fs, fs_path, pick, source=url)]
     if kind == "csv":
-        import pandas as pd  # deferred: pandas is imported only for CSV input
-
-        with fs.open(fs_path, "rb") as fh:
-            frame = pd.read_csv(fh)
+        frame = readers.read_csv_frame(fs, fs_path, url)
         pick(list(frame.columns))
         return [da.from_array(frame[c].to_numpy(), chunks=2**20) for c in columns]
     raise InputError(

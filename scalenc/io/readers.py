@@ -14,6 +14,7 @@ features: those the pandas metadata names (a Dask-written dataset's
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 import os
@@ -29,7 +30,7 @@ from dask.base import tokenize
 from scalenc.exceptions import DataWarning, InputError, InputNotFoundError
 from scalenc.io.identity import source_token
 from scalenc.io.integrity import DamagedDataError, ReadGuard, check_chunks
-from scalenc.io.tables import Table, column_kind
+from scalenc.io.tables import Table, column_kind, remember_columns
 
 __all__ = [
     "LABEL_LIKE",
@@ -41,6 +42,7 @@ __all__ = [
     "read_npy",
     "read_npz",
     "read_csv",
+    "read_csv_frame",
     "open_zarr",
     "from_zarr",
     "is_zarr_array",
@@ -150,8 +152,9 @@ def _select(names, index_columns, label_column, feature_columns, source, exclude
 
 
 def split_frame(frame, label_column, source, feature_columns=None, exclude=()):
-    """(features, labels) of an in-memory DataFrame: the features as a NumPy array, or as
-    a :class:`~scalenc.io.tables.Table` when some are not numbers (string, categorical or
+    """(features, labels) of an in-memory DataFrame: the feature columns as a DataFrame
+    (numbers; :func:`scalenc.load` makes it an array and keeps its column names), or as a
+    :class:`~scalenc.io.tables.Table` when some are not numbers (string, categorical or
     boolean columns, which the estimators encode); the labels as a NumPy array."""
     names = list(frame.columns)
     features = _select(names, (), label_column, feature_columns, source, exclude)
@@ -161,7 +164,7 @@ def split_frame(frame, label_column, source, feature_columns=None, exclude=()):
         return Table(frame[features]), y
     kinds = [getattr(frame[c].dtype, "kind", "O") for c in features]
     check_feature_columns(features, kinds, label_column, source)
-    return frame[features].to_numpy(), y
+    return frame[features], y
 
 
 class StableFileSystem:
@@ -179,10 +182,30 @@ class StableFileSystem:
 # --- Parquet -------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def _parquet_errors(fs, path: str, what: str):
+    """pyarrow's errors on bytes it cannot decode (``Corrupt snappy compressed data.``,
+    ``Parquet magic bytes not found``) as a :class:`DamagedDataError` naming the file; the
+    file system's own errors (a lost connection, a missing file, a permission: an
+    ``errno``) pass as they are."""
+    import pyarrow as pa  # deferred: pyarrow is imported only for Parquet input
+
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, OSError) and (type(exc) is not OSError or exc.errno is not None):
+            raise
+        where = path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
+        raise DamagedDataError(
+            f"Cannot read {what} of the Parquet file {where}: {str(exc).rstrip('.')}. The "
+            "file is damaged or not Parquet; restore it from a good copy or write it again."
+        ) from None
+
+
 def _read_row_group(fs, path: str, index: int, columns: list[str]) -> np.ndarray:
     import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
 
-    with fs.open(path, "rb") as fh:
+    with _parquet_errors(fs, path, f"row group {index}"), fs.open(path, "rb") as fh:
         table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
     return np.column_stack([table.column(c).to_numpy(zero_copy_only=False) for c in columns])
 
@@ -190,7 +213,7 @@ def _read_row_group(fs, path: str, index: int, columns: list[str]) -> np.ndarray
 def _read_row_group_frame(path: str, index: int, *, fs, columns: list[str]):
     import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
 
-    with fs.fs.open(path, "rb") as fh:
+    with _parquet_errors(fs.fs, path, f"row group {index}"), fs.fs.open(path, "rb") as fh:
         table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
     return table.to_pandas()
 
@@ -228,7 +251,7 @@ def _parquet_table(fs, footers, features, meta) -> Table:
 def _read_labels_row_group(fs, path: str, index: int, column: str) -> np.ndarray:
     import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
 
-    with fs.open(path, "rb") as fh:
+    with _parquet_errors(fs, path, f"row group {index}"), fs.open(path, "rb") as fh:
         table = pq.ParquetFile(fh).read_row_group(index, columns=[column])
     return table.column(column).to_numpy(zero_copy_only=False)
 
@@ -256,7 +279,7 @@ def _parquet_footers(fs, path: str, source: str) -> list:
         raise InputNotFoundError(f"No .parquet files under {source!r}.")
     footers = []
     for file in files:
-        with fs.open(file, "rb") as fh:
+        with _parquet_errors(fs, file, "the footer"), fs.open(file, "rb") as fh:
             handle = pq.ParquetFile(fh)
             footers.append((file, handle.schema_arrow, handle.metadata))
     return footers
@@ -314,6 +337,7 @@ def read_parquet(
                     )
                 )
     X = da.concatenate(x_blocks, axis=0) if table is None else table
+    remember_columns(X, features)
     y = da.concatenate(y_blocks, axis=0) if y_blocks else None
     return X, y
 
@@ -364,12 +388,43 @@ def _read_npy_rows(fs, path: str, offset: int, start: int, stop: int, dtype, sha
     return np.frombuffer(data, dtype=dtype).reshape((stop - start, *shape[1:]))
 
 
+#: The first bytes of each NumPy file format.
+_NUMPY_MAGIC = {".npy": b"\x93NUMPY", ".npz": b"PK"}
+
+
+@contextlib.contextmanager
+def _numpy_errors(fs, path: str, kind: str):
+    """NumPy's errors on a file it cannot read (``This file contains pickled (object)
+    data`` for any bytes that are not NumPy's) as a :class:`DamagedDataError` naming the
+    file and saying what is wrong with it."""
+    import zipfile
+
+    try:
+        yield
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, InputError) or (isinstance(exc, OSError) and exc.errno is not None):
+            raise
+        where = path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
+        with fs.open(path, "rb") as fh:
+            head = fh.read(len(_NUMPY_MAGIC[kind]))
+        why = (
+            f"it does not start as a {kind} file does (damaged, or another format named {kind})"
+            if head != _NUMPY_MAGIC[kind]
+            else str(exc).rstrip(".")
+        )
+        raise DamagedDataError(
+            f"Cannot read {where} as {kind}: {why}. Restore it from a good copy or write it "
+            "again (numpy.save / numpy.savez)."
+        ) from None
+
+
 def read_npy(fs, path: str, *, rows_per_block: int):
     """A ``.npy`` file: memory-mapped when local, else lazy row blocks read by the workers
     (the header alone is read on the client)."""
     if "file" in np.atleast_1d(fs.protocol):
-        return np.load(path, mmap_mode="r")
-    with fs.open(path, "rb") as fh:
+        with _numpy_errors(fs, path, ".npy"):
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+    with _numpy_errors(fs, path, ".npy"), fs.open(path, "rb") as fh:
         version = np.lib.format.read_magic(fh)
         if version == (1, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
@@ -397,19 +452,76 @@ def read_npy(fs, path: str, *, rows_per_block: int):
 
 def read_npz(fs, path: str, *, with_labels: bool):
     """``.npz`` (arrays ``X`` and optionally ``y``), read whole: for small data."""
-    with fs.open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
+    with (
+        _numpy_errors(fs, path, ".npz"),
+        fs.open(path, "rb") as fh,
+        np.load(fh, allow_pickle=False) as npz,
+    ):
         if "X" not in npz:
             raise InputError(f"{path} holds {list(npz.keys())}; scalenc expects an array 'X'.")
         return npz["X"], (npz["y"] if "y" in npz and with_labels else None)
 
 
 def read_csv(fs, path: str, *, label_column=None, feature_columns=None, source=None, exclude=()):
-    """CSV with a header row, read whole (for small data)."""
+    """CSV with a header row, read whole (for small data; :func:`read_csv_frame`)."""
+    frame = read_csv_frame(fs, path, source or path)
+    return split_frame(frame, label_column, source or path, feature_columns, exclude)
+
+
+def read_csv_frame(fs, path: str, source: str):
+    """A CSV file with a header row as a pandas DataFrame, refusing, with the file's name,
+    what is not one: bytes that are not UTF-8 text, text the parser cannot split, a
+    header without data rows, and a last line with fewer fields than the header (a file
+    cut short while it was written or copied: pandas would fill it with NaN)."""
+    import io
+
     import pandas as pd  # deferred: pandas is imported only for CSV input
 
     with fs.open(path, "rb") as fh:
-        frame = pd.read_csv(fh)
-    return split_frame(frame, label_column, source or path, feature_columns, exclude)
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedDataError(
+            f"{source} is not CSV text: byte {data[exc.start]:#04x} at offset {exc.start} is "
+            "not UTF-8. Give a CSV file (UTF-8, with a header row), or name a Parquet, Zarr, "
+            ".npy or .npz file with its extension."
+        ) from None
+    try:
+        frame = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DamagedDataError(f"{source} cannot be read as CSV: {exc}".rstrip(".") + ".") from None
+    if frame.empty:
+        raise InputError(
+            f"{source} has a header row ({', '.join(map(str, frame.columns[:10]))}) but no "
+            "data rows; give a file with at least one row."
+        )
+    _check_last_line(text, len(frame.columns), source)
+    return frame
+
+
+def _check_last_line(text: str, n_columns: int, source: str) -> None:
+    """Refuse a CSV text whose last line has fewer fields than the header, or ends in an
+    empty field where the file has no line end (cut just after a comma), naming it."""
+    import csv
+
+    body = text.rstrip("\r\n")
+    last = body.rsplit("\n", 1)[-1].rstrip("\r")
+    try:
+        fields = next(csv.reader([last]))
+    except (csv.Error, StopIteration):  # inside a quoted multi-line field: pandas parsed it
+        return
+    if len(fields) < n_columns:
+        what = f"has {len(fields)} field(s) where the header has {n_columns}"
+    elif fields[-1] == "" and not text.endswith("\n"):
+        what = "ends in an empty field, and the file in no line end"
+    else:
+        return
+    raise DamagedDataError(
+        f"{source}: line {body.count(chr(10)) + 1} ({last[:60]!r}) {what}: the file looks "
+        "cut short (a copy or a write that stopped). Restore the whole file, or remove "
+        "that line."
+    )
 
 
 # --- Zarr ----------------------------------------------------------------------------------

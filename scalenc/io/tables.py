@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import weakref
 from collections import Counter
 
 import dask
@@ -51,6 +52,9 @@ __all__ = [
     "column_kind",
     "is_frame",
     "is_dask_frame",
+    "remember_columns",
+    "column_names",
+    "select_columns",
     "frame_statistics",
     "merge_statistics",
     "encode_frame",
@@ -247,6 +251,58 @@ class FeatureEncoder:
             else:
                 names.extend(f"{name}={value}" for value in categories)
         return names
+
+
+# --- column names --------------------------------------------------------------------------
+
+#: id of a Dask array → (a weak reference to it, the names of the table columns it holds):
+#: what :func:`scalenc.load` read from a numeric Parquet or CSV file, so that a model fitted
+#: on it checks them by name. Kept by identity, not by the array's name: an array of the
+#: same numbers read from a file without names (``.npz``) has the same Dask name.
+_COLUMNS: dict[int, tuple] = {}
+
+
+def remember_columns(X, names) -> None:
+    """Remember that the Dask array ``X`` holds the table columns ``names``, in order
+    (for as long as X lives)."""
+    if isinstance(X, da.Array) and names is not None and len(names) == X.shape[1]:
+        key = id(X)
+        ref = weakref.ref(X, lambda _, key=key: _COLUMNS.pop(key, None))
+        _COLUMNS[key] = (ref, tuple(names))
+
+
+def column_names(X) -> list | None:
+    """X's column names: a DataFrame's or a :class:`Table`'s, those :func:`remember_columns`
+    kept for a Dask array read from a table, else None (an array's columns are positions).
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from scalenc.io.tables import column_names, remember_columns
+    >>> X = da.zeros((4, 2), chunks=2)
+    >>> column_names(X) is None
+    True
+    >>> remember_columns(X, ["a", "b"])
+    >>> column_names(X), column_names(da.zeros((4, 2), chunks=2))
+    (['a', 'b'], None)
+    """
+    if isinstance(X, da.Array):
+        ref, names = _COLUMNS.get(id(X), (None, None))
+        return list(names) if ref is not None and ref() is X else None
+    return list(X.columns) if is_frame(X) else None
+
+
+def select_columns(X, names: list):
+    """The columns ``names`` of X (a DataFrame, a :class:`Table` or a Dask array whose
+    columns :func:`column_names` knows), in that order."""
+    if isinstance(X, Table):
+        return Table(X.frame[names], X.lengths)
+    if isinstance(X, da.Array):
+        current = column_names(X)
+        out = X[:, [current.index(name) for name in names]]
+        remember_columns(out, names)
+        return out
+    return X[names]
 
 
 # --- block functions -----------------------------------------------------------------------

@@ -480,15 +480,23 @@ def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
     return tuple(merge_moments(x, y) for x, y in zip(a, b))
 
 
-def check_finite(X) -> None:
-    """Refuse a block holding NaN or infinite values (the per-block check of every output map);
-    any array of the array API (:func:`count_nonfinite`)."""
+def check_finite(X, *, magnitude: bool = True) -> None:
+    """Refuse a block holding NaN or infinite values and, with ``magnitude``, values too
+    large for its dtype's statistics, as ``fit`` refuses them (:func:`check_magnitude`;
+    CCDR's fit and outputs work in float64 and take them): the per-block check of every
+    output map; any array of the array API (:func:`count_nonfinite`)."""
     bad = count_nonfinite(X)
     if bad:
         raise InputError(
             f"X contains {bad} NaN or infinite value(s) in a block of {X.shape[0]} rows; "
             "impute or drop them before predicting or transforming."
         )
+    xp = namespace(X)
+    if magnitude and X.size and xp.isdtype(X.dtype, "real floating"):
+        # two reductions without a temporary (finite values: NaN was refused above)
+        high, low = to_host(xp.max(X)), to_host(xp.min(X))  # NumPy, in X's dtype
+        if max(float(high), -float(low)) > magnitude_limit(high.dtype):
+            check_magnitude(X)  # names the column and the value
 
 
 def magnitude_limit(dtype) -> float:

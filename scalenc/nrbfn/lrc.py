@@ -8,6 +8,7 @@ import numpy as np
 
 from scalenc.base.estimator import (
     fit_streaming,
+    memory_budget,
     refuse_nonfinite,
     update_streaming,
 )
@@ -21,6 +22,8 @@ from scalenc.base.validation import (
 )
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.engine.memory import format_bytes
+from scalenc.exceptions import MemoryBudgetError
 from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 from scalenc.math.moments import merge_partials
 from scalenc.nrbfn import blocks as nb
@@ -28,6 +31,7 @@ from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
 
 __all__ = [
     "LRClassifier",
+    "lrc_memory",
 ]
 
 
@@ -61,6 +65,14 @@ class LRClassifier(_RegressionClassifier):
         Dask input keeps its chunks unless this is set.
     split_every : int, default=8
         Fan-in of the tree reduction that sums the blocks' normal equations.
+    memory_limit : int, str or None, default=None
+        Bytes the fit may use in one process (an int, or a string such as ``"4GB"``), as
+        for :class:`~scalenc.NRBFNClassifier`. None: what a worker of the active
+        distributed client can add before Dask pauses it, else (and for the client's
+        solve) a quarter of the memory the machine has available. The p×p scatter of
+        each block and the (p+1)×(p+1) solve are estimated before the pass
+        (:func:`lrc_memory`); a fit that would not fit raises
+        :class:`~scalenc.exceptions.MemoryBudgetError` saying what to change.
     {checkpoint parameter}
 
     Attributes
@@ -87,7 +99,9 @@ class LRClassifier(_RegressionClassifier):
     One pass over X accumulates the class counts, class means and pooled within-class
     scatter (Chan et al.'s pairwise merge, no cancellation); ÃÃᵀ and FÃᵀ follow exactly:
     ÃÃᵀ = diag(βn, S_w + Σ_k n_k (μ_k − x̄)(μ_k − x̄)ᵀ), FÃᵀ = [√β n_k, n_k (μ_k − x̄)].
-    Memory per task: one block plus O(p² + K p). The solve is (p+1)×(p+1).
+    Memory per task: one block plus O(p² + K p) (a merge of the tree holds
+    ``split_every`` + 1 of the p×p scatters); the client's solve holds a few
+    (p+1)×(p+1) float64 matrices (:func:`lrc_memory`).
 
     The class moments are kept (and saved in model files, O(K p + p²)), so
     :meth:`partial_fit` updates the model with new rows exactly: the same model as ``fit``
@@ -118,6 +132,7 @@ class LRClassifier(_RegressionClassifier):
         handle_missing="error",
         chunk_rows=None,
         split_every=8,
+        memory_limit=None,
         checkpoint=None,
     ):
         self.alpha = alpha
@@ -128,6 +143,7 @@ class LRClassifier(_RegressionClassifier):
         self.handle_missing = handle_missing
         self.chunk_rows = chunk_rows
         self.split_every = split_every
+        self.memory_limit = memory_limit
         self.checkpoint = checkpoint
 
     _parameter_constraints: dict = {
@@ -138,6 +154,7 @@ class LRClassifier(_RegressionClassifier):
         **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
         "split_every": [Interval(Integral, 2, None, closed="left")],
+        "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
     }
 
     def fit(self, X, y):
@@ -166,6 +183,7 @@ class LRClassifier(_RegressionClassifier):
 
     def _fit(self, X, codes, params):
         """One pass of class moments, then ÃÃᵀ, FÃᵀ and the ridge solve."""
+        self._check_memory(X)
         (moments,) = compute(
             passes.class_moments_pass(
                 X, codes, self.classes_.size, scatter=True, split_every=self.split_every
@@ -212,6 +230,7 @@ class LRClassifier(_RegressionClassifier):
 
     def _update(self, X, codes):
         """One pass of the batch's class moments, merged with the model's, and the solve."""
+        self._check_memory(X)
         (batch,) = compute(
             passes.class_moments_pass(
                 X, codes, self.classes_.size, scatter=True, split_every=self.split_every
@@ -219,6 +238,26 @@ class LRClassifier(_RegressionClassifier):
         )
         refuse_nonfinite(batch["nonfinite"])
         self._from_moments(merge_partials(self._moments_total, batch))
+
+    def _check_memory(self, X):
+        """Refuse, before X is read, p×p statistics the budget cannot hold."""
+        budget, source = memory_budget(self)
+        held = min(self.split_every, len(X.chunks[0])) + 1  # a merge's partials and sum
+        need = lrc_memory(X.shape[1], max(X.chunks[0]), X.dtype.itemsize, held)
+        if need["worker"] <= budget["worker"] and need["client"] <= budget["client"]:
+            return
+        p = X.shape[1]
+        where = "worker" if need["worker"] > budget["worker"] else "client"
+        raise MemoryBudgetError(
+            f"{type(self).__name__} on {p} features holds (p+1)×(p+1) float64 matrices of "
+            f"{format_bytes(need['square'])} each: about {format_bytes(need['worker'])} per "
+            f"worker (a row block and {held} p×p scatters: a merge of the blocks' partials, "
+            f"split_every={self.split_every}) and {format_bytes(need['client'])} on the "
+            f"client (the scatter, ÃÃᵀ and its Cholesky factor, with their temporaries), "
+            f"more than the {where}'s memory budget of {format_bytes(budget[where])} "
+            f"({source}). Reduce the features first (e.g. sklearn.decomposition.PCA, or "
+            "feature selection), lower split_every, or raise memory_limit."
+        )
 
     def _from_moments(self, moments):
         self._moments_total = moments
@@ -238,6 +277,28 @@ class LRClassifier(_RegressionClassifier):
 
     def _score_kwargs(self):
         return {"score_fn": nb.lrc_scores, "coef": self.coef_, "intercept": self.intercept_}
+
+
+def lrc_memory(p: int, block_rows: int, itemsize: int, held: int) -> dict:
+    """Peak bytes of an LRC fit on p features: ``square``, one (p+1)×(p+1) float64 matrix;
+    ``worker``, a block of ``block_rows`` rows with ``held`` p×p scatters (a merge of the
+    tree: up to ``split_every`` partials and their sum); ``client``, five such matrices
+    (the merged scatter, ÃÃᵀ, the solve's triangle copy and the temporaries of ÃÃᵀ's
+    build).
+
+    Examples
+    --------
+    >>> from scalenc.nrbfn.lrc import lrc_memory
+    >>> need = lrc_memory(50_000, 20, 4, 2)  # 20 rows of 50 000 float32 features
+    >>> round(need["square"] / 2**30, 1), round(need["client"] / 2**30)
+    (18.6, 93)
+    """
+    square = 8 * (p + 1) ** 2
+    return {
+        "square": square,
+        "worker": block_rows * p * itemsize + held * square,
+        "client": 5 * square,
+    }
 
 
 def _normal_equations(moments: dict, beta: float) -> tuple[np.ndarray, ...]:

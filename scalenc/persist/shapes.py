@@ -323,10 +323,13 @@ class Nested:
 @dataclass(frozen=True)
 class Table:
     """The rules of one type: ``given`` the sizes its parameters and scalars fix (each a
-    function of the object returning ``[(name, value, source)]``), then its attributes."""
+    function of the object returning ``[(name, value, source)]``), then its attributes,
+    then ``agree``: checks of values that must agree across attributes (each a function
+    ``(object, path, scope)`` raising ``scope.refuse``)."""
 
     attributes: dict
     given: tuple[Callable, ...] = ()
+    agree: tuple[Callable, ...] = ()
 
 
 # --- the sizes an estimator fixes --------------------------------------------------------
@@ -403,11 +406,30 @@ _CLASSES = {
 }
 _MOMENTS = {"n": Array(("K",), "fiu"), "mean": Array(("K", "w"), _F)}
 
+
+def _codes_counted(model, path: str, scope: _Scope) -> None:
+    """The training nodes' class codes hold as many nodes of each class as
+    ``class_counts_`` says: codes cut short (and the checksums recomputed) would predict
+    from a smaller graph than the one fitted, and blame the edges at predict."""
+    codes, counts = model._graph_codes, getattr(model, "class_counts_", None)
+    if counts is None:
+        return
+    found = np.bincount(codes[codes >= 0], minlength=counts.size)  # codes < K: checked
+    if not np.array_equal(found, counts):
+        k = int(np.flatnonzero(found != counts)[0])
+        raise scope.refuse(
+            f"{path}._graph_codes",
+            f"holds {found[k]} node(s) of class code {k} among its {codes.size} nodes; "
+            f"{path}.class_counts_ says the fit had {counts[k]:g}",
+        )
+
+
 #: An EncoderClassifier fitted with a graph (a model file of schema version 2): its
 #: candidates are the embeddings compared (E of them, each of its own width: K, 2K
 #: directed, or both beside each other), the feature kernels (F, none for the graph
 #: alone) and the training nodes' class codes (n).
 GRAPH_ENCODER = Table(
+    agree=(_codes_counted,),
     given=(_classes, _features, _graph_sizes),
     attributes={
         **_CLASSES,
@@ -583,6 +605,8 @@ def _check_object(obj, path: str, scope: _Scope) -> None:
                     source, f"is {value}; expected {known} ({name} = {known} from {known_from})"
                 )
     _check_attributes(obj, table.attributes, path, scope)
+    for agree in table.agree:
+        agree(obj, path, scope)
 
 
 def _check_attributes(obj, rules: dict, path: str, scope: _Scope) -> None:

@@ -249,8 +249,9 @@ def test_a_failing_predict_leaves_no_output(graph, tmp_path, capsys):
         )  # fmt: skip
         assert code == 2, err
         assert (
-            f"Edge {len(bad) - 1} joins nodes 3 and 400, but the labels cover only 400"
-            in (summary["error"]["message"])
+            f"Edge {len(bad) - 1} joins nodes 3 and 400, but the graph has 400 nodes (ids 0 "
+            "… 399): one per label at fit; at predict one per row of X, or the training "
+            "nodes of a model fitted on the graph alone." in (summary["error"]["message"])
         )
         assert not (tmp_path / out).exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.npy", "m"]
@@ -369,7 +370,7 @@ BAD = {
     ),
     "predict-without-edges": (
         ["predict", "--model", "{alone}", "--data", "{root}/nodes.npz", "--out", "{tmp}/p.zarr"],
-        r"alone was fitted with a graph: pass --edges PATH, the graph of the nodes to predict",
+        r"alone was fitted on the graph alone: pass --edges PATH, the graph of the nodes to predict",
     ),
     "predict-alone-with-data": (
         ["predict", "--model", "{alone}", "--data", "{root}/nodes.npz",
@@ -388,7 +389,8 @@ BAD = {
     ),
     "evaluate-without-edges": (
         ["evaluate", "--model", "{fused}", "--data", "{root}/nodes.npz"],
-        r"fused was fitted with a graph: pass --edges PATH, the graph of the nodes to evaluate",
+        r"fused was fitted with node features and a graph: pass --edges PATH, the graph of the "
+        r"nodes to evaluate",
     ),
     "evaluate-alone-without-labels": (
         ["evaluate", "--model", "{alone}", "--edges", "{root}/edges.npy"],
@@ -426,8 +428,9 @@ def test_bad_graph_arguments_exit_2(case, models, tmp_path, capsys):
 def test_data_stays_required_without_edges(capsys):
     assert cli.main(["fit", "encoder", "--model-out", "m"]) == 2
     assert "the following arguments are required: --data" in capsys.readouterr().err
+    # predict needs --data unless its model was fitted on a graph alone: the model decides
     assert cli.main(["predict", "--model", "m", "--out", "p.zarr"]) == 2
-    assert "the following arguments are required: --data" in capsys.readouterr().err
+    assert "--model 'm' does not exist" in capsys.readouterr().err
 
 
 def test_graph_alone_with_zarr_labels_in_node_blocks(graph, tmp_path, capsys):

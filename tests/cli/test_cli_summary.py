@@ -88,7 +88,9 @@ def test_nrbfn_summary_reads_its_diagnostics(npz, tmp_path, capsys):
     assert f"basis: {r} rows" in basis and ", full rank;" in basis
     epsilon = next(line for line in lines if "fitting error ε = " in line)
     excess = f"{100 * (model['fitting_error_'] - 1):.2g} %"
-    assert f": squared residual {excess} of the fit (ε = 1: labels fitted exactly;" in epsilon
+    assert (
+        f": the class scores miss the one-hot labels by a squared residual of {excess} " in epsilon
+    )
     gamma = next(line for line in lines if "spectral risk γ = " in line)
     assert model["spectral_risk_"] > r  # small λ: γ far above r, as in the paper's fits
     lam_gamma = model["alpha_"] * model["spectral_risk_"]
@@ -142,8 +144,11 @@ def test_the_readings_of_every_case():
         "λ > 0 is needed; σ = 3.2, λ = 1e-13" in text
     )
     assert (
-        "fitting error ε = 1.08: squared residual 8 % of the fit (ε = 1: labels fitted "
-        "exactly; a higher confidence_threshold or a smaller alpha lowers it)" in text
+        "fitting error ε = 1.08: the class scores miss the one-hot labels by a squared "
+        "residual of 8 % of their own (ε − 1, Definition 7). ε = 1 only where the scores "
+        "equal the labels, which a fit with λ > 0 never reaches; it reads the scores, not "
+        "the accuracy (ε > 1 at 100 % training accuracy is usual); a higher "
+        "confidence_threshold or a smaller alpha lowers it" in text
     )
     assert (
         "spectral risk γ = 6.259e+10 > r = 750: the fit leans on weak directions of the "
@@ -154,12 +159,14 @@ def test_the_readings_of_every_case():
     assert 'λγ = 63 > 0.01, above the paper\'s tuned fits: try alpha="cv"' in text
     text = to_text(_fit({**nrbfn, "spectral_risk_": 12.5, "rank_": 750, "fitting_error_": 1.0}))
     assert "γ = 12.5 ≤ r = 750: the fit uses strong directions of the basis (low risk" in text
-    assert ", full rank;" in text and "ε = 1: the training labels are fitted exactly" in text
+    assert ", full rank;" in text and "ε = 1: the class scores equal the one-hot labels" in text
 
     lrc = {"weights_": [[0.0] * 11] * 2, "fitting_error_": 2.15, "spectral_risk_": 60.0,
            "rank_": 9, "n_features_in_": 10}  # fmt: skip
     text = to_text(_fit(lrc, method="lrc", estimator="LRClassifier", params={"alpha": 1e-2}))
-    assert "ε = 2.15: squared residual 115 % of the fit" in text
+    assert (
+        "ε = 2.15: the class scores miss the one-hot labels by a squared residual of 115 %" in text
+    )
     assert "γ = 60 > r = 11: the fit leans on weak directions of the data" in text
     assert "λγ = 0.6 > 0.1, above the paper's tuned fits: try other alpha values" in text
     assert "features and intercept (r = p + 1 = 11 rows): rank 9: 2 features redundant" in text

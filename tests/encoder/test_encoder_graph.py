@@ -343,8 +343,8 @@ LABELS = [0, 1, 0, 1, -1, 0]
         ),
         (
             [[0, 1], [1, 7]],
-            r"Edge 1 joins nodes 1 and 7, but the labels cover only 6 nodes "
-            r"\(ids 0 … 5\)\. Give one label per node — at least 8 here",
+            r"Edge 1 joins nodes 1 and 7, but the graph has 6 nodes \(ids 0 … 5\): one "
+            r"per label at fit; .* Give every node up to 7 a label at fit",
         ),
         ([[0, 1], [1.5, 2]], r"Edge 1 has node ids \[1\.5, 2\.0\]: node ids must be whole"),
         ([[0, 1], [np.nan, 2]], r"Edge 1 has node ids \[nan, 2\.0\]"),

@@ -194,7 +194,7 @@ def test_what_a_graph_fit_refuses():
         EncoderClassifier(method="full").fit(X, y, graph=edges)
     with pytest.raises(InputError, match=r"cannot be checkpointed yet; pass checkpoint=None"):
         EncoderClassifier(checkpoint="memory://ck").fit(X, y, graph=edges)
-    with pytest.raises(InputError, match=r"labels cover only 10 nodes"):
+    with pytest.raises(InputError, match=r"but the graph has 10 nodes"):
         EncoderClassifier().fit(None, y[:10], graph=edges)
     fused = EncoderClassifier(kernels=("linear",)).fit(X, y, graph=edges)
     with pytest.raises(InputError, match=r"fitted with a graph: pass graph=, the edges of"):
