@@ -54,7 +54,7 @@ from scalenc.report import (
 )
 from scalenc.simulate import simulate
 
-__all__ = ["STEPS", "estimator_class", "storage_options", "redact"]
+__all__ = ["STEPS", "estimator_class", "redact"]
 
 
 log = logging.getLogger("scalenc.cli")
@@ -108,17 +108,6 @@ def _feature_columns(text: str | None):
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def storage_options(pairs: list[str]) -> dict:
-    """``--storage-option KEY=VALUE`` pairs as fsspec's ``storage_options`` (JSON values)."""
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise BadInput(f"--storage-option takes KEY=VALUE; got {pair!r}.")
-        out[key.strip()] = parse_value(value)
-    return out
-
-
 def redact(argv: list[str]) -> list[str]:
     """argv with the values of ``--storage-option`` (credentials) replaced by ``***``."""
     out, hide = [], False
@@ -157,7 +146,7 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
         exclude_columns=(node_column,) if node_column else (),
         chunk_rows=args.chunk_rows,
         allow_missing_chunks=getattr(args, "allow_missing_chunks", False),
-        storage_options=storage_options(getattr(args, "storage_option", [])),
+        storage_options=args.storage_option,
         device=getattr(args, "device", "cpu"),
     )
     if not labels:
@@ -204,7 +193,7 @@ def _data_summary(args, X, y) -> dict:
 
 def _load_model(path: str, args=None):
     _check_exists(path, "--model")
-    est = load_model(path, storage_options=storage_options(getattr(args, "storage_option", [])))
+    est = load_model(path, storage_options=args.storage_option)
     log.info("model %s: %s (checksums verified)", path, type(est).__name__)
     return est
 
@@ -224,7 +213,7 @@ def _write(session, label, arr, args, columns, data=None):
             format=args.out_format,
             columns=columns,
             overwrite=args.overwrite,
-            storage_options=storage_options(getattr(args, "storage_option", [])),
+            storage_options=args.storage_option,
         )
     log.info("%s: wrote %s (%s rows) in %.2fs", label, path, arr.shape[0], seconds)
     return path, seconds
@@ -283,7 +272,7 @@ def cmd_fit(args, session) -> dict:
         est = _estimator_with(cls, params)
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
-    options = storage_options(getattr(args, "storage_option", []))
+    options = args.storage_option
     if args.data is None:  # the graph alone: the nodes' labels
         X, y = None, open_node_labels(args, options)
     else:
@@ -308,7 +297,7 @@ def cmd_fit(args, session) -> dict:
         est,
         args.model_out,
         overwrite=args.overwrite,
-        storage_options=storage_options(getattr(args, "storage_option", [])),
+        storage_options=args.storage_option,
     )
     log.info("fit: model saved to %s", path)
     summary = {
@@ -373,7 +362,7 @@ def _checkpoint_config(args) -> dict:
         config["scalenc.checkpoint.on-change"] = "restart"
     if getattr(args, "keep_checkpoint", False):
         config["scalenc.checkpoint.keep"] = True
-    options = storage_options(getattr(args, "storage_option", []) or [])
+    options = args.storage_option
     if options:
         config["scalenc.checkpoint.storage-options"] = options
     return config
@@ -425,7 +414,7 @@ def _output_inputs(args, est, command: str):
     X = None if args.data is None else _open_data(args, labels=True)[0]
     if not getattr(args, "edges", None):
         return X, {}
-    options = storage_options(getattr(args, "storage_option", []))
+    options = args.storage_option
     return X, {"graph": open_edges(args, options, open_node_ids(args, options))}
 
 
@@ -464,7 +453,7 @@ def cmd_evaluate(args, session) -> dict:
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
     check_model_graph(args, est, "evaluate")
     _check_inputs(args)
-    options = storage_options(getattr(args, "storage_option", []))
+    options = args.storage_option
     if args.data is None:  # a model fitted on the graph alone: the nodes' labels
         X, y = None, open_node_labels(args, options)
     else:
@@ -500,7 +489,7 @@ def cmd_evaluate(args, session) -> dict:
 
 def cmd_info(args, session) -> dict:
     _check_exists(args.model, "--model")
-    options = storage_options(args.storage_option)
+    options = args.storage_option
     meta = read_model_metadata(args.model, verify=True, storage_options=options)
     est = _load_model(args.model, args)
     files = meta["files"]
@@ -559,7 +548,7 @@ def cmd_make_data(args, session) -> dict:
             format=fmt,
             attrs=attrs,
             overwrite=args.overwrite,
-            storage_options=storage_options(args.storage_option),
+            storage_options=args.storage_option,
         )
     log.info("make-data: wrote %s in %.2fs", path, seconds)
     return {
@@ -598,7 +587,7 @@ def cmd_convert(args, session) -> dict:
             format=fmt,
             attrs={"source": redact([args.data])[0], "converted_by": "scalenc convert"},
             overwrite=args.overwrite,
-            storage_options=storage_options(args.storage_option),
+            storage_options=args.storage_option,
         )
     log.info("convert: wrote %s in %.2fs", path, seconds)
     return {
@@ -623,7 +612,7 @@ def cmd_report(args, session) -> dict:
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model, args)
     refuse_graph_model(args, est, "report")
-    options = storage_options(args.storage_option)
+    options = args.storage_option
     meta = read_model_metadata(args.model, verify=False, storage_options=options)
     evaluation = embedding = emb_labels = data = None
     timings = {}
@@ -656,7 +645,7 @@ def cmd_report(args, session) -> dict:
         args.out,
         page,
         overwrite=args.overwrite,
-        storage_options=storage_options(args.storage_option),
+        storage_options=args.storage_option,
     )
     log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
     return {

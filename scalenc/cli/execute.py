@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
 
 from scalenc import __version__
-from scalenc.cli.commands import STEPS, redact, storage_options
+from scalenc.cli.commands import STEPS, redact
 from scalenc.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_COMPUTE,
@@ -92,7 +92,7 @@ def _execute(args, argv: list[str], signals) -> int:
         summary["exit_code"] = code
         summary["scheduler"] = session.scheduler_info
         summary["seconds"] = round(time.perf_counter() - t0, 4)
-        _emit(summary, args, storage_options(getattr(args, "storage_option", [])))
+        _emit(summary, args, getattr(args, "storage_option", {}))
     except OSError as exc:
         log.error("cannot write the JSON summary to %s: %s", args.json, exc)
         code = code or EXIT_BAD_INPUT

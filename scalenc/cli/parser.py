@@ -90,6 +90,20 @@ def parse_value(text: str):
     return text
 
 
+class StorageOptions(argparse.Action):
+    """``--storage-option KEY=VALUE``, repeatable: the fsspec ``storage_options`` dict the
+    command hands to every read and write (JSON values), parsed here once; a pair without
+    ``=`` is an argument error (exit 2) before anything is read."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        key, sep, text = value.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"{option_string} takes KEY=VALUE; got {value!r}.")
+        options = dict(getattr(namespace, self.dest, None) or {})
+        options[key.strip()] = parse_value(text)
+        setattr(namespace, self.dest, options)
+
+
 def parse_set(items) -> dict:
     """The estimator parameters of the ``--set PARAM=VALUE`` items."""
     params = {}
@@ -278,8 +292,8 @@ def _add_logging_options(g) -> None:
     )
     g.add_argument(
         "--storage-option",
-        action="append",
-        default=[],
+        action=StorageOptions,
+        default={},
         metavar="KEY=VALUE",
         help="an fsspec storage option for URLs (repeatable; e.g. anon=false, "
         "endpoint_url=...); values are never written to summaries or logs",

@@ -263,3 +263,22 @@ def test_fit_help_shows_data_optional_and_fit_asks_for_data_without_edges(tmp_pa
     code, _, err = _cli(capsys, "fit", "lrc", "--model-out", tmp_path / "m")
     assert code == 2
     assert "scalenc fit: error: the following arguments are required: --data" in err
+
+
+def test_a_storage_option_without_a_value_is_an_argument_error(files, tmp_path, capsys):
+    """``--storage-option`` is parsed once, with the arguments: a pair without ``=`` stops
+    the command before anything is read (argparse's exit 2 and layout); good pairs reach
+    every read and write as one dict (``args.storage_option``)."""
+    out = tmp_path / "m"
+    argv = ["fit", "lrc", "--data", files / "good.csv", "--label-column", "y"]
+    from scalenc.cli.parser import build_parser
+
+    code, _, err = _cli(capsys, *argv, "--model-out", out, "--storage-option", "anon")
+    assert code == 2 and not out.exists()
+    assert err.startswith("usage: scalenc fit")
+    assert "scalenc fit: error: --storage-option takes KEY=VALUE; got 'anon'." in err
+    args = build_parser().parse_args(
+        [*map(str, argv), "--model-out", str(out)]
+        + ["--storage-option", "anon=false", "--storage-option", "key=k"]
+    )
+    assert args.storage_option == {"anon": False, "key": "k"}
