@@ -24,6 +24,7 @@ from scalenc.engine import checkpoint, passes, resume
 from scalenc.engine import memory as engine_memory
 from scalenc.engine.cluster import compute
 from scalenc.engine.reads import counting_passes
+from scalenc.engine.reduce import split_every_set
 from scalenc.exceptions import InputError
 from scalenc.io import tables
 from scalenc.io.identity import IdentityUnavailable, input_identity
@@ -244,6 +245,9 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
     4. ``n_passes_`` is the number of passes over X the steps computed, counted by the
        engine where X is read (:func:`scalenc.engine.reads.counting_passes`).
 
+    The steps' reductions have the estimator's ``split_every`` as their fan-in where it
+    is set, else the configured one (:func:`scalenc.engine.reduce.fan_in`).
+
     With a ``checkpoint``, steps 2–4 run inside it (:func:`fit_checkpoint`), and run
     again from it, as a rerun would, when a cluster loses the fit's tasks to dead workers
     or a lost scheduler, while each attempt saves new work
@@ -252,10 +256,11 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
     params = estimator._check_params()
 
     def steps(run):
-        Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
-        estimator.stage_times_ = {}
-        with counting_passes(Xd) as count:
-            estimator._fit(Xd, yd, params, **fit_params)
+        with split_every_set(getattr(estimator, "split_every", None)):
+            Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
+            estimator.stage_times_ = {}
+            with counting_passes(Xd) as count:
+                estimator._fit(Xd, yd, params, **fit_params)
         return count
 
     count, run = resume.fit_resuming(
@@ -285,6 +290,12 @@ def update_streaming(estimator, X, y, classes=None):
     again. ``n_passes_`` counts the passes over the batch, ``n_updates_`` the updates
     since ``fit`` (or since the first call that started the model).
     """
+    with split_every_set(getattr(estimator, "split_every", None)):
+        return _update(estimator, X, y, classes)
+
+
+def _update(estimator, X, y, classes):
+    """:func:`update_streaming`'s steps, under the estimator's fan-in."""
     wanted = None if classes is None else sorted_classes(classes)
     first = not hasattr(estimator, "classes_")
     if first and not hasattr(estimator, "_start_updates"):
@@ -422,7 +433,7 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
     """
     check_feature_names(estimator, _columns_of(X), reset=True)
     params = table_params(estimator)
-    X, encoder = tables.fit_features(X, params, split_every=estimator.split_every)
+    X, encoder = tables.fit_features(X, params)
     X, y = check_xy(
         X,
         y,
@@ -431,13 +442,13 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
         require_y=True,
     )
     if encoder is None:
-        X, encoder = tables.impute_array(X, params, split_every=estimator.split_every)
+        X, encoder = tables.impute_array(X, params)
     estimator.feature_encoder_ = encoder
     estimator.n_features_in_ = len(encoder.columns) if encoder is not None else X.shape[1]
     if not find_classes:
         return X, y
     marker = unlabeled_marker(estimator)
-    classes = passes.find_classes(y, marker=marker, split_every=estimator.split_every)
+    classes = passes.find_classes(y, marker=marker)
     check_classes(classes, type(estimator).__name__, marker)
     estimator.classes_ = classes
     return X, encode_labels(y, classes, marker)

@@ -178,8 +178,9 @@ class EncoderClassifier(
         Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
         as a multiple of the cores).
         Dask input keeps its chunks unless this is set.
-    split_every : int, default=8
-        Fan-in of the tree reductions.
+    split_every : int or None, default=None
+        Fan-in of the tree reductions; None: Dask's configuration ``scalenc.split-every``
+        (8 unless set; :func:`scalenc.engine.reduce.fan_in`).
     {checkpoint parameter}
 
     Attributes
@@ -322,7 +323,7 @@ class EncoderClassifier(
         handle_unknown="error",
         handle_missing="error",
         chunk_rows=None,
-        split_every=8,
+        split_every=None,
         checkpoint=None,
     ):
         self.kernels = kernels
@@ -370,7 +371,7 @@ class EncoderClassifier(
         **TABLE_CONSTRAINTS,
         **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
-        "split_every": [Interval(Integral, 2, None, closed="left")],
+        "split_every": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     def _check_params(self) -> list[Kernel]:
@@ -483,7 +484,6 @@ class EncoderClassifier(
                     sqnorm=full or any(k.needs_sqnorm for k in kernels),
                     marker=self.unlabeled,
                     sample=sample,
-                    split_every=self.split_every,
                 )
             )
         self._take_classes(first)
@@ -527,7 +527,6 @@ class EncoderClassifier(
                 self.classes_.size,
                 scatter=scatter,
                 sqnorm=any(k.needs_sqnorm for k in kernels),
-                split_every=self.split_every,
             )
         )
         return self._check_moments(moments, X.dtype)
@@ -605,7 +604,6 @@ class EncoderClassifier(
                     self.class_means_,
                     models=models,
                     whiten=whiten,
-                    split_every=self.split_every,
                 )
             )
         z_moments, loss = (found, None) if models is None else (found["moments"], found["loss"])
@@ -615,9 +613,7 @@ class EncoderClassifier(
         """The pass that computes each of ``kernels``' cross-entropy c_m over every row."""
         with fit_stage(self, "cross_entropy"):
             (loglik,) = compute(
-                encoder_passes.cross_entropy_pass(
-                    X, codes, kernels, self.class_means_, models, split_every=self.split_every
-                )
+                encoder_passes.cross_entropy_pass(X, codes, kernels, self.class_means_, models)
             )
         return -np.array([float(v) for v in loglik])
 
@@ -628,16 +624,12 @@ class EncoderClassifier(
         with passes.RowCache(encoder_passes.embed_all(X, kernels, self.class_means_)) as cache:
             with fit_stage(self, "embedding"):
                 (z_moments,) = compute(
-                    encoder_passes.stacked_moments_pass(
-                        cache.first_pass_input(), codes, M, K, split_every=self.split_every
-                    )
+                    encoder_passes.stacked_moments_pass(cache.first_pass_input(), codes, M, K)
                 )
             models = [self._lda(m) for m in z_moments]
             with fit_stage(self, "cross_entropy"):
                 (loglik,) = compute(
-                    encoder_passes.stacked_cross_entropy_pass(
-                        cache.cached(), codes, models, K, split_every=self.split_every
-                    )
+                    encoder_passes.stacked_cross_entropy_pass(cache.cached(), codes, models, K)
                 )
         self.n_cached_passes_ = 1
         return list(z_moments), models, -np.array([float(v) for v in loglik])

@@ -29,6 +29,7 @@ from scalenc.encoder.blocks import apply_to_embedding, choose_kernel, embed_bloc
 from scalenc.encoder.graph import GraphOptions, code_dtype, embedding_width, graph_embedding
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.engine.reduce import split_every_set
 from scalenc.exceptions import InputError
 from scalenc.io.edges import EdgeList, as_edge_list
 from scalenc.io.labels import as_dask_labels, encode_labels
@@ -94,7 +95,8 @@ class GraphFitMixin:
             self.__dict__.pop(name, None)
         self.feature_encoder_ = None
         self.stage_times_ = {}
-        self._fit_graph(None, self._node_labels(y), kernels, graph)
+        with split_every_set(self.split_every):
+            self._fit_graph(None, self._node_labels(y), kernels, graph)
         self.n_passes_ = 0
         self.n_updates_ = 0
         return self
@@ -135,19 +137,12 @@ class GraphFitMixin:
             self.kernels_ = []
         codes = encode_labels(y, self.classes_, marker)
         options = self._graph_options()
-        Z_graph = graph_embedding(
-            edges, codes, self.class_counts_, options, split_every=self.split_every
-        )
+        Z_graph = graph_embedding(edges, codes, self.class_counts_, options)
         names, features, candidates = self._candidates(X, Z_graph)
         K = self.classes_.size
         with fit_stage(self, "embedding"):
             z_moments = list(
-                compute(
-                    *(
-                        encoder_passes.moments_pass(Z, codes, K, split_every=self.split_every)
-                        for Z in candidates
-                    )
-                )
+                compute(*(encoder_passes.moments_pass(Z, codes, K) for Z in candidates))
             )
         self.lda_models_ = [self._lda(m) for m in z_moments]
         self.cross_entropy_ = np.full(len(candidates), np.nan)
@@ -155,9 +150,7 @@ class GraphFitMixin:
             with fit_stage(self, "cross_entropy"):
                 logliks = compute(
                     *(
-                        encoder_passes.log_likelihood_pass(
-                            Z, codes, model, split_every=self.split_every
-                        )
+                        encoder_passes.log_likelihood_pass(Z, codes, model)
                         for Z, model in zip(candidates, self.lda_models_)
                     )
                 )
@@ -190,7 +183,6 @@ class GraphFitMixin:
                     scatter=False,
                     sqnorm=any(k.needs_sqnorm for k in kernels),
                     marker=self.unlabeled,
-                    split_every=self.split_every,
                 )
             )
         self._take_classes(first)
@@ -201,9 +193,7 @@ class GraphFitMixin:
         """The classes and their counts from one pass over the labels alone."""
         marker = unlabeled_marker(self)
         with fit_stage(self, "class_counts"):
-            (found,) = compute(
-                passes.class_counts_pass(y, marker=marker, split_every=self.split_every)
-            )
+            (found,) = compute(passes.class_counts_pass(y, marker=marker))
         self.classes_ = found["classes"]
         check_class_values(self.classes_)
         check_classes(self.classes_, type(self).__name__, marker)
@@ -374,14 +364,10 @@ class GraphFitMixin:
             codes = da.concatenate([codes, da.full(m - n_fit, -1, dtype=codes.dtype)])
         chunks = tuple(node_chunks) + ((n_fit - m,) if n_fit > m else ())
         codes = codes.rechunk({0: chunks})
-        Z_graph = graph_embedding(
-            edges,
-            codes,
-            self.class_counts_,
-            self._graph_options(),
-            split_every=self.split_every,
-            node_ids=node_ids,
-        )[:m]
+        with split_every_set(self.split_every):
+            Z_graph = graph_embedding(
+                edges, codes, self.class_counts_, self._graph_options(), node_ids=node_ids
+            )[:m]
         if self.kernel_ is None:
             return Z_graph
         Z = self._feature_embedding(Xd, self.kernel_)

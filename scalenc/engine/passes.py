@@ -39,7 +39,6 @@ from scalenc.engine import checkpoint
 from scalenc.engine.blocksize import NEIGHBOR_PAIR_WORK, BlockWork
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import (
-    SPLIT_EVERY,
     RowCache,
     keep_on_workers,
     map_rows,
@@ -54,7 +53,6 @@ from scalenc.math.neighbors import kneighbors_block, kneighbors_pair, labeled_ro
 from scalenc.math.xp import to_host
 
 __all__ = [
-    "SPLIT_EVERY",
     "reduce_rows",
     "tree_reduce",
     "map_rows",
@@ -89,7 +87,7 @@ def class_moments_pass(
     *,
     scatter: bool = False,
     sqnorm: bool = False,
-    split_every: int = SPLIT_EVERY,
+    split_every: int | None = None,
 ) -> Delayed:
     """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
 
@@ -164,7 +162,6 @@ def labeled_moments_pass(
     sqnorm: bool = False,
     marker=labels.UNLABELED,
     sample: tuple[float, int, int] | None = None,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """The class list and :func:`class_moments_pass`'s statistics in one pass over (X, y).
 
@@ -196,7 +193,6 @@ def labeled_moments_pass(
         sqnorm=sqnorm,
         marker=marker,
         sample=None if sample is None else tuple(sample),
-        split_every=split_every,
     )
 
 
@@ -204,23 +200,17 @@ def _classes_block(y, *, row_start, marker=labels.UNLABELED):
     return labels.labeled_unique(y, marker)
 
 
-def classes_pass(
-    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def classes_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
     """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
     out): one pass over y (not X), merged in a tree."""
-    return reduce_rows(
-        _classes_block, y, combine=labels.union, marker=marker, split_every=split_every
-    )
+    return reduce_rows(_classes_block, y, combine=labels.union, marker=marker)
 
 
 def _class_counts_block(y, *, row_start, marker=labels.UNLABELED):
     return labels.class_counts(y, marker)
 
 
-def class_counts_pass(
-    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def class_counts_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
     """:func:`classes_pass` with the rows of each class and the rows labeled ``marker``:
     ``{"classes", "counts", "marker_rows"}`` (:func:`scalenc.math.labels.class_counts`).
 
@@ -231,13 +221,10 @@ def class_counts_pass(
         y,
         combine=labels.merge_class_counts,
         marker=marker,
-        split_every=split_every,
     )
 
 
-def find_classes(
-    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
-) -> np.ndarray:
+def find_classes(y: da.Array, *, marker=labels.UNLABELED) -> np.ndarray:
     """The sorted classes of y (:func:`class_counts_pass` computed: one pass over y, O(K)
     memory), checked to be class labels (not continuous).
 
@@ -245,7 +232,7 @@ def find_classes(
     default marker −1 look like one more class, as with labels −1, 0, 1
     (:func:`scalenc.math.labels.marker_looks_like_class`): they are fitted as unlabeled.
     """
-    (found,) = compute(class_counts_pass(y, marker=marker, split_every=split_every))
+    (found,) = compute(class_counts_pass(y, marker=marker))
     classes = found["classes"]
     labels.check_class_values(classes)
     labels.warn_marker_as_class(classes, found["counts"], found["marker_rows"], marker)
@@ -262,14 +249,11 @@ def confusion_pass(
     classes: np.ndarray,
     *,
     marker=labels.UNLABELED,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Confusion counts of lazy predictions against y
     (:func:`scalenc.math.labels.confusion_counts`), summed in a tree: one pass over
     whatever ``pred`` reads (X, for a model's predictions)."""
-    return reduce_rows(
-        _confusion_block, pred, y, classes=classes, marker=marker, split_every=split_every
-    )
+    return reduce_rows(_confusion_block, pred, y, classes=classes, marker=marker)
 
 
 # --- nRBFN: soft-KNN, σ, the Gram and the λ grid ----------------------------------------
@@ -283,13 +267,13 @@ def _label_counts_block(codes, *, row_start, n_classes):
 
 
 def label_counts_pass(
-    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+    codes: da.Array, n_classes: int, *, split_every: int | None = None
 ) -> Delayed:
     """Labeled rows per class (K,), one pass over the class codes (not X)."""
     return reduce_rows(_label_counts_block, codes, n_classes=n_classes, split_every=split_every)
 
 
-def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int = SPLIT_EVERY):
+def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int | None = None):
     """:func:`scalenc.math.sampling.stratified_sample` from Dask labels in one pass over them:
     each block keeps its smallest hashes per class, merged in a tree; only the sample
     reaches the client.
@@ -315,7 +299,7 @@ def kneighbors_pass(
     candidate_index,
     n_neighbors: int,
     *,
-    split_every: int = SPLIT_EVERY,
+    split_every: int | None = None,
 ):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
@@ -349,7 +333,7 @@ def neighbors_work(n_candidates: int, n_features: int, n_neighbors: int) -> Bloc
     )
 
 
-def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_EVERY) -> list:
+def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None = None) -> list:
     """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
 
     For row blocks i < j one task computes both directions from one product
