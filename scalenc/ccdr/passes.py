@@ -1,6 +1,7 @@
 """CCDR's passes over the data (Raich, Costa, Damelin & Hero): the per-class row counts,
-the rank draws of the subsamples, the gather of their rows, and the heads' statistics on
-the embedding. Each returns a Delayed; the per-block math is in :mod:`scalenc.ccdr.blocks`.
+the rank draws of the subsamples (their rows gathered by
+:func:`scalenc.engine.passes.gather_rows_pass`), and the heads' statistics on the
+embedding. Each returns a Delayed; the per-block math is in :mod:`scalenc.ccdr.blocks`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from scalenc.math import sampling as _sampling
 __all__ = [
     "stratum_counts_pass",
     "select_rows_pass",
-    "gather_rows_pass",
     "embedding_stats_pass",
 ]
 
@@ -54,17 +54,6 @@ def select_rows_pass(
         starts=starts,
         offsets=offsets,
         ranks=ranks,
-    )
-
-
-def gather_rows_pass(X: da.Array, wanted: np.ndarray) -> Delayed:
-    """The rows of X at the sorted global indices ``wanted`` (float64) and a NaN/inf
-    count of all of X, in one pass."""
-    return reduce_rows(
-        _sampling.gather_block,
-        X,
-        combine=_sampling.combine_gather,
-        wanted=wanted,
     )
 
 

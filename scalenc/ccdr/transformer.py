@@ -513,10 +513,10 @@ def _check_memory(est, X: da.Array, draws) -> None:
 def _gather(est, X: da.Array, draws) -> dict:
     """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
     wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
-    (got,) = compute(ccdr_passes.gather_rows_pass(X, wanted))
+    (got,) = compute(passes.gather_rows_pass(X, wanted, nonfinite=True))
     refuse_nonfinite(got["nonfinite"].sum())
     order = np.argsort(got["index"])
-    return {"index": got["index"][order], "rows": got["rows"][order]}
+    return {"index": got["index"][order], "rows": got["rows"][order].astype(np.float64)}
 
 
 def _solve_all(est, draws, rows) -> list[cb.CCDRSolution]:

@@ -11,19 +11,17 @@ pass) unless its docstring says otherwise.
 Labels and evaluation
     :func:`classes_pass` / :func:`class_counts_pass` / :func:`find_classes`,
     :func:`label_counts_pass`, :func:`confusion_pass`.
-Encoder (Shen)
-    :func:`labeled_moments_pass` (pass 1 with the class list), :func:`class_moments_pass`,
-    :func:`embedding_moments_pass`, :func:`cross_entropy_pass`, the cached-embedding
-    passes :func:`embed_all`, :func:`stacked_moments_pass`,
-    :func:`stacked_cross_entropy_pass`, and Section 2's :func:`full_embedding` with
-    :func:`moments_pass` and :func:`log_likelihood_pass` over it.
-nRBFN (Hu, Pan & Wu)
-    :func:`stratified_sample_pass`, :func:`kneighbors_pass`, :func:`kneighbors_all_rows`,
-    :func:`gather_rows`, :func:`sigma_pass`, :func:`gram_pass`, :func:`cv_error_pass`,
-    :func:`cv_error_refit_pass`.
-CCDR (Raich, Costa, Damelin & Hero)
-    :func:`stratum_counts_pass`, :func:`select_rows_pass`, :func:`gather_rows_pass`,
-    :func:`embedding_stats_pass`.
+Class moments
+    :func:`class_moments_pass`, and :func:`labeled_moments_pass` (the encoder's pass 1,
+    with the class list and the sample for its kernel choice).
+Rows drawn and gathered (every method)
+    The one sampler, by hash per stratum (:func:`scalenc.math.sampling.hashed_sample_block`):
+    :func:`stratified_sample_pass` (nRBFN's candidates, classes as strata) and
+    :func:`labeled_moments_pass`'s ``sample`` (the encoder's). The one gather:
+    :func:`gather_rows_pass` / :func:`gather_rows` (nRBFN's and CCDR's rows). CCDR draws
+    its subsamples' ranks itself (:mod:`scalenc.ccdr.passes`).
+Neighbours (nRBFN's soft-KNN)
+    :func:`kneighbors_pass`, :func:`kneighbors_all_rows`.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-from scalenc.engine import checkpoint
 from scalenc.engine.blocksize import NEIGHBOR_PAIR_WORK, BlockWork
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import (
@@ -69,6 +66,7 @@ __all__ = [
     "kneighbors_pass",
     "neighbors_work",
     "kneighbors_all_rows",
+    "gather_rows_pass",
     "gather_rows",
 ]
 
@@ -119,10 +117,9 @@ def _labeled_moments_block(
     out = {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
     if sample is not None:
         rate, size, seed = sample
-        drawn = _sampling.hashed_rows_block(
-            X, y, codes >= 0, row_start=row_start, rate=rate, seed=seed
+        out["sample"] = _sampling.hashed_rows_block(
+            X, y, codes >= 0, row_start=row_start, rate=rate, size=size, seed=seed
         )
-        out["sample"] = _sampling.keep_smallest_keys(drawn, size)
     return out
 
 
@@ -149,8 +146,7 @@ def _merge_labeled(*parts: dict, sample_size: int | None = None) -> dict:
     marker_rows = sum(part["marker_rows"] for part in parts)
     out = {"classes": classes, "moments": moments, "marker_rows": marker_rows}
     if sample_size is not None:
-        drawn = _sampling.concat_tables(*(part["sample"] for part in parts))
-        out["sample"] = _sampling.keep_smallest_keys(drawn, sample_size)
+        out["sample"] = _sampling.KeepSmallest([sample_size])(*(p["sample"] for p in parts))
     return out
 
 
@@ -389,14 +385,26 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None =
     ]
 
 
+def gather_rows_pass(X: da.Array, index: np.ndarray, *, nonfinite: bool = False) -> Delayed:
+    """The one row gather: the rows of X at the sorted global indices ``index`` (X's
+    dtype, on the host), one pass over X (:func:`scalenc.math.sampling.gather_block`).
+
+    Returns a Delayed of ``{"index", "rows"}`` in index order, with ``nonfinite`` also the
+    NaN/inf count of all of X (``"nonfinite"``: CCDR's only pass over X checks X with it).
+    In a checkpointed fit the pass is kept in the checkpoint like any other, so a resumed
+    fit does not read the rows again.
+    """
+    return reduce_rows(
+        _sampling.gather_block,
+        X,
+        combine=_sampling.combine_gather,
+        wanted=np.asarray(index, dtype=np.int64),
+        nonfinite=nonfinite,
+    )
+
+
 def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
-    """The rows of X at the sorted global indices ``index``, computed (one pass over X;
-    only the blocks that hold them are read). In a checkpointed fit they are kept in the
-    checkpoint, so a resumed fit does not read them again."""
-    token = checkpoint.fingerprint(index, X.shape, X.chunks, str(X.dtype))
-    # blocks of a device (CuPy's) come to the host first: the rows are a small NumPy sample
-    X = X.map_blocks(to_host, dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
-    if token is None:
-        (rows,) = compute(X[index])
-        return rows
-    return checkpoint.remembered(f"rows-{token}", lambda: compute(X[index])[0])
+    """:func:`gather_rows_pass` computed: the rows of X at the sorted global indices
+    ``index`` (X's dtype, on the host)."""
+    (got,) = compute(gather_rows_pass(X, index))
+    return got["rows"][np.argsort(got["index"], kind="stable")]
