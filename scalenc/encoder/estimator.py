@@ -639,13 +639,15 @@ class EncoderClassifier(
             z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
         )
 
-    def _select_kernel(self, z_moments, index=None):
+    def _select_kernel(self, z_moments, index=None, kernels=None):
         """The kernel by the paper's cross-entropy rule (or ``index``, the rule's choice
-        made already), with its LDA model and Z's means."""
+        made already), with its LDA model and Z's means: the one place a fit chooses.
+        ``kernels``: the candidates' feature kernels (default ``kernels_``; a graph fit's
+        have None for the graph alone)."""
         if index is None:
             index = choose_kernel(self.cross_entropy_, self.min_improvement)
         self.kernel_index_ = index
-        self.kernel_ = self.kernels_[index]
+        self.kernel_ = (self.kernels_ if kernels is None else kernels)[index]
         model = self.lda_models_[index]
         self.coef_ = model.coef
         self.intercept_ = model.intercept

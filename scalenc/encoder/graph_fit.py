@@ -25,7 +25,7 @@ from scalenc.base.estimator import (
     unlabeled_marker,
 )
 from scalenc.encoder import passes as encoder_passes
-from scalenc.encoder.blocks import apply_to_embedding, choose_kernel, embed_block
+from scalenc.encoder.blocks import apply_to_embedding, embed_block
 from scalenc.encoder.graph import GraphOptions, code_dtype, embedding_width, graph_embedding
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
@@ -155,14 +155,9 @@ class GraphFitMixin:
                     )
                 )
             self.cross_entropy_ = -np.array([float(v) for v in logliks])
-        index = choose_kernel(self.cross_entropy_, self.min_improvement)
+        self._select_kernel(z_moments, kernels=features)
         self.embeddings_ = names
-        self.embedding_ = names[index]
-        self.kernel_index_ = index
-        self.kernel_ = features[index]
-        model = self.lda_models_[index]
-        self.coef_, self.intercept_ = model.coef, model.intercept
-        self.embedding_means_ = z_moments[index]["mean"]
+        self.embedding_ = names[self.kernel_index_]
         compares = 2 if len(candidates) > 1 else 1
         self.n_edge_passes_ = compares * (2 if options.laplacian else 1)
         self.fit_plan_ = {
