@@ -129,6 +129,20 @@ def apply_to_embedding(Z, *, block_fn, **kwargs):
     return block_fn(Z, kernel=IdentityEmbedding(), U=np.empty((Z.shape[1], 0)), **kwargs)
 
 
+def apply_to_graph_alone(Z, *, block_fn, unreached, **kwargs):
+    """:func:`apply_to_embedding` for the graph embedding alone: a row of zeros (a node
+    with no labeled neighbour, of which the graph says nothing) gets ``unreached``, the
+    output of the class priors (None: the output as computed, as for ``transform``)."""
+    out = apply_to_embedding(Z, block_fn=block_fn, **kwargs)
+    if unreached is None:
+        return out
+    xp = namespace(out)
+    zero = ~namespace(Z).any(Z != 0, axis=1)
+    zero = to_host(zero) if xp is np else zero  # labels that are not numbers are NumPy
+    zero = zero[:, None] if out.ndim == 2 else zero
+    return xp.where(zero, like(xp, unreached, out, dtype=out.dtype), out)
+
+
 @dataclass(frozen=True, repr=False)
 class IdentityEmbedding(Kernel):
     """The kernel of a precomputed embedding: δ(Z, ·) = Z (float64, of Z's namespace)."""

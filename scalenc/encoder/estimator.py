@@ -408,7 +408,11 @@ class EncoderClassifier(
             with ``nodes=`` the node ids when they are not the rows 0 … n−1). Its
             embedding A W (:mod:`scalenc.encoder.graph`: one pass over the edges, by node
             blocks) joins the feature kernels as ``graph_fusion`` says. The outputs then
-            take the graph too: ``predict(X, graph=edges)`` predicts every node.
+            take the graph too: ``predict(X, graph=edges)`` predicts every node. A node
+            with no labeled neighbour has a zero graph embedding: under the graph alone
+            its outputs are the class priors (predicted: the most frequent class), and a
+            :class:`~scalenc.exceptions.NoLabeledNeighbourWarning` counts such nodes
+            (at ``fit``, and at an output computed in memory).
 
         Returns
         -------
@@ -438,10 +442,10 @@ class EncoderClassifier(
         >>> from sklearn.neighbors import NearestNeighbors
         >>> nearest = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)[1]
         >>> edges = nearest  # row i, its neighbour: an (n, 2) edge list
-        >>> graph_only = EncoderClassifier().fit(None, y_half, graph=edges)
+        >>> graph_only = EncoderClassifier().fit(None, y, graph=edges)
         >>> graph_only.embedding_, graph_only.transform(None, graph=edges).shape
         ('graph', (150, 3))
-        >>> both = EncoderClassifier(kernels=("linear",)).fit(X, y_half, graph=edges)
+        >>> both = EncoderClassifier(kernels=("linear",)).fit(X, y, graph=edges)
         >>> both.embedding_, both.predict(X, graph=edges)[[0, 50, 100]]
         ('linear+graph', array([0, 1, 2]))
         """

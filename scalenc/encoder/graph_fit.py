@@ -14,6 +14,8 @@ moments, as every encoder fit is.
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -25,12 +27,19 @@ from scalenc.base.estimator import (
     unlabeled_marker,
 )
 from scalenc.encoder import passes as encoder_passes
-from scalenc.encoder.blocks import apply_to_embedding, embed_block
+from scalenc.encoder.blocks import (
+    apply_to_embedding,
+    apply_to_graph_alone,
+    decision_block,
+    embed_block,
+    predict_block,
+    proba_block,
+)
 from scalenc.encoder.graph import GraphOptions, code_dtype, embedding_width, graph_embedding
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import split_every_set
-from scalenc.exceptions import InputError
+from scalenc.exceptions import InputError, NoLabeledNeighbourWarning
 from scalenc.io.edges import EdgeList, as_edge_list
 from scalenc.io.labels import as_dask_labels, encode_labels
 from scalenc.io.tables import is_dask_frame
@@ -141,9 +150,8 @@ class GraphFitMixin:
         names, features, candidates = self._candidates(X, Z_graph)
         K = self.classes_.size
         with fit_stage(self, "embedding"):
-            z_moments = list(
-                compute(*(encoder_passes.moments_pass(Z, codes, K) for Z in candidates))
-            )
+            found = compute(*(encoder_passes.graph_moments_pass(Z, codes, K) for Z in candidates))
+        z_moments = [moments for moments, _ in found]
         self.lda_models_ = [self._lda(m) for m in z_moments]
         self.cross_entropy_ = np.full(len(candidates), np.nan)
         if len(candidates) > 1:
@@ -158,6 +166,8 @@ class GraphFitMixin:
         self._select_kernel(z_moments, kernels=features)
         self.embeddings_ = names
         self.embedding_ = names[self.kernel_index_]
+        if self.kernel_ is None:
+            self._warn_unreached(int(found[self.kernel_index_][1]), y.shape[0], "training")
         compares = 2 if len(candidates) > 1 else 1
         self.n_edge_passes_ = compares * (2 if options.laplacian else 1)
         self.fit_plan_ = {
@@ -310,13 +320,55 @@ class GraphFitMixin:
         if result_dtype is None:
             result_dtype = kwargs["out_dtype"] = np.float64 if Xd is None else Xd.dtype
         Z = self._node_embedding(Xd, edges, codes, node_chunks, nodes)
+        if self.kernel_ is not None:
+            out = passes.map_rows(
+                apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+            )
+            return out if lazy else compute(out)[0]
+        unreached = self._unreached_output(block_fn)
         out = passes.map_rows(
-            apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+            apply_to_graph_alone,
+            Z,
+            n_out,
+            result_dtype,
+            block_fn=block_fn,
+            unreached=unreached,
+            **kwargs,
         )
         if lazy:
             return out
-        (result,) = compute(out)
+        if unreached is None:
+            return compute(out)[0]
+        result, zero_rows = compute(out, (~(Z != 0).any(axis=1)).sum())
+        self._warn_unreached(int(zero_rows), Z.shape[0], "")
         return result
+
+    def _unreached_output(self, block_fn):
+        """What an output gives a node with no labeled neighbour under the graph alone:
+        that of the class priors π_k = n_k / n (probabilities π, scores log π, or the
+        log-odds for two classes, the most frequent class); None for ``transform``."""
+        priors = self.class_counts_ / self.class_counts_.sum()
+        if block_fn is proba_block:
+            return priors
+        if block_fn is decision_block:
+            log = np.log(priors)
+            return log[1:] - log[0] if log.size == 2 else log
+        if block_fn is predict_block:
+            return self.classes_[np.argmax(priors)]
+        return None
+
+    def _warn_unreached(self, count: int, nodes: int, which: str) -> None:
+        if count:
+            top = self.classes_[np.argmax(self.class_counts_)].tolist()
+            warnings.warn(
+                f"{count} of {nodes} {which + ' ' if which else ''}nodes have no labeled "
+                "neighbour: their graph embedding is zero, so the graph says nothing of "
+                "them and their outputs are the class priors (predicted: the most frequent "
+                f"class, {top!r}). Label some of their neighbours, or fit with node "
+                "features beside the graph (fit(X, y, graph=edges)).",
+                NoLabeledNeighbourWarning,
+                stacklevel=3,
+            )
 
     def _nodes_of(self, edges: EdgeList, n_rows):
         """The ids of the nodes an output is for, in its rows' order, when the model

@@ -39,6 +39,7 @@ __all__ = [
     "stacked_cross_entropy_pass",
     "full_embedding",
     "moments_pass",
+    "graph_moments_pass",
     "log_likelihood_pass",
 ]
 
@@ -216,6 +217,18 @@ def _plain_moments_block(Z, codes, *, row_start, n_classes):
 def moments_pass(Z: da.Array, codes: da.Array, n_classes: int) -> Delayed:
     """Class counts, means and pooled scatter of Z over labeled rows (no NaN check)."""
     return reduce_rows(_plain_moments_block, Z, codes, n_classes=n_classes)
+
+
+def _graph_moments_block(Z, codes, *, row_start, n_classes):
+    xp = namespace(Z)
+    zero_rows = int(xp.sum(xp.astype(~xp.any(Z != 0, axis=1), xp.int64)))
+    return class_moments(Z, codes, n_classes, scatter=True), np.array(zero_rows)
+
+
+def graph_moments_pass(Z: da.Array, codes: da.Array, n_classes: int) -> Delayed:
+    """:func:`moments_pass` of a graph fit's candidate embedding, with its rows of zeros
+    (nodes with no labeled neighbour, in the graph's part): ``(moments, zero_rows)``."""
+    return reduce_rows(_graph_moments_block, Z, codes, n_classes=n_classes)
 
 
 def _log_likelihood_block(Z, codes, *, row_start, model):
