@@ -233,7 +233,7 @@ def _columns_of(X):
     return X._meta if is_dask_frame(X) else X
 
 
-def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
+def fit_streaming(estimator, X, y, *, find_classes: bool = True, labels=None, **fit_params):
     """The one way into every scalenc estimator's ``fit``; returns the estimator.
 
     1. The parameters are checked (``estimator._check_params()``: scikit-learn's
@@ -248,6 +248,10 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
     The steps' reductions have the estimator's ``split_every`` as their fan-in where it
     is set, else the configured one (:func:`scalenc.engine.reduce.fan_in`).
 
+    A fit without X (the encoder's graph alone) passes X None and ``labels``, the
+    function that makes y the labels' Dask array in step 2; it reads no X, so the engine
+    counts no pass over it.
+
     With a ``checkpoint``, steps 2–4 run inside it (:func:`fit_checkpoint`), and run
     again from it, as a rerun would, when a cluster loses the fit's tasks to dead workers
     or a lost scheduler, while each attempt saves new work
@@ -257,7 +261,10 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
 
     def steps(run):
         with split_every_set(getattr(estimator, "split_every", None)):
-            Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
+            if labels is not None and X is None:
+                Xd, yd = None, labels(y)
+            else:
+                Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
             estimator.stage_times_ = {}
             with counting_passes(Xd) as count:
                 estimator._fit(Xd, yd, params, **fit_params)

@@ -452,10 +452,8 @@ class EncoderClassifier(
         if graph is None:
             self._forget_graph()
             return fit_streaming(self, X, y, find_classes=False)
-        if X is None:
-            return self._fit_graph_only(y, graph)
         self._check_graph_params()
-        return fit_streaming(self, X, y, find_classes=False, graph=graph)
+        return fit_streaming(self, X, y, find_classes=False, labels=self._node_labels, graph=graph)
 
     def _fit(self, X, y, kernels, graph=None):
         """Pass 1 (the class list and class moments together), then the embedding's

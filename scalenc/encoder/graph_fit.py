@@ -96,20 +96,6 @@ class GraphFitMixin:
 
     # --- fit ------------------------------------------------------------------------
 
-    def _fit_graph_only(self, y, graph):
-        """``fit(None, y, graph=...)``: the graph embedding alone (no node features)."""
-        kernels = self._check_params()
-        self._check_graph_params()
-        for name in ("n_features_in_", "feature_names_in_", "class_means_"):
-            self.__dict__.pop(name, None)
-        self.feature_encoder_ = None
-        self.stage_times_ = {}
-        with split_every_set(self.split_every):
-            self._fit_graph(None, self._node_labels(y), kernels, graph)
-        self.n_passes_ = 0
-        self.n_updates_ = 0
-        return self
-
     def _node_labels(self, y) -> da.Array:
         """The nodes' labels as a Dask array in node blocks: y's own chunks (a Dask
         array), ``chunk_rows``, or :data:`GRAPH_NODE_ROWS` nodes."""
@@ -141,7 +127,10 @@ class GraphFitMixin:
             self.node_ids_ = edges.nodes
         if X is not None:
             self._feature_class_stats(X, y, kernels)
-        else:
+        else:  # the graph alone: no feature statistics
+            for name in ("n_features_in_", "feature_names_in_", "class_means_"):
+                self.__dict__.pop(name, None)
+            self.feature_encoder_ = None
             self._label_class_stats(y)
             self.kernels_ = []
         codes = encode_labels(y, self.classes_, marker)
