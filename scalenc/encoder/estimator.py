@@ -52,6 +52,7 @@ from scalenc.encoder.plan import (
 from scalenc.encoder.sampled import SampledFitMixin
 from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads
+from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
 from scalenc.io.labels import encode_labels
 from scalenc.math.labels import check_class_values, warn_marker_as_class
@@ -629,11 +630,12 @@ class EncoderClassifier(
                     encoder_passes.stacked_moments_pass(cache.first_pass_input(), codes, M, K)
                 )
             models = [self._lda(m) for m in z_moments]
-            with fit_stage(self, "cross_entropy"):
+            cached = cache.cached()
+            with fit_stage(self, "cross_entropy"), counting_passes(cached) as count:
                 (loglik,) = compute(
-                    encoder_passes.stacked_cross_entropy_pass(cache.cached(), codes, models, K)
+                    encoder_passes.stacked_cross_entropy_pass(cached, codes, models, K)
                 )
-        self.n_cached_passes_ = 1
+        self.n_cached_passes_ = count.passes  # reads of the cache, counted by the engine
         return list(z_moments), models, -np.array([float(v) for v in loglik])
 
     def _lda(self, z_moments) -> LDAModel:
