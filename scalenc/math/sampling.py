@@ -109,9 +109,9 @@ def hashed_sample_block(index, strata, *, shares, seed: int, rate: float = 1.0) 
 
     ``index`` holds the rows' global indices, ``strata`` each row's stratum (0 … S−1;
     negative: not drawn). Returns ``{"index", "code", "key"}`` (``code``: the stratum) of
-    the kept rows in
-    index order; merged by :class:`KeepSmallest`, the blocks' draws give the same rows as
-    one draw over all of them, for any chunking (a sample without replacement per stratum).
+    the kept rows in index order; merged by :class:`KeepSmallest`, the blocks' draws give
+    the same rows as one draw over all of them, for any chunking (a sample without
+    replacement per stratum).
     """
     index = np.asarray(index, dtype=np.int64)
     key = row_hash(index, seed)
@@ -122,8 +122,8 @@ def hashed_sample_block(index, strata, *, shares, seed: int, rate: float = 1.0) 
 
 def keep_smallest(part: dict, shares) -> dict:
     """The entries of a draw (equal-length arrays with ``index``, ``code`` (the stratum)
-    and ``key``)
-    with, per stratum s, the ``shares[s]`` smallest (key, index); in index order.
+    and ``key``) with, per stratum s, the ``shares[s]`` smallest (key, index); in index
+    order.
 
     Examples
     --------
@@ -227,7 +227,7 @@ def gather_block(X, *, row_start, wanted, nonfinite: bool = False):
     ``wanted``, with their ``index``; with ``nonfinite`` also the block's NaN/inf count."""
     lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
     index = wanted[lo:hi]
-    out = {"index": index, "rows": host_rows(X, index - row_start)}  # the few rows leave a device
+    out = {"index": index, "rows": host_rows(X, index - row_start)}  # rows leave a device
     if nonfinite:
         xp = namespace(X)
         size = X.shape[0] * X.shape[1]
