@@ -39,8 +39,8 @@ from dask.layers import ArrayBlockIdDep, ArraySliceDep
 from scalenc.engine import checkpoint
 from scalenc.engine.blocksize import BlockWork, churn_sized
 from scalenc.engine.cluster import (
-    _no_workers_message,
     active_client,
+    no_workers_message,
     no_workers_timeout,
     uses_distributed,
 )
@@ -53,7 +53,7 @@ try:
 except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
     DataNode = ()
 from scalenc.engine.reads import note_computation, note_reader
-from scalenc.engine.resend import _SCATTERED, remember_scattered
+from scalenc.engine.resend import SCATTERED, remember_scattered
 
 __all__ = [
     "from_numpy_rows",
@@ -214,12 +214,12 @@ def _share(value, client, scatter: bool | None = None):
         big = literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES
         if literal is not _NOT_A_VALUE and (scatter or big):
             key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
-            future = _SCATTERED.get(key)
+            future = SCATTERED.get(key)
             if future is None or future.status != "finished":
                 # a fresh key each time: a value released with its last graph may be
                 # forgotten by the scheduler after a new scatter under its old key arrives
                 future = _scatter(client, literal)
-                _SCATTERED[key] = future
+                SCATTERED[key] = future
             return future
     return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
 
@@ -244,7 +244,7 @@ def scatter_values(client, values: list, *, broadcast: bool) -> list:
         if "No valid workers" not in str(exc):
             raise
         waited = wait if wait is not None else getattr(client, "_timeout", 0.0)
-        raise ClusterUnavailableError(_no_workers_message(client, waited)) from exc
+        raise ClusterUnavailableError(no_workers_message(client, waited)) from exc
     for future, value in zip(futures, values):
         remember_scattered(future, value, broadcast)
     return futures
