@@ -14,7 +14,8 @@ scikit-learn's ``InvalidParameterError``; the command's own errors
 Every warning is a :class:`ScalencWarning` (a ``UserWarning``), in three families:
 
 * :class:`DataWarning` — something about the input data the user should look at
-  (:class:`MissingChunksWarning`, a label-like column read as a feature);
+  (:class:`MissingChunksWarning`, a label-like column read as a feature, graph nodes with
+  no labeled neighbour: :class:`NoLabeledNeighbourWarning`);
 * :class:`ApproximationWarning` — the result differs from the paper's exact algorithm
   (:class:`BasisCappedWarning`);
 * :class:`NumericalWarning` — a degenerate or ill-conditioned problem was solved by a
@@ -59,6 +60,7 @@ __all__ = [
     "ScalencWarning",
     "DataWarning",
     "MissingChunksWarning",
+    "NoLabeledNeighbourWarning",
     "ApproximationWarning",
     "BasisCappedWarning",
     "NumericalWarning",
@@ -216,6 +218,11 @@ class DataWarning(ScalencWarning):
 
 class MissingChunksWarning(DataWarning):
     """A Zarr array has chunks absent from its store, read as the fill value by request."""
+
+
+class NoLabeledNeighbourWarning(DataWarning):
+    """Nodes of a graph have no labeled neighbour: the encoder's graph embedding of them is
+    zero, so its outputs for them are the class priors (the most frequent class)."""
 
 
 class ApproximationWarning(ScalencWarning):

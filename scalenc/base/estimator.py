@@ -25,6 +25,7 @@ from scalenc.engine import checkpoint, passes, resume
 from scalenc.engine import memory as engine_memory
 from scalenc.engine.cluster import compute
 from scalenc.engine.reads import counting_passes
+from scalenc.engine.reduce import split_every_set
 from scalenc.exceptions import InputError
 from scalenc.io import tables
 from scalenc.io.identity import IdentityUnavailable, input_identity
@@ -268,7 +269,7 @@ def _by_name(estimator, X):
     return tables.select_columns(X, [names[given.index(name)] for name in fitted])
 
 
-def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
+def fit_streaming(estimator, X, y, *, find_classes: bool = True, labels=None, **fit_params):
     """The one way into every scalenc estimator's ``fit``; returns the estimator.
 
     1. The parameters are checked (``estimator._check_params()``: scikit-learn's
@@ -280,6 +281,13 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
     4. ``n_passes_`` is the number of passes over X the steps computed, counted by the
        engine where X is read (:func:`scalenc.engine.reads.counting_passes`).
 
+    The steps' reductions have the estimator's ``split_every`` as their fan-in where it
+    is set, else the configured one (:func:`scalenc.engine.reduce.fan_in`).
+
+    A fit without X (the encoder's graph alone) passes X None and ``labels``, the
+    function that makes y the labels' Dask array in step 2; it reads no X, so the engine
+    counts no pass over it.
+
     With a ``checkpoint``, steps 2–4 run inside it (:func:`fit_checkpoint`), and run
     again from it, as a rerun would, when a cluster loses the fit's tasks to dead workers
     or a lost scheduler, while each attempt saves new work
@@ -288,10 +296,14 @@ def fit_streaming(estimator, X, y, *, find_classes: bool = True, **fit_params):
     params = estimator._check_params()
 
     def steps(run):
-        Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
-        estimator.stage_times_ = {}
-        with counting_passes(Xd) as count:
-            estimator._fit(Xd, yd, params, **fit_params)
+        with split_every_set(getattr(estimator, "split_every", None)):
+            if labels is not None and X is None:
+                Xd, yd = None, labels(y)
+            else:
+                Xd, yd = prepare_fit(estimator, X, y, find_classes=find_classes)
+            estimator.stage_times_ = {}
+            with counting_passes(Xd) as count:
+                estimator._fit(Xd, yd, params, **fit_params)
         return count
 
     count, run = resume.fit_resuming(
@@ -321,6 +333,12 @@ def update_streaming(estimator, X, y, classes=None):
     again. ``n_passes_`` counts the passes over the batch, ``n_updates_`` the updates
     since ``fit`` (or since the first call that started the model).
     """
+    with split_every_set(getattr(estimator, "split_every", None)):
+        return _update(estimator, X, y, classes)
+
+
+def _update(estimator, X, y, classes):
+    """:func:`update_streaming`'s steps, under the estimator's fan-in."""
     wanted = None if classes is None else sorted_classes(classes)
     first = not hasattr(estimator, "classes_")
     if first and not hasattr(estimator, "_start_updates"):
@@ -473,7 +491,7 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
     """
     check_feature_names_of(estimator, X, reset=True)
     params = table_params(estimator)
-    X, encoder = tables.fit_features(X, params, split_every=estimator.split_every)
+    X, encoder = tables.fit_features(X, params)
     X, y = check_xy(
         X,
         y,
@@ -482,13 +500,13 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
         require_y=True,
     )
     if encoder is None:
-        X, encoder = tables.impute_array(X, params, split_every=estimator.split_every)
+        X, encoder = tables.impute_array(X, params)
     estimator.feature_encoder_ = encoder
     estimator.n_features_in_ = len(encoder.columns) if encoder is not None else X.shape[1]
     if not find_classes:
         return X, y
     marker = unlabeled_marker(estimator)
-    classes = passes.find_classes(y, marker=marker, split_every=estimator.split_every)
+    classes = passes.find_classes(y, marker=marker)
     check_classes(classes, type(estimator).__name__, marker)
     estimator.classes_ = classes
     return X, encode_labels(y, classes, marker)

@@ -156,7 +156,7 @@ class CCDRClassifier(
         handle_unknown="error",
         handle_missing="error",
         chunk_rows=None,
-        split_every=8,
+        split_every=None,
         checkpoint=None,
     ):
         self.n_components = n_components
@@ -277,7 +277,6 @@ class CCDRClassifier(
                     self.classifier,
                     self.ccdr_._solutions_task(),
                     L,
-                    split_every=self.split_every,
                     reference_rows=sum(int(s.indices.size) for s in sols),
                 )
             )
@@ -338,7 +337,6 @@ class CCDRClassifier(
                 self.classifier,
                 self.ccdr_._solutions_task(),
                 self.classes_.size,
-                split_every=self.split_every,
             )
         )
         self._head_stats = merge_partials(self._head_stats, batch)

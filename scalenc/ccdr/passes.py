@@ -1,6 +1,7 @@
 """CCDR's passes over the data (Raich, Costa, Damelin & Hero): the per-class row counts,
-the rank draws of the subsamples, the gather of their rows, and the heads' statistics on
-the embedding. Each returns a Delayed; the per-block math is in :mod:`scalenc.ccdr.blocks`.
+the rank draws of the subsamples (their rows gathered by
+:func:`scalenc.engine.passes.gather_rows_pass`), and the heads' statistics on the
+embedding. Each returns a Delayed; the per-block math is in :mod:`scalenc.ccdr.blocks`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from dask.delayed import Delayed
 from scalenc.ccdr import blocks as _ccdr_blocks
 from scalenc.engine.blocksize import BlockWork
 from scalenc.engine.reduce import (
-    SPLIT_EVERY,
     reduce_rows,
 )
 from scalenc.math import sampling as _sampling
@@ -20,7 +20,6 @@ from scalenc.math import sampling as _sampling
 __all__ = [
     "stratum_counts_pass",
     "select_rows_pass",
-    "gather_rows_pass",
     "embedding_stats_pass",
 ]
 
@@ -28,9 +27,7 @@ __all__ = [
 # --- CCDR: the subsamples, and the statistics of the classifier heads --------------------
 
 
-def stratum_counts_pass(
-    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def stratum_counts_pass(codes: da.Array, n_classes: int) -> Delayed:
     """Per block, rows per stratum (unlabeled, class 0, …, class L−1) keyed by the block's
     first row: ``{"starts": (n_b,), "counts": (n_b, L+1)}`` in no set order."""
     return reduce_rows(
@@ -38,7 +35,6 @@ def stratum_counts_pass(
         codes,
         combine=_sampling.concat_tables,
         n_classes=n_classes,
-        split_every=split_every,
     )
 
 
@@ -47,8 +43,6 @@ def select_rows_pass(
     starts: np.ndarray,
     offsets: np.ndarray,
     ranks: tuple,
-    *,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Global indices (``s{b}``) and strata (``c{b}``) of every subsample's rows, found
     block by block from the drawn within-stratum ranks
@@ -60,19 +54,6 @@ def select_rows_pass(
         starts=starts,
         offsets=offsets,
         ranks=ranks,
-        split_every=split_every,
-    )
-
-
-def gather_rows_pass(X: da.Array, wanted: np.ndarray, *, split_every: int = SPLIT_EVERY) -> Delayed:
-    """The rows of X at the sorted global indices ``wanted`` (float64) and a NaN/inf
-    count of all of X, in one pass."""
-    return reduce_rows(
-        _sampling.gather_block,
-        X,
-        combine=_sampling.combine_gather,
-        wanted=wanted,
-        split_every=split_every,
     )
 
 
@@ -83,7 +64,6 @@ def embedding_stats_pass(
     solutions,
     n_classes: int,
     *,
-    split_every: int = SPLIT_EVERY,
     reference_rows: int | None = None,
 ) -> Delayed:
     """Statistics of the training embedding f(x_i, c_i) over the labeled rows for a
@@ -99,6 +79,5 @@ def embedding_stats_pass(
         codes,
         solutions=solutions,
         n_classes=n_classes,
-        split_every=split_every,
         work=work,
     )

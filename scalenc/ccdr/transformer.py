@@ -72,7 +72,7 @@ CCDR_CONSTRAINTS: dict = {
     **TABLE_CONSTRAINTS,
     **CHECKPOINT_CONSTRAINTS,
     "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
-    "split_every": [Interval(Integral, 2, None, closed="left")],
+    "split_every": [Interval(Integral, 2, None, closed="left"), None],
 }
 
 
@@ -135,8 +135,9 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
         as a multiple of the cores).
-    split_every : int, default=8
-        Fan-in of the tree reductions.
+    split_every : int or None, default=None
+        Fan-in of the tree reductions; None: Dask's configuration ``scalenc.split-every``
+        (8 unless set; :func:`scalenc.engine.reduce.fan_in`).
     {checkpoint parameter}
 
     Attributes
@@ -232,7 +233,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         handle_unknown="error",
         handle_missing="error",
         chunk_rows=None,
-        split_every=8,
+        split_every=None,
         checkpoint=None,
     ):
         self.n_components = n_components
@@ -471,7 +472,7 @@ def fit_ccdr(est, X: da.Array, codes: da.Array) -> CCDRFit:
 def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]]:
     """Stratified draws of global row indices from the labels only: [(indices, codes)]."""
     L = est.classes_.size
-    (table,) = compute(ccdr_passes.stratum_counts_pass(codes, L, split_every=est.split_every))
+    (table,) = compute(ccdr_passes.stratum_counts_pass(codes, L))
     order = np.argsort(table["starts"])
     starts, per_block = table["starts"][order], table["counts"][order]
     counts = per_block.sum(axis=0)
@@ -496,9 +497,7 @@ def _draw_subsamples(est, codes: da.Array) -> list[tuple[np.ndarray, np.ndarray]
     rng = np.random.default_rng(fit_seed(est, "ccdr-seed", draw_from_int=True))
     ranks = tuple(tuple(_sampling.draw_ranks(counts, take, rng)) for _ in range(n_draws))
     offsets = np.vstack([np.zeros((1, L + 1), np.int64), np.cumsum(per_block, axis=0)[:-1]])
-    (found,) = compute(
-        ccdr_passes.select_rows_pass(codes, starts, offsets, ranks, split_every=est.split_every)
-    )
+    (found,) = compute(ccdr_passes.select_rows_pass(codes, starts, offsets, ranks))
     draws = []
     for b in range(n_draws):
         order = np.argsort(found[f"s{b}"])
@@ -523,10 +522,10 @@ def _check_memory(est, X: da.Array, draws) -> None:
 def _gather(est, X: da.Array, draws) -> dict:
     """One pass over X: the rows of every subsample (and a NaN/inf count of all of X)."""
     wanted = np.unique(np.concatenate([idx for idx, _ in draws]))
-    (got,) = compute(ccdr_passes.gather_rows_pass(X, wanted, split_every=est.split_every))
+    (got,) = compute(passes.gather_rows_pass(X, wanted, nonfinite=True))
     refuse_nonfinite(got["nonfinite"].sum())
     order = np.argsort(got["index"])
-    return {"index": got["index"][order], "rows": got["rows"][order]}
+    return {"index": got["index"][order], "rows": got["rows"][order].astype(np.float64)}
 
 
 def _solve_all(est, draws, rows) -> list[cb.CCDRSolution]:

@@ -19,11 +19,11 @@ from scalenc.encoder.kernels import Kernel
 from scalenc.math.buffers import arange, gather, host_scratch, into, scratch
 from scalenc.math.linalg import LDAModel, class_scores
 from scalenc.math.moments import (
-    _moments_about,
     centred_class_sums,
     check_finite,
     merge_moment_tuples,
     merge_partials,
+    moments_about,
 )
 from scalenc.math.softmax import log_softmax
 from scalenc.math.tiles import add_tuples, map_row_tiles, over_row_tiles
@@ -129,6 +129,20 @@ def apply_to_embedding(Z, *, block_fn, **kwargs):
     return block_fn(Z, kernel=IdentityEmbedding(), U=np.empty((Z.shape[1], 0)), **kwargs)
 
 
+def apply_to_graph_alone(Z, *, block_fn, unreached, **kwargs):
+    """:func:`apply_to_embedding` for the graph embedding alone: a row of zeros (a node
+    with no labeled neighbour, of which the graph says nothing) gets ``unreached``, the
+    output of the class priors (None: the output as computed, as for ``transform``)."""
+    out = apply_to_embedding(Z, block_fn=block_fn, **kwargs)
+    if unreached is None:
+        return out
+    xp = namespace(out)
+    zero = ~namespace(Z).any(Z != 0, axis=1)
+    zero = to_host(zero) if xp is np else zero  # labels that are not numbers are NumPy
+    zero = zero[:, None] if out.ndim == 2 else zero
+    return xp.where(zero, like(xp, unreached, out, dtype=out.dtype), out)
+
+
 @dataclass(frozen=True, repr=False)
 class IdentityEmbedding(Kernel):
     """The kernel of a precomputed embedding: δ(Z, ·) = Z (float64, of Z's namespace)."""
@@ -190,7 +204,7 @@ def _stacked_class_moments_on_device(Z, codes, n_kernels: int, n_classes: int):
     part = centred_class_sums(Z, codes, K, blocks=kernels)
     n, centre, sums = part["n"], part["centre"], part["sums"]
     return tuple(
-        _moments_about(n, centre[cols], sums[:, cols], scatter)
+        moments_about(n, centre[cols], sums[:, cols], scatter)
         for cols, scatter in zip(kernels, part["scatters"])
     )
 
@@ -221,7 +235,7 @@ def _stacked_class_moments_on_host(Z, codes, n_kernels: int, n_classes: int):
     for m in range(n_kernels):
         own = slice(m * K, (m + 1) * K)
         part = centred[own]  # the kernel's K columns, each contiguous
-        out.append(_moments_about(n, centre[own], sums[:, own], matmul(np, part, part.T)))
+        out.append(moments_about(n, centre[own], sums[:, own], matmul(np, part, part.T)))
     return tuple(out)
 
 

@@ -52,6 +52,7 @@ from scalenc.encoder.plan import (
 from scalenc.encoder.sampled import SampledFitMixin
 from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads
+from scalenc.engine.reads import counting_passes
 from scalenc.exceptions import InputError
 from scalenc.io.labels import encode_labels
 from scalenc.math.labels import check_class_values, warn_marker_as_class
@@ -178,8 +179,9 @@ class EncoderClassifier(
         Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
         as a multiple of the cores).
         Dask input keeps its chunks unless this is set.
-    split_every : int, default=8
-        Fan-in of the tree reductions.
+    split_every : int or None, default=None
+        Fan-in of the tree reductions; None: Dask's configuration ``scalenc.split-every``
+        (8 unless set; :func:`scalenc.engine.reduce.fan_in`).
     {checkpoint parameter}
 
     Attributes
@@ -322,7 +324,7 @@ class EncoderClassifier(
         handle_unknown="error",
         handle_missing="error",
         chunk_rows=None,
-        split_every=8,
+        split_every=None,
         checkpoint=None,
     ):
         self.kernels = kernels
@@ -370,7 +372,7 @@ class EncoderClassifier(
         **TABLE_CONSTRAINTS,
         **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
-        "split_every": [Interval(Integral, 2, None, closed="left")],
+        "split_every": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     def _check_params(self) -> list[Kernel]:
@@ -407,7 +409,11 @@ class EncoderClassifier(
             with ``nodes=`` the node ids when they are not the rows 0 … n−1). Its
             embedding A W (:mod:`scalenc.encoder.graph`: one pass over the edges, by node
             blocks) joins the feature kernels as ``graph_fusion`` says. The outputs then
-            take the graph too: ``predict(X, graph=edges)`` predicts every node.
+            take the graph too: ``predict(X, graph=edges)`` predicts every node. A node
+            with no labeled neighbour has a zero graph embedding: under the graph alone
+            its outputs are the class priors (predicted: the most frequent class), and a
+            :class:`~scalenc.exceptions.NoLabeledNeighbourWarning` counts such nodes
+            (at ``fit``, and at an output computed in memory).
 
         Returns
         -------
@@ -437,20 +443,18 @@ class EncoderClassifier(
         >>> from sklearn.neighbors import NearestNeighbors
         >>> nearest = NearestNeighbors(n_neighbors=2).fit(X).kneighbors(X)[1]
         >>> edges = nearest  # row i, its neighbour: an (n, 2) edge list
-        >>> graph_only = EncoderClassifier().fit(None, y_half, graph=edges)
+        >>> graph_only = EncoderClassifier().fit(None, y, graph=edges)
         >>> graph_only.embedding_, graph_only.transform(None, graph=edges).shape
         ('graph', (150, 3))
-        >>> both = EncoderClassifier(kernels=("linear",)).fit(X, y_half, graph=edges)
+        >>> both = EncoderClassifier(kernels=("linear",)).fit(X, y, graph=edges)
         >>> both.embedding_, both.predict(X, graph=edges)[[0, 50, 100]]
         ('linear+graph', array([0, 1, 2]))
         """
         if graph is None:
             self._forget_graph()
             return fit_streaming(self, X, y, find_classes=False)
-        if X is None:
-            return self._fit_graph_only(y, graph)
         self._check_graph_params()
-        return fit_streaming(self, X, y, find_classes=False, graph=graph)
+        return fit_streaming(self, X, y, find_classes=False, labels=self._node_labels, graph=graph)
 
     def _fit(self, X, y, kernels, graph=None):
         """Pass 1 (the class list and class moments together), then the embedding's
@@ -483,7 +487,6 @@ class EncoderClassifier(
                     sqnorm=full or any(k.needs_sqnorm for k in kernels),
                     marker=self.unlabeled,
                     sample=sample,
-                    split_every=self.split_every,
                 )
             )
         self._take_classes(first)
@@ -527,7 +530,6 @@ class EncoderClassifier(
                 self.classes_.size,
                 scatter=scatter,
                 sqnorm=any(k.needs_sqnorm for k in kernels),
-                split_every=self.split_every,
             )
         )
         return self._check_moments(moments, X.dtype)
@@ -605,7 +607,6 @@ class EncoderClassifier(
                     self.class_means_,
                     models=models,
                     whiten=whiten,
-                    split_every=self.split_every,
                 )
             )
         z_moments, loss = (found, None) if models is None else (found["moments"], found["loss"])
@@ -615,9 +616,7 @@ class EncoderClassifier(
         """The pass that computes each of ``kernels``' cross-entropy c_m over every row."""
         with fit_stage(self, "cross_entropy"):
             (loglik,) = compute(
-                encoder_passes.cross_entropy_pass(
-                    X, codes, kernels, self.class_means_, models, split_every=self.split_every
-                )
+                encoder_passes.cross_entropy_pass(X, codes, kernels, self.class_means_, models)
             )
         return -np.array([float(v) for v in loglik])
 
@@ -628,18 +627,15 @@ class EncoderClassifier(
         with passes.RowCache(encoder_passes.embed_all(X, kernels, self.class_means_)) as cache:
             with fit_stage(self, "embedding"):
                 (z_moments,) = compute(
-                    encoder_passes.stacked_moments_pass(
-                        cache.first_pass_input(), codes, M, K, split_every=self.split_every
-                    )
+                    encoder_passes.stacked_moments_pass(cache.first_pass_input(), codes, M, K)
                 )
             models = [self._lda(m) for m in z_moments]
-            with fit_stage(self, "cross_entropy"):
+            cached = cache.cached()
+            with fit_stage(self, "cross_entropy"), counting_passes(cached) as count:
                 (loglik,) = compute(
-                    encoder_passes.stacked_cross_entropy_pass(
-                        cache.cached(), codes, models, K, split_every=self.split_every
-                    )
+                    encoder_passes.stacked_cross_entropy_pass(cached, codes, models, K)
                 )
-        self.n_cached_passes_ = 1
+        self.n_cached_passes_ = count.passes  # reads of the cache, counted by the engine
         return list(z_moments), models, -np.array([float(v) for v in loglik])
 
     def _lda(self, z_moments) -> LDAModel:
@@ -647,13 +643,15 @@ class EncoderClassifier(
             z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
         )
 
-    def _select_kernel(self, z_moments, index=None):
+    def _select_kernel(self, z_moments, index=None, kernels=None):
         """The kernel by the paper's cross-entropy rule (or ``index``, the rule's choice
-        made already), with its LDA model and Z's means."""
+        made already), with its LDA model and Z's means: the one place a fit chooses.
+        ``kernels``: the candidates' feature kernels (default ``kernels_``; a graph fit's
+        have None for the graph alone)."""
         if index is None:
             index = choose_kernel(self.cross_entropy_, self.min_improvement)
         self.kernel_index_ = index
-        self.kernel_ = self.kernels_[index]
+        self.kernel_ = (self.kernels_ if kernels is None else kernels)[index]
         model = self.lda_models_[index]
         self.coef_ = model.coef
         self.intercept_ = model.intercept

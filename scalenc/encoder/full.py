@@ -25,16 +25,13 @@ class FullMethodMixin:
         self._codes_fit = codes
         embeddings = [self._full_embedding(X, kernel) for kernel in self.kernels_]
         K = self.classes_.size
-        stats = [
-            encoder_passes.moments_pass(Z, codes, K, split_every=self.split_every)
-            for Z in embeddings
-        ]
+        stats = [encoder_passes.moments_pass(Z, codes, K) for Z in embeddings]
         z_moments = list(compute(*stats))
         self.lda_models_ = [self._lda(m) for m in z_moments]
         self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
         if len(self.kernels_) > 1:
             logliks = [
-                encoder_passes.log_likelihood_pass(Z, codes, model, split_every=self.split_every)
+                encoder_passes.log_likelihood_pass(Z, codes, model)
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
             self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
@@ -48,5 +45,4 @@ class FullMethodMixin:
             self._codes_fit,
             kernel,
             self.class_counts_,
-            split_every=self.split_every,
         )

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from scalenc.encoder import graph_blocks
-from scalenc.engine.reduce import SPLIT_EVERY
+from scalenc.engine.reduce import fan_in
 from scalenc.exceptions import InputError
 from scalenc.io.edges import EdgeList
 
@@ -127,10 +127,11 @@ def _node_lookup(node_ids: np.ndarray) -> NodeLookup:
     return NodeLookup(node_ids)
 
 
-def _node_sums(parts, bounds, width: int, split_every: int) -> list:
+def _node_sums(parts, bounds, width: int) -> list:
     """Each node block's sum of the edge blocks' parts, as a Delayed (rows × width).
 
-    A fold over groups of ``split_every`` edge blocks, not a tree: a node block's sum is
+    A fold over groups of ``split_every`` edge blocks (the reductions' configured fan-in,
+    :func:`scalenc.engine.reduce.fan_in`), not a tree: a node block's sum is
     dense (rows × width × 8 bytes; with 10⁶ nodes and 10 classes all node blocks' sums
     weigh as much as the sparse parts of 2·10⁷ edges), so a tree of fan-in s would hold
     up to (s − 1) × its depth of them per node block, more as the edges grow. Each step
@@ -141,8 +142,7 @@ def _node_sums(parts, bounds, width: int, split_every: int) -> list:
     block's parts. So the pass holds the running sums and the parts of about one group,
     whatever the number of edge blocks.
     """
-    if split_every < 2:
-        raise InputError(f"split_every must be at least 2; got {split_every}.")
+    split_every = fan_in()
     n_blocks = len(bounds) - 1
     steps = [
         dask.delayed(
@@ -170,7 +170,7 @@ def _all_done(*sums) -> None:
     return None
 
 
-def _degree_scales(edges, bounds, options, split_every, index) -> list:
+def _degree_scales(edges, bounds, options, index) -> list:
     """d^−½ per node block (Delayed), from one pass over the edges."""
     fn = dask.delayed(graph_blocks.degree_parts, pure=True, nout=len(bounds) - 1)
     blocks = _edge_blocks(edges, index)
@@ -178,7 +178,7 @@ def _degree_scales(edges, bounds, options, split_every, index) -> list:
     finish = dask.delayed(graph_blocks.degree_scale, pure=True)
     return [
         finish(total, size=int(bounds[j + 1] - bounds[j]), self_loops=options.self_loops)
-        for j, total in enumerate(_node_sums(parts, bounds, 1, split_every))
+        for j, total in enumerate(_node_sums(parts, bounds, 1))
     ]
 
 
@@ -188,7 +188,6 @@ def graph_embedding(
     counts: np.ndarray,
     options: GraphOptions,
     *,
-    split_every: int = SPLIT_EVERY,
     node_ids: np.ndarray | None = None,
 ) -> da.Array:
     """Lazy Z = A W of the graph ``edges`` (GraphEmd's embedding), (n, K) or (n, 2K).
@@ -203,8 +202,6 @@ def graph_embedding(
     counts : ndarray of shape (K,)
         Labeled nodes per class, n_k (all positive).
     options : GraphOptions
-    split_every : int
-        Edge blocks added to a node block's running sum in one step.
     node_ids : ndarray of shape (n,), optional
         The id of each node (row of ``codes``) when the edges name nodes by id (default
         ``edges.nodes``): each edge
@@ -222,7 +219,8 @@ def graph_embedding(
     the codes once per node block plus once for the edge tasks. Memory per task: one edge
     block and its contributions (4 bytes each unweighted, 12 weighted; about two per
     edge), or one node block's running sum (rows × width × 8 bytes) with the parts of
-    ``split_every`` edge blocks it adds; per worker, the n class codes (and with the
+    ``split_every`` edge blocks it adds (the configured fan-in); per worker, the n class
+    codes (and with the
     Laplacian n float64 scales) shared by its edge tasks. None of it grows with the number
     of edges. Nothing n-sized is computed on the client.
     """
@@ -250,7 +248,7 @@ def graph_embedding(
         index = dask.delayed(_node_lookup, pure=True)(node_ids)
     scales, all_scales = [None] * len(code_blocks), None
     if options.laplacian:
-        scales = _degree_scales(edges, bounds, options, split_every, index)
+        scales = _degree_scales(edges, bounds, options, index)
         all_scales = dask.delayed(np.concatenate, pure=True)(scales)
     fn = dask.delayed(graph_blocks.embedding_parts, pure=True, nout=len(bounds) - 1)
     parts = [
@@ -269,7 +267,7 @@ def graph_embedding(
     ]
     finish = dask.delayed(graph_blocks.finish_embedding, pure=True)
     blocks = []
-    for j, total in enumerate(_node_sums(parts, bounds, width, split_every)):
+    for j, total in enumerate(_node_sums(parts, bounds, width)):
         size = int(bounds[j + 1] - bounds[j])
         Z = finish(
             total,

@@ -14,6 +14,8 @@ moments, as every encoder fit is.
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -25,11 +27,19 @@ from scalenc.base.estimator import (
     unlabeled_marker,
 )
 from scalenc.encoder import passes as encoder_passes
-from scalenc.encoder.blocks import apply_to_embedding, choose_kernel, embed_block
+from scalenc.encoder.blocks import (
+    apply_to_embedding,
+    apply_to_graph_alone,
+    decision_block,
+    embed_block,
+    predict_block,
+    proba_block,
+)
 from scalenc.encoder.graph import GraphOptions, code_dtype, embedding_width, graph_embedding
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
-from scalenc.exceptions import InputError
+from scalenc.engine.reduce import split_every_set
+from scalenc.exceptions import InputError, NoLabeledNeighbourWarning
 from scalenc.io.edges import EdgeList, as_edge_list
 from scalenc.io.labels import as_dask_labels, encode_labels
 from scalenc.io.tables import is_dask_frame
@@ -86,19 +96,6 @@ class GraphFitMixin:
 
     # --- fit ------------------------------------------------------------------------
 
-    def _fit_graph_only(self, y, graph):
-        """``fit(None, y, graph=...)``: the graph embedding alone (no node features)."""
-        kernels = self._check_params()
-        self._check_graph_params()
-        for name in ("n_features_in_", "feature_names_in_", "class_means_"):
-            self.__dict__.pop(name, None)
-        self.feature_encoder_ = None
-        self.stage_times_ = {}
-        self._fit_graph(None, self._node_labels(y), kernels, graph)
-        self.n_passes_ = 0
-        self.n_updates_ = 0
-        return self
-
     def _node_labels(self, y) -> da.Array:
         """The nodes' labels as a Dask array in node blocks: y's own chunks (a Dask
         array), ``chunk_rows``, or :data:`GRAPH_NODE_ROWS` nodes."""
@@ -130,46 +127,36 @@ class GraphFitMixin:
             self.node_ids_ = edges.nodes
         if X is not None:
             self._feature_class_stats(X, y, kernels)
-        else:
+        else:  # the graph alone: no feature statistics
+            for name in ("n_features_in_", "feature_names_in_", "class_means_"):
+                self.__dict__.pop(name, None)
+            self.feature_encoder_ = None
             self._label_class_stats(y)
             self.kernels_ = []
         codes = encode_labels(y, self.classes_, marker)
         options = self._graph_options()
-        Z_graph = graph_embedding(
-            edges, codes, self.class_counts_, options, split_every=self.split_every
-        )
+        Z_graph = graph_embedding(edges, codes, self.class_counts_, options)
         names, features, candidates = self._candidates(X, Z_graph)
         K = self.classes_.size
         with fit_stage(self, "embedding"):
-            z_moments = list(
-                compute(
-                    *(
-                        encoder_passes.moments_pass(Z, codes, K, split_every=self.split_every)
-                        for Z in candidates
-                    )
-                )
-            )
+            found = compute(*(encoder_passes.graph_moments_pass(Z, codes, K) for Z in candidates))
+        z_moments = [moments for moments, _ in found]
         self.lda_models_ = [self._lda(m) for m in z_moments]
         self.cross_entropy_ = np.full(len(candidates), np.nan)
         if len(candidates) > 1:
             with fit_stage(self, "cross_entropy"):
                 logliks = compute(
                     *(
-                        encoder_passes.log_likelihood_pass(
-                            Z, codes, model, split_every=self.split_every
-                        )
+                        encoder_passes.log_likelihood_pass(Z, codes, model)
                         for Z, model in zip(candidates, self.lda_models_)
                     )
                 )
             self.cross_entropy_ = -np.array([float(v) for v in logliks])
-        index = choose_kernel(self.cross_entropy_, self.min_improvement)
+        self._select_kernel(z_moments, kernels=features)
         self.embeddings_ = names
-        self.embedding_ = names[index]
-        self.kernel_index_ = index
-        self.kernel_ = features[index]
-        model = self.lda_models_[index]
-        self.coef_, self.intercept_ = model.coef, model.intercept
-        self.embedding_means_ = z_moments[index]["mean"]
+        self.embedding_ = names[self.kernel_index_]
+        if self.kernel_ is None:
+            self._warn_unreached(int(found[self.kernel_index_][1]), y.shape[0], "training")
         compares = 2 if len(candidates) > 1 else 1
         self.n_edge_passes_ = compares * (2 if options.laplacian else 1)
         self.fit_plan_ = {
@@ -190,7 +177,6 @@ class GraphFitMixin:
                     scatter=False,
                     sqnorm=any(k.needs_sqnorm for k in kernels),
                     marker=self.unlabeled,
-                    split_every=self.split_every,
                 )
             )
         self._take_classes(first)
@@ -201,9 +187,7 @@ class GraphFitMixin:
         """The classes and their counts from one pass over the labels alone."""
         marker = unlabeled_marker(self)
         with fit_stage(self, "class_counts"):
-            (found,) = compute(
-                passes.class_counts_pass(y, marker=marker, split_every=self.split_every)
-            )
+            (found,) = compute(passes.class_counts_pass(y, marker=marker))
         self.classes_ = found["classes"]
         check_class_values(self.classes_)
         check_classes(self.classes_, type(self).__name__, marker)
@@ -325,13 +309,55 @@ class GraphFitMixin:
         if result_dtype is None:
             result_dtype = kwargs["out_dtype"] = np.float64 if Xd is None else Xd.dtype
         Z = self._node_embedding(Xd, edges, codes, node_chunks, nodes)
+        if self.kernel_ is not None:
+            out = passes.map_rows(
+                apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+            )
+            return out if lazy else compute(out)[0]
+        unreached = self._unreached_output(block_fn)
         out = passes.map_rows(
-            apply_to_embedding, Z, n_out, result_dtype, block_fn=block_fn, **kwargs
+            apply_to_graph_alone,
+            Z,
+            n_out,
+            result_dtype,
+            block_fn=block_fn,
+            unreached=unreached,
+            **kwargs,
         )
         if lazy:
             return out
-        (result,) = compute(out)
+        if unreached is None:
+            return compute(out)[0]
+        result, zero_rows = compute(out, (~(Z != 0).any(axis=1)).sum())
+        self._warn_unreached(int(zero_rows), Z.shape[0], "")
         return result
+
+    def _unreached_output(self, block_fn):
+        """What an output gives a node with no labeled neighbour under the graph alone:
+        that of the class priors π_k = n_k / n (probabilities π, scores log π, or the
+        log-odds for two classes, the most frequent class); None for ``transform``."""
+        priors = self.class_counts_ / self.class_counts_.sum()
+        if block_fn is proba_block:
+            return priors
+        if block_fn is decision_block:
+            log = np.log(priors)
+            return log[1:] - log[0] if log.size == 2 else log
+        if block_fn is predict_block:
+            return self.classes_[np.argmax(priors)]
+        return None
+
+    def _warn_unreached(self, count: int, nodes: int, which: str) -> None:
+        if count:
+            top = self.classes_[np.argmax(self.class_counts_)].tolist()
+            warnings.warn(
+                f"{count} of {nodes} {which + ' ' if which else ''}nodes have no labeled "
+                "neighbour: their graph embedding is zero, so the graph says nothing of "
+                "them and their outputs are the class priors (predicted: the most frequent "
+                f"class, {top!r}). Label some of their neighbours, or fit with node "
+                "features beside the graph (fit(X, y, graph=edges)).",
+                NoLabeledNeighbourWarning,
+                stacklevel=3,
+            )
 
     def _nodes_of(self, edges: EdgeList, n_rows):
         """The ids of the nodes an output is for, in its rows' order, when the model
@@ -374,14 +400,10 @@ class GraphFitMixin:
             codes = da.concatenate([codes, da.full(m - n_fit, -1, dtype=codes.dtype)])
         chunks = tuple(node_chunks) + ((n_fit - m,) if n_fit > m else ())
         codes = codes.rechunk({0: chunks})
-        Z_graph = graph_embedding(
-            edges,
-            codes,
-            self.class_counts_,
-            self._graph_options(),
-            split_every=self.split_every,
-            node_ids=node_ids,
-        )[:m]
+        with split_every_set(self.split_every):
+            Z_graph = graph_embedding(
+                edges, codes, self.class_counts_, self._graph_options(), node_ids=node_ids
+            )[:m]
         if self.kernel_ is None:
             return Z_graph
         Z = self._feature_embedding(Xd, self.kernel_)

@@ -124,11 +124,7 @@ class IncrementalFitMixin:
 
     def _partial_embedding_update(self, X, codes):
         U = self.class_means_
-        (z_batch,) = compute(
-            encoder_passes.embedding_moments_pass(
-                X, codes, self.kernels_, U, split_every=self.split_every
-            )
-        )
+        (z_batch,) = compute(encoder_passes.embedding_moments_pass(X, codes, self.kernels_, U))
         prev = self._z_totals
         self._z_totals = (
             list(z_batch) if prev is None else [merge_partials(a, b) for a, b in zip(prev, z_batch)]
@@ -136,9 +132,7 @@ class IncrementalFitMixin:
         self.lda_models_ = [self._lda(m) for m in self._z_totals]
         if len(self.kernels_) > 1:
             (loglik,) = compute(
-                encoder_passes.cross_entropy_pass(
-                    X, codes, self.kernels_, U, self.lda_models_, split_every=self.split_every
-                )
+                encoder_passes.cross_entropy_pass(X, codes, self.kernels_, U, self.lda_models_)
             )
             self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
             self.cross_entropy_ = -self._loglik_total

@@ -16,7 +16,6 @@ from dask.delayed import Delayed
 from scalenc.encoder import blocks
 from scalenc.encoder.kernels import Kernel, embed, embedding_buffer
 from scalenc.engine.reduce import (
-    SPLIT_EVERY,
     map_rows,
     reduce_rows,
     tree_reduce,
@@ -40,6 +39,7 @@ __all__ = [
     "stacked_cross_entropy_pass",
     "full_embedding",
     "moments_pass",
+    "graph_moments_pass",
     "log_likelihood_pass",
 ]
 
@@ -76,7 +76,6 @@ def embedding_moments_pass(
     *,
     models: Sequence[LDAModel] | None = None,
     whiten: Sequence[np.ndarray] | None = None,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """For every kernel at once: class moments of Z_m = δ_m(X, U) over labeled rows.
 
@@ -97,7 +96,6 @@ def embedding_moments_pass(
         U=U,
         n_classes=U.shape[0],
         scores=scores,
-        split_every=split_every,
     )
 
 
@@ -116,8 +114,6 @@ def cross_entropy_pass(
     kernels: Sequence[Kernel],
     U: np.ndarray,
     models: Sequence[LDAModel],
-    *,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Σ_i log T_m(i, y_i) over labeled rows, for every kernel m (one pass).
 
@@ -132,7 +128,6 @@ def cross_entropy_pass(
         U=U,
         coef=coef,
         intercept=intercept,
-        split_every=split_every,
     )
 
 
@@ -154,9 +149,7 @@ def _stacked_moments_block(Z, codes, *, row_start, n_kernels, n_classes):
     return blocks.stacked_class_moments(Z, codes, n_kernels, n_classes)
 
 
-def stacked_moments_pass(
-    Z: da.Array, codes: da.Array, n_kernels: int, n_classes: int, *, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def stacked_moments_pass(Z: da.Array, codes: da.Array, n_kernels: int, n_classes: int) -> Delayed:
     """Class moments of each kernel's K columns of a stacked embedding (one pass over Z)."""
     return reduce_rows(
         _stacked_moments_block,
@@ -164,7 +157,6 @@ def stacked_moments_pass(
         codes,
         n_kernels=n_kernels,
         n_classes=n_classes,
-        split_every=split_every,
     )
 
 
@@ -177,8 +169,6 @@ def stacked_cross_entropy_pass(
     codes: da.Array,
     models: Sequence[LDAModel],
     n_classes: int,
-    *,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Σ log T_m(i, y_i) per kernel from a stacked embedding (one pass over Z, not X)."""
     coef, intercept = stacked_class_scores(models, n_classes)
@@ -189,7 +179,6 @@ def stacked_cross_entropy_pass(
         coef=coef,
         intercept=intercept,
         n_kernels=len(models),
-        split_every=split_every,
     )
 
 
@@ -202,8 +191,6 @@ def full_embedding(
     codes_fit: da.Array,
     kernel: Callable,
     counts: np.ndarray,
-    *,
-    split_every: int = SPLIT_EVERY,
 ) -> da.Array:
     """Lazy Z = A W (Shen's Section 2): row block b of X gets Σ_c δ(X_b, X_fit,c) W_c.
 
@@ -218,7 +205,7 @@ def full_embedding(
     rows = []
     for xb, size in zip(X.to_delayed().ravel(), X.chunks[0]):
         parts = [fn(xb, xc, cc, kernel=kernel, n_classes=K, counts=counts) for xc, cc in col_blocks]
-        total = tree_reduce(parts, combine_partials, split_every=split_every)
+        total = tree_reduce(parts, combine_partials)
         rows.append(da.from_delayed(total, shape=(size, K), dtype=np.float64))
     return da.concatenate(rows, axis=0)
 
@@ -227,19 +214,27 @@ def _plain_moments_block(Z, codes, *, row_start, n_classes):
     return class_moments(Z, codes, n_classes, scatter=True)
 
 
-def moments_pass(
-    Z: da.Array, codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def moments_pass(Z: da.Array, codes: da.Array, n_classes: int) -> Delayed:
     """Class counts, means and pooled scatter of Z over labeled rows (no NaN check)."""
-    return reduce_rows(_plain_moments_block, Z, codes, n_classes=n_classes, split_every=split_every)
+    return reduce_rows(_plain_moments_block, Z, codes, n_classes=n_classes)
+
+
+def _graph_moments_block(Z, codes, *, row_start, n_classes):
+    xp = namespace(Z)
+    zero_rows = int(xp.sum(xp.astype(~xp.any(Z != 0, axis=1), xp.int64)))
+    return class_moments(Z, codes, n_classes, scatter=True), np.array(zero_rows)
+
+
+def graph_moments_pass(Z: da.Array, codes: da.Array, n_classes: int) -> Delayed:
+    """:func:`moments_pass` of a graph fit's candidate embedding, with its rows of zeros
+    (nodes with no labeled neighbour, in the graph's part): ``(moments, zero_rows)``."""
+    return reduce_rows(_graph_moments_block, Z, codes, n_classes=n_classes)
 
 
 def _log_likelihood_block(Z, codes, *, row_start, model):
     return np.array(labeled_log_likelihood(blocks.log_proba(model, Z), to_host(codes))[0])
 
 
-def log_likelihood_pass(
-    Z: da.Array, codes: da.Array, model: LDAModel, *, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def log_likelihood_pass(Z: da.Array, codes: da.Array, model: LDAModel) -> Delayed:
     """Σ log T(i, y_i) of one LDA model over the labeled rows of Z."""
-    return reduce_rows(_log_likelihood_block, Z, codes, model=model, split_every=split_every)
+    return reduce_rows(_log_likelihood_block, Z, codes, model=model)

@@ -249,13 +249,13 @@ def compute(*collections, **kwargs):
     except Exception as exc:
         if _scheduler_lost(client, exc):
             raise _lost(
-                f"Lost the connection to the Dask scheduler at {_address(client)} during the "
+                f"Lost the connection to the Dask scheduler at {address_of(client)} during the "
                 f"computation ({type(exc).__name__}: {exc}). Nothing was written as complete; "
                 "check the scheduler's log, restart it, and run again.",
                 "scheduler",
             ) from exc
         if type(exc).__name__ == "NoWorkerError":  # the scheduler's no-workers-timeout
-            raise ClusterUnavailableError(_no_workers_message(client, exc.args[-1])) from exc
+            raise ClusterUnavailableError(no_workers_message(client, exc.args[-1])) from exc
         if lost_dependencies(exc):
             raise _lost(_lost_data_message(client, exc), "lost-data") from exc
         raise
@@ -299,7 +299,7 @@ def _lost_data_message(client, exc: BaseException) -> str:
     """What :class:`ClusterUnavailableError` says when a worker died holding the only
     copy of data sent to the cluster (scattered), which Dask cannot compute again."""
     return (
-        f"A worker of the Dask cluster at {_address(client)} was lost during the computation "
+        f"A worker of the Dask cluster at {address_of(client)} was lost during the computation "
         "while it held the only copy of data that was sent to the cluster once (a model "
         "array scalenc scattered to the workers, or a row block of NumPy input), so Dask "
         f"could not compute it again ({type(exc).__name__}: {exc}). Nothing was written as "
@@ -311,23 +311,32 @@ def _lost_data_message(client, exc: BaseException) -> str:
     )
 
 
-def _no_workers_message(client, waited: float, workers: Mapping | None = None) -> str:
+def no_workers_message(client, waited: float, workers: Mapping | None = None) -> str:
     """What :class:`ClusterUnavailableError` says when the cluster has had no running
     worker for ``waited`` seconds: no worker at all, or workers that are all paused or
     closing (``workers``, the scheduler's description of them, is asked for when not
-    given)."""
+    given).
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from scalenc.engine.cluster import no_workers_message
+    >>> client = SimpleNamespace(scheduler=SimpleNamespace(address="tcp://10.0.0.5:8786"))
+    >>> no_workers_message(client, 30.0, workers={})[:62]
+    'The Dask cluster at tcp://10.0.0.5:8786 has had no workers for'
+    """
     if workers is None:
         workers = _workers_info(client)
     if workers:
         return _paused_workers_message(client, waited, workers)
     return (
-        f"The Dask cluster at {_address(client)} has had no workers for {waited:g} s during "
+        f"The Dask cluster at {address_of(client)} has had no workers for {waited:g} s during "
         "the computation: every worker died or left and none joined, and Dask would wait "
         "forever. Nothing was written as complete. Workers killed by the OS for lack of "
         "memory are the usual cause (see the workers' logs, or `dmesg` for 'Out of memory: "
         "Killed process'): give them more memory or use less (smaller chunk_rows, fewer "
         "threads per worker, memory_limit=...), restart the workers "
-        f"(`dask worker {_address(client)}`) and run again. The wait is the Dask config "
+        f"(`dask worker {address_of(client)}`) and run again. The wait is the Dask config "
         f"key {NO_WORKERS_CONFIG!r} (environment: DASK_SCALENC__NO_WORKERS_TIMEOUT)."
     )
 
@@ -344,7 +353,7 @@ def _paused_workers_message(client, waited: float, workers: Mapping) -> str:
         more = len(described) - _LISTED_WORKERS
         described = [*described[:_LISTED_WORKERS], f"and {more} more"]
     head = (
-        f"The Dask cluster at {_address(client)} has had no running worker for {waited:g} s "
+        f"The Dask cluster at {address_of(client)} has had no running worker for {waited:g} s "
         f"during the computation: its {len(workers)} worker(s) take no task ({counts}), and "
         f"Dask would wait forever. Workers: {'; '.join(described)}. Nothing was written as "
         "complete. "
@@ -363,7 +372,7 @@ def _paused_workers_message(client, waited: float, workers: Mapping) -> str:
     else:
         advice = (
             "Workers that are closing (being retired) take no new task: start new workers "
-            f"(`dask worker {_address(client)}`) and run again."
+            f"(`dask worker {address_of(client)}`) and run again."
         )
     return (
         f"{head}{advice} The wait is the Dask config key {NO_WORKERS_CONFIG!r} "
@@ -464,7 +473,7 @@ def _wait_while_workers(client, futures, timeout: float) -> None:
             if any(info.get("status") == "running" for info in workers.values()):
                 alone_since = None  # one has just joined or resumed
                 continue
-            raise ClusterUnavailableError(_no_workers_message(client, timeout, workers))
+            raise ClusterUnavailableError(no_workers_message(client, timeout, workers))
 
 
 def _running_worker_count(client) -> int:
@@ -505,7 +514,16 @@ def _scheduler_lost(client, exc: BaseException) -> bool:
     return False
 
 
-def _address(client) -> str:
+def address_of(client) -> str:
+    """The address of ``client``'s scheduler, as the errors name it.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> from scalenc.engine.cluster import address_of
+    >>> address_of(SimpleNamespace(scheduler=SimpleNamespace(address="tcp://10.0.0.5:8786")))
+    'tcp://10.0.0.5:8786'
+    """
     try:
         return client.scheduler.address
     except AttributeError:  # pragma: no cover - closed client

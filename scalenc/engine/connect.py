@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dask
 
-from scalenc.engine.cluster import _address, logger
+from scalenc.engine.cluster import address_of, logger
 from scalenc.exceptions import (
     ClusterUnavailableError,
     InputError,
@@ -385,9 +385,12 @@ def _refusal_message(where: str, exc: BaseException, security, timeout) -> str:
 
 def _announce(client, quiet: bool) -> None:
     link = client.dashboard_link
-    logger.info("Dask scheduler %s, dashboard %s", _address(client), link)
+    logger.info("Dask scheduler %s, dashboard %s", address_of(client), link)
     if not quiet:
-        print(f"scalenc: Dask scheduler {_address(client)}; dashboard {link}", file=sys.stderr)
+        print(
+            f"scalenc: Dask scheduler {address_of(client)}; dashboard {link}",
+            file=sys.stderr,
+        )
 
 
 def _wait_for_workers(client, n_workers, timeout, where) -> None:
@@ -398,5 +401,5 @@ def _wait_for_workers(client, n_workers, timeout, where) -> None:
         have = len(client.nthreads())
         raise ClusterUnavailableError(
             f"The Dask scheduler at {where} has {have} worker(s) after {timeout:g} s; "
-            f"{wanted} needed. Start workers with `dask worker {_address(client)}`."
+            f"{wanted} needed. Start workers with `dask worker {address_of(client)}`."
         ) from exc

@@ -11,19 +11,17 @@ pass) unless its docstring says otherwise.
 Labels and evaluation
     :func:`classes_pass` / :func:`class_counts_pass` / :func:`find_classes`,
     :func:`label_counts_pass`, :func:`confusion_pass`.
-Encoder (Shen)
-    :func:`labeled_moments_pass` (pass 1 with the class list), :func:`class_moments_pass`,
-    :func:`embedding_moments_pass`, :func:`cross_entropy_pass`, the cached-embedding
-    passes :func:`embed_all`, :func:`stacked_moments_pass`,
-    :func:`stacked_cross_entropy_pass`, and Section 2's :func:`full_embedding` with
-    :func:`moments_pass` and :func:`log_likelihood_pass` over it.
-nRBFN (Hu, Pan & Wu)
-    :func:`stratified_sample_pass`, :func:`kneighbors_pass`, :func:`kneighbors_all_rows`,
-    :func:`gather_rows`, :func:`sigma_pass`, :func:`gram_pass`, :func:`cv_error_pass`,
-    :func:`cv_error_refit_pass`.
-CCDR (Raich, Costa, Damelin & Hero)
-    :func:`stratum_counts_pass`, :func:`select_rows_pass`, :func:`gather_rows_pass`,
-    :func:`embedding_stats_pass`.
+Class moments
+    :func:`class_moments_pass`, and :func:`labeled_moments_pass` (the encoder's pass 1,
+    with the class list and the sample for its kernel choice).
+Rows drawn and gathered (every method)
+    The one sampler, by hash per stratum (:func:`scalenc.math.sampling.hashed_sample_block`):
+    :func:`stratified_sample_pass` (nRBFN's candidates, classes as strata) and
+    :func:`labeled_moments_pass`'s ``sample`` (the encoder's). The one gather:
+    :func:`gather_rows_pass` / :func:`gather_rows` (nRBFN's and CCDR's rows). CCDR draws
+    its subsamples' ranks itself (:mod:`scalenc.ccdr.passes`).
+Neighbours (nRBFN's soft-KNN)
+    :func:`kneighbors_pass`, :func:`kneighbors_all_rows`.
 """
 
 from __future__ import annotations
@@ -35,11 +33,9 @@ import dask.array as da
 import numpy as np
 from dask.delayed import Delayed
 
-from scalenc.engine import checkpoint
 from scalenc.engine.blocksize import NEIGHBOR_PAIR_WORK, BlockWork
 from scalenc.engine.cluster import compute
 from scalenc.engine.reduce import (
-    SPLIT_EVERY,
     RowCache,
     keep_on_workers,
     map_rows,
@@ -54,7 +50,6 @@ from scalenc.math.neighbors import kneighbors_block, kneighbors_pair, labeled_ro
 from scalenc.math.xp import to_host
 
 __all__ = [
-    "SPLIT_EVERY",
     "reduce_rows",
     "tree_reduce",
     "map_rows",
@@ -71,6 +66,7 @@ __all__ = [
     "kneighbors_pass",
     "neighbors_work",
     "kneighbors_all_rows",
+    "gather_rows_pass",
     "gather_rows",
 ]
 
@@ -89,7 +85,7 @@ def class_moments_pass(
     *,
     scatter: bool = False,
     sqnorm: bool = False,
-    split_every: int = SPLIT_EVERY,
+    split_every: int | None = None,
 ) -> Delayed:
     """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
 
@@ -121,10 +117,9 @@ def _labeled_moments_block(
     out = {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
     if sample is not None:
         rate, size, seed = sample
-        drawn = _sampling.hashed_rows_block(
-            X, y, codes >= 0, row_start=row_start, rate=rate, seed=seed
+        out["sample"] = _sampling.hashed_rows_block(
+            X, y, codes >= 0, row_start=row_start, rate=rate, size=size, seed=seed
         )
-        out["sample"] = _sampling.keep_smallest_keys(drawn, size)
     return out
 
 
@@ -151,8 +146,7 @@ def _merge_labeled(*parts: dict, sample_size: int | None = None) -> dict:
     marker_rows = sum(part["marker_rows"] for part in parts)
     out = {"classes": classes, "moments": moments, "marker_rows": marker_rows}
     if sample_size is not None:
-        drawn = _sampling.concat_tables(*(part["sample"] for part in parts))
-        out["sample"] = _sampling.keep_smallest_keys(drawn, sample_size)
+        out["sample"] = _sampling.KeepSmallest([sample_size])(*(p["sample"] for p in parts))
     return out
 
 
@@ -164,7 +158,6 @@ def labeled_moments_pass(
     sqnorm: bool = False,
     marker=labels.UNLABELED,
     sample: tuple[float, int, int] | None = None,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """The class list and :func:`class_moments_pass`'s statistics in one pass over (X, y).
 
@@ -196,7 +189,6 @@ def labeled_moments_pass(
         sqnorm=sqnorm,
         marker=marker,
         sample=None if sample is None else tuple(sample),
-        split_every=split_every,
     )
 
 
@@ -204,23 +196,17 @@ def _classes_block(y, *, row_start, marker=labels.UNLABELED):
     return labels.labeled_unique(y, marker)
 
 
-def classes_pass(
-    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def classes_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
     """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
     out): one pass over y (not X), merged in a tree."""
-    return reduce_rows(
-        _classes_block, y, combine=labels.union, marker=marker, split_every=split_every
-    )
+    return reduce_rows(_classes_block, y, combine=labels.union, marker=marker)
 
 
 def _class_counts_block(y, *, row_start, marker=labels.UNLABELED):
     return labels.class_counts(y, marker)
 
 
-def class_counts_pass(
-    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def class_counts_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
     """:func:`classes_pass` with the rows of each class and the rows labeled ``marker``:
     ``{"classes", "counts", "marker_rows"}`` (:func:`scalenc.math.labels.class_counts`).
 
@@ -231,13 +217,10 @@ def class_counts_pass(
         y,
         combine=labels.merge_class_counts,
         marker=marker,
-        split_every=split_every,
     )
 
 
-def find_classes(
-    y: da.Array, *, marker=labels.UNLABELED, split_every: int = SPLIT_EVERY
-) -> np.ndarray:
+def find_classes(y: da.Array, *, marker=labels.UNLABELED) -> np.ndarray:
     """The sorted classes of y (:func:`class_counts_pass` computed: one pass over y, O(K)
     memory), checked to be class labels (not continuous).
 
@@ -245,7 +228,7 @@ def find_classes(
     default marker −1 look like one more class, as with labels −1, 0, 1
     (:func:`scalenc.math.labels.marker_looks_like_class`): they are fitted as unlabeled.
     """
-    (found,) = compute(class_counts_pass(y, marker=marker, split_every=split_every))
+    (found,) = compute(class_counts_pass(y, marker=marker))
     classes = found["classes"]
     labels.check_class_values(classes)
     labels.warn_marker_as_class(classes, found["counts"], found["marker_rows"], marker)
@@ -262,14 +245,11 @@ def confusion_pass(
     classes: np.ndarray,
     *,
     marker=labels.UNLABELED,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Confusion counts of lazy predictions against y
     (:func:`scalenc.math.labels.confusion_counts`), summed in a tree: one pass over
     whatever ``pred`` reads (X, for a model's predictions)."""
-    return reduce_rows(
-        _confusion_block, pred, y, classes=classes, marker=marker, split_every=split_every
-    )
+    return reduce_rows(_confusion_block, pred, y, classes=classes, marker=marker)
 
 
 # --- nRBFN: soft-KNN, σ, the Gram and the λ grid ----------------------------------------
@@ -283,13 +263,13 @@ def _label_counts_block(codes, *, row_start, n_classes):
 
 
 def label_counts_pass(
-    codes: da.Array, n_classes: int, *, split_every: int = SPLIT_EVERY
+    codes: da.Array, n_classes: int, *, split_every: int | None = None
 ) -> Delayed:
     """Labeled rows per class (K,), one pass over the class codes (not X)."""
     return reduce_rows(_label_counts_block, codes, n_classes=n_classes, split_every=split_every)
 
 
-def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int = SPLIT_EVERY):
+def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int | None = None):
     """:func:`scalenc.math.sampling.stratified_sample` from Dask labels in one pass over them:
     each block keeps its smallest hashes per class, merged in a tree; only the sample
     reaches the client.
@@ -315,7 +295,7 @@ def kneighbors_pass(
     candidate_index,
     n_neighbors: int,
     *,
-    split_every: int = SPLIT_EVERY,
+    split_every: int | None = None,
 ):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
@@ -349,7 +329,7 @@ def neighbors_work(n_candidates: int, n_features: int, n_neighbors: int) -> Bloc
     )
 
 
-def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_EVERY) -> list:
+def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None = None) -> list:
     """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
 
     For row blocks i < j one task computes both directions from one product
@@ -405,14 +385,26 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int = SPLIT_
     ]
 
 
+def gather_rows_pass(X: da.Array, index: np.ndarray, *, nonfinite: bool = False) -> Delayed:
+    """The one row gather: the rows of X at the sorted global indices ``index`` (X's
+    dtype, on the host), one pass over X (:func:`scalenc.math.sampling.gather_block`).
+
+    Returns a Delayed of ``{"index", "rows"}`` in index order, with ``nonfinite`` also the
+    NaN/inf count of all of X (``"nonfinite"``: CCDR's only pass over X checks X with it).
+    In a checkpointed fit the pass is kept in the checkpoint like any other, so a resumed
+    fit does not read the rows again.
+    """
+    return reduce_rows(
+        _sampling.gather_block,
+        X,
+        combine=_sampling.combine_gather,
+        wanted=np.asarray(index, dtype=np.int64),
+        nonfinite=nonfinite,
+    )
+
+
 def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
-    """The rows of X at the sorted global indices ``index``, computed (one pass over X;
-    only the blocks that hold them are read). In a checkpointed fit they are kept in the
-    checkpoint, so a resumed fit does not read them again."""
-    token = checkpoint.fingerprint(index, X.shape, X.chunks, str(X.dtype))
-    # blocks of a device (CuPy's) come to the host first: the rows are a small NumPy sample
-    X = X.map_blocks(to_host, dtype=X.dtype, meta=np.empty((0, 0), X.dtype))
-    if token is None:
-        (rows,) = compute(X[index])
-        return rows
-    return checkpoint.remembered(f"rows-{token}", lambda: compute(X[index])[0])
+    """:func:`gather_rows_pass` computed: the rows of X at the sorted global indices
+    ``index`` (X's dtype, on the host)."""
+    (got,) = compute(gather_rows_pass(X, index))
+    return got["rows"][np.argsort(got["index"], kind="stable")]

@@ -94,7 +94,8 @@ _COUNTS: contextvars.ContextVar[tuple[PassCount, ...]] = contextvars.ContextVar(
 
 @contextlib.contextmanager
 def counting_passes(X) -> Iterator[PassCount]:
-    """Count the passes over the Dask array ``X`` computed inside the block.
+    """Count the passes over the Dask array ``X`` computed inside the block (none when
+    ``X`` is None: a fit without X, such as the encoder's on a graph alone).
 
     Examples
     --------
@@ -109,7 +110,7 @@ def counting_passes(X) -> Iterator[PassCount]:
     >>> count.passes
     2
     """
-    count = PassCount(X.name)
+    count = PassCount(None if X is None else X.name)  # None: a fit without X reads none
     token = _COUNTS.set((*_COUNTS.get(), count))
     try:
         yield count

@@ -6,6 +6,12 @@ of fan-in ``split_every`` (never a linear chain, never a gather of n-sized data 
 client). Several statistics wanted from the same read go into one block function, so
 they cost one pass together.
 
+The fan-in comes from one configuration, read where a reduction is built, as Dask reads
+its own ``split_every``: the Dask configuration key ``scalenc.split-every`` (default
+:data:`SPLIT_EVERY`; :func:`fan_in`), e.g. ``dask.config.set({"scalenc.split-every": 4})``
+around a fit. An estimator's ``split_every`` parameter, where it has one, is that
+setting for its own fits (:func:`split_every_set`).
+
 * :func:`reduce_rows` — the generic "sum of small per-block results" every pass uses.
 * :func:`tree_reduce` — the tree merge of delayed partials.
 * :func:`map_rows` — lazy block-wise outputs (predictions, probabilities, embeddings).
@@ -16,6 +22,7 @@ The named passes of each method are in :mod:`scalenc.engine.passes`, built on th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -32,8 +39,8 @@ from dask.layers import ArrayBlockIdDep, ArraySliceDep
 from scalenc.engine import checkpoint
 from scalenc.engine.blocksize import BlockWork, churn_sized
 from scalenc.engine.cluster import (
-    _no_workers_message,
     active_client,
+    no_workers_message,
     no_workers_timeout,
     uses_distributed,
 )
@@ -46,11 +53,14 @@ try:
 except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
     DataNode = ()
 from scalenc.engine.reads import note_computation, note_reader
-from scalenc.engine.resend import _SCATTERED, remember_scattered
+from scalenc.engine.resend import SCATTERED, remember_scattered
 
 __all__ = [
     "from_numpy_rows",
     "SPLIT_EVERY",
+    "SPLIT_EVERY_KEY",
+    "fan_in",
+    "split_every_set",
     "SCATTER_BYTES",
     "reduce_rows",
     "tree_reduce",
@@ -60,7 +70,10 @@ __all__ = [
 ]
 
 
+#: The reductions' fan-in when the configuration does not set one.
 SPLIT_EVERY = 8
+#: The Dask configuration key of the reductions' fan-in.
+SPLIT_EVERY_KEY = "scalenc.split-every"
 
 #: On a distributed cluster, a block function's argument larger than this many bytes (a
 #: basis, CCDR's subsample solutions, the folds' networks) is sent to the workers once with
@@ -68,17 +81,48 @@ SPLIT_EVERY = 8
 SCATTER_BYTES = 1_000_000
 
 
+def fan_in(split_every: int | None = None) -> int:
+    """The fan-in of a reduction built now: ``split_every`` if given, else the Dask
+    configuration's ``scalenc.split-every`` (:data:`SPLIT_EVERY_KEY`), else
+    :data:`SPLIT_EVERY`.
+
+    Examples
+    --------
+    >>> import dask
+    >>> from scalenc.engine.reduce import fan_in
+    >>> fan_in(), fan_in(3)
+    (8, 3)
+    >>> with dask.config.set({"scalenc.split-every": 4}):
+    ...     fan_in()
+    4
+    """
+    if split_every is None:
+        split_every = dask.config.get(SPLIT_EVERY_KEY, None)
+        split_every = SPLIT_EVERY if split_every is None else split_every
+    if isinstance(split_every, bool) or int(split_every) != split_every or split_every < 2:
+        raise InputError(f"split_every must be at least 2, an integer; got {split_every!r}.")
+    return int(split_every)
+
+
+def split_every_set(split_every: int | None):
+    """A context in which reductions are built with fan-in ``split_every`` (the Dask
+    configuration's ``scalenc.split-every``); None leaves the configuration as it is."""
+    if split_every is None:
+        return contextlib.nullcontext()
+    return dask.config.set({SPLIT_EVERY_KEY: split_every})  # checked where it is read
+
+
 def tree_reduce(
     partials: Sequence[Delayed],
     combine: Callable = combine_partials,
     *,
-    split_every: int = SPLIT_EVERY,
+    split_every: int | None = None,
 ) -> Delayed:
-    """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks))."""
+    """Merge delayed partials in a tree of fan-in ``split_every`` (depth log_s(blocks));
+    None: the configured fan-in (:func:`fan_in`)."""
     if not partials:
         raise InputError("Nothing to reduce: the input has no row blocks.")
-    if split_every < 2:
-        raise InputError(f"split_every must be at least 2; got {split_every}.")
+    split_every = fan_in(split_every)
     combine_task = dask.delayed(combine, pure=True)
     partials = list(partials)
     while len(partials) > 1:
@@ -170,12 +214,12 @@ def _share(value, client, scatter: bool | None = None):
         big = literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES
         if literal is not _NOT_A_VALUE and (scatter or big):
             key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
-            future = _SCATTERED.get(key)
+            future = SCATTERED.get(key)
             if future is None or future.status != "finished":
                 # a fresh key each time: a value released with its last graph may be
                 # forgotten by the scheduler after a new scatter under its old key arrives
                 future = _scatter(client, literal)
-                _SCATTERED[key] = future
+                SCATTERED[key] = future
             return future
     return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
 
@@ -200,7 +244,7 @@ def scatter_values(client, values: list, *, broadcast: bool) -> list:
         if "No valid workers" not in str(exc):
             raise
         waited = wait if wait is not None else getattr(client, "_timeout", 0.0)
-        raise ClusterUnavailableError(_no_workers_message(client, waited)) from exc
+        raise ClusterUnavailableError(no_workers_message(client, waited)) from exc
     for future, value in zip(futures, values):
         remember_scattered(future, value, broadcast)
     return futures
@@ -276,7 +320,7 @@ def reduce_rows(
     X: da.Array,
     *aligned: da.Array | None,
     combine: Callable = combine_partials,
-    split_every: int = SPLIT_EVERY,
+    split_every: int | None = None,
     work: BlockWork | None = None,
     **kwargs,
 ) -> Delayed:
@@ -297,6 +341,8 @@ def reduce_rows(
     combine : callable
         Merges any number of partials; :func:`scalenc.math.moments.combine_partials` sums
         arrays and merges class moments exactly.
+    split_every : int, optional
+        The tree's fan-in; None (the default): the configured one (:func:`fan_in`).
     **kwargs
         Arguments shared by every block (U, a model). Each is put in the graph once, not
         per task; on a distributed cluster a large one is scattered to the workers once
@@ -318,6 +364,7 @@ def reduce_rows(
     (:class:`RowCache`).
     """
     _check_aligned(X, aligned)
+    split_every = fan_in(split_every)
     X, aligned = churn_sized(X, aligned, work)
     # Every 2-D input has one column chunk, so all share the index "ij" and the map has
     # no contracted index: a single blockwise layer that the graph optimisation fuses

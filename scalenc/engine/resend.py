@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in
 
 
 #: Scattered values still referred to by a live graph: (client id, key) → Future.
-_SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 #: Every scattered Future still alive, by its key, and the plain value behind it with
 #: whether it went to every worker: what :func:`rescatter_lost` sends again.
 _LIVE_SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()

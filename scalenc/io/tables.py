@@ -39,7 +39,7 @@ import numpy as np
 from dask.base import tokenize
 
 from scalenc.engine.cluster import compute
-from scalenc.engine.reduce import SPLIT_EVERY, from_numpy_rows, reduce_rows, tree_reduce
+from scalenc.engine.reduce import from_numpy_rows, reduce_rows, tree_reduce
 from scalenc.exceptions import InputError
 
 __all__ = [
@@ -557,7 +557,7 @@ def _encoded_blocks(parts, encoder: FeatureEncoder, lengths) -> da.Array:
     return da.concatenate(blocks, axis=0)
 
 
-def fit_features(X, params: dict, *, split_every: int = SPLIT_EVERY, source: str = "X"):
+def fit_features(X, params: dict, *, source: str = "X"):
     """(X with its features encoded, the :class:`FeatureEncoder`) for ``fit``.
 
     X is returned as it is, with no encoder, unless it is a table (pandas or Dask
@@ -567,7 +567,7 @@ def fit_features(X, params: dict, *, split_every: int = SPLIT_EVERY, source: str
     ``categorical``, ``handle_unknown`` and ``handle_missing``.
 
     One pass over a Dask table (its statistics and partition rows, merged in a tree of
-    fan-in ``split_every``); a pandas DataFrame is encoded in memory. The encoded X is a
+    the configured fan-in); a pandas DataFrame is encoded in memory. The encoded X is a
     NumPy array (pandas) or a Dask array with one row block per partition.
     """
     frame, lengths = _frame_of(X)
@@ -592,20 +592,20 @@ def fit_features(X, params: dict, *, split_every: int = SPLIT_EVERY, source: str
     parts = Table(frame, lengths).parts()
     statistics = dask.delayed(frame_statistics, pure=True)
     partials = [statistics(part, numeric, categorical) for part in parts]
-    merged = tree_reduce(partials, merge_statistics, split_every=split_every)
+    merged = tree_reduce(partials, merge_statistics)
     rows = [dask.delayed(operator.getitem, pure=True)(p, "rows") for p in partials]
     stats, rows = compute(merged, rows)
     encoder = _encoder_from(stats, frame, numeric, categorical, params, source)
     return _encoded_blocks(parts, encoder, rows), encoder
 
 
-def impute_array(X: da.Array, params: dict, *, split_every: int = SPLIT_EVERY):
+def impute_array(X: da.Array, params: dict):
     """(X with missing entries imputed, the encoder) for a numeric Dask array X when
     ``params["handle_missing"]`` is ``"impute"``, else (X, None): each column's NaN
     replaced by its mean over the non-missing entries, learned in one pass."""
     if params["handle_missing"] != "impute":
         return X, None
-    (stats,) = compute(reduce_rows(_column_sums_block, X, split_every=split_every))
+    (stats,) = compute(reduce_rows(_column_sums_block, X))
     p = X.shape[1]
     empty = np.flatnonzero(stats["count"] == 0)
     if empty.size:

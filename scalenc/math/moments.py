@@ -40,6 +40,7 @@ from scalenc.math.xp import (
 
 __all__ = [
     "class_moments",
+    "moments_about",
     "merge_moments",
     "merge_partials",
     "combine_partials",
@@ -166,7 +167,7 @@ def _class_moments_on_device(X, codes, n_classes, *, scatter, sqnorm, check_fini
         part = centred_class_sums(x, c, n_classes, blocks=blocks, sqnorm=sqnorm)
         all_finite = all_finite and part["all_finite"]
         d = part["centre"].size
-        out = _moments_about(
+        out = moments_about(
             part["n"],
             part["centre"],
             part["sums"],
@@ -365,7 +366,7 @@ def _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite):
             all_finite = check_finite and bool(np.isfinite(np.diagonal(gram)).all())
             if all_finite and not all_labeled:
                 all_finite = bool(np.isfinite(X[~labeled]).all())
-    out = _moments_about(n, centre.astype(np.float64), sums, scatter)
+    out = moments_about(n, centre.astype(np.float64), sums, scatter)
     if sqnorm:
         out["sqnorm"] = sq
     if check_finite:
@@ -390,7 +391,7 @@ def _centred_gram(rows, row_codes, centre, n_classes):
     return gram
 
 
-def _moments_about(n, centre, sums, scatter):
+def moments_about(n, centre, sums, scatter):
     """Class moments from the class sums Σ(x−c) (K×d) and the pooled scatter
     Σ(x−c)(x−c)ᵀ (d×d) of the labeled rows about a centre c."""
     shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)

@@ -2,19 +2,20 @@
 
 Plain NumPy, no dask. Every random choice here depends only on global row indices, the
 per-class counts and a seed, so the same rows are drawn for any chunking and any
-scheduler. Two draws use it:
+scheduler. Two rules draw rows:
 
-* nRBFN's soft-KNN candidates: per class, the rows with the smallest :func:`row_hash`
-  (:func:`sample_block`, merged by :class:`KeepSmallest`); the same rows as
-  :func:`stratified_sample` in memory.
+* By hash (:func:`hashed_sample_block`, merged by :class:`KeepSmallest`): per stratum,
+  the rows with the smallest :func:`row_hash` among those below a rate. nRBFN's soft-KNN
+  candidates and growth sample take the classes as strata (:func:`sample_block`; the same
+  rows as :func:`stratified_sample` in memory); the encoder's sample for its kernel choice
+  takes the labeled rows as one stratum below a rate (:func:`hashed_rows_block`), drawn in
+  the same pass as the class means, before the classes are known.
 * CCDR's subsamples: per stratum (unlabeled rows, then each class), ranks drawn from a
   generator and found block by block from per-block counts (:func:`select_block`).
-* The encoder's sample for its kernel choice: the labeled rows with the smallest
-  :func:`row_hash` among those below a rate (:func:`hashed_rows_block`, merged by
-  :func:`keep_smallest_keys`), drawn in the same pass as the class means, before the
-  classes are known.
 
-Both allocate the sample to strata by :func:`stratum_shares` (largest remainders).
+Both allocate the sample to strata by :func:`stratum_shares` (largest remainders). The
+rows drawn are gathered by :func:`gather_block` (one pass, merged by
+:func:`combine_gather`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ __all__ = [
     "row_hash",
     "stratum_shares",
     "class_shares",
+    "hashed_sample_block",
+    "keep_smallest",
     "sample_block",
     "KeepSmallest",
     "stratified_sample",
@@ -39,7 +42,6 @@ __all__ = [
     "gather_block",
     "combine_gather",
     "hashed_rows_block",
-    "keep_smallest_keys",
 ]
 
 
@@ -101,34 +103,62 @@ def class_shares(counts: np.ndarray, size: int) -> np.ndarray:
     return stratum_shares(counts, size, counts > 0)
 
 
-def _smallest_per_class(index, code, key, shares) -> dict[str, np.ndarray]:
-    """For each class k, the ``shares[k]`` rows with the smallest (key, index)."""
-    keep = []
-    for k, share in enumerate(shares):
-        rows = np.flatnonzero(code == k)
-        keep.append(rows[np.lexsort((index[rows], key[rows]))[:share]])
-    keep = np.concatenate(keep)
-    return {"index": index[keep], "code": code[keep], "key": key[keep]}
+def hashed_sample_block(index, strata, *, shares, seed: int, rate: float = 1.0) -> dict:
+    """Rows of one block drawn by hash: per stratum s, the ``shares[s]`` rows with the
+    smallest (:func:`row_hash`, index) among those whose hash is below ``rate``.
+
+    ``index`` holds the rows' global indices, ``strata`` each row's stratum (0 … S−1;
+    negative: not drawn). Returns ``{"index", "code", "key"}`` (``code``: the stratum) of
+    the kept rows in index order; merged by :class:`KeepSmallest`, the blocks' draws give
+    the same rows as one draw over all of them, for any chunking (a sample without
+    replacement per stratum).
+    """
+    index = np.asarray(index, dtype=np.int64)
+    key = row_hash(index, seed)
+    drawn = np.flatnonzero((np.asarray(strata) >= 0) & (key < rate))
+    part = {"index": index[drawn], "code": np.asarray(strata)[drawn], "key": key[drawn]}
+    return keep_smallest(part, shares)
 
 
-def sample_block(codes, *, row_start, shares, seed):
-    """One block's candidates for :func:`stratified_sample`: per class, its rows with the
-    smallest :func:`row_hash` (at most the class's share; global row indices)."""
-    codes = np.asarray(codes)
-    labeled = np.flatnonzero(codes >= 0)
-    index = (row_start + labeled).astype(np.int64)
-    return _smallest_per_class(index, codes[labeled], row_hash(index, seed), shares)
+def keep_smallest(part: dict, shares) -> dict:
+    """The entries of a draw (equal-length arrays with ``index``, ``code`` (the stratum)
+    and ``key``) with, per stratum s, the ``shares[s]`` smallest (key, index); in index
+    order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.math.sampling import keep_smallest
+    >>> part = {"index": np.array([4, 9, 2]), "code": np.zeros(3, int),
+    ...         "key": np.array([0.5, 0.1, 0.3])}
+    >>> keep_smallest(part, [2])["index"]
+    array([2, 9])
+    """
+    order = np.lexsort((part["index"], part["key"], part["code"]))
+    stratum = part["code"][order]
+    first = np.searchsorted(stratum, stratum)  # each entry's rank in its stratum
+    keep = order[np.arange(order.size) - first < np.asarray(shares)[stratum]]
+    keep = keep[np.argsort(part["index"][keep], kind="stable")]
+    return {name: values[keep] for name, values in part.items()}
 
 
 class KeepSmallest:
-    """Tree-reduction combine of :func:`sample_block` partials (picklable, holds the shares)."""
+    """Tree-reduction combine of :func:`hashed_sample_block` partials (picklable, holds the
+    shares): the partials' rows with the smallest hashes per stratum."""
 
     def __init__(self, shares):
-        self.shares = shares
+        self.shares = np.asarray(shares, dtype=np.int64)
 
     def __call__(self, *parts):
-        both = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-        return _smallest_per_class(both["index"], both["code"], both["key"], self.shares)
+        return keep_smallest(concat_tables(*parts), self.shares)
+
+
+def sample_block(codes, *, row_start, shares, seed):
+    """One block's share of :func:`stratified_sample`: :func:`hashed_sample_block` with the
+    classes as strata (unlabeled rows never drawn)."""
+    codes = np.asarray(codes)
+    index = np.arange(row_start, row_start + codes.shape[0], dtype=np.int64)
+    return hashed_sample_block(index, codes, shares=shares, seed=seed)
 
 
 def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -> np.ndarray:
@@ -141,7 +171,7 @@ def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -
     codes = np.asarray(codes)
     counts = np.bincount(codes[codes >= 0], minlength=n_classes)
     picked = sample_block(codes, row_start=0, shares=class_shares(counts, size), seed=seed)
-    return np.sort(picked["index"])
+    return picked["index"]
 
 
 def label_counts_block(codes, *, row_start, n_classes):
@@ -192,24 +222,28 @@ def select_block(codes, *, row_start, starts, offsets, ranks):
     return out
 
 
-def gather_block(X, *, row_start, wanted):
-    """Rows of X whose global index is in the sorted array ``wanted``; also counts NaN/inf."""
+def gather_block(X, *, row_start, wanted, nonfinite: bool = False):
+    """Rows of X (its dtype, on the host) whose global index is in the sorted array
+    ``wanted``, with their ``index``; with ``nonfinite`` also the block's NaN/inf count."""
     lo, hi = np.searchsorted(wanted, [row_start, row_start + X.shape[0]])
     index = wanted[lo:hi]
-    xp = namespace(X)
-    rows = host_rows(X, index - row_start, np.float64)  # the few rows come to the host
-    size = X.shape[0] * X.shape[1]
-    floating = host_dtype(X.dtype).kind == "f"
-    bad = int(size - int(xp.count_nonzero(xp.isfinite(X)))) if floating else 0
-    return {"index": index, "rows": rows, "nonfinite": np.array([bad])}
+    out = {"index": index, "rows": host_rows(X, index - row_start)}  # rows leave a device
+    if nonfinite:
+        xp = namespace(X)
+        size = X.shape[0] * X.shape[1]
+        floating = host_dtype(X.dtype).kind == "f"
+        bad = int(size - int(xp.count_nonzero(xp.isfinite(X)))) if floating else 0
+        out["nonfinite"] = np.array([bad])
+    return out
 
 
 def combine_gather(*parts):
-    return {
-        "index": np.concatenate([p["index"] for p in parts]),
-        "rows": np.concatenate([p["rows"] for p in parts]),
-        "nonfinite": sum(p["nonfinite"] for p in parts),
-    }
+    """Tree-reduction combine of :func:`gather_block` partials: rows and indices in the
+    partials' order, NaN/inf counts summed."""
+    out = concat_tables(*({k: v for k, v in p.items() if k != "nonfinite"} for p in parts))
+    if "nonfinite" in parts[0]:
+        out["nonfinite"] = sum(p["nonfinite"] for p in parts)
+    return out
 
 
 def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
@@ -217,38 +251,20 @@ def fold_of(index: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
     return np.minimum((row_hash(index, seed ^ 0x5BD1E995) * n_folds).astype(np.int64), n_folds - 1)
 
 
-def hashed_rows_block(X, labels, labeled, *, row_start: int, rate: float, seed: int) -> dict:
-    """One block's share of a uniform random sample of the labeled rows: those whose
-    :func:`row_hash` is below ``rate``, with their labels, global indices and hashes.
+def hashed_rows_block(X, labels, labeled, *, row_start: int, rate: float, size: int, seed: int):
+    """One block's share of a uniform random sample of the labeled rows: the ``size``
+    with the smallest :func:`row_hash` among those whose hash is below ``rate``
+    (:func:`hashed_sample_block` with the labeled rows as one stratum), with their rows,
+    labels, global indices and hashes, in index order.
 
     The rows keep X's dtype and come to the host (a device block's few rows included).
-    Merged by :func:`keep_smallest_keys`, the blocks' shares give the rows with the
-    smallest hashes overall, for any chunking: a sample without replacement.
+    Merged by :class:`KeepSmallest` (``[size]``), the blocks' shares give the rows with
+    the smallest hashes overall, for any chunking: a sample without replacement.
     """
     index = np.arange(row_start, row_start + X.shape[0], dtype=np.int64)
-    key = row_hash(index, seed)
-    pick = np.flatnonzero((key < rate) & np.asarray(labeled))
-    rows = host_rows(X, pick)
-    return {
-        "rows": rows,
-        "labels": np.asarray(labels)[pick],
-        "index": index[pick],
-        "key": key[pick],
-    }
-
-
-def keep_smallest_keys(part: dict, size: int) -> dict:
-    """The ``size`` entries of a sample (equal-length arrays with ``key`` and ``index``)
-    with the smallest (key, index), in increasing index order; all of them if fewer.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from scalenc.math.sampling import keep_smallest_keys
-    >>> part = {"index": np.array([4, 9, 2]), "key": np.array([0.5, 0.1, 0.3])}
-    >>> keep_smallest_keys(part, 2)["index"]
-    array([2, 9])
-    """
-    keep = np.lexsort((part["index"], part["key"]))[:size]
-    keep = keep[np.argsort(part["index"][keep], kind="stable")]
-    return {name: values[keep] for name, values in part.items()}
+    strata = np.where(np.asarray(labeled), 0, -1)
+    drawn = hashed_sample_block(index, strata, shares=[size], seed=seed, rate=rate)
+    local = drawn["index"] - row_start
+    drawn["rows"] = host_rows(X, local)
+    drawn["labels"] = np.asarray(labels)[local]
+    return drawn

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-def evaluate(estimator, X, y, *, split_every: int = 8, graph=None) -> dict:
+def evaluate(estimator, X, y, *, graph=None) -> dict:
     """Accuracy, per-class report and confusion matrix of a classifier on (X, y).
 
     Parameters
@@ -47,7 +47,8 @@ def evaluate(estimator, X, y, *, split_every: int = 8, graph=None) -> dict:
     Notes
     -----
     One pass over X: the predictions are a block map, each block is reduced to K×K
-    counts, and the counts are summed in a tree of fan-in ``split_every``.
+    counts, and the counts are summed in a tree of the configured fan-in
+    (:func:`scalenc.engine.reduce.fan_in`: Dask's configuration ``scalenc.split-every``).
 
     Examples
     --------
@@ -76,9 +77,7 @@ def evaluate(estimator, X, y, *, split_every: int = 8, graph=None) -> dict:
         y = y.rechunk({0: pred.chunks[0]})
     t0 = time.perf_counter()
     marker = getattr(estimator, "unlabeled", UNLABELED)
-    (result,) = compute(
-        passes.confusion_pass(pred, y, classes, marker=marker, split_every=split_every)
-    )
+    (result,) = compute(passes.confusion_pass(pred, y, classes, marker=marker))
     seconds = time.perf_counter() - t0
     matrix, counts, other = result
     return confusion_summary(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -134,15 +135,8 @@ def test_oracles_agree(options):
 )
 def test_embedding_equals_graphemd(options, edge_chunks, node_chunks, split_every):
     edges, weights, labels = small_graph()
-    Z = embed(
-        edges,
-        weights,
-        labels,
-        options,
-        edge_chunks=edge_chunks,
-        node_chunks=node_chunks,
-        split_every=split_every,
-    )
+    with dask.config.set({"scalenc.split-every": split_every}):
+        Z = embed(edges, weights, labels, options, edge_chunks=edge_chunks, node_chunks=node_chunks)
     assert Z.chunks[0] == da.from_array(labels, chunks=node_chunks).chunks[0]
     expected = graphemd_loop(edges, weights, labels, options)
     np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
@@ -158,7 +152,8 @@ def test_unweighted_edges_are_counted_then_scaled(options, node_chunks):
     assert edge_list.weights is None
     codes = da.from_array(labels, chunks=node_chunks)
     counts = np.bincount(labels[labels >= 0])
-    Z = graph_embedding(edge_list, codes, counts, options, split_every=3)
+    with dask.config.set({"scalenc.split-every": 3}):
+        Z = graph_embedding(edge_list, codes, counts, options)
     expected = graphemd_loop(edges, np.ones(len(edges)), labels, options)
     np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
 
@@ -223,7 +218,8 @@ def test_the_pass_holds_one_group_of_edge_blocks_whatever_their_number():
     held = []
     for n_blocks in (8, 96):
         edges = as_edge_list(rng.integers(0, 400, (n_blocks * 10, 2)), chunk_edges=10)
-        Z = graph_embedding(edges, codes, counts, GraphOptions(), split_every=4)
+        with dask.config.set({"scalenc.split-every": 4}):
+            Z = graph_embedding(edges, codes, counts, GraphOptions())
         held.append(_most_parts_and_sums_held(Z))
     # dask.order breaks ties by key names, some of which are random tokens: 8 or 11 held
     # with 8 edge blocks, 11 with 96 (a tree of sums: 35 with 96, an ungated fold: 101)

@@ -16,7 +16,7 @@ from test_encoder_graph import graphemd_matrix
 from scalenc import EncoderClassifier
 from scalenc.encoder import choose_kernel
 from scalenc.encoder.graph import GraphOptions
-from scalenc.exceptions import InputError
+from scalenc.exceptions import InputError, NoLabeledNeighbourWarning
 
 TOL = EncoderClassifier().tol
 
@@ -83,6 +83,7 @@ def test_graph_alone_equals_graphemd_and_sklearn_lda(options, chunks):
     np.testing.assert_allclose(np.exp(log_proba), proba, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.NoLabeledNeighbourWarning")
 @pytest.mark.parametrize("chunks", [None, (70, 1, 129, 100)], ids=["numpy", "odd"])
 def test_fusion_concatenates_features_and_graph(chunks):
     X, y, truth, edges = planted_graph(seed=1)
@@ -188,6 +189,7 @@ def test_a_fit_without_graph_forgets_the_graph():
     assert model.transform(X).shape == (len(y), 3)
 
 
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.NoLabeledNeighbourWarning")
 def test_what_a_graph_fit_refuses():
     X, y, _, edges = planted_graph(seed=8)
     with pytest.raises(InputError, match=r"A graph needs method='fast'"):
@@ -212,6 +214,7 @@ def test_what_a_graph_fit_refuses():
         plain.predict(X, graph=edges)
 
 
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.NoLabeledNeighbourWarning")
 def test_score_with_a_graph_in_memory_and_lazily():
     X, y, truth, edges = planted_graph(seed=11)
     model = EncoderClassifier(kernels=("linear",)).fit(X, y, graph=edges)
@@ -235,6 +238,7 @@ def test_score_with_a_graph_in_memory_and_lazily():
     )
 
 
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.NoLabeledNeighbourWarning")
 def test_a_graph_model_pickles():
     """pickle keeps the lazy labels (model files: tests/persist/test_persist_graph.py)."""
     X, y, _, edges = planted_graph(seed=9)
@@ -245,16 +249,42 @@ def test_a_graph_model_pickles():
     )
 
 
-def test_nodes_without_labeled_neighbours_get_the_prediction_at_zero():
-    """Their graph embedding is zero: alone, the LDA's prediction at Z = 0 for all of
-    them; fused, their features decide."""
+def test_nodes_without_labeled_neighbours_get_the_class_priors_with_a_warning():
+    """Their graph embedding is zero, so the graph alone says nothing of them: a warning
+    counts them (at fit among the training nodes, at an output computed in memory among
+    its nodes) and their outputs are the class priors; fused, their features decide."""
     X, y, _, edges = planted_graph(seed=10)
     y_more = np.concatenate([y, [-1, -1, -1]])  # three nodes without edges
-    model = EncoderClassifier().fit(None, y_more, graph=edges)
-    Z = model.transform(None, graph=edges)
-    assert not Z[-3:].any()
-    at_zero = lda_of(graph_oracle(y_more, edges), y_more).predict(np.zeros((1, 3)))[0]
-    np.testing.assert_array_equal(model.predict(None, graph=edges)[-3:], [at_zero] * 3)
+    oracle = graph_oracle(y_more, edges)
+    zero = ~oracle.any(axis=1)
+    n, m = int(zero.sum()), y_more.size
+    assert zero[-3:].all() and n > 3  # and some whose neighbours are all unlabeled
+    counts = np.bincount(y_more[y_more >= 0])
+    priors, top = counts / counts.sum(), int(np.argmax(counts))
+    said = (
+        rf"^{n} of {m} training nodes have no labeled neighbour: their graph embedding is "
+        rf"zero, so the graph says nothing of them and their outputs are the class priors "
+        rf"\(predicted: the most frequent class, {top}\)\. Label some of their neighbours"
+    )
+    with pytest.warns(NoLabeledNeighbourWarning, match=said):
+        model = EncoderClassifier().fit(None, y_more, graph=edges)
+    Z = model.transform(None, graph=edges)  # the embedding itself: zero, no warning
+    assert not Z[zero].any()
+    with pytest.warns(NoLabeledNeighbourWarning, match=rf"^{n} of {m} nodes have no labeled"):
+        proba = model.predict_proba(None, graph=edges)
+    np.testing.assert_array_equal(proba[zero], np.tile(priors, (n, 1)))
+    lda = lda_of(oracle, y_more)
+    np.testing.assert_allclose(proba[~zero], lda.predict_proba(oracle[~zero]), atol=1e-9)
+    with pytest.warns(NoLabeledNeighbourWarning, match=rf"^{n} of {m} nodes"):
+        pred = model.predict(None, graph=edges)
+    np.testing.assert_array_equal(pred[zero], [top] * n)
+    np.testing.assert_array_equal(pred[~zero], lda.predict(oracle[~zero]))
+    with pytest.warns(NoLabeledNeighbourWarning, match=rf"^{n} of {m} nodes"):
+        scores = model.decision_function(None, graph=edges)
+    np.testing.assert_array_equal(scores[zero], np.tile(np.log(priors), (n, 1)))
+    # a lazy graph gives lazy outputs: the same values, counted at fit only
+    lazy = model.predict(None, graph=da.from_array(edges, chunks=(100, 2)))
+    np.testing.assert_array_equal(lazy.compute(), pred)
     X_more = np.vstack([X, X[:3]])
     fused = EncoderClassifier(kernels=("linear",)).fit(X_more, y_more, graph=edges)
     Z = fused.transform(X_more, graph=edges)

@@ -5,6 +5,7 @@ agrees with the encoder by position; model files keep the ids; bad ids are refus
 
 from __future__ import annotations
 
+import dask
 import dask.array as da
 import numpy as np
 import pandas as pd
@@ -53,17 +54,17 @@ def test_embedding_by_id_equals_graphemd_in_the_nodes_order(
 ):
     edges, weights, labels = small_graph()
     order = np.random.default_rng(5).permutation(labels.size)
-    Z = by_id(
-        edges,
-        weights,
-        labels,
-        options,
-        kind=kind,
-        order=order,
-        edge_chunks=edge_chunks,
-        node_chunks=node_chunks,
-        split_every=split_every,
-    )
+    with dask.config.set({"scalenc.split-every": split_every}):
+        Z = by_id(
+            edges,
+            weights,
+            labels,
+            options,
+            kind=kind,
+            order=order,
+            edge_chunks=edge_chunks,
+            node_chunks=node_chunks,
+        )
     expected = graphemd_loop(edges, weights, labels, options)[order]
     np.testing.assert_allclose(Z.compute(), expected, rtol=0, atol=1e-10)
 

@@ -53,6 +53,7 @@ def test_saved_graph_model_predicts_as_the_fitted_one(case, tmp_path):
     )
 
 
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.NoLabeledNeighbourWarning")
 def test_graph_model_file_holds_the_class_codes(tmp_path):
     X, y, _, edges = planted_graph(seed=4)
     model = EncoderClassifier().fit(None, y, graph=edges)
@@ -85,6 +86,7 @@ def _rewrite_array(path, suffix, edit):
     (path / "model.json").write_text(json.dumps(doc))
 
 
+@pytest.mark.filterwarnings("ignore::scalenc.exceptions.NoLabeledNeighbourWarning")
 def test_graph_model_with_altered_codes_is_refused(tmp_path):
     _, y, _, edges = planted_graph(seed=5)
     path = tmp_path / "m"

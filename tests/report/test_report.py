@@ -8,6 +8,7 @@ import struct
 import sys
 from html.parser import HTMLParser
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -83,7 +84,8 @@ def test_evaluate_matches_sklearn_with_unlabeled_and_unknown_labels(data):
     y_test[20:25] = 7  # not a class of the model: counted as errors
     Xd = da.from_array(X, chunks=(64, -1))
     yd = da.from_array(y_test, chunks=64)
-    scores = report.evaluate(est, Xd, yd, split_every=2)
+    with dask.config.set({"scalenc.split-every": 2}):
+        scores = report.evaluate(est, Xd, yd)
     pred = est.predict(X)
     keep = y_test >= 0
     known = keep & (y_test != 7)
@@ -101,7 +103,7 @@ def test_evaluate_matches_sklearn_with_unlabeled_and_unknown_labels(data):
 def test_evaluate_is_one_tree_reduction(data):
     """The confusion counts are reduced on the workers: one compute reads each block of X
     once, every block's predictions become a K×K partial, and the partials are merged in
-    a tree of fan-in ``split_every`` — no task gathers the n predictions, only the merged
+    a tree of the configured fan-in (``scalenc.split-every``) — no task gathers the n predictions, only the merged
     K×K counts reach the client."""
     from sklearn.metrics import confusion_matrix
 
@@ -109,7 +111,8 @@ def test_evaluate_is_one_tree_reduction(data):
     est = EncoderClassifier().fit(X, y)
     Xd, reads = counted(X, 50)  # 10 row blocks
     with TaskLog() as tasks:
-        scores = report.evaluate(est, Xd, da.from_array(y, chunks=50), split_every=3)
+        with dask.config.set({"scalenc.split-every": 3}):
+            scores = report.evaluate(est, Xd, da.from_array(y, chunks=50))
     assert tasks.computes == 1 and reads.per_block() == [1] * 10
     assert scores["confusion_matrix"] == confusion_matrix(y, est.predict(X)).tolist()
     # partials: K×K matrix + 2 counts + K, far below a block's 50 rows
