@@ -92,7 +92,7 @@ class CCDRClassifier(
     classes_, n_features_in_
         As for :class:`CCDR`.
     n_components_, intrinsic_dimension_, centers_, eigenvalues_, embedding_, subsample_indices_
-        As for :class:`CCDR`: read-only views of :attr:`ccdr_`'s.
+        As for :class:`CCDR`: read-only views of ``ccdr_``'s.
     n_passes_ : int
         Passes over X by ``fit``: CCDR's one, plus one for ``"linear"`` and ``"lda"``
         (their statistics over the embedding f(x_i, c_i) of every labeled training row)
@@ -229,7 +229,7 @@ class CCDRClassifier(
 
     def _fit(self, Xd, codes, params):
         """CCDR's steps (:func:`~scalenc.ccdr.transformer.fit_ccdr`), their result kept by
-        the transformer :attr:`ccdr_`, then the head's statistics on the embedding (one
+        the transformer ``ccdr_``, then the head's statistics on the embedding (one
         more pass, unless the subsample is all of X)."""
         self.ccdr_ = self._transformer(fit_ccdr(self, Xd, codes))
         with fit_stage(self, "extension"):

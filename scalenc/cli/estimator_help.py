@@ -2,7 +2,7 @@
 
 Each parameter's default comes from the estimator's signature, its type and a one-line
 description from the "Parameters" section of its numpydoc docstring, so the help says
-what the docstring says. A parameter documented as "As for :class:`Other`" is looked up
+what the docstring says. A parameter documented as "As for ``:class:`Other```" is looked up
 in ``Other``'s docstring (same module).
 """
 
@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 
-_ROLE = re.compile(r":[\w:]+:`(~?)([^`]+)`")  # :class:`~a.B` -> B, :mod:`a.b` -> a.b
+_ROLE = re.compile(r":[\w:]+:`(~?)([^`]+)`")  # ``:class:`~a.B``` -> B, ``:mod:`a.b``` -> a.b
 _LITERAL = re.compile(r"``([^`]+)``")
 _SENTENCE = re.compile(r"(.+?(?<!\be\.g)(?<!\bi\.e)[.!?])(?:\s+(?=[A-Z(\"“])|$)", re.S)
 _AS_FOR = re.compile(r"^As for :class:`~?(?:[\w.]*\.)?(\w+)`\.?$")

@@ -2,7 +2,7 @@
 
 :func:`build_parser` makes one sub-parser per command from small helpers: one per
 shared option group (``_*_options``) and one per command (``_add_*``). ``scalenc run``
-reads the sub-parsers from :attr:`_Parser.commands` to turn each job step into
+reads the sub-parsers from the parser's ``commands`` (a dict) to turn each job step into
 arguments.
 
 ``scalenc --help`` and argument errors are answered from this module alone, so it imports

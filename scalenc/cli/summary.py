@@ -150,7 +150,8 @@ def _length(value) -> int | None:
 
 
 def _columns(value) -> int | None:
-    """The columns of a matrix, as a nested list or :func:`jsonable`'s shape summary."""
+    """The columns of a matrix, as a nested list or :func:`scalenc.report.describe.jsonable`'s
+    shape summary."""
     if isinstance(value, dict):
         shape = value.get("shape") or []
         return shape[1] if len(shape) > 1 else None

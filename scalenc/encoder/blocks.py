@@ -183,7 +183,8 @@ def stacked_class_moments(Z: np.ndarray, codes: np.ndarray, n_kernels: int, n_cl
     The class sums of all M·K columns come from one product with the class indicator;
     the scatter only for each kernel's own K columns (its diagonal block): M·K² products
     per row instead of (M·K)². Everything in float64, about each row tile's mean (as
-    :func:`class_moments`'s float64 path), so the merge loses nothing to cancellation;
+    :func:`scalenc.math.moments.class_moments`'s float64 path), so the merge loses nothing to
+    cancellation;
     tiles of :func:`stacked_tile_rows` rows, merged by Chan's update. A device block's
     tiles are :func:`scalenc.math.moments.centred_class_sums`; NumPy partials either way.
     """

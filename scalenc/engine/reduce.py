@@ -183,7 +183,8 @@ def _shared(kwargs: dict) -> dict:
     drops all but one within seconds, and Dask cannot compute scattered data again. So
     the client keeps the value while its Future lives (:func:`remember_scattered`): when
     the worker holding the last copy is lost, :func:`scalenc.engine.cluster.compute` sends it
-    again under the same key and computes the graph again (:func:`rescatter_lost`).
+    again under the same key and computes the graph again
+    (:func:`scalenc.engine.resend.rescatter_lost`).
     """
     client = active_client() if uses_distributed() else None
     if client is None:

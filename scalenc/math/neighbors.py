@@ -168,7 +168,7 @@ def kneighbors_block(
     two rows (for float32 data they carry float32 rounding), which decide ties and
     near-ties of the ranking (:func:`nearest`). Candidates are processed in tiles of at
     most :data:`~scalenc.math.selection.TILE_ELEMENTS` distances (a device's
-    :func:`tile_elements`), so memory is O(TILE_ELEMENTS + c·k).
+    :func:`scalenc.math.xp.tile_elements`), so memory is O(TILE_ELEMENTS + c·k).
     """
     nonfinite = count_nonfinite(X)
     check_magnitude(X)
@@ -301,10 +301,12 @@ def nearest(
 
     With ``refine``, the neighbours and their order are those of the float64 distances
     ‖q‖² + ‖r‖² − 2 q·r (ties by position) whatever ``dtype`` ranks them
-    (:func:`_nearest_exact_tile`): a query whose k+1 smallest scores are apart by more
+    (:func:`scalenc.math.nearest._nearest_exact_tile`): a query whose k+1 smallest scores are apart
+    by more
     than twice the ranking's rounding bound keeps the ranking's order and its distances
     ‖q‖² + score; the others (near-ties, distance ≈ 0) are recomputed in float64 among
-    every candidate within the bound. Memory O(:data:`EXACT_TILE_ELEMENTS` + len(Q)·k).
+    every candidate within the bound. Memory O(:data:`scalenc.math.nearest.EXACT_TILE_ELEMENTS` +
+    len(Q)·k).
 
     Q and R may be a device's arrays (Q is moved to R's device): the same neighbours and
     distances as arrays of that device (:func:`nearest_on_device`).

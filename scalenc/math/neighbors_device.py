@@ -47,7 +47,8 @@ def nearest_on_device(xp, Q, R, k, exclude, dtype):
     (distance, position), distances Σ (q_t − r_t)² in ``dtype``), found as a GPU finds
     them best.
 
-    Where it differs from the NumPy path (:func:`smallest_k`): no sampled bound nor
+    Where it differs from the NumPy path (:func:`scalenc.math.selection.smallest_k`): no sampled
+    bound nor
     compaction of survivors into ragged lists, which serve a CPU's caches; every step is
     a kernel over a whole tile. A tile of queries, as large as :func:`tile_elements`
     allows, is one product of ranking scores s = ‖r‖² − 2 q·r. Per query, the minima of

@@ -166,7 +166,8 @@ def stratified_sample(codes: np.ndarray, size: int, n_classes: int, seed: int) -
 
     Class k gets a share of ``size`` proportional to its count (:func:`stratum_shares`);
     within a class the rows with the smallest :func:`row_hash` are taken (ties by index).
-    In memory; :func:`stratified_sample_pass` draws the same rows from Dask labels.
+    In memory; :func:`scalenc.engine.passes.stratified_sample_pass` draws the same rows from Dask
+    labels.
     """
     codes = np.asarray(codes)
     counts = np.bincount(codes[codes >= 0], minlength=n_classes)

@@ -159,10 +159,10 @@ def save_model(estimator, directory, *, overwrite: bool = False, storage_options
     -----
     Everything is written (and fsynced) to ``<directory>.tmp-<host>-<pid>-<random>`` and
     published at ``directory`` at the end, an existing model being swapped out in one step
-    (:mod:`scalenc._atomic`): an interrupted save leaves the old model, never a partial one.
+    (:mod:`scalenc.io.atomic`): an interrupted save leaves the old model, never a partial one.
     A URL (``s3://…``, with ``storage_options``) is written locally first, then uploaded
     under a temporary prefix and published with a completion marker
-    (:func:`scalenc._atomic.atomic_prefix`).
+    (:func:`scalenc.io.atomic.atomic_prefix`).
     The estimator's whole state is kept, including the running totals ``partial_fit``
     continues from. An :class:`~scalenc.encoder.EncoderClassifier` fitted with a graph
     also keeps every training node's class code, which its predictions need (W of
