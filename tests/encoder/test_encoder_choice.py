@@ -39,7 +39,15 @@ def _spearman_data():
     return np.exp(2.5 * X), y
 
 
-@pytest.mark.parametrize("make", [_clear_blobs, _spearman_data], ids=["linear", "spearman"])
+def _many_classes():
+    """Linear wins by far with more classes than features: its statistics left alone come
+    from X's p×p scatter (``EncoderClassifier._linear_statistics``)."""
+    return make_blobs(12000, 6, 12, seed=1, sep=1.0, unlabeled=0.1)
+
+
+@pytest.mark.parametrize(
+    "make", [_clear_blobs, _spearman_data, _many_classes], ids=["linear", "spearman", "p<K"]
+)
 def test_the_sample_drops_kernels_and_every_row_decides_among_the_others(make):
     X, y = make()
     Xd, reads = counted(X, 1500)
