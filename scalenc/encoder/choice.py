@@ -68,6 +68,7 @@ from scalenc.math.linalg import (
     lda_from_moments,
     stacked_class_scores,
 )
+from scalenc.math.moments import merge_moment_tuples
 
 __all__ = [
     "SAMPLE_ROWS",
@@ -215,23 +216,22 @@ def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
         return None
     Z = embed(kernels, rows, U)
 
-    # the sample's rows and its halves (even rows, odd rows), each copied once in row
-    # order: six gathers of Z's rows took as long as the products over them
-    every = (np.ascontiguousarray(Z), codes)
+    # the sample's halves (even rows, odd rows), each copied once in row order; every
+    # row's moments merged from theirs (Chan's update), not computed a second time
     halves = [(np.ascontiguousarray(Z[h::2]), codes[h::2]) for h in (0, 1)]
+    half_stats = [stacked_class_moments(*at, M, K) for at in halves]
 
-    def fitted(at):
-        stats = stacked_class_moments(*at, M, K)
+    def fitted(stats):
         scaled = [scaled_moments(m, counts) for m in stats]
         return scaled, [_lda(m, tol) for m in scaled]
 
-    def losses_of(models, at):
-        return stacked_row_losses(*at, *stacked_class_scores(models, K), M)
+    def losses_of(models, Z, codes):
+        return stacked_row_losses(Z, codes, *stacked_class_scores(models, K), M)
 
-    moments, models = fitted(every)
-    own = losses_of(models, every)  # in-sample: optimistic
-    half_models = [fitted(halves[1 - h])[1] for h in (0, 1)]
-    held = np.hstack([losses_of(half_models[h], halves[h]) for h in (0, 1)])
+    moments, models = fitted(merge_moment_tuples(*half_stats))
+    own = losses_of(models, Z, codes)  # in-sample: optimistic
+    half_models = [fitted(half_stats[1 - h])[1] for h in (0, 1)]
+    held = np.hstack([losses_of(half_models[h], *halves[h]) for h in (0, 1)])
     if not (np.isfinite(own).all() and np.isfinite(held).all()):
         return None
     m_rows, n_rows = own.shape[1], float(np.sum(counts))
