@@ -464,6 +464,7 @@ def test_auto_plan_follows_the_measured_costs(monkeypatch, cache_cost, name, pas
     """With writing Z made dear (or free), "auto" computes it again (or caches it); both
     give the plain-NumPy model and say so in fit_plan_ and n_passes_."""
     monkeypatch.setattr("scalenc.encoder.plan.cache_seconds_per_byte", lambda: cache_cost)
+    monkeypatch.setattr("scalenc.encoder.plan.SMALL_CACHE_BYTES", 0)  # measured, however small
     X, y = make_blobs(300, 5, 3, seed=51)
     model = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y)
     plan = model.fit_plan_
@@ -472,6 +473,12 @@ def test_auto_plan_follows_the_measured_costs(monkeypatch, cache_cost, name, pas
     assert plan["cache_s_per_row"] == pytest.approx(3 * 3 * 8 * cache_cost)
     expected = [_numpy_cross_entropy(X, y, k) for k in model.kernels_]
     np.testing.assert_allclose(model.cross_entropy_, expected, rtol=1e-8)
+
+
+def test_a_small_embedding_is_cached_unmeasured():
+    X, y = make_blobs(300, 5, 3, seed=51)
+    plan = EncoderClassifier(kernels=("linear", "euclidean", "spearman")).fit(X, y).fit_plan_
+    assert plan == {"name": "cache", "passes_over_X": 2, "cache_bytes": 300 * 9 * 8}
 
 
 def test_choose_cache_plan_compares_the_two_costs():
@@ -488,6 +495,7 @@ def test_choose_cache_plan_compares_the_two_costs():
 
 
 def test_plans_on_a_cluster(client, monkeypatch):
+    monkeypatch.setattr("scalenc.encoder.plan.SMALL_CACHE_BYTES", 0)  # measured, however small
     X, y = make_blobs(400, 6, 3, seed=52, unlabeled=0.1)
     Xd, yd = da.from_array(X, chunks=(90, 6)), da.from_array(y, chunks=90)
     expected = None
