@@ -87,9 +87,13 @@ def test_gram_block_on_strict_arrays(problem, n_folds, only_fold, kernels):
     np.testing.assert_array_equal(got["count"], want["count"])
 
 
-def test_kernels_of_one_block_are_each_kernel_alone(problem):
+@pytest.mark.parametrize("tile", [None, 23 * 40], ids=["shared", "one-at-a-time"])
+def test_kernels_of_one_block_are_each_kernel_alone(problem, tile, monkeypatch):
     """Oracle: the kernels of one Gram or held-out block (W and W̃ of one σ sharing their
-    products) give, bit for bit, what each gives alone."""
+    products; or one at a time where their tiles would pass the tile's cap) give, bit for
+    bit, what each gives alone."""
+    if tile is not None:
+        monkeypatch.setattr(nb, "GRAM_TILE_ELEMENTS", tile)  # tiles of 40 rows
     X, codes, basis, _ = problem
     kwargs = dict(row_start=0, basis=basis, n_classes=3, n_folds=3, seed=5)
     every = nb.gram_block(X, codes, kernels=KERNELS, **kwargs)

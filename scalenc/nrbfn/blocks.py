@@ -316,12 +316,18 @@ def kernels_of_width(X, basis, sigma, normalizes, outs, prepared=None) -> list:
     ]
 
 
-def _by_width(kernels) -> dict:
-    """``kernels`` ((σ, normalize) pairs) grouped by σ: {σ: [(position, normalize), …]}."""
+def _by_width(kernels, most: int | None = None) -> list:
+    """``kernels`` ((σ, normalize) pairs) grouped by σ, each group of at most ``most``:
+    [(σ, [(position, normalize), …]), …]."""
     groups = {}
     for v, (sigma, normalize) in enumerate(kernels):
         groups.setdefault(sigma, []).append((v, normalize))
-    return groups
+    most = most or max(1, len(kernels))
+    return [
+        (sigma, own[i : i + most])
+        for sigma, own in groups.items()
+        for i in range(0, len(own), most)
+    ]
 
 
 def _normalise_on_device(products, basis_term, out, row_term=None):
@@ -500,8 +506,9 @@ def gram_block(
     their count alone (fold axis of length 1): one pass per fold, for a basis whose
     n_folds Grams per partial would not fit in memory. The kernels of one σ share their
     products (:func:`kernels_of_width`), each summed as its own pass would sum it.
-    Memory: one W̃ tile (:data:`GRAM_TILE_ELEMENTS`) per kernel of one σ, one strip
-    product (:data:`GRAM_STRIP` × r) and n_kernels × n_folds (r² + K r) float64.
+    Memory: a W̃ tile per kernel of one σ (together within :data:`GRAM_TILE_ELEMENTS`,
+    else one kernel at a time), one strip product (:data:`GRAM_STRIP` × r) and
+    n_kernels × n_folds (r² + K r) float64.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
@@ -533,7 +540,9 @@ def _gram_on_host(rows, folds, labels, basis, kernels, n_classes, n_folds):
     dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
     values, starts = np.unique(folds, return_index=True)
     ends = np.append(starts[1:], folds.size)
-    for sigma, members in _by_width(kernels).items():
+    # kernels share products while their tiles take one tile's cap (GRAM_TILE_ELEMENTS)
+    most = max(1, GRAM_TILE_ELEMENTS // max(r * min(step, rows.shape[0]), 1))
+    for sigma, members in _by_width(kernels, most):
         prepared = prepare_basis(basis, sigma, dtype)
         normalizes = [normalize for _, normalize in members]
         tiles = [np.empty((min(step, rows.shape[0]), r)) for _ in members]
@@ -562,7 +571,8 @@ def _gram_on_device(rows, folds, labels, basis, kernels, n_classes, n_folds):
     B = xp.zeros((len(kernels), n_folds, n_classes, r), dtype=xp.float64, device=device)
     classes = xp.arange(n_classes, device=device)
     step = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r, 1))
-    for sigma, members in _by_width(kernels).items():
+    most = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r * min(step, rows.shape[0]), 1))
+    for sigma, members in _by_width(kernels, most):
         prepared = prepare_basis(basis, sigma, _products_dtype(rows, basis), rows)
         normalizes = [normalize for _, normalize in members]
         for start in range(0, rows.shape[0], step):
@@ -618,7 +628,7 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, kernels, weights, 
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
     labels = like(xp, to_host(labels), rows)
     weights_d = like(xp, weights, rows)
-    for sigma, members in _by_width(kernels).items():
+    for sigma, members in _by_width(kernels):
         normalizes = tuple(normalize for _, normalize in members)
         for start, stop, Ws in kernel_tiles(rows, basis, sigma, normalizes):
             tile_folds, tile_labels = folds[start:stop], labels[start:stop]
