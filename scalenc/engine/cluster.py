@@ -19,7 +19,6 @@ Dask's pause threshold) or closing — where Dask itself would wait forever.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -31,6 +30,7 @@ from dask.system import CPU_COUNT
 from scalenc.engine.reads import note_computation
 from scalenc.engine.resend import rescatter_lost
 from scalenc.exceptions import ClusterUnavailableError
+from scalenc.math.linalg import blas_threads
 
 __all__ = [
     "task_threads",
@@ -153,9 +153,10 @@ def _threaded_in_process() -> bool:
     return active_client() is None
 
 
-@contextlib.contextmanager
 def blas_single_thread():
-    """Limit BLAS/OpenMP pools to one thread for the duration (in this process).
+    """Limit BLAS/OpenMP pools to one thread for the duration (in this process), through
+    the pools found once (:func:`scalenc.math.linalg.blas_threads`: looking for them at
+    each :func:`compute` took 4 of a trivial pass's 6 ms).
 
     Examples
     --------
@@ -165,10 +166,7 @@ def blas_single_thread():
     ...     print(all(pool["num_threads"] == 1 for pool in threadpool_info()))
     True
     """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        yield
+    return blas_threads(1)
 
 
 def no_workers_timeout() -> float | None:

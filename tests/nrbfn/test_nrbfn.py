@@ -775,15 +775,15 @@ def test_gram_pass_of_one_fold_is_that_fold(chunk, given):
     Xd, cd = da.from_array(X, chunks=(chunk, 4)), da.from_array(codes, chunks=chunk)
     kw = dict(n_folds=n_folds, seed=7, folds=folds)
     with dask.config.set(scheduler="threads"):
-        (every,) = dask.compute(gram_pass(Xd, cd, basis, 1.3, 3, **kw))
+        (every,) = dask.compute(gram_pass(Xd, cd, basis, ((1.3, True),), 3, **kw))
         ones = dask.compute(
-            *(gram_pass(Xd, cd, basis, 1.3, 3, **kw, only_fold=f) for f in range(5))
+            *(gram_pass(Xd, cd, basis, ((1.3, True),), 3, **kw, only_fold=f) for f in range(5))
         )
     lower = np.tril_indices(40)
     for f, one in enumerate(ones):
-        assert one["M"].shape == (1, 40, 40) and one["B"].shape == (1, 3, 40)
-        np.testing.assert_allclose(one["M"][0][lower], every["M"][f][lower], rtol=1e-12)
-        np.testing.assert_allclose(one["B"][0], every["B"][f], rtol=1e-12)
+        assert one["M"].shape == (1, 1, 40, 40) and one["B"].shape == (1, 1, 3, 40)
+        np.testing.assert_allclose(one["M"][0, 0][lower], every["M"][0, f][lower], rtol=1e-12)
+        np.testing.assert_allclose(one["B"][0, 0], every["B"][0, f], rtol=1e-12)
         assert one["count"][0] == every["count"][f] > 0
     assert sum(one["count"][0] for one in ones) == np.count_nonzero(codes >= 0)
 
