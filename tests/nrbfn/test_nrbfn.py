@@ -754,7 +754,11 @@ def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
     budget = {"worker": 4 * 10**9, "client": 4 * 10**9}
     r = P.largest_basis(base, budget)
     assert max(P.basis_bytes(base, r).values()) <= 4e9 < max(P.basis_bytes(base, r + 1).values())
-    assert not P.exact_knn_affordable(base, budget)[0]  # n² p = 5e13 flops
+    affordable, why = P.exact_knn_affordable(base, budget)  # n² p = 5e13 flops
+    assert not affordable
+    # the message spells its numbers: n, p, the selection's constant and what it stands for
+    assert "n² (p + 784) = 1000000² × (50 + 784) = 8.3e+14: n² p multiply-adds" in why
+    assert "the selection of each row's k nearest, which costs what a product of 784" in why
     c = P.auto_candidates(base, budget, r)
     assert 2 * r <= c and 2.0 * c * 10**6 * 50 <= P.EXACT_KNN_FLOPS
     assert memory.parse_memory_limit("4GB") == 4 * 10**9 and memory.parse_memory_limit(123) == 123
