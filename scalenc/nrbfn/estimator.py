@@ -131,7 +131,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         splits, as :func:`sklearn.model_selection.check_cv` takes them: their held-out
         sets must partition the labeled rows, each split training on all the others
         (the λ search subtracts a fold's Gram from the total), and the splits are built
-        on the client, so X may have at most :data:`MAX_SPLIT_ROWS` rows.
+        on the client, so X may have at most :data:`~scalenc.engine.folds.MAX_SPLIT_ROWS` rows.
     cv_refit_basis : bool, default=False
         False: the basis and σ are computed once on all training rows and only X* is
         refitted per fold (one Gram pass for every fold and λ). True: the paper's
@@ -309,8 +309,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     the same kernel work: ``memory_plan_["gram"]["per_fold"]``). Memory per task: one
     block (two for a k-NN
     block pair and its distance tiles), one W̃ tile of at most
-    :data:`GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r) float64; on the client
-    O(n_folds·r² + r p) plus,
+    :data:`~scalenc.nrbfn.blocks.GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r)
+    float64; on the client O(n_folds·r² + r p) plus,
     in the exact all-rows mode, the n×k neighbour table and n-vectors of labels and
     confidences (with ``n_candidates``, c×k and c-vectors). Unlabeled rows (−1/None/NaN)
     take no part in training. float32 data keeps its distance and kernel products in
