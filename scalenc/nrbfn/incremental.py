@@ -79,14 +79,14 @@ class NetworkUpdatesMixin:
                 ((errors,),) = compute(
                     nrbfn_passes.cv_error_pass(
                         X, codes, self.basis_, ((self.sigma_, self._normalized()),),
-                        weights[None, None], 0, split_every=self.split_every,
+                        weights[None, None], 0,
                     )
                 )  # fmt: skip
         with fit_stage(self, "gram"):
             (gram,) = compute(
                 nrbfn_passes.gram_pass(
                     X, codes, self.basis_, ((self.sigma_, self._normalized()),),
-                    self.classes_.size, split_every=self.split_every,
+                    self.classes_.size,
                 )
             )  # fmt: skip
         gram = {"M": gram["M"][0], "B": gram["B"][0], "count": gram["count"]}

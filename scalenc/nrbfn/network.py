@@ -20,7 +20,7 @@ from scalenc.base.estimator import refuse_nonfinite, timed_stage
 from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
-from scalenc.engine.reduce import from_numpy_rows
+from scalenc.engine.reduce import fan_in, from_numpy_rows
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
 from scalenc.math.linalg import fold_gram, ridge_path
 from scalenc.math.sampling import fold_of
@@ -88,7 +88,7 @@ class Network:
     normalize: bool = True
 
 
-def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, split_every: int):
+def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int):
     """The sizes the memory plan needs (:class:`scalenc.nrbfn.plan.Problem`), with the
     threads of one worker from the engine's one rule (:func:`task_threads`)."""
     threads, _ = task_threads()
@@ -101,7 +101,7 @@ def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, sp
         n_neighbors=n_neighbors,
         block_rows=[int(c) for c in X.chunks[0]],
         threads=threads,
-        split_every=int(split_every),
+        split_every=fan_in(),
         distributed=uses_distributed(),
     )
 
@@ -154,7 +154,7 @@ def fit_network(
 def _sigma(est, X, codes, basis, stage_times) -> float:
     """Algorithm 2 step 5: σ, the mean distance of the labeled rows to the basis (one pass)."""
     with timed_stage(stage_times, "sigma"):
-        (stats,) = compute(nrbfn_passes.sigma_pass(X, codes, basis, split_every=est.split_every))
+        (stats,) = compute(nrbfn_passes.sigma_pass(X, codes, basis))
         sigma = float(stats["dist_sum"]) / (float(stats["rows"]) * basis.shape[0])
     if not sigma > 0:
         raise InputError(
@@ -197,7 +197,7 @@ def _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_
     def one_pass(only_fold=None):
         return nrbfn_passes.gram_pass(
             X, codes, basis, kernels, problem.n_classes, n_folds=n_folds, seed=seed,
-            folds=folds, split_every=est.split_every, only_fold=only_fold,
+            folds=folds, only_fold=only_fold,
             allowed=lambda rows: plan.fits(
                 plan.gram_bytes(
                     replace(problem, block_rows=list(rows)), r, n_folds * n_kernels, per_fold
@@ -424,9 +424,7 @@ def growth_rows(est, X, codes, counts, seed, folds, n_folds):
     m = min(GROWTH_SAMPLE_ROWS, GROWTH_SAMPLE_BYTES // max(1, X.shape[1] * X.dtype.itemsize))
     if int(counts.sum()) < GROWTH_SAMPLE_FACTOR * m or is_device_array(X._meta):
         return None
-    (drawn,) = compute(
-        passes.stratified_sample_pass(codes, counts, m, seed, split_every=est.split_every)
-    )
+    (drawn,) = compute(passes.stratified_sample_pass(codes, counts, m, seed))
     order = np.argsort(np.asarray(drawn["index"]))
     index = np.asarray(drawn["index"], dtype=np.int64)[order]
     sampled_codes = np.asarray(drawn["code"], dtype=np.int64)[order]
@@ -461,9 +459,7 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     for gram, out in zip(grams, weights):
         _fold_weights(est, gram, grid, own, out)
     (counts,) = compute(
-        nrbfn_passes.cv_error_pass(
-            X, codes, basis, kernels, weights, seed, folds=folds, split_every=est.split_every
-        )
+        nrbfn_passes.cv_error_pass(X, codes, basis, kernels, weights, seed, folds=folds)
     )
     return [(grid[int(np.argmin(errors))], errors) for errors in counts / n_labeled]
 
@@ -502,18 +498,14 @@ def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
     size = fit_plan.candidates
     if size is None:
         candidates = None
-        neighbors, cand_index, cand_codes = _knn_all_rows(X, codes, k, est.split_every)
+        neighbors, cand_index, cand_codes = _knn_all_rows(X, codes, k)
     else:
         size = min(size, n_labeled)
-        (sample,) = compute(
-            passes.stratified_sample_pass(codes, counts, size, seed, split_every=est.split_every)
-        )
+        (sample,) = compute(passes.stratified_sample_pass(codes, counts, size, seed))
         order = np.argsort(sample["index"])
         cand_index, cand_codes = sample["index"][order], sample["code"][order]
         candidates = passes.gather_rows(X, cand_index)
-        (neighbors,) = compute(
-            passes.kneighbors_pass(X, codes, candidates, cand_index, k, split_every=est.split_every)
-        )
+        (neighbors,) = compute(passes.kneighbors_pass(X, codes, candidates, cand_index, k))
     refuse_nonfinite(neighbors["nonfinite"])
     knn_sigma = nb.knn_sigma(neighbors["dist2"])
     confidence = nb.soft_knn_confidence(
@@ -528,14 +520,14 @@ def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
     }
 
 
-def _knn_all_rows(X, codes, k, split_every):
+def _knn_all_rows(X, codes, k):
     """Exact search for every labeled row: block pairs, one pass per row block of X (kept
     in a checkpointed fit's checkpoint: its graph is not one reduction of X's blocks)."""
 
     def search():
-        return compute(passes.kneighbors_all_rows(X, codes, k, split_every=split_every))[0]
+        return compute(passes.kneighbors_all_rows(X, codes, k))[0]
 
-    token = checkpoint.fingerprint(X, codes, k, split_every)
+    token = checkpoint.fingerprint(X, codes, k, fan_in())
     results = search() if token is None else checkpoint.remembered(f"knn-{token}", search)
     neighbors = {
         key: np.concatenate([res[0][key] for res in results]) for key in ("dist2", "index", "label")

@@ -12,7 +12,6 @@ from dask.delayed import Delayed
 
 from scalenc.engine.blocksize import BlockWork
 from scalenc.engine.reduce import (
-    SPLIT_EVERY,
     reduce_rows,
 )
 from scalenc.nrbfn import blocks as _nrbfn_blocks
@@ -26,15 +25,11 @@ __all__ = [
 ]
 
 
-def sigma_pass(
-    X: da.Array, codes: da.Array, basis: np.ndarray, *, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def sigma_pass(X: da.Array, codes: da.Array, basis: np.ndarray) -> Delayed:
     """Σ ‖G_i − x_j‖ over the labeled rows and the basis, and the number of those rows
     (:func:`scalenc.nrbfn.blocks.sigma_block`; Algorithm 2, step 5)."""
     work = BlockWork.pairs(basis.shape[0], X.shape[1])
-    return reduce_rows(
-        _nrbfn_blocks.sigma_block, X, codes, basis=basis, split_every=split_every, work=work
-    )
+    return reduce_rows(_nrbfn_blocks.sigma_block, X, codes, basis=basis, work=work)
 
 
 def gram_pass(
@@ -47,7 +42,6 @@ def gram_pass(
     n_folds: int = 1,
     seed: int = 0,
     folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
     only_fold: int | None = None,
     allowed=None,
 ) -> Delayed:
@@ -76,7 +70,6 @@ def gram_pass(
         seed=seed,
         only_fold=only_fold,
         combine=_nrbfn_blocks.sum_gram_partials,
-        split_every=split_every,
         work=BlockWork(len(kernels) * one.per_row, len(kernels) * one.partial_bytes, allowed),
     )
 
@@ -100,7 +93,6 @@ def cv_error_pass(
     seed: int,
     *,
     folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Misclassified labeled rows per λ for each of ``kernels`` ((σ, normalize) pairs,
     ``weights[v]`` the v-th's X* per fold and λ, shape (n_kernels, n_folds, n_alphas, K,
@@ -116,7 +108,6 @@ def cv_error_pass(
         kernels=tuple(kernels),
         weights=weights,
         seed=seed,
-        split_every=split_every,
         work=BlockWork.pairs(len(kernels) * basis.shape[0], X.shape[1], extra=scores),
     )
 
@@ -129,7 +120,6 @@ def cv_error_refit_pass(
     seed: int,
     *,
     folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
     normalize: bool = True,
 ) -> Delayed:
     """Misclassified held-out rows per λ, each fold scored by its own network
@@ -146,6 +136,5 @@ def cv_error_refit_pass(
         n_folds=n_folds,
         seed=seed,
         normalize=normalize,
-        split_every=split_every,
         work=BlockWork.pairs(r, X.shape[1], extra=scores),
     )

@@ -370,7 +370,7 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
             f"{owner} cannot fit in the memory budget of {fmt(budget['client'])}"
             f" ({source}): even the smallest basis (one row per class, r={K}) needs "
             f"about {fmt(max(need.values()))} for the Gram pass{folds_note} (per-thread "
-            f"tiles, split_every={params['split_every']} partials). "
+            f"tiles, split_every={problem.split_every} partials). "
             f"{limit_hint.capitalize()}, or lower split_every or chunk_rows."
         )
     for name in ("n_basis", "max_basis"):

@@ -803,7 +803,7 @@ def test_folds_that_do_not_fit_one_gram_pass_take_one_pass_each():
     params = dict(n_neighbors=7, n_basis=150, alpha="cv", random_state=0, chunk_rows=100)
     with dask.config.set(scheduler="threads", num_workers=2):
         Xd = da.from_array(X, chunks=(100, 4))
-        problem = problem_of(Xd, 600, 3, 7, 8)
+        problem = problem_of(Xd, 600, 3, 7)
         per_fold = P.gram_bytes(problem, 150, 5, per_fold=True)["client"]
         one_pass = P.gram_bytes(problem, 150, 5)["client"]
         limit = (per_fold + one_pass) // 2
@@ -852,7 +852,7 @@ def test_exact_soft_knn_work_counts_the_selection(n, p, exact):
     budget = {"worker": 10**11, "client": 10**11}
     affordable, why = P.exact_knn_affordable(problem, budget)
     assert affordable is exact, why
-    assert exact or "selections" in why
+    assert exact or "the selection of each row's k nearest" in why
 
 
 # --- cross-validation splitters and the paper's per-fold refit ------------------------
