@@ -97,7 +97,7 @@ def normal_equations(pool, X, codes, blocks, basis, sigma, K, lam):
                     codes[blk[0] : blk[1]],
                     row_start=blk[0],
                     basis=basis,
-                    sigma=sigma,
+                    kernels=((sigma, True),),
                     n_classes=K,
                     n_folds=1,
                     seed=0,
@@ -108,10 +108,10 @@ def normal_equations(pool, X, codes, blocks, basis, sigma, K, lam):
     total = nb.sum_gram_partials(*parts)
     gram_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    weights, problem = ridge_solve(total["M"][0], total["B"][0], lam)
+    weights, problem = ridge_solve(total["M"][0, 0], total["B"][0, 0], lam)
     solve_s = time.perf_counter() - t0
-    M = total["M"][0]
-    return np.tril(M) + np.tril(M, -1).T, total["B"][0], weights, gram_s, solve_s, problem
+    M = total["M"][0, 0]
+    return np.tril(M) + np.tril(M, -1).T, total["B"][0, 0], weights, gram_s, solve_s, problem
 
 
 class KernelPasses:

@@ -100,7 +100,7 @@ def _stage_calls(stage: str, args, p: int):
             return lambda: blocks.sigma_block(X, codes, row_start=0, basis=basis)
         sigma = float(np.sqrt(p / 6.0))  # about the mean distance of uniform rows
         return lambda: blocks.gram_block(
-            X, codes, row_start=0, basis=basis, sigma=sigma, n_classes=K_CLASSES,
+            X, codes, row_start=0, basis=basis, kernels=((sigma, True),), n_classes=K_CLASSES,
             n_folds=1, seed=0,
         )  # fmt: skip
     if stage.startswith("encoder"):

@@ -155,9 +155,8 @@ def _threaded_in_process() -> bool:
 
 def blas_single_thread():
     """Limit BLAS/OpenMP pools to one thread for the duration (in this process), through
-    the pools found once (:func:`scalenc.math.linalg.blas_threads`): threadpoolctl's
-    ``threadpool_limits`` looks for them again at each call (3 ms, four times a fit: 40 %
-    of an encoder's fit and predict on iris).
+    the pools found once (:func:`scalenc.math.linalg.blas_threads`: looking for them at
+    each :func:`compute` took 4 of a trivial pass's 6 ms).
 
     Examples
     --------

@@ -129,21 +129,24 @@ def note_reader(source, result, *, read_back: bool = False) -> None:
 
 def note_computation(collections: Iterable) -> None:
     """Count the passes over each counted array that computing ``collections`` performs,
-    and note what the computation is to the innermost count (:func:`latest`)."""
+    and note what the computation is to the outermost count, the fit's (:func:`latest`):
+    an inner count, such as the encoder's reads of its cached embedding, only counts."""
     counts = _COUNTS.get()
     if not counts:
         _LATEST[0] = None
         return
     collections = list(_dask_collections(collections))
-    for count in counts:
+    for depth, count in enumerate(counts):
         if count.read_by(collections):
             count.passes += 1
-            _LATEST[0] = Computation(count.passes + count.read_back)
+            computation = Computation(count.passes + count.read_back)
         elif count.reads_back(collections):
             count.read_back += 1
-            _LATEST[0] = Computation(count.passes + count.read_back, read_back=True)
+            computation = Computation(count.passes + count.read_back, read_back=True)
         else:
-            _LATEST[0] = Computation(None)
+            computation = Computation(None)
+        if depth == 0:
+            _LATEST[0] = computation
 
 
 def passes_so_far() -> int:

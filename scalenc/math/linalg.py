@@ -246,10 +246,11 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
     rhs = np.asarray(B, np.float64).T
     out, problems = np.zeros((len(lams),) + np.shape(B)), []
     work = np.empty_like(M, order="C")
+    on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
     with _solve_threads(M.shape[0]):
         for i, lam in enumerate(lams):
             np.copyto(work, M)
-            work[np.diag_indices_from(work)] = diagonal + lam * trace
+            np.add(diagonal, lam * trace, out=on_diagonal)
             # the C-ordered lower triangle is the upper triangle of the Fortran-ordered
             # transpose, which LAPACK factorises in place
             factor, info = scipy.linalg.lapack.dpotrf(work.T, lower=0, clean=0, overwrite_a=1)

@@ -47,14 +47,13 @@ __all__ = [
     "growth_order",
     "distinct_first",
     "normalized_kernel",
+    "kernels_of_width",
     "prepare_basis",
     "kernel_tiles",
     "sigma_block",
     "gram_block",
     "sum_gram_partials",
-    "gram_kernels_block",
     "cv_error_block",
-    "cv_error_kernels_block",
     "cv_error_refit_block",
     "nrbfn_scores",
     "lrc_scores",
@@ -294,6 +293,13 @@ def normalized_kernel(
     on many row tiles. ``normalize=False``: Wᵀ itself, the plain Gaussian RBF network's
     kernel (a row beyond about 38σ of every basis row underflows to zeros).
     """
+    return kernels_of_width(X, basis, sigma, (normalize,), [out], prepared)[0]
+
+
+def kernels_of_width(X, basis, sigma, normalizes, outs, prepared=None) -> list:
+    """:func:`normalized_kernel` of each of ``normalizes`` (W̃ where True, else W) into
+    ``outs`` (None: a new array), all from one matrix product: W and W̃ of one σ differ
+    only after it."""
     xp = namespace(X)
     dtype = _products_dtype(X, basis)
     if prepared is None or prepared[0] != dtype:
@@ -302,9 +308,26 @@ def normalized_kernel(
     # the row and cancels in the normalisation, as does the row maximum subtracted below.
     _, scaled_basis, basis_term = prepared
     products = xp.astype(X, dtype_in(xp, dtype), copy=False) @ scaled_basis.T
-    row_term = None if normalize else row_sq_norms(X) * (0.5 / sigma**2)
+    row_term = None if all(normalizes) else row_sq_norms(X) * (0.5 / sigma**2)
     kernel = host_or_device(xp, _normalise_on_host, _normalise_on_device)
-    return kernel(products, basis_term, out, row_term)
+    return [
+        kernel(products, basis_term, out, None if normalize else row_term)
+        for normalize, out in zip(normalizes, outs)
+    ]
+
+
+def _by_width(kernels, most: int | None = None) -> list:
+    """``kernels`` ((σ, normalize) pairs) grouped by σ, each group of at most ``most``:
+    [(σ, [(position, normalize), …]), …]."""
+    groups = {}
+    for v, (sigma, normalize) in enumerate(kernels):
+        groups.setdefault(sigma, []).append((v, normalize))
+    most = most or max(1, len(kernels))
+    return [
+        (sigma, own[i : i + most])
+        for sigma, own in groups.items()
+        for i in range(0, len(own), most)
+    ]
 
 
 def _normalise_on_device(products, basis_term, out, row_term=None):
@@ -342,12 +365,12 @@ def _normalise_on_host(products, basis_term, out, row_term=None):
     return W
 
 
-def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float, normalize: bool = True):
-    """(start, stop, W̃ᵀ of rows[start:stop]) over row tiles of :func:`_basis_tiles` rows
-    (Wᵀ with ``normalize=False``: :func:`normalized_kernel`).
+def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float, normalizes=(True,)):
+    """(start, stop, [W̃ᵀ or Wᵀ of rows[start:stop] for each of ``normalizes``]) over row
+    tiles of :func:`_basis_tiles` rows (:func:`kernels_of_width`: one product per tile).
 
-    Memory O(tile × r) whatever the block's rows (a 20 000-row block against a basis of
-    8 787 took 2 GB when W̃ᵀ was formed whole); each W̃ᵀ tile is a per-thread scratch
+    Memory O(tile × r) per kernel whatever the block's rows (a 20 000-row block against a
+    basis of 8 787 took 2 GB when W̃ᵀ was formed whole); each tile is a per-thread scratch
     buffer, valid until the next one is yielded.
     """
     xp = namespace(rows)
@@ -356,13 +379,14 @@ def kernel_tiles(rows: np.ndarray, basis: np.ndarray, sigma: float, normalize: b
     step = _tile_rows(xp, rows.shape[0], r)
     for start in range(0, rows.shape[0], step):
         stop = min(rows.shape[0], start + step)
-        W = host_scratch(xp, "nrbfn.kernel_tile", (stop - start, r), np.float64)
+        outs = [
+            host_scratch(xp, f"nrbfn.kernel_tile{i}", (stop - start, r), np.float64)
+            for i in range(len(normalizes))
+        ]
         yield (
             start,
             stop,
-            normalized_kernel(
-                rows[start:stop, ...], basis, sigma, out=W, prepared=prepared, normalize=normalize
-            ),
+            kernels_of_width(rows[start:stop, ...], basis, sigma, normalizes, outs, prepared),
         )
 
 
@@ -468,21 +492,23 @@ def _folds_of_block(index, codes, folds, n_folds, seed):
 
 
 def gram_block(
-    X, codes, folds=None, *, row_start, basis, sigma, n_classes, n_folds, seed, only_fold=None,
-    normalize=True,
+    X, codes, folds=None, *, row_start, basis, kernels, n_classes, n_folds, seed, only_fold=None
 ):  # fmt: skip
-    """Per fold: M_f = W̃W̃ᵀ (r×r, lower triangle), B_f = F W̃ᵀ (K×r) and the row count
-    (of W, the kernel not normalised, with ``normalize=False``).
+    """Per kernel of ``kernels`` ((σ, normalize) pairs: W̃ of width σ, or W, the kernel not
+    normalised, where normalize is False) and fold: M_f = W̃W̃ᵀ (r×r, lower triangle) and
+    B_f = F W̃ᵀ (K×r), shapes (n_kernels, n_folds, …); and the rows of each fold.
 
     One fold (``n_folds=1``) for a plain fit. Only labeled rows enter (F has one column
     per labeled row). A row's fold is :func:`fold_of` its global index, or its entry of
     the aligned ``folds`` block when the splits were given (the held-out sets then
     partition the labeled rows: the solves take M − M_f as fold f's training Gram).
     With ``only_fold`` = f, only fold f's rows enter and the partial holds M_f, B_f and
-    their count alone (leading axis of length 1): one pass per fold, for a basis whose
-    n_folds Grams per partial would not fit in memory. Memory: one W̃
-    tile (:data:`GRAM_TILE_ELEMENTS`), one strip product (:data:`GRAM_STRIP` × r) and
-    n_folds (r² + K r) float64 (one fold's with ``only_fold``).
+    their count alone (fold axis of length 1): one pass per fold, for a basis whose
+    n_folds Grams per partial would not fit in memory. The kernels of one σ share their
+    products (:func:`kernels_of_width`), each summed as its own pass would sum it.
+    Memory: a W̃ tile per kernel of one σ (together within :data:`GRAM_TILE_ELEMENTS`,
+    else one kernel at a time), one strip product (:data:`GRAM_STRIP` × r) and
+    n_kernels × n_folds (r² + K r) float64.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
@@ -492,11 +518,11 @@ def gram_block(
         folds, n_folds = np.zeros(mine.size, np.int64), 1
     count = np.bincount(folds[folds >= 0], minlength=n_folds).astype(np.float64)
     gram = host_or_device(namespace(rows), _gram_on_host, _gram_on_device)
-    M, B = gram(rows, folds, to_host(labels), basis, sigma, n_classes, n_folds, normalize)
+    M, B = gram(rows, folds, to_host(labels), basis, tuple(kernels), n_classes, n_folds)
     return {"M": M, "B": B, "count": count}
 
 
-def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds, normalize):
+def _gram_on_host(rows, folds, labels, basis, kernels, n_classes, n_folds):
     """M_f and B_f of :func:`gram_block` for NumPy rows: the rows grouped by fold (a stable
     sort), then each fold's W̃ᵀ in cache-sized pieces of equal steps, each fold's M_f on
     its lower triangle (:func:`_syrk_lower_into`). Grouped, each product has up to a
@@ -504,64 +530,70 @@ def _gram_on_host(rows, folds, labels, basis, sigma, n_classes, n_folds, normali
     letter-sized block (14 000 rows against 9 172 centres, five folds) took 21.0 s in
     mixed tiles and takes 18.0 s (one fold: 15.1 s)."""
     r = basis.shape[0]
-    M = np.zeros((n_folds, r, r))
-    B = np.zeros((n_folds, n_classes, r))
+    M = np.zeros((len(kernels), n_folds, r, r))
+    B = np.zeros((len(kernels), n_folds, n_classes, r))
     order = np.argsort(folds, kind="stable")
     rows, folds, labels = rows[order], folds[order], labels[order]
     n_steps = -(-rows.shape[0] // max(1, GRAM_TILE_ELEMENTS // max(r, 1)))
     step = max(1, -(-rows.shape[0] // max(n_steps, 1)))  # equal steps under the tile size
     sub = _basis_tiles(step, r)
-    prepared = prepare_basis(basis, sigma, np.result_type(rows.dtype, basis.dtype, np.float32))
-    Wt = np.empty((min(step, rows.shape[0]), r))
+    dtype = np.result_type(rows.dtype, basis.dtype, np.float32)
     values, starts = np.unique(folds, return_index=True)
     ends = np.append(starts[1:], folds.size)
-    for f, first, last in zip(values, starts, ends):
-        for start in range(first, last, step):
-            stop = min(last, start + step)
-            tile = Wt[: stop - start]
-            for s0 in range(start, stop, sub):  # the kernel in cache-sized pieces
-                normalized_kernel(
-                    rows[s0 : min(stop, s0 + sub)],
-                    basis,
-                    sigma,
-                    out=tile[s0 - start : min(stop, s0 + sub) - start],
-                    prepared=prepared,
-                    normalize=normalize,
-                )
-            _syrk_lower_into(M[f], tile)
-            B[f] += onehot(labels[start:stop], n_classes) @ tile
+    # kernels share products while their tiles take one tile's cap (GRAM_TILE_ELEMENTS)
+    most = max(1, GRAM_TILE_ELEMENTS // max(r * min(step, rows.shape[0]), 1))
+    for sigma, members in _by_width(kernels, most):
+        prepared = prepare_basis(basis, sigma, dtype)
+        normalizes = [normalize for _, normalize in members]
+        tiles = [np.empty((min(step, rows.shape[0]), r)) for _ in members]
+        for f, first, last in zip(values, starts, ends):
+            for start in range(first, last, step):
+                stop = min(last, start + step)
+                for s0 in range(start, stop, sub):  # the kernels in cache-sized pieces
+                    s1 = min(stop, s0 + sub)
+                    outs = [tile[s0 - start : s1 - start] for tile in tiles]
+                    kernels_of_width(rows[s0:s1], basis, sigma, normalizes, outs, prepared)
+                indicator = onehot(labels[start:stop], n_classes)
+                for (v, _), tile in zip(members, tiles):
+                    _syrk_lower_into(M[v, f], tile[: stop - start])
+                    B[v, f] += indicator @ tile[: stop - start]
     return M, B
 
 
-def _gram_on_device(rows, folds, labels, basis, sigma, n_classes, n_folds, normalize):
+def _gram_on_device(rows, folds, labels, basis, kernels, n_classes, n_folds):
     """M_f and B_f of :func:`gram_block` on a device block: W̃ᵀ of a tile of rows
     (:func:`scalenc.math.xp.tile_elements`, the whole block as a rule) in one kernel, and
     each fold's update as one product. The whole square of M is formed (a GPU's GEMM
     outruns the strips of a triangle); the solve reads the lower triangle as on the host."""
     xp = namespace(rows)
-    r = basis.shape[0]
-    M = xp.zeros((n_folds, r, r), dtype=xp.float64, device=device_of(rows))
-    B = xp.zeros((n_folds, n_classes, r), dtype=xp.float64, device=device_of(rows))
-    classes = xp.arange(n_classes, device=device_of(rows))
-    prepared = prepare_basis(basis, sigma, _products_dtype(rows, basis), rows)
+    r, device = basis.shape[0], device_of(rows)
+    M = xp.zeros((len(kernels), n_folds, r, r), dtype=xp.float64, device=device)
+    B = xp.zeros((len(kernels), n_folds, n_classes, r), dtype=xp.float64, device=device)
+    classes = xp.arange(n_classes, device=device)
     step = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r, 1))
-    for start in range(0, rows.shape[0], step):
-        stop = min(rows.shape[0], start + step)
-        Wt = normalized_kernel(
-            rows[start:stop, ...], basis, sigma, prepared=prepared, normalize=normalize
-        )
-        fold_tile, label_tile = folds[start:stop], labels[start:stop]
-        for f in np.unique(fold_tile):
-            mine = np.flatnonzero(fold_tile == f)
-            Wf = Wt if mine.size == Wt.shape[0] else xp.take(Wt, like(xp, mine, rows), axis=0)
-            indicator = like(xp, label_tile[mine], rows)[:, None] == classes
-            M[int(f), ...] += Wf.T @ Wf
-            B[int(f), ...] += xp.astype(indicator, xp.float64).T @ Wf
+    most = max(1, tile_elements(xp, GRAM_TILE_ELEMENTS) // max(r * min(step, rows.shape[0]), 1))
+    for sigma, members in _by_width(kernels, most):
+        prepared = prepare_basis(basis, sigma, _products_dtype(rows, basis), rows)
+        normalizes = [normalize for _, normalize in members]
+        for start in range(0, rows.shape[0], step):
+            stop = min(rows.shape[0], start + step)
+            tile = rows[start:stop, ...]
+            Ws = kernels_of_width(tile, basis, sigma, normalizes, [None] * len(members), prepared)
+            fold_tile, label_tile = folds[start:stop], labels[start:stop]
+            for f in np.unique(fold_tile):
+                mine = np.flatnonzero(fold_tile == f)
+                at = None if mine.size == fold_tile.size else like(xp, mine, rows)
+                indicator = like(xp, label_tile[mine], rows)[:, None] == classes
+                indicator = xp.astype(indicator, xp.float64)
+                for (v, _), Wt in zip(members, Ws):
+                    Wf = Wt if at is None else xp.take(Wt, at, axis=0)
+                    M[v, int(f), ...] += Wf.T @ Wf
+                    B[v, int(f), ...] += indicator.T @ Wf
     return M, B
 
 
-#: The Gram pass's partials (n_folds × r² float64) stay on a device through the tree
-#: (:func:`sum_gram_partials` adds device arrays): only the root comes to the host.
+#: The Gram pass's partials (n_kernels × n_folds × r² float64) stay on a device through
+#: the tree (:func:`sum_gram_partials` adds device arrays): only the root comes to the host.
 gram_block.device_partials = True
 
 
@@ -579,61 +611,38 @@ def sum_gram_partials(*partials):
     return total
 
 
-def gram_kernels_block(X, codes, folds=None, *, row_start, kernels, **kwargs):
-    """:func:`gram_block` of each of ``kernels`` ((σ, normalize) pairs) on one block, the
-    partials stacked on a leading axis: one pass serves a basis's kernels (W and W̃, σ's
-    multiples), each summed as its own pass would sum it."""
-    parts = [
-        gram_block(X, codes, folds, row_start=row_start, sigma=sigma, normalize=normalize, **kwargs)
-        for sigma, normalize in kernels
-    ]
-    stacked = {key: namespace(parts[0][key]).stack([p[key] for p in parts]) for key in ("M", "B")}
-    return {**stacked, "count": np.stack([part["count"] for part in parts])}  # on the host
+def cv_error_block(X, codes, folds=None, *, row_start, basis, kernels, weights, seed):
+    """Misclassified labeled rows per kernel and λ, each row scored by its own fold's
+    model: (n_kernels, n_alphas).
 
-
-gram_kernels_block.device_partials = True
-
-
-def cv_error_kernels_block(X, codes, folds=None, *, row_start, kernels, weights, **kwargs):
-    """:func:`cv_error_block` of each of ``kernels`` ((σ, normalize) pairs, ``weights[v]``
-    the v-th's) on one block, stacked: (n_kernels, n_alphas)."""
-    return np.stack([
-        cv_error_block(
-            X, codes, folds, row_start=row_start, sigma=sigma, weights=w, normalize=normalize,
-            **kwargs,
-        )
-        for (sigma, normalize), w in zip(kernels, weights)
-    ])  # fmt: skip
-
-
-def cv_error_block(
-    X, codes, folds=None, *, row_start, basis, sigma, weights, seed, normalize=True
-):  # fmt: skip
-    """Misclassified labeled rows per λ, each row scored by its own fold's model.
-
-    ``weights`` has shape (n_folds, n_alphas, K, r): X* solved without fold f. Folds and
-    ``normalize`` as in :func:`gram_block`.
+    ``kernels`` as in :func:`gram_block`; ``weights`` has shape (n_kernels, n_folds,
+    n_alphas, K, r): ``weights[v, f]`` the v-th kernel's X* solved without fold f. Folds
+    as in :func:`gram_block`; the kernels of one σ share their products.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
-    n_folds, n_alphas = weights.shape[:2]
-    errors = np.zeros(n_alphas)
+    n_folds, n_alphas = weights.shape[1:3]
+    errors = np.zeros((len(kernels), n_alphas))
     if rows.shape[0] == 0:
         return errors
     xp = namespace(rows)
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
     labels = like(xp, to_host(labels), rows)
     weights_d = like(xp, weights, rows)
-    for start, stop, Wt in kernel_tiles(rows, basis, sigma, normalize):
-        tile_folds, tile_labels = folds[start:stop], labels[start:stop]
-        for f in np.unique(tile_folds):
-            mine = like(xp, np.flatnonzero(tile_folds == f), rows)
-            Wf = xp.take(Wt, mine, axis=0)
-            scores = xp.reshape(
-                xp.reshape(weights_d[int(f), ...], (-1, weights.shape[-1])) @ Wf.T,
-                (n_alphas, -1, Wf.shape[0]),
-            )  # (n_alphas, K, rows)
-            wrong = xp.argmax(scores, axis=1) != xp.take(tile_labels, mine)
-            errors += to_host(xp.sum(xp.astype(wrong, xp.int64), axis=1))
+    for sigma, members in _by_width(kernels):
+        normalizes = tuple(normalize for _, normalize in members)
+        for start, stop, Ws in kernel_tiles(rows, basis, sigma, normalizes):
+            tile_folds, tile_labels = folds[start:stop], labels[start:stop]
+            for f in np.unique(tile_folds):
+                mine = like(xp, np.flatnonzero(tile_folds == f), rows)
+                held = xp.take(tile_labels, mine)
+                for (v, _), Wt in zip(members, Ws):
+                    Wf = xp.take(Wt, mine, axis=0)
+                    scores = xp.reshape(
+                        xp.reshape(weights_d[v, int(f), ...], (-1, weights.shape[-1])) @ Wf.T,
+                        (n_alphas, -1, Wf.shape[0]),
+                    )  # (n_alphas, K, rows)
+                    wrong = xp.argmax(scores, axis=1) != held
+                    errors[v] += to_host(xp.sum(xp.astype(wrong, xp.int64), axis=1))
     return errors
 
 
@@ -658,7 +667,7 @@ def cv_error_refit_block(
         mine = like(xp, np.flatnonzero(folds == f), rows)
         held, held_labels = xp.take(rows, mine, axis=0), xp.take(labels, mine)
         weights_d = like(xp, weights, rows)
-        for start, stop, Wt in kernel_tiles(held, basis, sigma, normalize):
+        for start, stop, (Wt,) in kernel_tiles(held, basis, sigma, (normalize,)):
             if xp is np:
                 scores = np.einsum("akr,br->akb", weights, Wt)  # (n_alphas, K, rows)
             else:
@@ -675,7 +684,7 @@ def nrbfn_scores(X, *, basis, sigma, weights, normalize=True):
     xp = namespace(X)
     weights = like(xp, weights, X)
     out = xp.empty((X.shape[0], weights.shape[0]), dtype=xp.float64, device=device_of(X))
-    for start, stop, Wt in kernel_tiles(as_block(xp, X), basis, sigma, normalize):
+    for start, stop, (Wt,) in kernel_tiles(as_block(xp, X), basis, sigma, (normalize,)):
         matmul(xp, Wt, weights.T, out=out[start:stop, ...])
     return out
 

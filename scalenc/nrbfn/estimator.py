@@ -131,7 +131,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         splits, as :func:`sklearn.model_selection.check_cv` takes them: their held-out
         sets must partition the labeled rows, each split training on all the others
         (the λ search subtracts a fold's Gram from the total), and the splits are built
-        on the client, so X may have at most :data:`MAX_SPLIT_ROWS` rows.
+        on the client, so X may have at most :data:`~scalenc.engine.folds.MAX_SPLIT_ROWS` rows.
     cv_refit_basis : bool, default=False
         False: the basis and σ are computed once on all training rows and only X* is
         refitted per fold (one Gram pass for every fold and λ). True: the paper's
@@ -222,8 +222,9 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     chunk_rows : int or None, default=None
         Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
         as a multiple of the cores).
-    split_every : int, default=8
-        Fan-in of the tree reductions.
+    split_every : int or None, default=None
+        Fan-in of the tree reductions; None: Dask's configuration ``scalenc.split-every``
+        (8 unless set; :func:`scalenc.engine.reduce.fan_in`).
     {checkpoint parameter}
     keep_statistics : bool or "auto", default="auto"
         Keep ΦᵀΦ (r×r) and ΦᵀY (K×r) after ``fit``, in the model and its file, so that
@@ -309,8 +310,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     the same kernel work: ``memory_plan_["gram"]["per_fold"]``). Memory per task: one
     block (two for a k-NN
     block pair and its distance tiles), one W̃ tile of at most
-    :data:`GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r) float64; on the client
-    O(n_folds·r² + r p) plus,
+    :data:`~scalenc.nrbfn.blocks.GRAM_TILE_ELEMENTS` float64, and n_folds·(r² + K r)
+    float64; on the client O(n_folds·r² + r p) plus,
     in the exact all-rows mode, the n×k neighbour table and n-vectors of labels and
     confidences (with ``n_candidates``, c×k and c-vectors). Unlabeled rows (−1/None/NaN)
     take no part in training. float32 data keeps its distance and kernel products in
@@ -374,7 +375,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         handle_unknown="error",
         handle_missing="error",
         chunk_rows=None,
-        split_every=8,
+        split_every=None,
         checkpoint=None,
         keep_statistics="auto",
     ):
@@ -418,7 +419,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         **TABLE_CONSTRAINTS,
         **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
-        "split_every": [Interval(Integral, 2, None, closed="left")],
+        "split_every": [Interval(Integral, 2, None, closed="left"), None],
         "keep_statistics": ["boolean", StrOptions({"auto"})],
     }
 
@@ -488,9 +489,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         """Algorithm 2 (soft-KNN and the basis, σ, the Gram), λ by cross-validation where
         asked (Algorithm 3), and the solve."""
         seed = fit_seed(self, "nrbfn-seed")
-        (counts,) = compute(
-            passes.label_counts_pass(codes, self.classes_.size, split_every=self.split_every)
-        )
+        (counts,) = compute(passes.label_counts_pass(codes, self.classes_.size))
         n_labeled = self._check_sizes(counts)
         self.n_neighbors_ = self._neighbors_for(n_labeled)
         cv = 5 if self.cv is None else self.cv
@@ -587,7 +586,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     def _plan(self, X, n_labeled: int, n_folds: int) -> plan.FitPlan:
         """Before the first pass over X: the soft-KNN mode, the largest basis that fits the
         budget, and a refusal if even the sampled mode cannot fit (``memory_plan_``)."""
-        problem = problem_of(X, n_labeled, self.classes_.size, self.n_neighbors_, self.split_every)
+        problem = problem_of(X, n_labeled, self.classes_.size, self.n_neighbors_)
         budget, source = memory_budget(self)
         params = self.get_params()
         if params["n_basis"] == "auto" and not self._grows():
@@ -603,11 +602,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         models, problems = [], []
         for f in range(n_folds):
             train_codes = da.where(held_out(codes, folds, f, n_folds, seed), -1, codes)
-            (counts,) = compute(
-                passes.label_counts_pass(
-                    train_codes, self.classes_.size, split_every=self.split_every
-                )
-            )
+            (counts,) = compute(passes.label_counts_pass(train_codes, self.classes_.size))
             n_train = int(counts.sum())
             if n_train < 2 or np.count_nonzero(counts) < self.classes_.size:
                 raise InputError(
@@ -640,7 +635,6 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
                 n_folds,
                 seed,
                 folds=folds,
-                split_every=self.split_every,
                 normalize=fixed_normalize(self),
             )  # fmt: skip
         )

@@ -77,18 +77,19 @@ class NetworkUpdatesMixin:
             weights = np.stack([ridge_solve(total["M"][0], total["B"][0], lam)[0] for lam in grid])
             with fit_stage(self, "cv"):
                 ((errors,),) = compute(
-                    nrbfn_passes.cv_error_kernels_pass(
+                    nrbfn_passes.cv_error_pass(
                         X, codes, self.basis_, ((self.sigma_, self._normalized()),),
-                        weights[None, None], 0, split_every=self.split_every,
+                        weights[None, None], 0,
                     )
                 )  # fmt: skip
         with fit_stage(self, "gram"):
             (gram,) = compute(
                 nrbfn_passes.gram_pass(
-                    X, codes, self.basis_, self.sigma_, self.classes_.size,
-                    split_every=self.split_every, normalize=self._normalized(),
+                    X, codes, self.basis_, ((self.sigma_, self._normalized()),),
+                    self.classes_.size,
                 )
             )  # fmt: skip
+        gram = {"M": gram["M"][0], "B": gram["B"][0], "count": gram["count"]}
         merged = {key: total[key] + gram[key] for key in ("M", "B", "count")}
         if errors is not None:
             n_batch = max(int(gram["count"].sum()), 1)

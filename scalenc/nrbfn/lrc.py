@@ -23,6 +23,7 @@ from scalenc.base.validation import (
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.memory import format_bytes
+from scalenc.engine.reduce import fan_in
 from scalenc.exceptions import MemoryBudgetError
 from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
 from scalenc.math.moments import merge_partials
@@ -63,8 +64,10 @@ class LRClassifier(_RegressionClassifier):
         Rows per block for NumPy input (None: equal blocks of at most about 64 MB, as many
         as a multiple of the cores).
         Dask input keeps its chunks unless this is set.
-    split_every : int, default=8
-        Fan-in of the tree reduction that sums the blocks' normal equations.
+    split_every : int or None, default=None
+        Fan-in of the tree reduction that sums the blocks' normal equations; None: Dask's
+        configuration ``scalenc.split-every`` (8 unless set;
+        :func:`scalenc.engine.reduce.fan_in`).
     memory_limit : int, str or None, default=None
         Bytes the fit may use in one process (an int, or a string such as ``"4GB"``), as
         for :class:`~scalenc.NRBFNClassifier`. None: what a worker of the active
@@ -131,7 +134,7 @@ class LRClassifier(_RegressionClassifier):
         handle_unknown="error",
         handle_missing="error",
         chunk_rows=None,
-        split_every=8,
+        split_every=None,
         memory_limit=None,
         checkpoint=None,
     ):
@@ -153,7 +156,7 @@ class LRClassifier(_RegressionClassifier):
         **TABLE_CONSTRAINTS,
         **CHECKPOINT_CONSTRAINTS,
         "chunk_rows": [Interval(Integral, 1, None, closed="left"), None],
-        "split_every": [Interval(Integral, 2, None, closed="left")],
+        "split_every": [Interval(Integral, 2, None, closed="left"), None],
         "memory_limit": [Interval(Integral, 1, None, closed="left"), str, None],
     }
 
@@ -184,11 +187,7 @@ class LRClassifier(_RegressionClassifier):
     def _fit(self, X, codes, params):
         """One pass of class moments, then ÃÃᵀ, FÃᵀ and the ridge solve."""
         self._check_memory(X)
-        (moments,) = compute(
-            passes.class_moments_pass(
-                X, codes, self.classes_.size, scatter=True, split_every=self.split_every
-            )
-        )
+        (moments,) = compute(passes.class_moments_pass(X, codes, self.classes_.size, scatter=True))
         refuse_nonfinite(moments["nonfinite"])
         self._from_moments(moments)
 
@@ -231,18 +230,14 @@ class LRClassifier(_RegressionClassifier):
     def _update(self, X, codes):
         """One pass of the batch's class moments, merged with the model's, and the solve."""
         self._check_memory(X)
-        (batch,) = compute(
-            passes.class_moments_pass(
-                X, codes, self.classes_.size, scatter=True, split_every=self.split_every
-            )
-        )
+        (batch,) = compute(passes.class_moments_pass(X, codes, self.classes_.size, scatter=True))
         refuse_nonfinite(batch["nonfinite"])
         self._from_moments(merge_partials(self._moments_total, batch))
 
     def _check_memory(self, X):
         """Refuse, before X is read, p×p statistics the budget cannot hold."""
         budget, source = memory_budget(self)
-        held = min(self.split_every, len(X.chunks[0])) + 1  # a merge's partials and sum
+        held = min(fan_in(), len(X.chunks[0])) + 1  # a merge's partials and sum
         need = lrc_memory(X.shape[1], max(X.chunks[0]), X.dtype.itemsize, held)
         if need["worker"] <= budget["worker"] and need["client"] <= budget["client"]:
             return
@@ -252,7 +247,7 @@ class LRClassifier(_RegressionClassifier):
             f"{type(self).__name__} on {p} features holds (p+1)×(p+1) float64 matrices of "
             f"{format_bytes(need['square'])} each: about {format_bytes(need['worker'])} per "
             f"worker (a row block and {held} p×p scatters: a merge of the blocks' partials, "
-            f"split_every={self.split_every}) and {format_bytes(need['client'])} on the "
+            f"split_every={fan_in()}) and {format_bytes(need['client'])} on the "
             f"client (the scatter, ÃÃᵀ and its Cholesky factor, with their temporaries), "
             f"more than the {where}'s memory budget of {format_bytes(budget[where])} "
             f"({source}). Reduce the features first (e.g. sklearn.decomposition.PCA, or "

@@ -20,7 +20,7 @@ from scalenc.base.estimator import refuse_nonfinite, timed_stage
 from scalenc.engine import checkpoint, passes
 from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
-from scalenc.engine.reduce import from_numpy_rows
+from scalenc.engine.reduce import fan_in, from_numpy_rows
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
 from scalenc.math.linalg import fold_gram, ridge_path
 from scalenc.math.sampling import fold_of
@@ -88,7 +88,7 @@ class Network:
     normalize: bool = True
 
 
-def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, split_every: int):
+def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int):
     """The sizes the memory plan needs (:class:`scalenc.nrbfn.plan.Problem`), with the
     threads of one worker from the engine's one rule (:func:`task_threads`)."""
     threads, _ = task_threads()
@@ -101,7 +101,7 @@ def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int, sp
         n_neighbors=n_neighbors,
         block_rows=[int(c) for c in X.chunks[0]],
         threads=threads,
-        split_every=int(split_every),
+        split_every=fan_in(),
         distributed=uses_distributed(),
     )
 
@@ -154,7 +154,7 @@ def fit_network(
 def _sigma(est, X, codes, basis, stage_times) -> float:
     """Algorithm 2 step 5: σ, the mean distance of the labeled rows to the basis (one pass)."""
     with timed_stage(stage_times, "sigma"):
-        (stats,) = compute(nrbfn_passes.sigma_pass(X, codes, basis, split_every=est.split_every))
+        (stats,) = compute(nrbfn_passes.sigma_pass(X, codes, basis))
         sigma = float(stats["dist_sum"]) / (float(stats["rows"]) * basis.shape[0])
     if not sigma > 0:
         raise InputError(
@@ -171,9 +171,8 @@ def _sigma_and_gram(
     """Algorithm 2 steps 5–8 for one basis: σ (one pass, times ``width``), then the
     per-fold Gram (one pass, or one per fold)."""
     sigma = _sigma(est, X, codes, basis, stage_times) * width
-    gram = _gram(
-        est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, normalize
-    )
+    kernels = ((sigma, normalize),)
+    (gram,) = _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times)
     return sigma, gram
 
 
@@ -187,48 +186,45 @@ def fixed_normalize(est) -> bool:
     return True if isinstance(est.normalize, str) else bool(est.normalize)
 
 
-def _gram(
-    est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, normalize=True
-) -> dict:
-    """Algorithm 2 steps 6–8: ΦᵀΦ and ΦᵀY per fold, in one pass, or in one pass per fold
-    where the plan's budget does not hold n_folds r×r Grams per partial
+def _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times) -> list:
+    """Algorithm 2 steps 6–8 for each of ``kernels`` ((σ, normalize) pairs) on one basis:
+    ΦᵀΦ and ΦᵀY per fold, in one pass, or in one pass per fold where the plan's budget
+    does not hold their n_folds r×r Grams per partial
     (:func:`~scalenc.nrbfn.plan.gram_per_fold`)."""
-    problem, r = fit_plan.problem, basis.shape[0]
-    per_fold = plan.gram_per_fold(problem, fit_plan.budget, r, n_folds)
+    problem, r, n_kernels = fit_plan.problem, basis.shape[0], len(kernels)
+    per_fold = plan.gram_per_fold(problem, fit_plan.budget, r, n_folds * n_kernels)
 
     def one_pass(only_fold=None):
         return nrbfn_passes.gram_pass(
-            X,
-            codes,
-            basis,
-            sigma,
-            problem.n_classes,
-            n_folds=n_folds,
-            seed=seed,
-            folds=folds,
-            split_every=est.split_every,
-            only_fold=only_fold,
-            normalize=normalize,
+            X, codes, basis, kernels, problem.n_classes, n_folds=n_folds, seed=seed,
+            folds=folds, only_fold=only_fold,
             allowed=lambda rows: plan.fits(
-                plan.gram_bytes(replace(problem, block_rows=list(rows)), r, n_folds, per_fold),
+                plan.gram_bytes(
+                    replace(problem, block_rows=list(rows)), r, n_folds * n_kernels, per_fold
+                ),
                 fit_plan.budget,
             ),
-        )
+        )  # fmt: skip
 
     with timed_stage(stage_times, "gram"):
         if not per_fold:
             (gram,) = compute(one_pass())  # M holds lower triangles; the solves read only those
-            return gram
-        K = problem.n_classes
-        # np.empty: a fold's pages are taken when its pass fills them
-        gram = {"M": np.empty((n_folds, r, r)), "B": np.empty((n_folds, K, r))}
-        gram["count"] = np.empty(n_folds)
-        for f in range(n_folds):
-            (part,) = compute(one_pass(f))
-            for key in gram:
-                gram[key][f] = part[key][0]
-            del part
-    return gram
+        else:
+            K = problem.n_classes
+            # np.empty: a fold's pages are taken when its pass fills them
+            gram = {"M": np.empty((n_kernels, n_folds, r, r))}
+            gram["B"], gram["count"] = np.empty((n_kernels, n_folds, K, r)), np.empty(n_folds)
+            for f in range(n_folds):
+                (part,) = compute(one_pass(f))
+                gram["M"][:, f], gram["B"][:, f] = part["M"][:, 0], part["B"][:, 0]
+                gram["count"][f] = part["count"][0]
+                del part
+    if n_kernels == 1:  # views: no r×r copy
+        return [{"M": gram["M"][0], "B": gram["B"][0], "count": gram["count"]}]
+    return [
+        {"M": gram["M"][v].copy(), "B": gram["B"][v].copy(), "count": gram["count"]}
+        for v in range(n_kernels)
+    ]
 
 
 def _together(fit_plan: plan.FitPlan, r: int, n_kernels: int, n_folds: int, n_alphas: int):
@@ -242,24 +238,6 @@ def _together(fit_plan: plan.FitPlan, r: int, n_kernels: int, n_folds: int, n_al
     if n_kernels == 1 or max(grams, weights) > BATCH_BYTES:
         return False
     return not plan.gram_per_fold(problem, fit_plan.budget, r, n_folds * n_kernels)
-
-
-def _kernel_grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_times):
-    """:func:`_gram` of each of ``kernels`` ((σ, normalize) pairs) on one basis, in one
-    pass (:func:`~scalenc.nrbfn.passes.gram_kernels_pass`) when there are several."""
-    if len(kernels) == 1:
-        ((sigma, kind),) = kernels
-        return [
-            _gram(est, X, codes, basis, sigma, seed, folds, n_folds, fit_plan, stage_times, kind)
-        ]
-    with timed_stage(stage_times, "gram"):
-        (stacked,) = compute(
-            nrbfn_passes.gram_kernels_pass(
-                X, codes, basis, kernels, fit_plan.problem.n_classes, n_folds=n_folds,
-                seed=seed, folds=folds, split_every=est.split_every,
-            )
-        )  # fmt: skip
-    return [{key: stacked[key][v].copy() for key in stacked} for v in range(len(kernels))]
 
 
 def _release(grams: list, errors: list, kinds: tuple) -> None:
@@ -409,7 +387,7 @@ class _Steps:
         together = _together(fit_plan, r, len(pairs), self.n_folds, len(lams))
         grams, errors = [], []
         for group in [pairs] if together else [(pair,) for pair in pairs]:
-            grams += _kernel_grams(
+            grams += _grams(
                 est, X, codes, basis, group, self.seed, folds, self.n_folds, fit_plan,
                 self.stage_times,
             )  # fmt: skip
@@ -446,9 +424,7 @@ def growth_rows(est, X, codes, counts, seed, folds, n_folds):
     m = min(GROWTH_SAMPLE_ROWS, GROWTH_SAMPLE_BYTES // max(1, X.shape[1] * X.dtype.itemsize))
     if int(counts.sum()) < GROWTH_SAMPLE_FACTOR * m or is_device_array(X._meta):
         return None
-    (drawn,) = compute(
-        passes.stratified_sample_pass(codes, counts, m, seed, split_every=est.split_every)
-    )
+    (drawn,) = compute(passes.stratified_sample_pass(codes, counts, m, seed))
     order = np.argsort(np.asarray(drawn["index"]))
     index = np.asarray(drawn["index"], dtype=np.int64)[order]
     sampled_codes = np.asarray(drawn["code"], dtype=np.int64)[order]
@@ -483,9 +459,7 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     for gram, out in zip(grams, weights):
         _fold_weights(est, gram, grid, own, out)
     (counts,) = compute(
-        nrbfn_passes.cv_error_kernels_pass(
-            X, codes, basis, kernels, weights, seed, folds=folds, split_every=est.split_every
-        )
+        nrbfn_passes.cv_error_pass(X, codes, basis, kernels, weights, seed, folds=folds)
     )
     return [(grid[int(np.argmin(errors))], errors) for errors in counts / n_labeled]
 
@@ -524,18 +498,14 @@ def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
     size = fit_plan.candidates
     if size is None:
         candidates = None
-        neighbors, cand_index, cand_codes = _knn_all_rows(X, codes, k, est.split_every)
+        neighbors, cand_index, cand_codes = _knn_all_rows(X, codes, k)
     else:
         size = min(size, n_labeled)
-        (sample,) = compute(
-            passes.stratified_sample_pass(codes, counts, size, seed, split_every=est.split_every)
-        )
+        (sample,) = compute(passes.stratified_sample_pass(codes, counts, size, seed))
         order = np.argsort(sample["index"])
         cand_index, cand_codes = sample["index"][order], sample["code"][order]
         candidates = passes.gather_rows(X, cand_index)
-        (neighbors,) = compute(
-            passes.kneighbors_pass(X, codes, candidates, cand_index, k, split_every=est.split_every)
-        )
+        (neighbors,) = compute(passes.kneighbors_pass(X, codes, candidates, cand_index, k))
     refuse_nonfinite(neighbors["nonfinite"])
     knn_sigma = nb.knn_sigma(neighbors["dist2"])
     confidence = nb.soft_knn_confidence(
@@ -550,14 +520,14 @@ def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
     }
 
 
-def _knn_all_rows(X, codes, k, split_every):
+def _knn_all_rows(X, codes, k):
     """Exact search for every labeled row: block pairs, one pass per row block of X (kept
     in a checkpointed fit's checkpoint: its graph is not one reduction of X's blocks)."""
 
     def search():
-        return compute(passes.kneighbors_all_rows(X, codes, k, split_every=split_every))[0]
+        return compute(passes.kneighbors_all_rows(X, codes, k))[0]
 
-    token = checkpoint.fingerprint(X, codes, k, split_every)
+    token = checkpoint.fingerprint(X, codes, k, fan_in())
     results = search() if token is None else checkpoint.remembered(f"knn-{token}", search)
     neighbors = {
         key: np.concatenate([res[0][key] for res in results]) for key in ("dist2", "index", "label")

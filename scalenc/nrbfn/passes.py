@@ -12,7 +12,6 @@ from dask.delayed import Delayed
 
 from scalenc.engine.blocksize import BlockWork
 from scalenc.engine.reduce import (
-    SPLIT_EVERY,
     reduce_rows,
 )
 from scalenc.nrbfn import blocks as _nrbfn_blocks
@@ -20,64 +19,58 @@ from scalenc.nrbfn import blocks as _nrbfn_blocks
 __all__ = [
     "sigma_pass",
     "gram_pass",
-    "gram_kernels_pass",
-    "cv_error_kernels_pass",
+    "cv_error_pass",
     "cv_error_refit_pass",
     "gram_work",
 ]
 
 
-def sigma_pass(
-    X: da.Array, codes: da.Array, basis: np.ndarray, *, split_every: int = SPLIT_EVERY
-) -> Delayed:
+def sigma_pass(X: da.Array, codes: da.Array, basis: np.ndarray) -> Delayed:
     """Σ ‖G_i − x_j‖ over the labeled rows and the basis, and the number of those rows
     (:func:`scalenc.nrbfn.blocks.sigma_block`; Algorithm 2, step 5)."""
     work = BlockWork.pairs(basis.shape[0], X.shape[1])
-    return reduce_rows(
-        _nrbfn_blocks.sigma_block, X, codes, basis=basis, split_every=split_every, work=work
-    )
+    return reduce_rows(_nrbfn_blocks.sigma_block, X, codes, basis=basis, work=work)
 
 
 def gram_pass(
     X: da.Array,
     codes: da.Array,
     basis: np.ndarray,
-    sigma: float,
+    kernels: tuple,
     n_classes: int,
     *,
     n_folds: int = 1,
     seed: int = 0,
     folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
     only_fold: int | None = None,
     allowed=None,
-    normalize: bool = True,
 ) -> Delayed:
-    """Per fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r) and the row count
-    (:func:`scalenc.nrbfn.blocks.gram_block`), summed in place at each tree node.
+    """Per kernel of ``kernels`` ((σ, normalize) pairs; normalize False: W, the kernel not
+    normalised) and fold, M = W̃W̃ᵀ (r×r, lower triangle), B = F W̃ᵀ (K×r), shapes
+    (n_kernels, n_folds, …), and the rows of each fold
+    (:func:`scalenc.nrbfn.blocks.gram_block`), summed in place at each tree node: one
+    pass serves a basis's kernels (W and W̃, σ's multiples).
 
     A row's fold is a hash of its global index, or its entry of ``folds`` (row-aligned
     with X, fold numbers 0..n_folds−1) when the splits were given. With ``only_fold``,
     fold ``only_fold``'s rows alone (the partials hold one fold). ``allowed``: whether the
     memory plan admits a layout of row blocks, when a checkpointed fit on a cluster would
-    split them (:func:`gram_work`). ``normalize=False``: of W, the kernel not normalised."""
+    split them (:func:`gram_work`)."""
     r, p = basis.shape
-    folds_held = 1 if only_fold is not None else n_folds
+    one = gram_work(r, p, n_classes, 1 if only_fold is not None else n_folds, allowed)
     return reduce_rows(
         _nrbfn_blocks.gram_block,
         X,
         codes,
         folds,
         basis=basis,
-        sigma=sigma,
+        kernels=tuple(kernels),
         n_classes=n_classes,
         n_folds=n_folds,
         seed=seed,
         only_fold=only_fold,
-        normalize=normalize,
         combine=_nrbfn_blocks.sum_gram_partials,
-        split_every=split_every,
-        work=gram_work(r, p, n_classes, folds_held, allowed),
+        work=BlockWork(len(kernels) * one.per_row, len(kernels) * one.partial_bytes, allowed),
     )
 
 
@@ -91,39 +84,7 @@ def gram_work(r: int, n_features: int, n_classes: int, n_folds: int = 1, allowed
     return BlockWork(work.per_row, work.partial_bytes, allowed)
 
 
-def gram_kernels_pass(
-    X: da.Array,
-    codes: da.Array,
-    basis: np.ndarray,
-    kernels: tuple,
-    n_classes: int,
-    *,
-    n_folds: int = 1,
-    seed: int = 0,
-    folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
-) -> Delayed:
-    """:func:`gram_pass` of each of ``kernels`` ((σ, normalize) pairs) in one pass over X
-    (:func:`scalenc.nrbfn.blocks.gram_kernels_block`): M, B with a leading kernel axis."""
-    r, p = basis.shape
-    one = gram_work(r, p, n_classes, n_folds)
-    return reduce_rows(
-        _nrbfn_blocks.gram_kernels_block,
-        X,
-        codes,
-        folds,
-        basis=basis,
-        kernels=tuple(kernels),
-        n_classes=n_classes,
-        n_folds=n_folds,
-        seed=seed,
-        combine=_nrbfn_blocks.sum_gram_partials,
-        split_every=split_every,
-        work=BlockWork(len(kernels) * one.per_row, len(kernels) * one.partial_bytes),
-    )
-
-
-def cv_error_kernels_pass(
+def cv_error_pass(
     X: da.Array,
     codes: da.Array,
     basis: np.ndarray,
@@ -132,7 +93,6 @@ def cv_error_kernels_pass(
     seed: int,
     *,
     folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
 ) -> Delayed:
     """Misclassified labeled rows per λ for each of ``kernels`` ((σ, normalize) pairs,
     ``weights[v]`` the v-th's X* per fold and λ, shape (n_kernels, n_folds, n_alphas, K,
@@ -140,7 +100,7 @@ def cv_error_kernels_pass(
     folds as in :func:`gram_pass`), in one pass: (n_kernels, n_alphas)."""
     scores = float(np.prod(weights.shape[2:])) * len(kernels)
     return reduce_rows(
-        _nrbfn_blocks.cv_error_kernels_block,
+        _nrbfn_blocks.cv_error_block,
         X,
         codes,
         folds,
@@ -148,7 +108,6 @@ def cv_error_kernels_pass(
         kernels=tuple(kernels),
         weights=weights,
         seed=seed,
-        split_every=split_every,
         work=BlockWork.pairs(len(kernels) * basis.shape[0], X.shape[1], extra=scores),
     )
 
@@ -161,7 +120,6 @@ def cv_error_refit_pass(
     seed: int,
     *,
     folds: da.Array | None = None,
-    split_every: int = SPLIT_EVERY,
     normalize: bool = True,
 ) -> Delayed:
     """Misclassified held-out rows per λ, each fold scored by its own network
@@ -178,6 +136,5 @@ def cv_error_refit_pass(
         n_folds=n_folds,
         seed=seed,
         normalize=normalize,
-        split_every=split_every,
         work=BlockWork.pairs(r, X.shape[1], extra=scores),
     )

@@ -290,10 +290,14 @@ def exact_knn_affordable(problem: Problem, budget: dict) -> tuple[bool, str]:
     """Whether the exact all-rows soft-KNN runs by default, and why (or why not)."""
     est = knn_exact_bytes(problem)
     if est["work"] > EXACT_KNN_FLOPS:
+        n, p = problem.n_labeled, problem.n_features
         return False, (
-            f"the exact all-rows soft-KNN would cost n^2 (p + {SELECT_FLOPS_PER_SCORE}) = "
-            f"{est['work']:.2g} (the products and the selections), more than "
-            f"{EXACT_KNN_FLOPS:.0e} (EXACT_KNN_FLOPS)"
+            f"the exact all-rows soft-KNN would cost n² (p + {SELECT_FLOPS_PER_SCORE}) = "
+            f"{n}² × ({p} + {SELECT_FLOPS_PER_SCORE}) = {est['work']:.2g}: n² p "
+            f"multiply-adds for the distances and, per pair, the selection of each row's k "
+            f"nearest, which costs what a product of {SELECT_FLOPS_PER_SCORE} features "
+            f"costs whatever p (SELECT_FLOPS_PER_SCORE); more than {EXACT_KNN_FLOPS:.0e} "
+            "(EXACT_KNN_FLOPS, about two minutes on two cores)"
         )
     if not fits(est, budget):
         return False, "the exact all-rows soft-KNN does not fit the memory budget"
@@ -366,7 +370,7 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
             f"{owner} cannot fit in the memory budget of {fmt(budget['client'])}"
             f" ({source}): even the smallest basis (one row per class, r={K}) needs "
             f"about {fmt(max(need.values()))} for the Gram pass{folds_note} (per-thread "
-            f"tiles, split_every={params['split_every']} partials). "
+            f"tiles, split_every={problem.split_every} partials). "
             f"{limit_hint.capitalize()}, or lower split_every or chunk_rows."
         )
     for name in ("n_basis", "max_basis"):

@@ -70,7 +70,8 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
         return out[:, 0] if binary else out
 
     def predict_proba(self, X):
-        """F̂ᵀ clipped at zero and renormalised per row (see :func:`scores_to_proba`).
+        """F̂ᵀ clipped at zero and renormalised per row
+        (:func:`~scalenc.nrbfn.blocks.scores_to_proba`).
 
         Rows sum to one and the argmax is the prediction. These are not calibrated
         posteriors: F̂ is a least-squares fit to the class indicators.

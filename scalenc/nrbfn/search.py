@@ -197,8 +197,8 @@ class Trial:
 
 
 class Search:
-    """The planned search of a grown basis: the steps' records (:attr:`trials`, and the
-    one kept of each step in :attr:`steps`), the best trial and its Gram (:attr:`kept`,
+    """The planned search of a grown basis: the steps' records (``trials``, and the
+    one kept of each step in ``steps``), the best trial and its Gram (``kept``,
     the search's one reference to it).
 
     ``run(r, kernels, lams, paper_sigma)`` executes a step: the trials of the basis of

@@ -16,7 +16,6 @@ __all__ = [
     "jsonable",
     "describe_model",
     "describe_data",
-    "location",
 ]
 
 
@@ -98,7 +97,7 @@ def describe_model(est) -> dict:
     return out
 
 
-def location(path) -> str:
+def _location(path) -> str:
     """A path or URL as given, less what may be a secret: a URL's user and password, its
     query (signed URLs carry their token there) and its fragment. Text after the first
     space (a description's shape) is kept; applied twice, it changes nothing more."""
@@ -155,7 +154,7 @@ def describe_data(X, source=None) -> str:
     if source is not None:
         size = f"{rows} rows × {_plural(features, 'feature')}" if shape else ""
         size += f", {_plural(blocks, 'row block')}" if blocks and size else ""
-        return f"{location(source)} ({size})" if size else location(source)
+        return f"{_location(source)} ({size})" if size else _location(source)
     module = type(X).__module__.partition(".")[0]
     kinds = {
         "numpy": "NumPy",

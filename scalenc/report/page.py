@@ -11,16 +11,16 @@ import os
 
 import numpy as np
 
-from scalenc.report.describe import describe_data, describe_model, jsonable, location
+from scalenc.report.describe import _location, describe_data, describe_model, jsonable
 from scalenc.report.plots import (
-    ccdr_part,
-    plot_confidence,
-    plot_confusion,
-    plot_counts,
-    plot_cross_entropy,
-    plot_cv,
-    plot_eigenvalues,
-    plot_scatter,
+    _ccdr_part,
+    _plot_confidence,
+    _plot_confusion,
+    _plot_counts,
+    _plot_cross_entropy,
+    _plot_cv,
+    _plot_eigenvalues,
+    _plot_scatter,
     require_matplotlib,
 )
 
@@ -68,7 +68,7 @@ def _figure_html(title: str, png: str) -> str:
 def _subject(estimator, meta: dict, model, data, used: bool) -> str:
     """The header's two lines: which model, on which data."""
     name = type(estimator).__name__
-    where = f"<code>{html.escape(location(model))}</code>, " if model is not None else ""
+    where = f"<code>{html.escape(_location(model))}</code>, " if model is not None else ""
     facts = [name if model is not None else f"{name} in memory (no model file named)"]
     if meta.get("created"):
         facts.append(f"saved {meta['created']}")
@@ -83,7 +83,7 @@ def _subject(estimator, meta: dict, model, data, used: bool) -> str:
         )
     else:
         named = data if isinstance(data, (str, os.PathLike)) else describe_data(data)
-        about = html.escape(location(named))
+        about = html.escape(_location(named))
         if not used:
             about += " (not used: no labels to score, no embedding to plot)"
     return (
@@ -162,7 +162,7 @@ def build_report(
     parts.append(_subject(estimator, meta, model, data, used))
     rows = [("estimator", meta.get("estimator", name))]
     if model is not None:
-        rows.insert(0, ("model file", location(model)))
+        rows.insert(0, ("model file", _location(model)))
     for key in ("created", "schema_version"):
         if key in meta:
             rows.append((key, meta[key]))
@@ -183,8 +183,8 @@ def build_report(
     plots = []
     if hasattr(estimator, "cross_entropy_"):
         plots += [
-            plot_cross_entropy(estimator, Figure, canvas),
-            plot_counts(estimator, Figure, canvas),
+            _plot_cross_entropy(estimator, Figure, canvas),
+            _plot_counts(estimator, Figure, canvas),
         ]
         if np.isnan(np.asarray(estimator.cross_entropy_, dtype=float)).all():
             parts.append(
@@ -210,11 +210,11 @@ def build_report(
             "<h2>Diagnostics</h2>",
             _table([(k, jsonable(v)) for k, v in diag], ["quantity", "value"]),
         ]
-        plots += [plot_confidence(estimator, Figure, canvas), plot_cv(estimator, Figure, canvas)]
-    if hasattr(ccdr_part(estimator), "eigenvalues_"):
+        plots += [_plot_confidence(estimator, Figure, canvas), _plot_cv(estimator, Figure, canvas)]
+    if hasattr(_ccdr_part(estimator), "eigenvalues_"):
         plots += [
-            plot_eigenvalues(estimator, Figure, canvas),
-            plot_scatter(estimator, embedding, embedding_labels, Figure, canvas),
+            _plot_eigenvalues(estimator, Figure, canvas),
+            _plot_scatter(estimator, embedding, embedding_labels, Figure, canvas),
         ]
     if evaluation is not None:
         scores = [
@@ -235,7 +235,7 @@ def build_report(
             for c, v in evaluation["per_class"].items()
         ]
         parts.append(_table(per_class, ["class", "precision", "recall", "F1", "support"]))
-        plots.append(plot_confusion(evaluation, Figure, canvas))
+        plots.append(_plot_confusion(evaluation, Figure, canvas))
     plots = [p for p in plots if p is not None]
     if plots:
         parts.append("<h2>Plots</h2>")

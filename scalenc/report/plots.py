@@ -19,14 +19,6 @@ __all__ = [
     "INSTALL_HINT",
     "require_matplotlib",
     "MissingPlotDependency",
-    "ccdr_part",
-    "plot_confidence",
-    "plot_confusion",
-    "plot_counts",
-    "plot_cross_entropy",
-    "plot_cv",
-    "plot_eigenvalues",
-    "plot_scatter",
 ]
 
 
@@ -77,7 +69,7 @@ def _figure(Figure, size=(6.0, 3.6)):
     return fig, fig.add_subplot(1, 1, 1)
 
 
-def plot_cross_entropy(est, Figure, canvas):
+def _plot_cross_entropy(est, Figure, canvas):
     ce = np.asarray(getattr(est, "cross_entropy_", []), dtype=float)
     kernels = [repr(k) for k in getattr(est, "kernels_", [])]
     if ce.size == 0 or np.isnan(ce).all():
@@ -103,7 +95,7 @@ def plot_cross_entropy(est, Figure, canvas):
     return "Cross-entropy per kernel", _png(fig, canvas)
 
 
-def plot_counts(est, Figure, canvas):
+def _plot_counts(est, Figure, canvas):
     counts = getattr(est, "class_counts_", None)
     if counts is None:
         return None
@@ -123,7 +115,7 @@ def _alpha_grid(est):
         return None
 
 
-def plot_cv(est, Figure, canvas):
+def _plot_cv(est, Figure, canvas):
     cv = getattr(est, "cv_error_", None)
     grid = _alpha_grid(est)
     if cv is None or grid is None or grid.size != np.size(cv):
@@ -138,7 +130,7 @@ def plot_cv(est, Figure, canvas):
     return "Cross-validation curve over λ", _png(fig, canvas)
 
 
-def plot_confidence(est, Figure, canvas):
+def _plot_confidence(est, Figure, canvas):
     conf = getattr(est, "confidence_", None)
     if conf is None or np.size(conf) == 0:
         return None
@@ -158,12 +150,12 @@ def plot_confidence(est, Figure, canvas):
     return "Soft-KNN confidence", _png(fig, canvas)
 
 
-def ccdr_part(est):
+def _ccdr_part(est):
     return getattr(est, "ccdr_", est)
 
 
-def plot_eigenvalues(est, Figure, canvas):
-    ev = getattr(ccdr_part(est), "eigenvalues_", None)
+def _plot_eigenvalues(est, Figure, canvas):
+    ev = getattr(_ccdr_part(est), "eigenvalues_", None)
     if ev is None:
         return None
     ev = np.asarray(ev, dtype=float)
@@ -175,8 +167,8 @@ def plot_eigenvalues(est, Figure, canvas):
     return "CCDR eigenvalues", _png(fig, canvas)
 
 
-def plot_scatter(est, embedding, labels, Figure, canvas):
-    ccdr = ccdr_part(est)
+def _plot_scatter(est, embedding, labels, Figure, canvas):
+    ccdr = _ccdr_part(est)
     if embedding is None:
         embedding = getattr(ccdr, "embedding_", None)
         sub = getattr(ccdr, "solutions_", None)
@@ -219,7 +211,7 @@ def plot_scatter(est, embedding, labels, Figure, canvas):
     return "CCDR embedding (2-D)", _png(fig, canvas)
 
 
-def plot_confusion(evaluation, Figure, canvas):
+def _plot_confusion(evaluation, Figure, canvas):
     matrix = np.asarray(evaluation["confusion_matrix"])
     names = [str(c) for c in evaluation["classes"]]
     fig, ax = _figure(Figure, (5.0, 4.4))

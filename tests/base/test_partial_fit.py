@@ -174,6 +174,7 @@ def test_a_saved_model_updates_as_the_one_in_memory(halves, tmp_path, make):
     np.testing.assert_array_equal(loaded.predict_proba(Xb), model.predict_proba(Xb))
 
 
+@pytest.mark.slow  # three commands (10-20 s); the API's update reads only the new rows above, and the command's encoder update below, in the default run
 def test_command_update_reads_only_the_new_data_and_leaves_the_old_model(halves, tmp_path):
     (Xa, ya), (Xb, yb), (X, y) = halves
     write_dataset(da.from_array(Xa, chunks=250), ya, str(tmp_path / "old.zarr"))

@@ -190,7 +190,7 @@ def test_a_pass_of_one_layout_is_never_merged_into_another(client, data, tmp_pat
     def gram(rate):
         monkeypatch.setattr(blocksize, "RATE", rate)
         with checkpointing(str(tmp_path / "ck"), {"test": "layouts"}, settings=settings) as run:
-            (out,) = compute(nrbfn_passes.gram_pass(Xd, codes, basis, 2.0, 3))
+            (out,) = compute(nrbfn_passes.gram_pass(Xd, codes, basis, ((2.0, True),), 3))
         return out, run.summary()
 
     split, first = gram(SLOW_RATE)

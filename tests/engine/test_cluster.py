@@ -494,7 +494,9 @@ def read_predictions(path: Path) -> np.ndarray:
 @pytest.mark.parametrize(
     "method",
     [
-        m if m == "encoder" else pytest.param(m, marks=pytest.mark.slow)  # ~15 s each
+        # the command on a running cluster, 10-20 s each: CI's slow run (the library's
+        # fit on a cluster, test_fit_predict_on_cluster_equals_threads, stays in the default)
+        pytest.param(m, marks=pytest.mark.slow)
         for m, spec in METHODS.items()
         if spec[2]
     ],

@@ -191,6 +191,7 @@ def test_a_loopback_cluster_reads_s3_on_its_workers(s3, data, client, monkeypatc
     np.testing.assert_array_equal(predictions, reference.predict(X))
 
 
+@pytest.mark.slow  # four commands on S3 (10-20 s); the API's S3 reads and writes above and test_parquet_and_urls' storage options of the command stay in the default run
 def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path):
     """The batch steps with every data and model path on the object store."""
     import json

@@ -61,32 +61,63 @@ def test_sigma_block_on_strict_arrays(problem):
     np.testing.assert_allclose(float(got["dist_sum"]), float(want["dist_sum"]), rtol=1e-5)
 
 
+#: W̃ and W of one σ (sharing their products), and W̃ of another
+KERNELS = ((1.1, True), (1.1, False), (0.55, True))
+
+
 @pytest.mark.parametrize(
-    "n_folds, only_fold, normalize",
-    [(1, None, True), (3, None, True), (3, 1, True), (3, None, False)],
+    "n_folds, only_fold, kernels",
+    [(1, None, KERNELS[:1]), (3, None, KERNELS[:1]), (3, 1, KERNELS[:1]), (3, None, KERNELS)],
 )
-def test_gram_block_on_strict_arrays(problem, n_folds, only_fold, normalize):
-    X, codes, basis, sigma = problem
-    kwargs = dict(row_start=40, basis=basis, sigma=sigma, n_classes=3, n_folds=n_folds, seed=5)
-    kwargs.update(only_fold=only_fold, normalize=normalize)
+def test_gram_block_on_strict_arrays(problem, n_folds, only_fold, kernels):
+    X, codes, basis, _ = problem
+    kwargs = dict(row_start=40, basis=basis, kernels=kernels, n_classes=3, n_folds=n_folds)
+    kwargs.update(seed=5, only_fold=only_fold)
     want = nb.gram_block(X, codes, **kwargs)
     got = xpmod.host_tree(nb.gram_block(xs.asarray(X), codes, **kwargs))
-    assert got["M"].shape[0] == want["M"].shape[0] == (1 if only_fold is not None else n_folds)
+    folds = 1 if only_fold is not None else n_folds
+    assert got["M"].shape == want["M"].shape == (len(kernels), folds, 23, 23)
     lower = np.tril_indices(basis.shape[0])  # the host fills the lower triangle only
-    for f in range(want["M"].shape[0]):
-        np.testing.assert_allclose(got["M"][f][lower], want["M"][f][lower], **_tol(X.dtype))
+    for v in range(len(kernels)):
+        for f in range(folds):
+            np.testing.assert_allclose(
+                got["M"][v, f][lower], want["M"][v, f][lower], **_tol(X.dtype)
+            )
     np.testing.assert_allclose(got["B"], want["B"], **_tol(X.dtype))
     np.testing.assert_array_equal(got["count"], want["count"])
+
+
+@pytest.mark.parametrize("tile", [None, 23 * 40], ids=["shared", "one-at-a-time"])
+def test_kernels_of_one_block_are_each_kernel_alone(problem, tile, monkeypatch):
+    """Oracle: the kernels of one Gram or held-out block (W and W̃ of one σ sharing their
+    products; or one at a time where their tiles would pass the tile's cap) give, bit for
+    bit, what each gives alone."""
+    if tile is not None:
+        monkeypatch.setattr(nb, "GRAM_TILE_ELEMENTS", tile)  # tiles of 40 rows
+    X, codes, basis, _ = problem
+    kwargs = dict(row_start=0, basis=basis, n_classes=3, n_folds=3, seed=5)
+    every = nb.gram_block(X, codes, kernels=KERNELS, **kwargs)
+    weights = np.random.default_rng(4).normal(size=(len(KERNELS), 3, 4, 3, 23))
+    errors = nb.cv_error_block(X, codes, row_start=0, basis=basis, kernels=KERNELS,
+                               weights=weights, seed=5)  # fmt: skip
+    for v, kernel in enumerate(KERNELS):
+        alone = nb.gram_block(X, codes, kernels=(kernel,), **kwargs)
+        np.testing.assert_array_equal(every["M"][v], alone["M"][0])
+        np.testing.assert_array_equal(every["B"][v], alone["B"][0])
+        one = nb.cv_error_block(X, codes, row_start=0, basis=basis, kernels=(kernel,),
+                                weights=weights[v : v + 1], seed=5)  # fmt: skip
+        np.testing.assert_array_equal(errors[v], one[0])
 
 
 def test_cv_error_blocks_on_strict_arrays(problem):
     X, codes, basis, sigma = problem
     rng = np.random.default_rng(4)
-    weights = rng.normal(size=(3, 4, 3, basis.shape[0]))  # folds, λ, K, r
-    kwargs = dict(row_start=0, basis=basis, sigma=sigma, weights=weights, seed=2)
+    weights = rng.normal(size=(len(KERNELS), 3, 4, 3, basis.shape[0]))  # kernels, folds, λ, K, r
+    kwargs = dict(row_start=0, basis=basis, kernels=KERNELS, weights=weights, seed=2)
     want = nb.cv_error_block(X, codes, **kwargs)
+    assert want.shape == (len(KERNELS), 4)
     np.testing.assert_array_equal(nb.cv_error_block(xs.asarray(X), codes, **kwargs), want)
-    models = tuple((basis[f:], sigma, weights[f][:, :, f:]) for f in range(3))
+    models = tuple((basis[f:], sigma, weights[0, f][:, :, f:]) for f in range(3))
     kwargs = dict(row_start=0, models=models, n_folds=3, seed=2)
     want = nb.cv_error_refit_block(X, codes, **kwargs)
     np.testing.assert_array_equal(nb.cv_error_refit_block(xs.asarray(X), codes, **kwargs), want)
@@ -130,9 +161,10 @@ def test_nrbfn_blocks_on_cupy(problem):
         nb.normalized_kernel(X, basis, sigma),
         **_tol(X.dtype),
     )
-    kwargs = dict(row_start=0, basis=basis, sigma=sigma, n_classes=3, n_folds=2, seed=1)
+    kwargs = dict(row_start=0, basis=basis, kernels=KERNELS, n_classes=3, n_folds=2, seed=1)
     got = xpmod.host_tree(nb.gram_block(Xc, codes, **kwargs))
     want = nb.gram_block(X, codes, **kwargs)
     lower = np.tril_indices(basis.shape[0])
-    np.testing.assert_allclose(got["M"][0][lower], want["M"][0][lower], **_tol(X.dtype))
+    for v in range(len(KERNELS)):
+        np.testing.assert_allclose(got["M"][v, 0][lower], want["M"][v, 0][lower], **_tol(X.dtype))
     np.testing.assert_allclose(got["B"], want["B"], **_tol(X.dtype))

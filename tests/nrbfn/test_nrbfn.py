@@ -754,7 +754,11 @@ def test_plan_estimates_grow_with_folds_blocks_and_fan_in():
     budget = {"worker": 4 * 10**9, "client": 4 * 10**9}
     r = P.largest_basis(base, budget)
     assert max(P.basis_bytes(base, r).values()) <= 4e9 < max(P.basis_bytes(base, r + 1).values())
-    assert not P.exact_knn_affordable(base, budget)[0]  # n² p = 5e13 flops
+    affordable, why = P.exact_knn_affordable(base, budget)  # n² p = 5e13 flops
+    assert not affordable
+    # the message spells its numbers: n, p, the selection's constant and what it stands for
+    assert "n² (p + 784) = 1000000² × (50 + 784) = 8.3e+14: n² p multiply-adds" in why
+    assert "the selection of each row's k nearest, which costs what a product of 784" in why
     c = P.auto_candidates(base, budget, r)
     assert 2 * r <= c and 2.0 * c * 10**6 * 50 <= P.EXACT_KNN_FLOPS
     assert memory.parse_memory_limit("4GB") == 4 * 10**9 and memory.parse_memory_limit(123) == 123
@@ -775,15 +779,15 @@ def test_gram_pass_of_one_fold_is_that_fold(chunk, given):
     Xd, cd = da.from_array(X, chunks=(chunk, 4)), da.from_array(codes, chunks=chunk)
     kw = dict(n_folds=n_folds, seed=7, folds=folds)
     with dask.config.set(scheduler="threads"):
-        (every,) = dask.compute(gram_pass(Xd, cd, basis, 1.3, 3, **kw))
+        (every,) = dask.compute(gram_pass(Xd, cd, basis, ((1.3, True),), 3, **kw))
         ones = dask.compute(
-            *(gram_pass(Xd, cd, basis, 1.3, 3, **kw, only_fold=f) for f in range(5))
+            *(gram_pass(Xd, cd, basis, ((1.3, True),), 3, **kw, only_fold=f) for f in range(5))
         )
     lower = np.tril_indices(40)
     for f, one in enumerate(ones):
-        assert one["M"].shape == (1, 40, 40) and one["B"].shape == (1, 3, 40)
-        np.testing.assert_allclose(one["M"][0][lower], every["M"][f][lower], rtol=1e-12)
-        np.testing.assert_allclose(one["B"][0], every["B"][f], rtol=1e-12)
+        assert one["M"].shape == (1, 1, 40, 40) and one["B"].shape == (1, 1, 3, 40)
+        np.testing.assert_allclose(one["M"][0, 0][lower], every["M"][0, f][lower], rtol=1e-12)
+        np.testing.assert_allclose(one["B"][0, 0], every["B"][0, f], rtol=1e-12)
         assert one["count"][0] == every["count"][f] > 0
     assert sum(one["count"][0] for one in ones) == np.count_nonzero(codes >= 0)
 
@@ -799,7 +803,7 @@ def test_folds_that_do_not_fit_one_gram_pass_take_one_pass_each():
     params = dict(n_neighbors=7, n_basis=150, alpha="cv", random_state=0, chunk_rows=100)
     with dask.config.set(scheduler="threads", num_workers=2):
         Xd = da.from_array(X, chunks=(100, 4))
-        problem = problem_of(Xd, 600, 3, 7, 8)
+        problem = problem_of(Xd, 600, 3, 7)
         per_fold = P.gram_bytes(problem, 150, 5, per_fold=True)["client"]
         one_pass = P.gram_bytes(problem, 150, 5)["client"]
         limit = (per_fold + one_pass) // 2
@@ -848,7 +852,7 @@ def test_exact_soft_knn_work_counts_the_selection(n, p, exact):
     budget = {"worker": 10**11, "client": 10**11}
     affordable, why = P.exact_knn_affordable(problem, budget)
     assert affordable is exact, why
-    assert exact or "selections" in why
+    assert exact or "the selection of each row's k nearest" in why
 
 
 # --- cross-validation splitters and the paper's per-fold refit ------------------------
