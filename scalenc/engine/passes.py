@@ -394,13 +394,35 @@ def gather_rows_pass(X: da.Array, index: np.ndarray, *, nonfinite: bool = False)
     In a checkpointed fit the pass is kept in the checkpoint like any other, so a resumed
     fit does not read the rows again.
     """
-    return reduce_rows(
+    wanted = np.asarray(index, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    of = np.searchsorted(starts, wanted, side="right") - 1  # each wanted row's block
+    blocks = np.unique(of)
+    if nonfinite or wanted.size == 0 or blocks.size == len(X.chunks[0]):
+        return reduce_rows(
+            _sampling.gather_block,
+            X,
+            combine=_sampling.combine_gather,
+            wanted=wanted,
+            nonfinite=nonfinite,
+        )
+    # only the blocks that hold a wanted row are read: the rows' places in those blocks
+    # put end to end, and the gathered indices mapped back to X's
+    held = np.concatenate([[0], np.cumsum(np.asarray(X.chunks[0])[blocks])])
+    local = held[np.searchsorted(blocks, of)] + (wanted - starts[of])
+    part = reduce_rows(
         _sampling.gather_block,
-        X,
+        X.blocks[blocks.tolist()],
         combine=_sampling.combine_gather,
-        wanted=np.asarray(index, dtype=np.int64),
-        nonfinite=nonfinite,
+        wanted=local,
     )
+    return dask.delayed(_global_index, pure=True)(part, local, wanted)
+
+
+def _global_index(got: dict, local: np.ndarray, wanted: np.ndarray) -> dict:
+    """A gather of some of X's blocks with each row's index in X (``local`` → ``wanted``,
+    both sorted)."""
+    return {**got, "index": wanted[np.searchsorted(local, got["index"])]}
 
 
 def gather_rows(X: da.Array, index: np.ndarray) -> np.ndarray:
