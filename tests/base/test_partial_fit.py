@@ -324,28 +324,21 @@ def test_encoder_full_method_has_no_sums_to_update():
 def test_command_update_of_an_encoder_counts_its_update(halves, tmp_path):
     """`fit encoder --update`: the text summary says which update this is, and the JSON
     holds the count (they printed `update None` and `"updates": null`)."""
+    from test_cli import run_here
+
     (Xa, ya), (Xb, yb), (X, y) = halves
     write_dataset(da.from_array(Xa, chunks=250), ya, str(tmp_path / "old.zarr"))
     write_dataset(da.from_array(Xb, chunks=200), yb, str(tmp_path / "new.zarr"))
-    cli = [sys.executable, "-m", "scalenc.cli"]
-    fit = [*cli, "fit", "encoder", "--set", "kernels=linear"]
-    subprocess.run(
-        [*fit, "--data", tmp_path / "old.zarr", "--model-out", tmp_path / "m0"],
-        check=True,
-        capture_output=True,
-    )
+    fit = ["fit", "encoder", "--set", "kernels=linear"]
+    code, _, err = run_here(*fit, "--data", tmp_path / "old.zarr", "--model-out", tmp_path / "m0")
+    assert code == 0, err
     for step, (old, new) in enumerate([("m0", "m1"), ("m1", "m2")], start=1):
-        done = subprocess.run(
-            [
-                *cli, "fit", "encoder", "--data", tmp_path / "new.zarr",
-                "--update", tmp_path / old, "--model-out", tmp_path / new,
-                "--json", tmp_path / f"{new}.json",
-            ],
-            capture_output=True,
-            text=True,
+        code, out, err = run_here(
+            "fit", "encoder", "--data", tmp_path / "new.zarr", "--update", tmp_path / old,
+            "--model-out", tmp_path / new, "--json", tmp_path / f"{new}.json",
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert f"(update {step} since its fit)" in done.stdout and "None" not in done.stdout
+        assert code == 0, err
+        assert f"(update {step} since its fit)" in out and "None" not in out
         summary = json.loads((tmp_path / f"{new}.json").read_text())
         assert summary["update"]["updates"] == step and summary["passes"] == 1
     updated = load_model(tmp_path / "m1")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -10,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import dask.array as da
@@ -39,6 +42,29 @@ def run_text(capsys, *argv):
     code = cli.main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def run_here(*argv):
+    """`scalenc argv` in this process, as a batch job runs it (stderr not a terminal, no
+    scheduler in the environment, Python's warning filters): (exit code, stdout, stderr). The command's code is the
+    executable's; what only a process shows (signals, a terminal, the start-up) is tested
+    through :func:`run_exe` and ``test_cli_output.run_exe_text``. Needs no fixture, so a
+    module's shared fixtures use it too."""
+    out, err = io.StringIO(), io.StringIO()
+    scheduler = {
+        k: os.environ.pop(k) for k in list(os.environ) if k.startswith("SCALENC_SCHEDULER")
+    }
+    try:
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),  # a new process's filters, not the test run's errors
+        ):
+            warnings.simplefilter("default")
+            code = cli.main([str(a) for a in argv])
+    finally:
+        os.environ.update(scheduler)
+    return code, out.getvalue(), err.getvalue()
 
 
 def run_exe(*argv, timeout=120, env=None):
@@ -523,26 +549,18 @@ def test_damaged_chunk_is_bad_input_exit_2(model_dir, inputs, tmp_path):
     assert "bad.zarr' array 'X'" in summary["error"]["message"]
 
 
-def test_failure_during_computation_exit_4(model_dir, inputs):
+def test_failure_during_computation_exit_4(model_dir, inputs, monkeypatch, capsys):
     """A failure inside a pass that is not the input's fault (here an injected bug in a
-    block function of the real executable's process): exit 4."""
-    code = (
-        "import sys, scalenc.math.labels as b\n"
-        "def boom(*a, **k): raise RuntimeError('injected failure')\n"
-        "b.confusion_counts = boom\n"
-        "from scalenc.cli import main\n"
-        "sys.exit(main())"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, "evaluate", "--model", str(model_dir)]
-        + ["--data", str(inputs["zarr"][0]), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    summary = json.loads(proc.stdout)
-    assert proc.returncode == cli.EXIT_COMPUTE == summary["exit_code"], proc.stderr
-    assert summary["status"] == "error" and "error (exit 4)" in proc.stderr
+    block function): exit 4."""
+    import scalenc.engine.passes
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(scalenc.engine.passes, "confusion_counts", boom)
+    code, summary, err = run(capsys, "evaluate", "--model", model_dir, "--data", inputs["zarr"][0])
+    assert code == cli.EXIT_COMPUTE == summary["exit_code"], err
+    assert summary["status"] == "error" and "error (exit 4)" in err
     assert "injected failure" in summary["error"]["message"]
 
 
@@ -566,17 +584,11 @@ def test_unreachable_scheduler_exit_3(inputs, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
-def test_scheduler_from_environment_exit_3(inputs, tmp_path):
-    code, summary, _ = run_exe(
-        "info",
-        "--model",
-        tmp_path,
-        "--connect-timeout",
-        1,
-        env={"SCALENC_SCHEDULER": "tcp://127.0.0.1:9"},
-        timeout=120,
-    )
-    assert code == cli.EXIT_CLUSTER
+def test_scheduler_from_environment_exit_3(inputs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SCALENC_SCHEDULER", "tcp://127.0.0.1:9")
+    code, summary, err = run(capsys, "info", "--model", tmp_path, "--connect-timeout", 1)
+    assert code == cli.EXIT_CLUSTER, err
+    assert "Cannot use the Dask scheduler at tcp://127.0.0.1:9" in summary["error"]["message"]
 
 
 def test_help_documents_exit_codes():

@@ -1,5 +1,6 @@
 """What a newcomer tripped over (issue 37), each run as the user ran it: the command or call,
-its output and its exit code."""
+its output and its exit code. The commands run in this process (``run_here``: the command's
+code, as a batch job runs it), the signal after the swap through the real executable."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from test_cli_output import run_exe_text
+from test_cli import run_here
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def table_csv(tmp_path_factory):
     path = folder / "table.csv"
     frame.to_csv(path, index=False)
     model = folder / "model"
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "fit", "lrc", "--data", path, "--label-column", "label", "--handle-missing", "impute",
         "--model-out", model,
     )  # fmt: skip
@@ -41,7 +42,7 @@ def table_csv(tmp_path_factory):
 def test_evaluate_a_csv_table_with_string_and_missing_columns(table_csv, chunk_rows):
     path, model = table_csv
     extra = [] if chunk_rows is None else ["--chunk-rows", chunk_rows]
-    code, out, err = run_exe_text(
+    code, out, err = run_here(
         "evaluate", "--model", model, "--data", path, "--label-column", "label",
         "--format", "json", *extra,
     )  # fmt: skip
@@ -56,7 +57,7 @@ def test_evaluate_a_csv_table_with_string_and_missing_columns(table_csv, chunk_r
 def test_report_on_a_csv_table_with_string_and_missing_columns(table_csv, tmp_path):
     pytest.importorskip("matplotlib")
     path, model = table_csv
-    code, out, err = run_exe_text(
+    code, out, err = run_here(
         "report", "--model", model, "--data", path, "--label-column", "label",
         "--out", tmp_path / "report.html", "--format", "json",
     )  # fmt: skip
@@ -98,7 +99,7 @@ def test_a_signal_after_the_overwrite_swap_says_the_new_output_is_there(tmp_path
     np.savez(data, X=X, y=y)
     model = tmp_path / "model"
     fit = ["fit", "lrc", "--data", data, "--model-out", model, "--overwrite"]
-    code, _, err = run_exe_text(*fit, "--set", "alpha=1.0")
+    code, _, err = run_here(*fit, "--set", "alpha=1.0")
     assert code == 0, err
     proc = subprocess.run(
         [sys.executable, "-c", SIGNAL_AFTER_SWAP, *map(str, fit), "--set", "alpha=2.0"],
@@ -131,23 +132,23 @@ def two_batches(tmp_path_factory):
 @pytest.mark.slow  # four commands per method; test_partial_fit's command update of an encoder counts its update in the default run
 def test_an_update_summary_counts_the_updates(two_batches, tmp_path, method):
     folder = two_batches
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "fit", method, "--data", folder / "day1.npz", "--model-out", tmp_path / "m1"
     )
     assert code == 0, err
     update = ["fit", method, "--data", folder / "day2.npz", "--update", tmp_path / "m1"]
-    code, out, err = run_exe_text(*update, "--model-out", tmp_path / "m2")
+    code, out, err = run_here(*update, "--model-out", tmp_path / "m2")
     assert code == 0, err
     assert re.search(rf"^updated {method} \(\w+\) model .*m1 with .*\(update 1 since its fit\)$",
                      out, re.MULTILINE), out  # fmt: skip
     assert "None" not in out and "?" not in out, out
-    code, out, err = run_exe_text(*update, "--model-out", tmp_path / "m3", "--format", "json")
+    code, out, err = run_here(*update, "--model-out", tmp_path / "m3", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["update"]["updates"] == 1
 
 
 def test_the_ccdr_classifier_summary_shows_its_heat_kernel_scale(two_batches, tmp_path):
-    code, out, err = run_exe_text(
+    code, out, err = run_here(
         "fit", "ccdr-classifier", "--data", two_batches / "day1.npz", "--model-out",
         tmp_path / "m",
     )  # fmt: skip
@@ -158,14 +159,14 @@ def test_the_ccdr_classifier_summary_shows_its_heat_kernel_scale(two_batches, tm
 
 def test_an_unknown_option_after_the_command_gets_the_command_usage(table_csv, tmp_path):
     path, model = table_csv
-    code, out, err = run_exe_text(
+    code, out, err = run_here(
         "fit", "lrc", "--data", path, "--label-column", "label", "--model-out", tmp_path / "m",
         "--bogus",
     )  # fmt: skip
     assert code == 2 and out == ""
     assert err.startswith("usage: scalenc fit ")
     assert err.endswith("scalenc fit: error: unrecognized arguments: --bogus\n"), err
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "predict", "--model", model, "--data", path, "--out", tmp_path / "p.zarr", "--proab"
     )
     assert code == 2
@@ -175,7 +176,7 @@ def test_an_unknown_option_after_the_command_gets_the_command_usage(table_csv, t
 
 def test_a_misspelt_parameter_gets_the_nearest_name(table_csv, tmp_path):
     path, _ = table_csv
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "fit", "lrc", "--data", path, "--label-column", "label", "--model-out", tmp_path / "m",
         "--set", "alpah=1",
     )  # fmt: skip
@@ -186,7 +187,7 @@ def test_a_misspelt_parameter_gets_the_nearest_name(table_csv, tmp_path):
 
 def test_a_bad_parameter_value_is_refused_before_the_data_is_read(table_csv, tmp_path):
     path, _ = table_csv
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "fit", "lrc", "--data", path, "--label-column", "label", "--model-out", tmp_path / "m",
         "--set", "alpha=-1",
     )  # fmt: skip
@@ -197,7 +198,7 @@ def test_a_bad_parameter_value_is_refused_before_the_data_is_read(table_csv, tmp
 
 def test_a_table_is_logged_by_its_column_kinds_not_as_object(table_csv):
     path, model = table_csv
-    code, out, err = run_exe_text(
+    code, out, err = run_here(
         "evaluate", "--model", model, "--data", path, "--label-column", "label",
         "--format", "json",
     )  # fmt: skip
@@ -214,9 +215,7 @@ def test_a_string_in_a_numeric_column_is_named(table_csv, tmp_path):
     frame.loc[7, "a"] = "abc"
     bad = tmp_path / "bad.csv"
     frame.to_csv(bad, index=False)
-    code, _, err = run_exe_text(
-        "evaluate", "--model", model, "--data", bad, "--label-column", "label"
-    )
+    code, _, err = run_here("evaluate", "--model", model, "--data", bad, "--label-column", "label")
     assert code == 2
     assert "could not convert" not in err
     assert (
@@ -261,7 +260,7 @@ def test_convert_writes_a_zarr_store_that_load_reads(sources, tmp_path, name):
     folder, X, y = sources
     labels = ["--label-column", "label"] if name.endswith((".csv", ".parquet")) else []
     out = tmp_path / "d.zarr"
-    code, text, err = run_exe_text(
+    code, text, err = run_here(
         "convert", "--data", folder / name, *labels, "--out", out, "--chunk-rows", 500
     )
     assert code == 0, err
@@ -283,24 +282,24 @@ def test_convert_replaces_an_output_only_with_overwrite(sources, tmp_path):
 
     folder, X, _ = sources
     out = tmp_path / "d.zarr"
-    assert run_exe_text("convert", "--data", folder / "d.npy", "--out", out)[0] == 0
-    code, _, err = run_exe_text("convert", "--data", folder / "d.npz", "--out", out)
+    assert run_here("convert", "--data", folder / "d.npy", "--out", out)[0] == 0
+    code, _, err = run_here("convert", "--data", folder / "d.npz", "--out", out)
     assert code == 2 and f"{out} exists; pass --overwrite to replace it." in err
     assert load(out)[1] is None  # left as it was
-    code, _, err = run_exe_text("convert", "--data", folder / "d.npz", "--out", out, "--overwrite")
+    code, _, err = run_here("convert", "--data", folder / "d.npz", "--out", out, "--overwrite")
     assert code == 0, err
     assert load(out)[1] is not None
 
 
 def test_convert_refuses_a_table_with_text_columns_naming_the_fix(table_csv, tmp_path):
     path, _ = table_csv
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "convert", "--data", path, "--label-column", "label", "--out", tmp_path / "t.zarr"
     )
     assert code == 2
     assert "has columns that are not numbers (1 categorical, 2 numeric)" in err
     assert "--feature-columns" in err and not (tmp_path / "t.zarr").exists()
-    code, _, err = run_exe_text(
+    code, _, err = run_here(
         "convert", "--data", path, "--label-column", "label", "--feature-columns", "a",
         "--out", tmp_path / "t.zarr",
     )  # fmt: skip
@@ -318,7 +317,7 @@ def test_a_csv_fit_numbers_its_passes_as_the_summary_counts_them(tmp_path):
     )
     frame["label"] = (frame.a + (frame.c == "x") > 0.5).astype(int)
     frame.to_csv(tmp_path / "t.csv", index=False)
-    code, out, err = run_exe_text(
+    code, out, err = run_here(
         "fit", "nrbfn", "--data", tmp_path / "t.csv", "--label-column", "label",
         "--model-out", tmp_path / "m", "--progress", "lines", "--progress-interval", "0",
         "--format", "json",

@@ -733,8 +733,8 @@ keep_checkpoint = true
 """
     )
     (tmp_path / "work").mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "scalenc.cli", "run", str(job)], capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
+    from test_cli import run_here
+
+    code, _, err = run_here("run", job)
+    assert code == 0, err
     assert (tmp_path / "work" / "ck" / "manifest.json").exists()

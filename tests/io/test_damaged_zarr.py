@@ -3,21 +3,16 @@ and the chunk (issue 17): a missing chunk (read by Zarr as the fill value), a ga
 truncated chunk, unreadable metadata; through the library and the command (exit 2)."""
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import dask.array as da
 import numpy as np
 import pytest
+from test_cli import run_here
 
 from scalenc import EncoderClassifier, load
 from scalenc.io.integrity import DamagedDataError, MissingChunksWarning
 from scalenc.io.outputs import write_dataset
-
-SCALENC = str(Path(sys.executable).with_name("scalenc"))
 
 
 @pytest.fixture(scope="module")
@@ -95,15 +90,10 @@ def test_unreadable_metadata_is_a_damaged_store(good_store, tmp_path):
 def test_the_command_exits_2_and_writes_nothing(good_store, tmp_path, how):
     path = _damaged(good_store[0], tmp_path, how=how)
     model, summary = tmp_path / "model", tmp_path / "fit.json"
-    proc = subprocess.run(
-        [SCALENC, "fit", "encoder", "--data", str(path), "--model-out", str(model)]
-        + ["--json", str(summary), "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    code, _, err = run_here(
+        "fit", "encoder", "--data", path, "--model-out", model, "--json", summary, "--quiet"
     )
-    assert proc.returncode == 2, proc.stderr
+    assert code == 2, err
     doc = json.loads(summary.read_text())
     assert doc["status"] == "error" and f"{how}.zarr" in doc["error"]["message"]
     assert not model.exists()

@@ -118,37 +118,26 @@ def test_bad_urls_say_what_is_wrong(tmp_path):
 
 def test_command_selects_columns_and_never_writes_storage_options(tmp_path, table):
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
+
+    from test_cli import run_here
 
     frame, _, _ = table
     dd.from_pandas(frame.assign(other=1.0), npartitions=2).to_parquet(tmp_path / "t.parquet")
     summary = tmp_path / "fit.json"
-    exe = str(Path(sys.executable).with_name("scalenc"))
-    proc = subprocess.run(
-        [exe, "fit", "encoder", "--data", f"file://{tmp_path}/t.parquet", "--label-column", "y"]
-        + ["--feature-columns", "px_*", "--storage-option", "secret_token=hunter2"]
-        + ["--storage-option=auto_mkdir=true", "--model-out", str(tmp_path / "m")]
-        + ["--json", str(summary)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
+    fit = ["fit", "encoder", "--data", f"file://{tmp_path}/t.parquet", "--label-column", "y"]
+    code, _, err = run_here(
+        *fit, "--feature-columns", "px_*", "--storage-option", "secret_token=hunter2",
+        "--storage-option=auto_mkdir=true", "--model-out", tmp_path / "m", "--json", summary,
+    )  # fmt: skip
+    assert code == 0, err
     text = summary.read_text()
-    assert "hunter2" not in text and "hunter2" not in proc.stderr
+    assert "hunter2" not in text and "hunter2" not in err
     assert json.loads(text)["argv"][-6:-4] == [
         "secret_token=***",
         "--storage-option=auto_mkdir=***",
     ]
-    proc = subprocess.run(
-        [exe, "fit", "encoder", "--data", f"file://{tmp_path}/t.parquet", "--label-column", "y"]
-        + ["--feature-columns", "px_0,px_1", "--model-out", str(tmp_path / "m2")]
-        + ["--json", str(summary)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    code, _, err = run_here(
+        *fit, "--feature-columns", "px_0,px_1", "--model-out", tmp_path / "m2", "--json", summary
     )
-    assert proc.returncode == 0, proc.stderr
+    assert code == 0, err
     assert json.loads(summary.read_text())["data"]["features"] == 2
