@@ -681,10 +681,13 @@ def test_killed_mid_write_leaves_no_complete_looking_output(tmp_path):
 
 
 def test_example_job_runs_end_to_end(tmp_path):
-    """examples/job.toml from the real executable: make-data, fit, predict, evaluate, report."""
+    """examples/job.toml: make-data, fit, predict, evaluate, report."""
     shutil.copy(REPO / "examples" / "job.toml", tmp_path / "job.toml")
-    code, summary, err = run_exe("run", tmp_path / "job.toml", "--progress", "lines", timeout=300)
+    code, out, err = run_here(
+        "run", tmp_path / "job.toml", "--progress", "lines", "--format", "json"
+    )
     assert code == 0, err
+    summary = json.loads(out)
     work = tmp_path / "scalenc-example"
     assert summary["workdir"] == str(work) and summary["status"] == "ok"
     commands = [s["command"] for s in summary["steps"]]

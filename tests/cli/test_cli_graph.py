@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import shared_dataset
-from test_cli import run, run_exe, run_text
+from test_cli import run, run_text
 from test_encoder_graph_fit import planted_graph
 
 from scalenc import EncoderClassifier, cli, save_model
@@ -158,9 +158,8 @@ def test_text_summary_names_the_graph(graph, tmp_path, capsys):
     assert f"edges {root / 'edges.npy'}: {edges} edges, unweighted, 1 edge block" in err
 
 
-def test_job_file_takes_the_graph_keys(graph, tmp_path):
-    """`edges` and `edge_columns` in a job's steps, relative to its workdir; the real
-    executable."""
+def test_job_file_takes_the_graph_keys(graph, tmp_path, capsys):
+    """`edges` and `edge_columns` in a job's steps, relative to its workdir."""
     root = graph["root"]
     job = tmp_path / "job.toml"
     job.write_text(
@@ -185,7 +184,7 @@ edge_columns = "0,1"
 out = "{tmp_path / "pred.parquet"}"
 """
     )
-    code, summary, err = run_exe("run", job, timeout=300)
+    code, summary, err = run(capsys, "run", job)
     assert code == 0, err
     fit, pred = summary["steps"]
     assert fit["graph"]["edges"] == str(root / "edges.parquet") and not fit["graph"]["weighted"]

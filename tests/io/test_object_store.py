@@ -9,6 +9,7 @@ import fsspec
 import numpy as np
 import pytest
 import zarr
+from test_cli import run_here
 
 from scalenc import EncoderClassifier, load, write_output
 from scalenc.io.atomic import INCOMPLETE, IncompleteOutputError
@@ -134,9 +135,6 @@ def test_a_missing_bucket_or_object_is_a_clear_error(s3):
 def test_storage_options_in_a_job_file(s3, data, tmp_path):
     """A job's [job] table holds the storage options for every step."""
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
     X, y = data
     write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
@@ -148,14 +146,8 @@ def test_storage_options_in_a_job_file(s3, data, tmp_path):
         '[[step]]\ncommand = "fit"\nmethod = "lrc"\ndata = "s3://scalenc-bucket/job.zarr"\n'
         'model_out = "s3://scalenc-bucket/job-model"\n'
     )
-    exe = str(Path(sys.executable).with_name("scalenc"))
-    proc = subprocess.run(
-        [exe, "run", str(tmp_path / "job.toml"), "--json", str(tmp_path / "run.json")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, _, err = run_here("run", tmp_path / "job.toml", "--json", tmp_path / "run.json")
+    assert code == 0, err[-2000:]
     assert s3["secret"] + '"' not in (tmp_path / "run.json").read_text()
     fs = fsspec.filesystem("s3", **s3)
     assert fs.exists("scalenc-bucket/job-model/model.json")
@@ -195,9 +187,6 @@ def test_a_loopback_cluster_reads_s3_on_its_workers(s3, data, client, monkeypatc
 def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path):
     """The batch steps with every data and model path on the object store."""
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
     X, y = data
     write_dataset(da.from_array(X, chunks=(1000, -1)), da.from_array(y, chunks=1000),
@@ -207,21 +196,16 @@ def test_the_command_reads_and_writes_s3_with_storage_options(s3, data, tmp_path
         "--storage-option", f"secret={s3['secret']}",
         "--storage-option", f"client_kwargs={json.dumps(s3['client_kwargs'])}",
     ]  # fmt: skip
-    exe = str(Path(sys.executable).with_name("scalenc"))
-    common = {"capture_output": True, "text": True, "timeout": 300}
-    fit = subprocess.run(
-        [exe, "fit", "encoder", "--data", "s3://scalenc-bucket/cmd.zarr", *options]
-        + ["--model-out", "s3://scalenc-bucket/cmd-model", "--json", str(tmp_path / "fit.json")],
-        **common,
-    )
-    assert fit.returncode == 0, fit.stderr
-    predict = subprocess.run(
-        [exe, "predict", "--model", "s3://scalenc-bucket/cmd-model"]
-        + ["--data", "s3://scalenc-bucket/cmd.zarr"]
-        + [*options, "--out", "s3://scalenc-bucket/cmd-pred.zarr"],
-        **common,
-    )
-    assert predict.returncode == 0, predict.stderr
+    code, _, err = run_here(
+        "fit", "encoder", "--data", "s3://scalenc-bucket/cmd.zarr", *options,
+        "--model-out", "s3://scalenc-bucket/cmd-model", "--json", tmp_path / "fit.json",
+    )  # fmt: skip
+    assert code == 0, err
+    code, _, err = run_here(
+        "predict", "--model", "s3://scalenc-bucket/cmd-model", "--data",
+        "s3://scalenc-bucket/cmd.zarr", *options, "--out", "s3://scalenc-bucket/cmd-pred.zarr",
+    )  # fmt: skip
+    assert code == 0, err
     got = zarr.open_array("s3://scalenc-bucket/cmd-pred.zarr", mode="r", storage_options=s3)[:]
     np.testing.assert_array_equal(got, EncoderClassifier().fit(X, y).predict(X))
     summary = (tmp_path / "fit.json").read_text()
