@@ -142,7 +142,7 @@ class GraphFitMixin:
             found = compute(*(encoder_passes.graph_moments_pass(Z, codes, K) for Z in candidates))
         z_moments = [moments for moments, _ in found]
         self.lda_models_ = [self._lda(m) for m in z_moments]
-        self.cross_entropy_ = np.full(len(candidates), np.nan)
+        self._set_cross_entropy()
         if len(candidates) > 1:
             with fit_stage(self, "cross_entropy"):
                 logliks = compute(
@@ -151,7 +151,7 @@ class GraphFitMixin:
                         for Z, model in zip(candidates, self.lda_models_)
                     )
                 )
-            self.cross_entropy_ = -np.array([float(v) for v in logliks])
+            self._set_cross_entropy(-np.array([float(v) for v in logliks]))
         self._select_kernel(z_moments, kernels=features)
         self.embeddings_ = names
         self.embedding_ = names[self.kernel_index_]

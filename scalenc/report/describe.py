@@ -57,10 +57,11 @@ def jsonable(value, *, max_items: int = 50):
 def describe_model(est) -> dict:
     """The small public fitted attributes of an estimator, JSON-ready (arrays summarised).
 
-    The encoder's ``cross_entropy_`` is keyed by kernel and kept as the paper's sum c_m
-    over the labeled training rows; ``cross_entropy_per_row`` adds c_m divided by those
-    rows (``cross_entropy_rows``, the sum of ``class_counts_``), comparable across data
-    sizes and with log K, the cross-entropy of guessing.
+    The encoder's ``cross_entropy_`` (with ``cross_entropy_kind_`` and
+    ``cross_entropy_bounds_``) is keyed by kernel and kept as the paper's sum c_m over
+    the labeled training rows; ``cross_entropy_per_row`` adds c_m divided by those rows
+    (``cross_entropy_rows``, the sum of ``class_counts_``), comparable across data sizes
+    and with log K, the cross-entropy of guessing.
 
     Examples
     --------
@@ -88,7 +89,9 @@ def describe_model(est) -> dict:
     if "kernels_" in out and hasattr(est, "cross_entropy_"):
         # with a graph, the candidates are the embeddings compared, by name
         names = getattr(est, "embeddings_", None) or [repr(k) for k in est.kernels_]
-        out["cross_entropy_"] = {k: jsonable(c) for k, c in zip(names, est.cross_entropy_)}
+        for key in ("cross_entropy_", "cross_entropy_kind_", "cross_entropy_bounds_"):
+            if hasattr(est, key):  # older model files hold no kind or bounds
+                out[key] = {k: jsonable(c) for k, c in zip(names, getattr(est, key))}
         rows = int(np.sum(getattr(est, "class_counts_", 0)))
         out["cross_entropy_rows"] = rows
         out["cross_entropy_per_row"] = {

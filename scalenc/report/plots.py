@@ -80,7 +80,9 @@ def _plot_cross_entropy(est, Figure, canvas):
     positive = ce[np.isfinite(ce) & (ce > 0)]
     if positive.size and positive.max() / positive.min() > 100:
         ax.set_yscale("log")
-    ax.bar_label(bars, labels=[f"{v:.3g}" for v in ce], fontsize=8)
+    kinds = getattr(est, "cross_entropy_kind_", ["exact"] * ce.size)  # not in older files
+    labels = [f"{v:.3g}" + ("" if k == "exact" else f" ({k})") for v, k in zip(ce, kinds)]
+    ax.bar_label(bars, labels=labels, fontsize=8)
     ax.axhline(
         (1 - est.min_improvement) * ce[0],
         color="grey",
