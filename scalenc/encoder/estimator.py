@@ -223,8 +223,10 @@ class EncoderClassifier(
         With a graph: the chosen one. ``kernel_`` is then its feature kernel, None for
         the graph alone, and ``kernel_index_`` its index in ``embeddings_``.
     n_edge_passes_ : int
-        With a graph: the reads of the edge list the fit made (one per pass that
-        computes the graph embedding; twice that with ``graph_laplacian``).
+        With a graph: the passes over the edge list the fit made, counted by the engine
+        where the edges are read, as ``n_passes_`` (one per computation of the graph
+        embedding: its moments, then with several candidates their cross-entropies;
+        ``graph_laplacian``'s degrees are summed in the same pass).
     n_features_in_ : int
     n_passes_ : int
         Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
