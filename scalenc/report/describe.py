@@ -16,6 +16,7 @@ __all__ = [
     "jsonable",
     "describe_model",
     "describe_data",
+    "safe_location",
 ]
 
 
@@ -100,10 +101,19 @@ def describe_model(est) -> dict:
     return out
 
 
-def _location(path) -> str:
+def safe_location(path) -> str:
     """A path or URL as given, less what may be a secret: a URL's user and password, its
     query (signed URLs carry their token there) and its fragment. Text after the first
-    space (a description's shape) is kept; applied twice, it changes nothing more."""
+    space (a description's shape) is kept; applied twice, it changes nothing more.
+
+    Examples
+    --------
+    >>> from scalenc.report.describe import safe_location
+    >>> safe_location("s3://key:secret@bucket/model?X-Amz-Signature=abc#top")
+    's3://***@bucket/model?***'
+    >>> safe_location("/data/train.zarr (1000 rows × 20 features)")
+    '/data/train.zarr (1000 rows × 20 features)'
+    """
     text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
     head, space, rest = text.partition(" ")
     if "://" not in head:
@@ -157,7 +167,7 @@ def describe_data(X, source=None) -> str:
     if source is not None:
         size = f"{rows} rows × {_plural(features, 'feature')}" if shape else ""
         size += f", {_plural(blocks, 'row block')}" if blocks and size else ""
-        return f"{_location(source)} ({size})" if size else _location(source)
+        return f"{safe_location(source)} ({size})" if size else safe_location(source)
     module = type(X).__module__.partition(".")[0]
     kinds = {
         "numpy": "NumPy",
