@@ -231,6 +231,9 @@ class EncoderClassifier(
     n_passes_ : int
         Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
         ``cache_embedding``, the cross-entropy pass reads the cached Z, not X).
+    n_cached_passes_ : int
+        Passes over the cached Z (plan ``"cache"``), counted by the engine as
+        ``n_passes_`` is; 0 for a fit that cached none.
     n_updates_ : int
         ``partial_fit`` updates since ``fit`` or since the first ``partial_fit`` (0 then).
     stage_times_ : dict

@@ -9,6 +9,7 @@ import pickle
 import dask.array as da
 import numpy as np
 import pytest
+from _counting import counted
 from sklearn.base import clone
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 from test_encoder_graph import graphemd_matrix
@@ -125,6 +126,18 @@ def test_the_graph_is_one_more_kernel_chosen_by_cross_entropy():
     )
     assert model.transform(X, graph=edges).shape == (len(y), 3)
     assert model.fit_plan_ == {"name": "graph", "passes_over_X": 3, "passes_over_edges": 2}
+
+
+@pytest.mark.parametrize("laplacian", [False, True])
+def test_edge_passes_are_the_reads_of_the_edges(laplacian):
+    """``n_edge_passes_`` is the engine's count, and each pass reads every edge block
+    once: the Laplacian's degrees are summed in the pass that embeds."""
+    X, y, _, edges = planted_graph(seed=3)
+    counted_edges, reads = counted(edges, 200)
+    kernels = ("linear", "euclidean")  # two fused candidates: moments, then cross-entropies
+    model = EncoderClassifier(kernels=kernels, graph_laplacian=laplacian)
+    model.fit(X, y, graph=counted_edges)
+    assert reads.passes() == model.n_edge_passes_ == model.fit_plan_["passes_over_edges"] == 2
 
 
 def test_several_fused_kernels_are_compared_by_the_rule():
