@@ -656,9 +656,10 @@ class EncoderClassifier(
         )
 
     def _set_cross_entropy(self, values=None, kind="exact", at=None, upper=None):
-        """Set c_m of the candidates ``at`` (default: every one, the others' unset) to
-        ``values`` (None: none computed) of ``kind`` (``cross_entropy_kind_``; an
-        interval from ``values`` to ``upper``), with its kind and bounds."""
+        """Record c_m of the candidates ``at`` as ``values`` of ``kind``
+        (``cross_entropy_kind_``; ``"interval"``: bounds ``values`` to ``upper``, c_m
+        their middle), with its bounds. Without ``at`` every candidate's record starts
+        afresh (``values`` None: none computed)."""
         if at is None:
             n = len(self.lda_models_ if values is None else values)
             self.cross_entropy_ = np.full(n, np.nan)
