@@ -38,6 +38,7 @@ from scalenc.cli.parser import METHODS, parse_set, parse_value
 from scalenc.cli.session import NOTICE
 from scalenc.cli.summary import plural
 from scalenc.engine import resume
+from scalenc.engine.reads import counting_passes
 from scalenc.io.atomic import write_text
 from scalenc.io.inputs import load
 from scalenc.io.outputs import write_dataset, write_output
@@ -385,12 +386,13 @@ def cmd_predict(args, session) -> dict:
     columns = (
         [f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba else ["prediction"]
     )
-    path, seconds = _write(session, "predict", out, args, columns, X)
+    with _counting_edges(graph) as edge_reads:
+        path, seconds = _write(session, "predict", out, args, columns, X)
     return {
         "model": args.model,
         "estimator": type(est).__name__,
         "data": None if X is None else _data_summary(args, X, None),
-        **_graph_part(args, graph, out, est),
+        **_graph_part(args, graph, out, edge_reads),
         "output": {
             "path": path,
             "kind": "probabilities" if args.proba else "labels",
@@ -418,13 +420,18 @@ def _output_inputs(args, est, command: str):
     return X, {"graph": open_edges(args, options, open_node_ids(args, options))}
 
 
-def _graph_part(args, graph: dict, out, est) -> dict:
+def _counting_edges(graph: dict):
+    """The engine's count of the passes over the edges of ``graph`` (none without one)."""
+    return counting_passes(graph["graph"].ids if graph else None)
+
+
+def _graph_part(args, graph: dict, out, edge_reads) -> dict:
     """The summary's ``graph`` of ``predict``/``embed``/``evaluate`` (the nodes: the
-    output's rows; the edges read once, twice with the Laplacian's degrees)."""
+    output's rows; the passes over the edges, ``edge_reads``, counted by the engine)."""
     if not graph:
         return {}
     summary = graph_summary(args, graph["graph"], out.shape[0])
-    return {"graph": {**summary, "edge_passes": 2 if est.graph_laplacian else 1}}
+    return {"graph": {**summary, "edge_passes": edge_reads.passes}}
 
 
 def cmd_embed(args, session) -> dict:
@@ -434,12 +441,13 @@ def cmd_embed(args, session) -> dict:
     X, graph = _output_inputs(args, est, "embed")
     Z = est.transform(X, **graph)
     columns = [f"z{j}" for j in range(Z.shape[1])]
-    path, seconds = _write(session, "embed", Z, args, columns, X)
+    with _counting_edges(graph) as edge_reads:
+        path, seconds = _write(session, "embed", Z, args, columns, X)
     return {
         "model": args.model,
         "estimator": type(est).__name__,
         "data": None if X is None else _data_summary(args, X, None),
-        **_graph_part(args, graph, Z, est),
+        **_graph_part(args, graph, Z, edge_reads),
         "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
         "passes": int(X is not None),
         "timings": {"embed_seconds": seconds},
@@ -461,7 +469,7 @@ def cmd_evaluate(args, session) -> dict:
     graph = {}
     if getattr(args, "edges", None):
         graph = {"graph": open_edges(args, options, open_node_ids(args, options))}
-    with session.progress("evaluate", X, passes=1):
+    with session.progress("evaluate", X, passes=1), _counting_edges(graph) as edge_reads:
         scores = evaluate(est, X, y, **graph)
     log.info(
         "evaluate: accuracy %.4f on %d labeled rows (%.2fs)",
@@ -480,7 +488,7 @@ def cmd_evaluate(args, session) -> dict:
         "model": args.model,
         "estimator": type(est).__name__,
         "data": None if X is None else _data_summary(args, X, y),
-        **_graph_part(args, graph, y, est),
+        **_graph_part(args, graph, y, edge_reads),
         "passes": int(X is not None),
         "timings": {"evaluate_seconds": scores.pop("seconds")},
         "scores": scores,

@@ -16,7 +16,7 @@ import numpy as np
 
 from scalenc.encoder import blocks
 from scalenc.encoder.kernels import Kernel
-from scalenc.math.buffers import arange, gather, host_scratch, into, scratch
+from scalenc.math.buffers import Workspace, arange, gather, scratch
 from scalenc.math.linalg import LDAModel, class_scores
 from scalenc.math.moments import (
     centred_class_sums,
@@ -32,7 +32,6 @@ from scalenc.math.xp import (
     dtype_in,
     host_or_device,
     index_dtype,
-    is_numpy,
     like,
     matmul,
     namespace,
@@ -321,6 +320,7 @@ NEAR_ODDS = 0.01
 #: :func:`stacked_loss_gradients` by their squared whitened length alone.
 TINY_ODDS = 1e-8
 TINY_LOSS = float(np.log1p(TINY_ODDS))
+NEAR_LOSS = float(np.log1p(NEAR_ODDS))  # a row's loss at most this: well classified
 
 
 def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) -> tuple:
@@ -337,13 +337,9 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
     Row tiles of :func:`stacked_tile_rows` rows; NumPy partials (sums), also for a device
     block."""
     xp = namespace(Z)
-    host = is_numpy(xp)
-    reach = [edge * edge for edge in NEAR_BANDS]  # the bands' edges, squared
-    bands = len(reach)
-    limit = float(np.log1p(NEAR_ODDS))  # a row is well classified when its loss is below
+    K = coef.shape[0] // n_kernels
 
     def tile(z, c):
-        K = coef.shape[0] // n_kernels
         c = to_host(c)
         labeled = np.flatnonzero(c >= 0)
         z = xp.astype(z, xp.float64, copy=False)
@@ -354,109 +350,93 @@ def stacked_loss_gradients(Z, codes, coef, intercept, whiten, n_kernels: int) ->
         # scores are classes by row, (K, b), so that the softmax's max and sum over K are
         # element-wise on long vectors (as in :func:`stacked_log_likelihood`) and every
         # product below reads contiguous operands (row-major x, gathered and transposed
-        # per kernel, took twice as long). A NumPy tile's temporaries are per-thread
-        # buffers (on a Dask worker fresh ones took 2.5 times the arithmetic: see
-        # :mod:`scalenc.math.buffers`); a device tile's are its library's.
-        own = into(np.multiply, c, b, out=host_scratch(xp, "loss.own", (b,), np.int64))
+        # per kernel, took twice as long). The temporaries are a :class:`Workspace`'s.
+        ws = Workspace(xp, "loss", z)
+        own = np.multiply(c, b, out=scratch("loss.own", (b,), np.int64))
         own += arange(b)
         own = like(xp, own, z)  # each row's own class, flat in (K, b)
-        xT = host_scratch(xp, "loss.x", (K + 1, b), np.float64)
-        if xT is None:
-            xT = xp.empty((K + 1, b), dtype=xp.float64, device=device_of(z))
+        xT = ws.buffer("x", (K + 1, b))
         xT[K, :] = 1.0
-
-        def buffer(name, rows):
-            return host_scratch(xp, f"loss.{name}", (rows, b), np.float64)
-
         out = []
         for m in range(n_kernels):
             cols = slice(m * K, (m + 1) * K)
             xT[:K, :] = z[:, cols].T
             augmented = np.concatenate([coef[cols, cols], intercept[None, cols]])  # [W; b]
-            weights = like(xp, np.ascontiguousarray(augmented.T), z)
-            # the log-softmax over the K classes, its exponentials kept: p_i = e_i / Σ e_i
-            shifted = matmul(xp, weights, xT, out=buffer("scores", K))
-            shifted -= into(xp.max, shifted, axis=0, keepdims=True, out=buffer("top", 1))
-            residual = into(xp.exp, shifted, out=buffer("residual", K))
-            total = into(xp.sum, residual, axis=0, keepdims=True, out=buffer("total", 1))
-            residual /= total
-            # −log T(i, y_i) = log Σ e_i − (s_{i,y_i} − max s_i)
-            picked = gather("loss.loss", xp.reshape(shifted, (-1,)), own)
-            log_total = xp.reshape(into(xp.log, total, out=total if host else None), (-1,))
-            loss = into(xp.subtract, log_total, picked, out=picked if host else None)
-            # p − e_y: ∂(−log T(i, y_i)) / ∂scores, its own class's entry p_y − 1 =
-            # expm1(−loss) written (an in-place subtraction reads and writes: 2.5× slower)
-            own_entry = into(
-                xp.negative, loss, out=host_scratch(xp, "loss.own_p", (b,), np.float64)
-            )
-            own_entry = into(xp.expm1, own_entry, out=own_entry if host else None)
-            if host:
-                xp.reshape(residual, (-1,))[own] = own_entry
-            else:  # the standard has no assignment through an index array
-                mine = xp.arange(K, device=device_of(z))[:, None] == like(xp, c, z)[None, :]
-                residual = xp.where(mine, own_entry[None, :], residual)
-            whitened = matmul(
-                xp,
-                like(xp, np.ascontiguousarray(whiten[m].T), z),
-                xT,
-                out=buffer("whitened", K + 1),
-            )
-            whitened *= whitened
-            # ‖L⁻¹x_i‖², and the band it falls in: how many edges² it exceeds
-            sq = xp.reshape(
-                into(xp.sum, whitened, axis=0, keepdims=True, out=buffer("sq", 1)), (-1,)
-            )
-            near = (loss <= limit) & (sq <= reach[-1])
-            near_sums = xp.zeros((bands, K + 1, K + 1), dtype=xp.float64)
-            tiny_sums = xp.zeros(bands, dtype=xp.float64)
-            x_far = xT
-            if bool(xp.any(near)):
-                # the rows with odds below TINY_ODDS (most, on nearly separable classes)
-                # count by Σ ‖L⁻¹x_i‖² alone, by band: the sums over the rows beyond each
-                # inner edge (one product with the 0/1 rows "beyond edge k") differenced;
-                # the others by band, one product per band
-                tiny = near & (loss <= TINY_LOSS)
-                if host:
-                    counted = np.multiply(sq, tiny, out=scratch("loss.tiny", (b,), np.float64))
-                else:
-                    counted = xp.where(tiny, sq, 0.0)
-                beyond = _beyond_edges(xp, sq, reach[:-1])
-                outer = xp.concat([xp.reshape(xp.sum(counted), (1,)), matmul(xp, beyond, counted)])
-                tiny_sums = outer - xp.concat([outer[1:], xp.zeros(1, dtype=xp.float64)])
-                some = xp.nonzero(near & ~tiny)[0]
-                if some.shape[0]:
-                    band = xp.sum(
-                        xp.take(beyond, some, axis=1), axis=0
-                    )  # edges exceeded, 0 … bands − 1
-                    odds = xp.expm1(loss[some])
-                    for b_ in range(bands):
-                        mine = band == b_
-                        if bool(xp.any(mine)):
-                            rows_b = xp.take(xT, some[mine], axis=1)
-                            near_sums[b_, ...] = matmul(xp, rows_b * odds[mine], rows_b.T)
-                x_far = xp.take(xT, xp.nonzero(~near)[0], axis=1)
-            parts = {
-                "loglik": -xp.sum(loss),
-                "gradient": matmul(xp, xT, residual.T),
-                "near": near_sums,
-                "tiny": tiny_sums,
-                "far": matmul(xp, x_far, x_far.T),
-            }
+            parts = _loss_gradient(ws, xT, own, augmented, whiten[m])
             out.append({key: np.asarray(to_host(value)) for key, value in parts.items()})
         return tuple(out)
 
     return over_row_tiles(tile, merge_partials, Z, to_host(codes), tile_rows(xp, Z.shape[1]))
 
 
-def _beyond_edges(xp, values, edges):
-    """(len(edges), b) float64: 1 where ``values[i]`` exceeds ``edges[k]``, else 0; a NumPy
-    tile's in a per-thread buffer."""
-    out = host_scratch(xp, "loss.beyond", (len(edges), values.shape[0]), np.float64)
-    if out is None:
-        return xp.stack([xp.astype(values > edge, xp.float64) for edge in edges])
-    for k, edge in enumerate(edges):
-        np.greater(values, edge, out=out[k])
-    return out
+def _loss_gradient(ws, xT, own, augmented, whiten) -> dict:
+    """One kernel's sums of :func:`stacked_loss_gradients` over a tile's rows ``xT``
+    ((K+1) × b, x_i = [z_i; 1] by column), each row's own class ``own`` (flat in (K, b)),
+    the kernel's [W; b] (``augmented``) and V (``whiten``), in ``ws``'s buffers."""
+    xp = ws.xp
+    (K1, b), K = xT.shape, augmented.shape[1]
+    weights = like(xp, np.ascontiguousarray(augmented.T), xT)
+    # the log-softmax over the K classes, its exponentials kept: p_i = e_i / Σ e_i
+    shifted = ws.into(xp.matmul, weights, xT, out=ws.buffer("scores", (K, b)))
+    shifted -= ws.into(xp.max, shifted, axis=0, keepdims=True, out=ws.buffer("top", (1, b)))
+    residual = ws.into(xp.exp, shifted, out=ws.buffer("residual", (K, b)))
+    total = ws.into(xp.sum, residual, axis=0, keepdims=True, out=ws.buffer("total", (1, b)))
+    residual /= total
+    # −log T(i, y_i) = log Σ e_i − (s_{i,y_i} − max s_i)
+    picked = gather("loss.loss", xp.reshape(shifted, (-1,)), own)
+    log_total = xp.reshape(ws.into(xp.log, total, out=total), (-1,))
+    loss = ws.into(xp.subtract, log_total, picked, out=picked)
+    # p − e_y: ∂(−log T(i, y_i)) / ∂scores, its own class's entry p_y − 1 = expm1(−loss)
+    # written (an in-place subtraction reads and writes: 2.5× slower)
+    own_entry = ws.into(xp.negative, loss, out=ws.buffer("own_p", (b,)))
+    residual = ws.put(residual, own, ws.into(xp.expm1, own_entry, out=own_entry))
+    V = like(xp, np.ascontiguousarray(whiten.T), xT)
+    whitened = ws.into(xp.matmul, V, xT, out=ws.buffer("whitened", (K1, b)))
+    whitened *= whitened
+    sq = ws.into(xp.sum, whitened, axis=0, keepdims=True, out=ws.buffer("sq", (1, b)))
+    near_sums, tiny_sums, x_far = _near_rows(ws, xT, loss, xp.reshape(sq, (-1,)))
+    return {
+        "loglik": -xp.sum(loss),
+        "gradient": matmul(xp, xT, residual.T),
+        "near": near_sums,
+        "tiny": tiny_sums,
+        "far": matmul(xp, x_far, x_far.T),
+    }
+
+
+def _near_rows(ws, xT, loss, sq) -> tuple:
+    """``"near"`` and ``"tiny"`` of :func:`stacked_loss_gradients` for a tile's rows
+    ``xT`` with their losses and squared whitened lengths ``sq`` (‖L⁻¹x_i‖², whose band
+    is how many edges² it exceeds), and the columns of the others (the far rows)."""
+    xp = ws.xp
+    reach = [edge * edge for edge in NEAR_BANDS]  # the bands' edges, squared
+    bands, K1 = len(reach), xT.shape[0]
+    near = (loss <= NEAR_LOSS) & (sq <= reach[-1])
+    near_sums = xp.zeros((bands, K1, K1), dtype=xp.float64)
+    if not bool(xp.any(near)):
+        return near_sums, xp.zeros(bands, dtype=xp.float64), xT
+    # the rows with odds below TINY_ODDS (most, on nearly separable classes) count by
+    # Σ ‖L⁻¹x_i‖² alone, by band: the sums over the rows beyond each inner edge (one
+    # product with the 0/1 rows "beyond edge k") differenced; the others by band, one
+    # product per band
+    tiny = near & (loss <= TINY_LOSS)
+    counted = ws.masked(sq, tiny, "tiny")
+    edges = like(xp, np.array(reach[:-1])[:, None], sq)
+    beyond = ws.into(
+        xp.greater, sq[None, :], edges, out=ws.buffer("beyond", (bands - 1, sq.shape[0]))
+    )
+    outer = xp.concat([xp.reshape(xp.sum(counted), (1,)), matmul(xp, beyond, counted)])
+    tiny_sums = outer - xp.concat([outer[1:], xp.zeros(1, dtype=xp.float64)])
+    some = xp.nonzero(near & ~tiny)[0]
+    if some.shape[0]:
+        band = xp.sum(xp.take(beyond, some, axis=1), axis=0)  # edges exceeded, 0 … bands − 1
+        odds = xp.expm1(loss[some])
+        for k in range(bands):
+            mine = band == k
+            if bool(xp.any(mine)):
+                rows = xp.take(xT, some[mine], axis=1)
+                near_sums[k, ...] = matmul(xp, rows * odds[mine], rows.T)
+    return near_sums, tiny_sums, xp.take(xT, xp.nonzero(~near)[0], axis=1)
 
 
 def stacked_row_losses(Z, codes, coef, intercept, n_kernels: int) -> np.ndarray:

@@ -197,11 +197,19 @@ class EncoderClassifier(
         The chosen kernel δ_{m*}.
     kernel_index_ : int
     cross_entropy_ : ndarray of shape (n_kernels,)
-        c_m per kernel. NaN when only one kernel was given (no choice to make, so no pass
-        is spent on it). With a sample (``fit_plan_["name"] == "sample"``), exact for the
-        kernels in ``fit_plan_["compared_over_every_row"]``, the sample's estimates
-        (scaled to every labeled row) for the others; for those in
-        ``fit_plan_["decided_by_bounds"]``, the middle of the exact bounds given there.
+        c_m per kernel: the cross-entropy of its LDA over the labeled training rows, of
+        the kind ``cross_entropy_kind_`` says. NaN when only one kernel was given (no
+        choice to make, so no pass is spent on it).
+    cross_entropy_kind_ : ndarray of str, shape (n_kernels,)
+        What each c_m is: ``"exact"`` (computed over every labeled row), ``"interval"``
+        (the middle of ``cross_entropy_bounds_``: with a sample, a kernel pass 2 bounded
+        and no pass then computed exactly), ``"sample"`` (the sample's estimate, scaled
+        to every labeled row: the kernels it dropped, and the one it left where it left
+        one), ``"running"`` (after ``partial_fit``: each batch's c_m under the LDA of
+        its update, summed) or ``"none"`` (not computed, NaN).
+    cross_entropy_bounds_ : ndarray of shape (n_kernels, 2)
+        An interval [lower, upper] that holds the exact c_m: c_m itself at both ends
+        where it is exact, pass 2's bounds where ``"interval"``, NaN where none is known.
     coef_, intercept_ : ndarray
         The LDA on Z of the chosen kernel, as scikit-learn's (binary: one row).
     lda_models_ : list of LDAModel
@@ -215,12 +223,17 @@ class EncoderClassifier(
         With a graph: the chosen one. ``kernel_`` is then its feature kernel, None for
         the graph alone, and ``kernel_index_`` its index in ``embeddings_``.
     n_edge_passes_ : int
-        With a graph: the reads of the edge list the fit made (one per pass that
-        computes the graph embedding; twice that with ``graph_laplacian``).
+        With a graph: the passes over the edge list the fit made, counted by the engine
+        where the edges are read, as ``n_passes_`` (one per computation of the graph
+        embedding: its moments, then with several candidates their cross-entropies;
+        ``graph_laplacian``'s degrees are summed in the same pass).
     n_features_in_ : int
     n_passes_ : int
         Passes over X that the last ``fit``/``partial_fit`` made (with several kernels and
         ``cache_embedding``, the cross-entropy pass reads the cached Z, not X).
+    n_cached_passes_ : int
+        Passes over the cached Z (plan ``"cache"``), counted by the engine as
+        ``n_passes_`` is; 0 for a fit that cached none.
     n_updates_ : int
         ``partial_fit`` updates since ``fit`` or since the first ``partial_fit`` (0 then).
     stage_times_ : dict
@@ -275,8 +288,8 @@ class EncoderClassifier(
     >>> model = EncoderClassifier().fit(X, y)  # linear, euclidean and spearman
     >>> model.kernel_.name, model.n_passes_
     ('linear', 2)
-    >>> model.cross_entropy_.round(1)
-    array([ 38.5, 120.6,  81.2])
+    >>> model.cross_entropy_.round(1), model.cross_entropy_kind_
+    (array([ 38.5, 120.6,  81.2]), array(['exact', 'exact', 'exact'], dtype='<U8'))
     >>> model.predict(X[:3])
     array([0, 0, 0])
     >>> model.transform(X[:2]).shape  # the encoder embedding Z, one column per class
@@ -554,23 +567,22 @@ class EncoderClassifier(
         embedding's class statistics, one per kernel."""
         self._require_all_classes()
         if z_moments is None:
-            z_moments, self.lda_models_, self.cross_entropy_ = self._every_row(
-                X, codes, self.kernels_
-            )
+            z_moments, self.lda_models_, cross_entropy = self._every_row(X, codes, self.kernels_)
+            self._set_cross_entropy(cross_entropy)
         else:  # the one-pass linear fit: nothing more to read
             self.fit_plan_ = fit_plan(
                 X, self.kernels_, self.class_means_, one_pass=True, cache_embedding=None,
                 read_seconds=None, budget=None,
             )  # fmt: skip
             self.lda_models_ = [self._lda(m) for m in z_moments]
-            self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+            self._set_cross_entropy()
         self._select_kernel(z_moments)
         return z_moments
 
     def _every_row(self, X, codes, kernels):
-        """The embedding statistics, LDA models and (several kernels) cross-entropies of
-        ``kernels`` over every row: pass 2, then a pass over the cached Z or a third over
-        X, by the plan in ``fit_plan_``."""
+        """The embedding statistics, LDA models and (several kernels; else None)
+        cross-entropies of ``kernels`` over every row: pass 2, then a pass over the
+        cached Z or a third over X, by the plan in ``fit_plan_``."""
         U = self.class_means_
         # measured rates decide the plan: a resumed fit keeps its first run's
         self.fit_plan_ = checkpoint.remembered(
@@ -588,7 +600,7 @@ class EncoderClassifier(
         if self.fit_plan_["name"] == "cache":
             return self._fit_kernels_cached(X, codes, kernels)
         z_moments, models, _ = self._embedding_statistics(X, codes, kernels)
-        cross_entropy = np.full(len(kernels), np.nan)
+        cross_entropy = None  # one kernel: no choice, no pass spent on c_m
         if len(kernels) > 1:
             cross_entropy = self._cross_entropies(X, codes, kernels, models)
         return z_moments, models, cross_entropy
@@ -642,6 +654,26 @@ class EncoderClassifier(
         return lda_from_moments(
             z_moments["n"], z_moments["mean"], z_moments["scatter"], tol=self.tol
         )
+
+    def _set_cross_entropy(self, values=None, kind="exact", at=None, upper=None):
+        """Record c_m of the candidates ``at`` as ``values`` of ``kind``
+        (``cross_entropy_kind_``; ``"interval"``: bounds ``values`` to ``upper``, c_m
+        their middle), with its bounds. Without ``at`` every candidate's record starts
+        afresh (``values`` None: none computed)."""
+        if at is None:
+            n = len(self.lda_models_ if values is None else values)
+            self.cross_entropy_ = np.full(n, np.nan)
+            self.cross_entropy_kind_ = np.full(n, "none", dtype="<U8")
+            self.cross_entropy_bounds_ = np.full((n, 2), np.nan)
+            at = range(n)
+        if values is None:
+            return
+        at, lower = list(at), np.asarray(values, dtype=float)
+        upper = lower if upper is None else np.asarray(upper, dtype=float)
+        self.cross_entropy_[at] = (lower + upper) / 2 if kind == "interval" else lower
+        self.cross_entropy_kind_[at] = kind
+        if kind in ("exact", "interval"):  # the interval that holds the exact c_m
+            self.cross_entropy_bounds_[at] = np.stack([lower, upper], axis=-1)
 
     def _select_kernel(self, z_moments, index=None, kernels=None):
         """The kernel by the paper's cross-entropy rule (or ``index``, the rule's choice

@@ -28,13 +28,13 @@ class FullMethodMixin:
         stats = [encoder_passes.moments_pass(Z, codes, K) for Z in embeddings]
         z_moments = list(compute(*stats))
         self.lda_models_ = [self._lda(m) for m in z_moments]
-        self.cross_entropy_ = np.full(len(self.kernels_), np.nan)
+        self._set_cross_entropy()
         if len(self.kernels_) > 1:
             logliks = [
                 encoder_passes.log_likelihood_pass(Z, codes, model)
                 for Z, model in zip(embeddings, self.lda_models_)
             ]
-            self.cross_entropy_ = -np.array([float(v) for v in compute(*logliks)])
+            self._set_cross_entropy(-np.array([float(v) for v in compute(*logliks)]))
         self._select_kernel(z_moments)
 
     def _full_embedding(self, X, kernel) -> da.Array:

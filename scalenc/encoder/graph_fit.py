@@ -38,6 +38,7 @@ from scalenc.encoder.blocks import (
 from scalenc.encoder.graph import GraphOptions, code_dtype, embedding_width, graph_embedding
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
+from scalenc.engine.reads import counting_passes
 from scalenc.engine.reduce import split_every_set
 from scalenc.exceptions import InputError, NoLabeledNeighbourWarning
 from scalenc.io.edges import EdgeList, as_edge_list
@@ -137,31 +138,33 @@ class GraphFitMixin:
         options = self._graph_options()
         Z_graph = graph_embedding(edges, codes, self.class_counts_, options)
         names, features, candidates = self._candidates(X, Z_graph)
-        K = self.classes_.size
-        with fit_stage(self, "embedding"):
-            found = compute(*(encoder_passes.graph_moments_pass(Z, codes, K) for Z in candidates))
-        z_moments = [moments for moments, _ in found]
-        self.lda_models_ = [self._lda(m) for m in z_moments]
-        self.cross_entropy_ = np.full(len(candidates), np.nan)
-        if len(candidates) > 1:
-            with fit_stage(self, "cross_entropy"):
-                logliks = compute(
-                    *(
-                        encoder_passes.log_likelihood_pass(Z, codes, model)
-                        for Z, model in zip(candidates, self.lda_models_)
-                    )
+        K, several = self.classes_.size, len(candidates) > 1
+        with counting_passes(edges.ids) as edge_reads:
+            with fit_stage(self, "embedding"):
+                found = compute(
+                    *(encoder_passes.graph_moments_pass(Z, codes, K) for Z in candidates)
                 )
-            self.cross_entropy_ = -np.array([float(v) for v in logliks])
+            z_moments = [moments for moments, _ in found]
+            self.lda_models_ = [self._lda(m) for m in z_moments]
+            self._set_cross_entropy()
+            if several:
+                with fit_stage(self, "cross_entropy"):
+                    logliks = compute(
+                        *(
+                            encoder_passes.log_likelihood_pass(Z, codes, model)
+                            for Z, model in zip(candidates, self.lda_models_)
+                        )
+                    )
+                self._set_cross_entropy(-np.array([float(v) for v in logliks]))
+        self.n_edge_passes_ = edge_reads.passes  # counted by the engine, as n_passes_
         self._select_kernel(z_moments, kernels=features)
         self.embeddings_ = names
         self.embedding_ = names[self.kernel_index_]
         if self.kernel_ is None:
             self._warn_unreached(int(found[self.kernel_index_][1]), y.shape[0], "training")
-        compares = 2 if len(candidates) > 1 else 1
-        self.n_edge_passes_ = compares * (2 if options.laplacian else 1)
         self.fit_plan_ = {
             "name": "graph",
-            "passes_over_X": 0 if X is None else 1 + compares,
+            "passes_over_X": 0 if X is None else 2 + several,
             "passes_over_edges": self.n_edge_passes_,
         }
         self._graph_codes = codes

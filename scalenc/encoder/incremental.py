@@ -135,9 +135,9 @@ class IncrementalFitMixin:
                 encoder_passes.cross_entropy_pass(X, codes, self.kernels_, U, self.lda_models_)
             )
             self._loglik_total = self._loglik_total + np.array([float(v) for v in loglik])
-            self.cross_entropy_ = -self._loglik_total
+            self._set_cross_entropy(-self._loglik_total, "running")
         else:
-            self.cross_entropy_ = np.full(1, np.nan)
+            self._set_cross_entropy()
         self._select_kernel(self._z_totals)
         self._model_ready = True
 
@@ -147,6 +147,6 @@ class IncrementalFitMixin:
             self._model_ready = False
             return
         self.lda_models_ = [self._lda(m) for m in z_moments]
-        self.cross_entropy_ = np.full(1, np.nan)  # the one-pass mode has one kernel
+        self._set_cross_entropy()  # the one-pass mode has one kernel
         self._select_kernel(z_moments)
         self._model_ready = True

@@ -5,8 +5,6 @@ the sample)."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from scalenc.base.estimator import fit_stage, unlabeled_marker
 from scalenc.encoder import choice
 from scalenc.encoder.blocks import linear_embedding_moments
@@ -45,7 +43,7 @@ class SampledFitMixin:
             return z_moments
         left = [m for m in range(len(self.kernels_)) if m not in screen.dropped]
         z_moments, self.lda_models_ = list(screen.moments), list(screen.models)
-        self.cross_entropy_ = screen.cross_entropy.copy()
+        self._set_cross_entropy(screen.cross_entropy, "sample")
         several = len(left) > 1  # pass 2 also gives c_m under the sample's LDAs
         whiten = [screen.whiten[m] for m in left]
         if not several and self._linear_from_scatter(self.kernels_[left[0]], X.shape[1]):
@@ -57,31 +55,33 @@ class SampledFitMixin:
             )  # fmt: skip
         for position, m in enumerate(left):
             z_moments[m], self.lda_models_[m] = stats[position], models[position]
-        decided, compared, bounds = [], [], {}
+        decided, compared = [], []
         if several:  # bounds on the exact c_m: where they decide, no third pass
-            lower = np.full(len(self.kernels_), np.nan)
-            upper = lower.copy()
-            lower[left], upper[left] = choice.cross_entropy_bounds(
+            lower, upper = choice.cross_entropy_bounds(
                 loss, [screen.models[m] for m in left], models, whiten
             )
-            self.cross_entropy_[left] = (lower[left] + upper[left]) / 2
-            out = choice.excluded_within(lower, upper, left, min_improvement=self.min_improvement)
+            self._set_cross_entropy(lower, "interval", at=left, upper=upper)
+            out = choice.excluded_within(
+                *self.cross_entropy_bounds_.T, left, min_improvement=self.min_improvement
+            )
             undecided = [m for m in left if m not in out]
             decided, compared = (left, []) if len(undecided) == 1 else ([], undecided)
-            bounds = {m: [float(lower[m]), float(upper[m])] for m in decided}
             left = undecided
         if compared:
-            self.cross_entropy_[compared] = self._cross_entropies(
+            exact = self._cross_entropies(
                 X, codes, [self.kernels_[m] for m in compared],
                 [self.lda_models_[m] for m in compared],
             )  # fmt: skip
+            self._set_cross_entropy(exact, at=compared)
         names = [kernel.name for kernel in self.kernels_]
         self.fit_plan_ = {
             "name": "sample",
             "passes_over_X": 3 if compared else 2,
             "sample_rows": screen.rows,
             "dropped_by_sample": [names[m] for m in sorted(screen.dropped)],
-            "decided_by_bounds": {names[m]: bounds[m] for m in decided},
+            "decided_by_bounds": {
+                names[m]: self.cross_entropy_bounds_[m].tolist() for m in decided
+            },
             "compared_over_every_row": [names[m] for m in compared],
         }
         index = choice.rule_among(self.cross_entropy_, left, self.min_improvement)

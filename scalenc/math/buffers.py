@@ -11,6 +11,8 @@ memory map: 1.2–1.4× a block's time before the soft-KNN's and CCDR's loops re
 
 A device block's library allocates and reuses its own memory: :func:`host_scratch`
 gives None there, :func:`gather` and :func:`scratch_astype` a fresh array of the device.
+A :class:`Workspace` holds a tile's temporaries on either, so that its formulas are
+written once.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import threading
 
 import numpy as np
 
-from scalenc.math.xp import dtype_in, is_numpy, namespace
+from scalenc.math.xp import device_of, dtype_in, is_numpy, namespace
 
 __all__ = [
+    "Workspace",
     "scratch",
     "scratch_take",
     "host_scratch",
@@ -88,6 +91,64 @@ def into(func, *args, out=None, **kwargs):
     array([2., 3.])
     """
     return func(*args, **kwargs) if out is None else func(*args, out=out, **kwargs)
+
+
+class Workspace:
+    """The temporaries of a tile's formulas, on the host or a device alike.
+
+    :meth:`buffer` always returns an array: a per-thread buffer (:func:`scratch`, named
+    ``prefix.name``) for a NumPy tile, a fresh array of the tile's device otherwise;
+    :meth:`into` computes into one (NumPy's ``out=``; a device's library gives its own
+    array, in the buffer's dtype), so a formula reads the same on both. What
+    :meth:`into`, :meth:`put` and :meth:`masked` return is the result: use it, not the
+    buffer passed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scalenc.math.buffers import Workspace
+    >>> ws = Workspace(np, "demo", np.zeros(2))
+    >>> out = ws.buffer("roots", (2,))
+    >>> roots = ws.into(np.sqrt, np.array([4.0, 9.0]), out=out)
+    >>> roots, roots is out
+    (array([2., 3.]), True)
+    >>> ws.put(np.zeros((2, 2)), np.array([2, 1]), np.array([5.0, 6.0]))  # (1, 0), (0, 1)
+    array([[0., 6.],
+           [5., 0.]])
+    """
+
+    def __init__(self, xp, prefix: str, like):
+        self.xp, self.prefix, self.host = xp, prefix, is_numpy(xp)
+        self.device = device_of(like)
+
+    def buffer(self, name: str, shape: tuple[int, ...], dtype=np.float64):
+        """An array of ``shape`` and ``dtype``, its contents undefined (on the host valid
+        until this thread asks for ``name`` again)."""
+        if self.host:
+            return scratch(f"{self.prefix}.{name}", shape, dtype)
+        return self.xp.empty(shape, dtype=dtype_in(self.xp, dtype), device=self.device)
+
+    def into(self, func, *args, out, **kwargs):
+        """``func(*args, **kwargs)`` in ``out``'s dtype, written into ``out`` on the host."""
+        if self.host:
+            return func(*args, out=out, **kwargs)
+        return self.xp.astype(func(*args, **kwargs), out.dtype, copy=False)
+
+    def put(self, target, at, values):
+        """``target`` (K × b) with one entry of each column i set to ``values[i]``: the
+        one at the flat position ``at[i]`` (k·b + i; in place on the host, where the
+        standard has no assignment through an index array on a device)."""
+        if self.host:
+            self.xp.reshape(target, (-1,))[at] = values
+            return target
+        rows = self.xp.arange(target.shape[0], device=self.device)[:, None]
+        return self.xp.where(rows == (at // target.shape[1])[None, :], values[None, :], target)
+
+    def masked(self, values, mask, name: str):
+        """``values`` where ``mask``, else 0 (on the host in the buffer ``name``)."""
+        if self.host:
+            return np.multiply(values, mask, out=self.buffer(name, values.shape, values.dtype))
+        return self.xp.where(mask, values, 0.0)
 
 
 def gather(name: str, A, at, dtype=None):

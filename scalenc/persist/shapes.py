@@ -66,6 +66,7 @@ _KINDS = {
     "i": "a signed integer dtype",
     "fiu": "a numeric dtype",
     "iU": "a signed integer or string dtype",
+    "U": "a string dtype",
 }
 
 
@@ -444,6 +445,8 @@ GRAPH_ENCODER = Table(
         "intercept_": Array(("C",), _F),
         "embedding_means_": Array(("K", "z"), _F),
         "cross_entropy_": Array(("E",), _F),
+        "cross_entropy_kind_": Array(("E",), "U"),
+        "cross_entropy_bounds_": Array(("E", 2), _F),
         "_graph_codes": Codes("n"),
         "node_ids_": Array(("n",), "iU"),
     },
@@ -465,6 +468,8 @@ RULES: dict[type, Table] = {
             "intercept_": Array(("C",), _F),
             "embedding_means_": Array(("K", "K"), _F),
             "cross_entropy_": Array(("M",), _F),
+            "cross_entropy_kind_": Array(("M",), "U"),
+            "cross_entropy_bounds_": Array(("M", 2), _F),
             "_x_moments_total": Fields(
                 {**_MOMENTS, "scatter": Array(("w", "w"), _F), "sqnorm": Array(("K",), _F)}
             ),

@@ -16,6 +16,7 @@ __all__ = [
     "jsonable",
     "describe_model",
     "describe_data",
+    "safe_location",
 ]
 
 
@@ -57,10 +58,11 @@ def jsonable(value, *, max_items: int = 50):
 def describe_model(est) -> dict:
     """The small public fitted attributes of an estimator, JSON-ready (arrays summarised).
 
-    The encoder's ``cross_entropy_`` is keyed by kernel and kept as the paper's sum c_m
-    over the labeled training rows; ``cross_entropy_per_row`` adds c_m divided by those
-    rows (``cross_entropy_rows``, the sum of ``class_counts_``), comparable across data
-    sizes and with log K, the cross-entropy of guessing.
+    The encoder's ``cross_entropy_`` (with ``cross_entropy_kind_`` and
+    ``cross_entropy_bounds_``) is keyed by kernel and kept as the paper's sum c_m over
+    the labeled training rows; ``cross_entropy_per_row`` adds c_m divided by those rows
+    (``cross_entropy_rows``, the sum of ``class_counts_``), comparable across data sizes
+    and with log K, the cross-entropy of guessing.
 
     Examples
     --------
@@ -88,7 +90,9 @@ def describe_model(est) -> dict:
     if "kernels_" in out and hasattr(est, "cross_entropy_"):
         # with a graph, the candidates are the embeddings compared, by name
         names = getattr(est, "embeddings_", None) or [repr(k) for k in est.kernels_]
-        out["cross_entropy_"] = {k: jsonable(c) for k, c in zip(names, est.cross_entropy_)}
+        for key in ("cross_entropy_", "cross_entropy_kind_", "cross_entropy_bounds_"):
+            if hasattr(est, key):  # older model files hold no kind or bounds
+                out[key] = {k: jsonable(c) for k, c in zip(names, getattr(est, key))}
         rows = int(np.sum(getattr(est, "class_counts_", 0)))
         out["cross_entropy_rows"] = rows
         out["cross_entropy_per_row"] = {
@@ -97,10 +101,19 @@ def describe_model(est) -> dict:
     return out
 
 
-def _location(path) -> str:
+def safe_location(path) -> str:
     """A path or URL as given, less what may be a secret: a URL's user and password, its
     query (signed URLs carry their token there) and its fragment. Text after the first
-    space (a description's shape) is kept; applied twice, it changes nothing more."""
+    space (a description's shape) is kept; applied twice, it changes nothing more.
+
+    Examples
+    --------
+    >>> from scalenc.report.describe import safe_location
+    >>> safe_location("s3://key:secret@bucket/model?X-Amz-Signature=abc#top")
+    's3://***@bucket/model?***'
+    >>> safe_location("/data/train.zarr (1000 rows × 20 features)")
+    '/data/train.zarr (1000 rows × 20 features)'
+    """
     text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
     head, space, rest = text.partition(" ")
     if "://" not in head:
@@ -154,7 +167,7 @@ def describe_data(X, source=None) -> str:
     if source is not None:
         size = f"{rows} rows × {_plural(features, 'feature')}" if shape else ""
         size += f", {_plural(blocks, 'row block')}" if blocks and size else ""
-        return f"{_location(source)} ({size})" if size else _location(source)
+        return f"{safe_location(source)} ({size})" if size else safe_location(source)
     module = type(X).__module__.partition(".")[0]
     kinds = {
         "numpy": "NumPy",

@@ -11,18 +11,8 @@ import os
 
 import numpy as np
 
-from scalenc.report.describe import _location, describe_data, describe_model, jsonable
-from scalenc.report.plots import (
-    _ccdr_part,
-    _plot_confidence,
-    _plot_confusion,
-    _plot_counts,
-    _plot_cross_entropy,
-    _plot_cv,
-    _plot_eigenvalues,
-    _plot_scatter,
-    require_matplotlib,
-)
+from scalenc.report.describe import describe_data, describe_model, jsonable, safe_location
+from scalenc.report.plots import figures
 
 __all__ = [
     "build_report",
@@ -68,7 +58,7 @@ def _figure_html(title: str, png: str) -> str:
 def _subject(estimator, meta: dict, model, data, used: bool) -> str:
     """The header's two lines: which model, on which data."""
     name = type(estimator).__name__
-    where = f"<code>{html.escape(_location(model))}</code>, " if model is not None else ""
+    where = f"<code>{html.escape(safe_location(model))}</code>, " if model is not None else ""
     facts = [name if model is not None else f"{name} in memory (no model file named)"]
     if meta.get("created"):
         facts.append(f"saved {meta['created']}")
@@ -83,7 +73,7 @@ def _subject(estimator, meta: dict, model, data, used: bool) -> str:
         )
     else:
         named = data if isinstance(data, (str, os.PathLike)) else describe_data(data)
-        about = html.escape(_location(named))
+        about = html.escape(safe_location(named))
         if not used:
             about += " (not used: no labels to score, no embedding to plot)"
     return (
@@ -154,95 +144,83 @@ def build_report(
     ...     os.path.getsize(path) > 10_000  # the confusion matrix plot is embedded
     True
     """
-    Figure, canvas = require_matplotlib()
+    plots = figures(
+        estimator, evaluation=evaluation, embedding=embedding, embedding_labels=embedding_labels
+    )  # first: without matplotlib, nothing else is done
     name = type(estimator).__name__
-    parts = [f"<h1>{html.escape(title or f'scalenc model report: {name}')}</h1>"]
     meta = metadata or {}
     used = evaluation is not None or embedding is not None
-    parts.append(_subject(estimator, meta, model, data, used))
-    rows = [("estimator", meta.get("estimator", name))]
-    if model is not None:
-        rows.insert(0, ("model file", _location(model)))
-    for key in ("created", "schema_version"):
-        if key in meta:
-            rows.append((key, meta[key]))
-    for key, value in meta.get("versions", {}).items():
-        rows.append((f"{key} version", value))
-    parts += ["<h2>Model</h2>", _table(rows)]
-    params = estimator.get_params(deep=False)
-    parts += [
-        "<h2>Parameters</h2>",
-        _table([(k, jsonable(v)) for k, v in sorted(params.items())], ["parameter", "value"]),
+    parts = [
+        f"<h1>{html.escape(title or f'scalenc model report: {name}')}</h1>",
+        _subject(estimator, meta, model, data, used),
+        *_model_section(meta, model, name),
+        *_fitted_sections(estimator),
+        *_evaluation_section(evaluation),
     ]
-    facts = describe_model(estimator)
-    facts.pop("estimator", None)
-    parts += [
-        "<h2>Fitted model</h2>",
-        _table([(k, v) for k, v in facts.items()], ["attribute", "value"]),
-    ]
-    plots = []
-    if hasattr(estimator, "cross_entropy_"):
-        plots += [
-            _plot_cross_entropy(estimator, Figure, canvas),
-            _plot_counts(estimator, Figure, canvas),
-        ]
-        if np.isnan(np.asarray(estimator.cross_entropy_, dtype=float)).all():
-            parts.append(
-                '<p class="note">One kernel was given, so no cross-entropy was computed '
-                "(no choice to make and no pass spent on it).</p>"
-            )
-    if hasattr(estimator, "spectral_risk_"):
-        diag = [
-            (k, getattr(estimator, k))
-            for k in (
-                "basis_fraction_",
-                "sigma_",
-                "alpha_",
-                "fitting_error_",
-                "spectral_risk_",
-                "rank_",
-            )
-            if hasattr(estimator, k)
-        ]
-        if hasattr(estimator, "basis_indices_"):
-            diag.insert(0, ("basis size r", len(estimator.basis_indices_)))
-        parts += [
-            "<h2>Diagnostics</h2>",
-            _table([(k, jsonable(v)) for k, v in diag], ["quantity", "value"]),
-        ]
-        plots += [_plot_confidence(estimator, Figure, canvas), _plot_cv(estimator, Figure, canvas)]
-    if hasattr(_ccdr_part(estimator), "eigenvalues_"):
-        plots += [
-            _plot_eigenvalues(estimator, Figure, canvas),
-            _plot_scatter(estimator, embedding, embedding_labels, Figure, canvas),
-        ]
-    if evaluation is not None:
-        scores = [
-            (k, evaluation[k])
-            for k in (
-                "accuracy",
-                "balanced_accuracy",
-                "labeled_rows",
-                "unlabeled_rows",
-                "unknown_label_rows",
-                "seconds",
-            )
-            if k in evaluation
-        ]
-        parts += ["<h2>Evaluation on data</h2>", _table(scores, ["score", "value"])]
-        per_class = [
-            (c, v["precision"], v["recall"], v["f1"], v["support"])
-            for c, v in evaluation["per_class"].items()
-        ]
-        parts.append(_table(per_class, ["class", "precision", "recall", "F1", "support"]))
-        plots.append(_plot_confusion(evaluation, Figure, canvas))
-    plots = [p for p in plots if p is not None]
     if plots:
-        parts.append("<h2>Plots</h2>")
-        parts += [_figure_html(t, png) for t, png in plots]
+        parts += ["<h2>Plots</h2>", *(_figure_html(t, png) for t, png in plots)]
     body = "\n".join(parts)
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title or name)}</title><style>{_CSS}</style></head>"
         f"<body>\n{body}\n</body></html>\n"
     )
+
+
+def _model_section(meta: dict, model, name: str) -> list:
+    """The model file (credentials left out), the estimator, when the file was written
+    and the versions it names."""
+    rows = [("estimator", meta.get("estimator", name))]
+    if model is not None:
+        rows.insert(0, ("model file", safe_location(model)))
+    rows += [(key, meta[key]) for key in ("created", "schema_version") if key in meta]
+    rows += [(f"{key} version", value) for key, value in meta.get("versions", {}).items()]
+    return ["<h2>Model</h2>", _table(rows)]
+
+
+def _fitted_sections(estimator) -> list:
+    """The parameters, the fitted attributes (:func:`describe_model`) and, for nRBFN,
+    its diagnostics."""
+    params = estimator.get_params(deep=False)
+    facts = describe_model(estimator)
+    facts.pop("estimator", None)
+    parts = [
+        "<h2>Parameters</h2>",
+        _table([(k, jsonable(v)) for k, v in sorted(params.items())], ["parameter", "value"]),
+        "<h2>Fitted model</h2>",
+        _table(list(facts.items()), ["attribute", "value"]),
+    ]
+    cross_entropy = getattr(estimator, "cross_entropy_", None)
+    if cross_entropy is not None and np.isnan(np.asarray(cross_entropy, dtype=float)).all():
+        parts.append(
+            '<p class="note">One kernel was given, so no cross-entropy was computed '
+            "(no choice to make and no pass spent on it).</p>"
+        )
+    if hasattr(estimator, "spectral_risk_"):
+        names = ("basis_fraction_", "sigma_", "alpha_", "fitting_error_", "spectral_risk_", "rank_")
+        diag = [(k, getattr(estimator, k)) for k in names if hasattr(estimator, k)]
+        if hasattr(estimator, "basis_indices_"):
+            diag.insert(0, ("basis size r", len(estimator.basis_indices_)))
+        parts += [
+            "<h2>Diagnostics</h2>",
+            _table([(k, jsonable(v)) for k, v in diag], ["quantity", "value"]),
+        ]
+    return parts
+
+
+def _evaluation_section(evaluation) -> list:
+    """:func:`evaluate`'s scores and per-class table (nothing without an evaluation)."""
+    if evaluation is None:
+        return []
+    keys = ("accuracy", "balanced_accuracy", "labeled_rows", "unlabeled_rows")
+    keys += ("unknown_label_rows", "seconds")
+    scores = [(k, evaluation[k]) for k in keys if k in evaluation]
+    per_class = [
+        (c, v["precision"], v["recall"], v["f1"], v["support"])
+        for c, v in evaluation["per_class"].items()
+    ]
+    return [
+        "<h2>Evaluation on data</h2>",
+        _table(scores, ["score", "value"]),
+        _table(per_class, ["class", "precision", "recall", "F1", "support"]),
+    ]

@@ -19,6 +19,7 @@ __all__ = [
     "INSTALL_HINT",
     "require_matplotlib",
     "MissingPlotDependency",
+    "figures",
 ]
 
 
@@ -57,6 +58,45 @@ def require_matplotlib():
     return Figure, FigureCanvasAgg
 
 
+def figures(estimator, *, evaluation=None, embedding=None, embedding_labels=None) -> list:
+    """The report's figures of a fitted estimator, as (title, base64 PNG) pairs: the
+    encoder's cross-entropy per kernel (with its kind where not exact) and class sizes;
+    nRBFN's soft-KNN confidences and cross-validation curve; CCDR's eigenvalues and a
+    2-D scatter of ``embedding`` coloured by ``embedding_labels`` (default: the
+    reference subsample's); the confusion matrix of ``evaluation``
+    (:func:`scalenc.report.evaluate`'s result). A figure the model has nothing for is
+    left out.
+
+    Raises
+    ------
+    MissingPlotDependency
+        matplotlib is not installed (``pip install "scalenc[plot]"``).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_wine
+    >>> from scalenc import EncoderClassifier
+    >>> from scalenc.report.plots import figures
+    >>> X, y = load_wine(return_X_y=True)
+    >>> [title for title, png in figures(EncoderClassifier().fit(X, y))]
+    ['Cross-entropy per kernel', 'Class sizes']
+    """
+    Figure, canvas = require_matplotlib()
+    est, plots = estimator, []
+    if hasattr(est, "cross_entropy_"):
+        plots += [_plot_cross_entropy(est, Figure, canvas), _plot_counts(est, Figure, canvas)]
+    if hasattr(est, "spectral_risk_"):
+        plots += [_plot_confidence(est, Figure, canvas), _plot_cv(est, Figure, canvas)]
+    if hasattr(_ccdr_part(est), "eigenvalues_"):
+        plots += [
+            _plot_eigenvalues(est, Figure, canvas),
+            _plot_scatter(est, embedding, embedding_labels, Figure, canvas),
+        ]
+    if evaluation is not None:
+        plots.append(_plot_confusion(evaluation, Figure, canvas))
+    return [plot for plot in plots if plot is not None]
+
+
 def _png(fig, canvas_cls) -> str:
     canvas_cls(fig)
     buf = io.BytesIO()
@@ -80,7 +120,9 @@ def _plot_cross_entropy(est, Figure, canvas):
     positive = ce[np.isfinite(ce) & (ce > 0)]
     if positive.size and positive.max() / positive.min() > 100:
         ax.set_yscale("log")
-    ax.bar_label(bars, labels=[f"{v:.3g}" for v in ce], fontsize=8)
+    kinds = getattr(est, "cross_entropy_kind_", ["exact"] * ce.size)  # not in older files
+    labels = [f"{v:.3g}" + ("" if k == "exact" else f" ({k})") for v, k in zip(ce, kinds)]
+    ax.bar_label(bars, labels=labels, fontsize=8)
     ax.axhline(
         (1 - est.min_improvement) * ce[0],
         color="grey",

@@ -74,7 +74,7 @@ def test_graph_alone_fit_and_predict(graph, tmp_path, capsys):
         },
         "embeddings": ["graph"],
         "embedding": "graph",
-        "edge_passes": 2,
+        "edge_passes": 1,  # the Laplacian's degrees and the embedding in one pass
     }
     assert fit["model"]["embedding_"] == "graph"
     code, pred, err = run(
@@ -85,7 +85,7 @@ def test_graph_alone_fit_and_predict(graph, tmp_path, capsys):
     assert code == 0, err
     assert pred["output"]["rows"] == 400 and pred["data"] is None and pred["passes"] == 0
     assert pred["graph"]["nodes"] == 400 and pred["graph"]["edge_count"] == len(graph["edges"])
-    assert pred["graph"]["edge_passes"] == 2  # the Laplacian's degrees, then Z
+    assert pred["graph"]["edge_passes"] == 1  # the Laplacian's degrees and Z in one pass
     got = pd.read_parquet(tmp_path / "pred.parquet")["prediction"].to_numpy()
     expected = oracle.predict(None, graph=graph["weighted"])
     np.testing.assert_array_equal(got, expected)

@@ -172,6 +172,21 @@ def test_the_readings_of_every_case():
     assert "features and intercept (r = p + 1 = 11 rows): rank 9: 2 features redundant" in text
 
 
+def test_cross_entropy_kinds_other_than_exact_are_named():
+    """A sampled fit's c_m: the kind is shown where it is not exact (older files: none)."""
+    model = {
+        "kernel_": "Linear()",
+        "classes_": [0, 1, 2],
+        "cross_entropy_per_row": {"linear": 0.03, "euclidean": 0.2, "spearman": 0.1},
+        "cross_entropy_kind_": {"linear": "exact", "euclidean": "sample", "spearman": "interval"},
+    }
+    text = to_text(_fit(model, method="encoder", estimator="EncoderClassifier"))
+    assert "per labeled row: linear 0.03, euclidean 0.2 (sample), spearman 0.1 (interval);" in text
+    del model["cross_entropy_kind_"]
+    text = to_text(_fit(model, method="encoder", estimator="EncoderClassifier"))
+    assert "per labeled row: linear 0.03, euclidean 0.2, spearman 0.1;" in text
+
+
 def test_an_update_says_which_it_is_and_never_none():
     """`fit --update`: "(update N since its fit)", and nothing where the model gives no
     count (the encoder's summaries printed "update None")."""

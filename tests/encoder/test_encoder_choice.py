@@ -67,6 +67,11 @@ def test_the_sample_drops_kernels_and_every_row_decides_among_the_others(make):
     np.testing.assert_allclose(
         model.cross_entropy_[compared], exact.cross_entropy_[compared], rtol=1e-9
     )
+    assert set(model.cross_entropy_kind_[compared]) <= {"exact"}
+    assert set(model.cross_entropy_kind_[dropped]) == {"sample"}
+    assert np.isnan(model.cross_entropy_bounds_[dropped]).all()
+    assert set(exact.cross_entropy_kind_) == {"exact"}
+    np.testing.assert_array_equal(exact.cross_entropy_bounds_.T, [exact.cross_entropy_] * 2)
     # the sample's own estimates for the kernels it dropped: far from being chosen
     assert all(
         model.cross_entropy_[m] > (1 - model.min_improvement) * exact.cross_entropy_[0]
@@ -267,6 +272,8 @@ def test_pass_two_decides_where_its_bounds_do_in_two_passes(monkeypatch):
         low, high = plan["decided_by_bounds"][kernel.name]
         assert low <= exact.cross_entropy_[m] * (1 + 1e-9) <= high * (1 + 2e-9)
         assert model.cross_entropy_[m] == pytest.approx((low + high) / 2)
+        assert model.cross_entropy_kind_[m] == "interval"
+        assert model.cross_entropy_bounds_[m].tolist() == [low, high]
 
 
 def test_pass_two_leaves_close_kernels_to_their_exact_cross_entropies(monkeypatch):

@@ -107,6 +107,13 @@ EDITS = [
     ("encoder", "lda_models__1_.scalings", drop_row, r"lda_models_\[1\]\.scalings has shape \(2, "),
     ("encoder", "_z_totals_0_.scatter", drop_column, r"_z_totals\[0\]\.scatter has shape \(3, 2\)"),
     ("encoder", "cross_entropy_", drop_row, r"cross_entropy_ has shape \(1,\).*M = 2"),
+    (
+        "encoder",
+        "cross_entropy_kind_",
+        lambda a: np.zeros(a.shape, np.int64),
+        r"cross_entropy_kind_ .*int64; .*a string dtype",
+    ),
+    ("encoder", "cross_entropy_bounds_", drop_column, r"cross_entropy_bounds_ has shape \(2, 1\)"),
     ("encoder", "intercept_", as_int, r"intercept_ .*dtype int64; .*floating-point dtype"),
     ("encoder-one-pass", "_x_moments_total.scatter", drop_row, r"scatter has shape \(4, 5\)"),
     ("encoder-binary", "coef_", lambda a: np.vstack([a, a]), r"coef_ has shape \(2, 2\).*C = 1"),
