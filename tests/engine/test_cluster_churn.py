@@ -198,7 +198,7 @@ def _fit_in_thread(make, X, y):
 def test_a_worker_killed_with_its_nanny_mid_fit_resumes_to_the_threaded_model(
     cluster, tmp_path, caplog
 ):
-    X, y = blobs()
+    X, y = blobs(n=2000)  # 10 blocks: the kill comes in the first pass all the same
     checkpoint = str(tmp_path / "ck")
     make = lambda: EncoderClassifier(kernels=("linear", "euclidean"), checkpoint=checkpoint)  # noqa: E731
     with (
