@@ -662,10 +662,13 @@ def test_mnist_subsample_ensemble():
 # --- scikit-learn's contract -----------------------------------------------------------------
 
 
+# the defaults' contract is checked in tests/base/test_estimator_checks.py; here two
+# components: the same contract on other parameters, in CI's slow run
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The CCDR graph of the subsample has:UserWarning")
 @pytest.mark.filterwarnings("ignore:The within-class scatter is zero:UserWarning")
 @parametrize_with_checks(
-    [CCDR(n_components=2), CCDRClassifier(n_components=2)],  # defaults: test_estimator_checks
+    [CCDR(n_components=2), CCDRClassifier(n_components=2)],
     expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_compatible(estimator, check):

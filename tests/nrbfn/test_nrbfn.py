@@ -538,7 +538,9 @@ def test_singular_system_names_alpha(data):
 # --- scikit-learn contract ---------------------------------------------------------------
 
 
-# Defaults (and LRClassifier) are checked in tests/base/test_estimator_checks.py; here a small k.
+# Defaults (and LRClassifier) are checked in tests/base/test_estimator_checks.py; here a small
+# k: the same contract on other parameters, in CI's slow run (6 s of nRBFN's searches)
+@pytest.mark.slow
 @parametrize_with_checks(
     [NRBFNClassifier(n_neighbors=3, random_state=0)],
     expected_failed_checks=expected_failed_checks,
