@@ -10,6 +10,7 @@ estimator module ``fit`` loads is looked up in :data:`~scalenc.cli.parser.METHOD
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import logging
@@ -421,8 +422,9 @@ def _output_inputs(args, est, command: str):
 
 
 def _counting_edges(graph: dict):
-    """The engine's count of the passes over the edges of ``graph`` (none without one)."""
-    return counting_passes(graph["graph"].ids if graph else None)
+    """The engine's count of the passes over the edges of ``graph``; without one, no count
+    (an empty one would be the outermost count and number the progress lines by it)."""
+    return counting_passes(graph["graph"].ids) if graph else contextlib.nullcontext()
 
 
 def _graph_part(args, graph: dict, out, edge_reads) -> dict:
