@@ -4,6 +4,8 @@ least-squares "linear" head, LDA or k-NN), fitted on the embedded rows in one mo
 
 from __future__ import annotations
 
+import warnings
+
 import dask.array as da
 import numpy as np
 from sklearn.base import (
@@ -26,6 +28,8 @@ from scalenc.ccdr import blocks as cb
 from scalenc.ccdr import passes
 from scalenc.ccdr.transformer import CCDR, CCDR_CONSTRAINTS, fit_ccdr
 from scalenc.engine.cluster import compute
+from scalenc.exceptions import DataWarning
+from scalenc.math.labels import user_stacklevel
 from scalenc.math.moments import merge_partials
 
 __all__ = [
@@ -234,6 +238,31 @@ class CCDRClassifier(
         self.ccdr_ = self._transformer(fit_ccdr(self, Xd, codes))
         with fit_stage(self, "extension"):
             self.head_ = self._fit_head(Xd, codes)
+        self._check_head()
+
+    def _check_head(self) -> None:
+        """Warn when the head predicts the reference subsample's labeled rows, embedded as
+        ``predict`` embeds a row (without its label), no better than the most frequent
+        class: the embedding then keeps the classes apart only through the labels it was
+        given (on 2 rows a class the classes' clusters land on other classes' centres)."""
+        sols = self.ccdr_.solutions_
+        labeled = sols[0].codes >= 0
+        codes = sols[0].codes[labeled]
+        F = cb.embed(sols[0].X[labeled], None, sols)
+        right = float(np.mean(np.argmax(self.head_.proba(F), axis=1) == codes))
+        prior = np.bincount(codes, minlength=self.classes_.size)
+        if right <= prior.max() / codes.size:
+            warnings.warn(
+                f"{type(self).__name__} predicts {right:.0%} of its {codes.size} labeled "
+                "subsample rows right when they are embedded as predict embeds new rows "
+                f"(without their labels): no better than the most frequent class "
+                f"({prior.max() / codes.size:.0%}). The embedding separates the classes "
+                "only through the labels, so its predictions say little; this happens with "
+                f"very few rows a class (here as few as {prior[prior > 0].min()}). Give "
+                "more labeled rows, or use LinearDiscriminantAnalysis or a k-NN classifier.",
+                DataWarning,
+                stacklevel=user_stacklevel(),
+            )
 
     def _transformer(self, result) -> CCDR:
         """The fitted :class:`CCDR` of this fit: ``result``, the classes, and the input

@@ -44,6 +44,7 @@ __all__ = [
     "merge_class_counts",
     "marker_looks_like_class",
     "warn_marker_as_class",
+    "user_stacklevel",
     "confusion_counts",
 ]
 
@@ -323,7 +324,7 @@ def marker_looks_like_class(classes, counts, marker_rows: int, marker=UNLABELED)
     return bool(symmetric and marker_rows <= CLASS_SIZED * np.max(counts))
 
 
-def _user_stacklevel() -> int:
+def user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside scalenc, for a warning issued by the
     caller of this function: it points at the user's call (``fit``) at any depth."""
     package = os.path.dirname(os.path.dirname(__file__))
@@ -347,7 +348,7 @@ def warn_marker_as_class(classes, counts, marker_rows: int, marker=UNLABELED) ->
         "left out of the fit and never predicted. If -1 is a class, pass unlabeled=None "
         "(`--unlabeled none` on the command) to fit it as one.",
         DataWarning,
-        stacklevel=_user_stacklevel(),
+        stacklevel=user_stacklevel(),
     )
 
 
