@@ -26,7 +26,7 @@ FULLY_SUPERVISED = [
 # their random labels leave CCDRClassifier no better than the priors (a DataWarning).
 @pytest.mark.filterwarnings("ignore:The within-class scatter is zero")
 @pytest.mark.filterwarnings("ignore:The CCDR graph of the subsample has")
-@pytest.mark.filterwarnings("ignore:CCDRClassifier predicts .* labeled subsample rows right")
+@pytest.mark.filterwarnings("ignore:CCDRClassifier predicts .* of its labeled subsample rows right")
 @parametrize_with_checks(DEFAULTS + FULLY_SUPERVISED, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
     with dask.config.set(scheduler="sync"):

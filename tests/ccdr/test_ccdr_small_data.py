@@ -52,7 +52,7 @@ def test_two_rows_a_class_that_only_the_labels_separate_are_warned_of():
     X, y = _clusters(2, seed=4)
     with pytest.warns(
         DataWarning,
-        match=r"CCDRClassifier predicts 0% of its 6 labeled subsample rows right when they "
+        match=r"CCDRClassifier predicts 0% of 6 of its labeled subsample rows right when they "
         r"are embedded as predict embeds new rows \(without their labels\): no better than "
         r"the most frequent class \(33%\)\..* as few as 2\)\. Give more labeled rows",
     ):
