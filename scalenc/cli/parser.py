@@ -516,6 +516,14 @@ def _add_fit(sub, name):
         "(the estimator's partial_fit: only the new data is read) and write the updated "
         "model to --model-out; MODEL itself is left as it is",
     )
+    _add_checkpoint_arguments(p)
+    _add_table_arguments(p)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
+    return p
+
+
+def _add_checkpoint_arguments(p) -> None:
+    """``fit``'s checkpoint options: a killed fit resumes where it stopped."""
     c = p.add_argument_group("checkpoints (a killed fit resumes where it stopped)")
     c.add_argument(
         "--checkpoint",
@@ -535,6 +543,10 @@ def _add_fit(sub, name):
         action="store_true",
         help="keep DIR after the fit succeeds (a rerun then reads every pass back)",
     )
+
+
+def _add_table_arguments(p) -> None:
+    """``fit``'s options for tables: string, categorical and boolean columns, missing values."""
     g = p.add_argument_group("tables (string, categorical and boolean columns; missing values)")
     g.add_argument(
         "--categorical",
@@ -553,8 +565,6 @@ def _add_fit(sub, name):
         help="missing feature values: refused naming the columns (default), or imputed by the "
         "column's mean or most frequent category",
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing model directory")
-    return p
 
 
 def _add_predict(sub, name):
