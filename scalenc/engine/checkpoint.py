@@ -67,7 +67,14 @@ from dask.base import tokenize
 from dask.sizeof import sizeof
 
 from scalenc.engine import reads
-from scalenc.engine.checkpoint_files import _Damaged, _decode, _encode, _is_local, _verify, _write
+from scalenc.engine.checkpoint_files import (
+    DamagedFile,
+    decode,
+    encode,
+    is_local,
+    verify,
+    write_file,
+)
 from scalenc.exceptions import CheckpointMismatchError, CheckpointWarning, InputError
 
 __all__ = [
@@ -150,17 +157,17 @@ class Timed:
 
 def _worth_writing(fs, nbytes: int, unsaved: float, rule: tuple[float, float]) -> bool:
     min_seconds, share = rule
-    rate = _WRITE_RATE[_is_local(fs)]
+    rate = _WRITE_RATE[is_local(fs)]
     return unsaved >= min_seconds and nbytes / rate <= share * unsaved
 
 
 def _save(fs, path: str, partial) -> None:
     start = time.perf_counter()
-    data = _encode(partial)
-    _write(fs, path, data)
+    data = encode(partial)
+    write_file(fs, path, data)
     elapsed = max(time.perf_counter() - start, 1e-6)
     if len(data) >= _RATE_SAMPLE_BYTES:  # small writes measure latency, not the rate
-        local = _is_local(fs)
+        local = is_local(fs)
         _WRITE_RATE[local] = 0.5 * _WRITE_RATE[local] + 0.5 * (len(data) / elapsed)
 
 
@@ -211,8 +218,8 @@ def load_node(fs, path: str) -> Timed:
     with fs.open(path, "rb") as fh:
         data = fh.read()
     try:
-        return Timed(_decode(data), 0.0)
-    except _Damaged as exc:
+        return Timed(decode(data), 0.0)
+    except DamagedFile as exc:
         raise CheckpointMismatchError(
             f"The checkpoint file {path!r} changed while the fit read it ({exc}); run the "
             "fit again to compute its blocks again."
@@ -306,10 +313,10 @@ class CheckpointRun:
         manifest = None
         if self.fs.exists(path):
             try:
-                manifest = _decode(self.fs.cat_file(path))
+                manifest = decode(self.fs.cat_file(path))
                 if not isinstance(manifest, dict) or "key" not in manifest:
-                    raise _Damaged("it holds no key")
-            except (_Damaged, OSError) as exc:
+                    raise DamagedFile("it holds no key")
+            except (DamagedFile, OSError) as exc:
                 warnings.warn(
                     f"The checkpoint at {self.url!r} has a damaged manifest ({exc}); it is "
                     "started afresh.",
@@ -333,7 +340,7 @@ class CheckpointRun:
                 )
             self._clear()
         self.fs.makedirs(self.root, exist_ok=True)
-        _write(self.fs, path, _encode({"key": self.key, "created": time.time()}))
+        write_file(self.fs, path, encode({"key": self.key, "created": time.time()}))
         return self
 
     def _clear(self) -> None:
@@ -376,9 +383,9 @@ class CheckpointRun:
 
     def _trusted(self, path: str) -> bool:
         try:
-            _verify(self.fs, path)
+            verify(self.fs, path)
             return True
-        except (_Damaged, OSError) as exc:
+        except (DamagedFile, OSError) as exc:
             warnings.warn(
                 f"The checkpoint file {path!r} is damaged ({exc}); its blocks are computed again.",
                 CheckpointWarning,
@@ -395,8 +402,8 @@ class CheckpointRun:
         path = f"{self.root}/decisions/{name}"
         if self.fs.exists(path):
             try:
-                stored = _decode(self.fs.cat_file(path))
-            except (_Damaged, OSError):
+                stored = decode(self.fs.cat_file(path))
+            except (DamagedFile, OSError):
                 pass
             else:
                 if isinstance(stored, tuple) and len(stored) == 3 and stored[0] == _REMEMBERED:
@@ -406,7 +413,7 @@ class CheckpointRun:
         before = reads.passes_so_far()
         value = compute()
         self.fs.makedirs(f"{self.root}/decisions", exist_ok=True)
-        _write(self.fs, path, _encode((_REMEMBERED, reads.passes_so_far() - before, value)))
+        write_file(self.fs, path, encode((_REMEMBERED, reads.passes_so_far() - before, value)))
         return value
 
     def saved(self) -> frozenset[str]:

@@ -1,7 +1,7 @@
 """The files of a checkpoint: each written whole (a temporary sibling renamed, or one
 object-store put), with a header of its content's length and SHA-256, and read back only
 through an unpickler that builds NumPy arrays, plain containers and scalenc's classes.
-A file that fails any check is :class:`_Damaged` and never merged
+A file that fails any check is :class:`DamagedFile` and never merged
 (:mod:`scalenc.engine.checkpoint`).
 """
 
@@ -17,25 +17,25 @@ import uuid
 
 import numpy as np
 
-__all__: list[str] = []
+__all__ = ["DamagedFile", "encode", "decode", "verify", "is_local", "write_file"]
 
 _MAGIC = b"scalenc-checkpoint 1\n"
 
 
-def _encode(value) -> bytes:
+def encode(value) -> bytes:
     payload = pickle.dumps(value, protocol=5)
     header = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}
     return _MAGIC + json.dumps(header).encode() + b"\n" + payload
 
 
-class _Damaged(Exception):
+class DamagedFile(Exception):
     """A checkpoint file that cannot be trusted; the message says why."""
 
 
 def _read_header(fh) -> dict:
     magic = fh.read(len(_MAGIC))
     if magic != _MAGIC:
-        raise _Damaged("it does not start as a scalenc checkpoint file")
+        raise DamagedFile("it does not start as a scalenc checkpoint file")
     line = b""
     while len(line) < 4096 and not line.endswith(b"\n"):  # fsspec files: no readline(size)
         char = fh.read(1)
@@ -46,10 +46,10 @@ def _read_header(fh) -> dict:
         header = json.loads(line)
         return {"sha256": str(header["sha256"]), "bytes": int(header["bytes"])}
     except (ValueError, KeyError, TypeError):
-        raise _Damaged("its header is unreadable") from None
+        raise DamagedFile("its header is unreadable") from None
 
 
-def _verify(fs, path: str) -> None:
+def verify(fs, path: str) -> None:
     """Check a file's checksum, streaming (nothing of the size of its content is held)."""
     with fs.open(path, "rb") as fh:
         header = _read_header(fh)
@@ -59,23 +59,25 @@ def _verify(fs, path: str) -> None:
             digest.update(chunk)
             size += len(chunk)
     if size != header["bytes"]:
-        raise _Damaged(f"it holds {size} bytes of content where its header says {header['bytes']}")
+        raise DamagedFile(
+            f"it holds {size} bytes of content where its header says {header['bytes']}"
+        )
     if digest.hexdigest() != header["sha256"]:
-        raise _Damaged("its content does not match its checksum")
+        raise DamagedFile("its content does not match its checksum")
 
 
-def _decode(data: bytes):
+def decode(data: bytes):
     buffer = io.BytesIO(data)
     header = _read_header(buffer)
     payload = buffer.read()
     if len(payload) != header["bytes"] or hashlib.sha256(payload).hexdigest() != header["sha256"]:
-        raise _Damaged("its content does not match its checksum")
+        raise DamagedFile("its content does not match its checksum")
     try:
         return _RestrictedUnpickler(io.BytesIO(payload)).load()
-    except _Damaged:
+    except DamagedFile:
         raise
     except Exception as exc:
-        raise _Damaged(f"its content cannot be read ({type(exc).__name__}: {exc})") from None
+        raise DamagedFile(f"its content cannot be read ({type(exc).__name__}: {exc})") from None
 
 
 _ALLOWED_GLOBALS = {
@@ -109,20 +111,20 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if allowed:
             found = super().find_class(module, name)
             if module.startswith("scalenc") and not isinstance(found, type):
-                raise _Damaged(f"it names {module}.{name}, which is not a class")
+                raise DamagedFile(f"it names {module}.{name}, which is not a class")
             return found
-        raise _Damaged(f"it names {module}.{name}, which a checkpoint never holds")
+        raise DamagedFile(f"it names {module}.{name}, which a checkpoint never holds")
 
 
-def _is_local(fs) -> bool:
+def is_local(fs) -> bool:
     protocols = np.atleast_1d(fs.protocol)
     return any(p in ("file", "local", "memory") for p in protocols)
 
 
-def _write(fs, path: str, data: bytes) -> None:
+def write_file(fs, path: str, data: bytes) -> None:
     """``data`` at ``path`` all at once: a temporary sibling renamed (one ``put`` on an
     object store, which publishes it whole)."""
-    if not _is_local(fs):
+    if not is_local(fs):
         fs.pipe_file(path, data)
         return
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -276,7 +276,7 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     delta = _rounding_bound(q_norms, ref)
     limit = float(np.finfo(ref.dtype).max) / 8
     if ref.dtype != np.float64 and not (float(xp.max(q_norms)) + ref.max_norm2) * 4 < limit:
-        return _nearest_exact(Q, ref.rows, k, exclude)  # beyond the ranking range: float64
+        return nearest_exact(Q, ref.rows, k, exclude)  # beyond the ranking range: float64
     score = _scores(xp, Q, ref, buffer)
     if exclude is not None:
         score = _exclude(xp, score, exclude)
@@ -308,7 +308,7 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     return pos, xp.where(pos < 0, xp.inf, d2)
 
 
-def _nearest_exact(Q, R, k, exclude=None, dtype=None):
+def nearest_exact(Q, R, k, exclude=None, dtype=None):
     """Exact k nearest rows of R (NumPy, or a prepared :class:`_Reference`) for each row of
     Q (NumPy or a device block; the results are Q's arrays)."""
     xp = namespace(Q)

@@ -49,7 +49,7 @@ from scalenc.math.distances import (
     sq_distances_from_inner,
 )
 from scalenc.math.moments import check_magnitude, count_nonfinite
-from scalenc.math.nearest import _nearest_exact
+from scalenc.math.nearest import nearest_exact
 from scalenc.math.neighbors_device import nearest_on_device
 from scalenc.math.selection import (
     Search,
@@ -319,7 +319,7 @@ def nearest(
         ranking_dtype(xp, Q.dtype, R.dtype) if dtype is None else dtype_in(xp, host_dtype(dtype))
     )
     if refine:
-        return _nearest_exact(Q, R, k, exclude, dtype)
+        return nearest_exact(Q, R, k, exclude, dtype)
     return host_or_device(xp, _nearest_on_host, nearest_on_device)(xp, Q, R, k, exclude, dtype)
 
 

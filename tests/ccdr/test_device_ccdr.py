@@ -17,7 +17,7 @@ from conftest import cupy_or_skip, make_blobs
 from scalenc import CCDRClassifier
 from scalenc.ccdr import blocks as cb
 from scalenc.exceptions import InputError
-from scalenc.math.nearest import _nearest_exact
+from scalenc.math.nearest import nearest_exact
 from scalenc.math.xp import to_host
 
 TOL = {np.float64: 1e-12, np.float32: 1e-5}
@@ -61,8 +61,8 @@ def test_exact_search_on_device_matches_numpy(dtype):
         exclude = np.where(np.arange(Q.shape[0]) < 20, np.arange(Q.shape[0]), -1)
         for k in ks:
             for excl in (None, exclude):
-                want = _nearest_exact(Q, R, k, excl, dtype)
-                got = _nearest_exact(strict(Q), R, k, excl, dtype)
+                want = nearest_exact(Q, R, k, excl, dtype)
+                got = nearest_exact(strict(Q), R, k, excl, dtype)
                 assert_strict(got[0])
                 np.testing.assert_array_equal(to_host(got[0]), want[0])
                 np.testing.assert_allclose(to_host(got[1]), want[1], rtol=1e-12, atol=1e-12)
@@ -72,8 +72,8 @@ def test_exact_search_on_device_beyond_float32_range():
     rng = np.random.default_rng(9)
     R = rng.random((50, 3)) * 1e20
     Q = (R[:10] + 1e15).astype(np.float32)
-    want = _nearest_exact(Q, R, 2, None, np.float32)
-    got = _nearest_exact(strict(Q), R, 2, None, np.float32)
+    want = nearest_exact(Q, R, 2, None, np.float32)
+    got = nearest_exact(strict(Q), R, 2, None, np.float32)
     np.testing.assert_array_equal(to_host(got[0]), want[0])
     np.testing.assert_allclose(to_host(got[1]), want[1], rtol=1e-12)
 
@@ -200,8 +200,8 @@ def test_exact_search_on_gpu_matches_numpy(dtype):
     for Q, R, ks in search_cases():
         Q = Q.astype(dtype)
         for k in ks:
-            want = _nearest_exact(Q, R, k, None, dtype)
-            got = _nearest_exact(cupy.asarray(Q), R, k, None, dtype)
+            want = nearest_exact(Q, R, k, None, dtype)
+            got = nearest_exact(cupy.asarray(Q), R, k, None, dtype)
             assert isinstance(got[0], cupy.ndarray)
             np.testing.assert_array_equal(got[0].get(), want[0])
             np.testing.assert_allclose(got[1].get(), want[1], rtol=1e-12, atol=1e-12)

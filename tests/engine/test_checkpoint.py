@@ -290,10 +290,10 @@ def test_a_checkpoint_that_names_other_code_is_not_loaded(tmp_path):
     path = tmp_path / "file"
     path.write_bytes(evil)
     with pytest.raises(
-        checkpoint_files._Damaged,
+        checkpoint_files.DamagedFile,
         match=r"names (posix|os|nt)\.system, which a checkpoint never holds",
     ):
-        checkpoint_files._decode(path.read_bytes())
+        checkpoint_files.decode(path.read_bytes())
 
 
 def test_settings_are_checked():
