@@ -298,19 +298,22 @@ def test_small_and_odd_data_get_a_fit(case):
         assert (m.predict(X[:3]) == 2).all()
 
 
-def test_ridge_path_equals_ridge_solve_per_alpha():
+@pytest.mark.parametrize("n_lams", [3, 9])  # by Cholesky per λ, and by one sytrd
+def test_ridge_path_equals_ridge_solve_per_alpha(n_lams):
     rng = np.random.default_rng(0)
     A = rng.random((400, 60))
     M, B = np.tril(A.T @ A), rng.random((3, 60))
-    lams = (1e-1, 1e-4, 1e-9)
+    lams = (1e-1, 1e-4, 1e-9, 1e-2, 1e-3, 1e-5, 1e-7, 1e-11, 1e-13)[:n_lams]
     W, problems = ridge_path(M, B, lams)
-    for i, lam in enumerate(lams):
+    for i, lam in enumerate(lams[:3]):
         np.testing.assert_allclose(W[i], ridge_solve(M, B, lam)[0], rtol=1e-8, atol=1e-10)
     assert problems == []
     v = np.arange(1.0, 6.0)
     singular = np.tril(np.outer(v, v))  # rank 1: at λ = 0 no factorisation, zero weights
-    W, problems = ridge_path(singular, np.ones((2, 5)), (0.0, 1e-3))
+    lams = (0.0, 1e-3) + (1e-1,) * (n_lams - 2)
+    W, problems = ridge_path(singular, np.ones((2, 5)), lams)
     assert problems == [0.0] and not W[0].any() and W[1].any()
+    np.testing.assert_allclose(W[1], ridge_solve(singular, np.ones((2, 5)), 1e-3)[0], rtol=1e-9)
 
 
 @pytest.mark.parametrize("keep", [None, "every third out", "none out"])
