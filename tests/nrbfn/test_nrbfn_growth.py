@@ -17,7 +17,7 @@ from scalenc import NRBFNClassifier
 from scalenc.exceptions import BasisCappedWarning
 from scalenc.math.linalg import fold_gram, ridge_path, ridge_solve
 from scalenc.math.sampling import fold_of
-from scalenc.nrbfn import blocks as nb
+from scalenc.nrbfn import soft_knn
 from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
 from scalenc.nrbfn.search import (
     CHEAP_WORK,
@@ -49,7 +49,7 @@ def test_growth_order_reserves_each_class_then_the_rule_then_the_rest():
     confidence = rng.random(200)
     labels = rng.integers(0, 4, 200)
     index = np.arange(200) * 3 + 1
-    order = nb.growth_order(confidence, labels, index, 0.5, 4, seed=1)
+    order = soft_knn.growth_order(confidence, labels, index, 0.5, 4, seed=1)
     assert np.array_equal(np.sort(order), np.arange(200))  # a permutation
     assert set(labels[order[:4]]) == {0, 1, 2, 3}  # every prefix of ≥ K rows has each class
     for k in range(4):  # each class's first is its least confident candidate
@@ -62,14 +62,14 @@ def test_growth_order_reserves_each_class_then_the_rule_then_the_rest():
     rule = confidence[order[4:]] < 0.5
     first_rest = np.argmin(rule) if not rule.all() else rule.size
     assert rule[:first_rest].all() and not rule[first_rest:].any()  # the rule's rows first
-    again = nb.growth_order(confidence, labels, index, 0.5, 4, seed=1)
-    other = nb.growth_order(confidence, labels, index, 0.5, 4, seed=2)
+    again = soft_knn.growth_order(confidence, labels, index, 0.5, 4, seed=1)
+    other = soft_knn.growth_order(confidence, labels, index, 0.5, 4, seed=2)
     assert np.array_equal(order, again) and not np.array_equal(order, other)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 7, 64, 100, 1000])
 def test_nested_spread_prefixes_cover_the_ranks_evenly(m):
-    order = nb._nested_spread(m)
+    order = soft_knn._nested_spread(m)
     assert np.array_equal(np.sort(order), np.arange(m))
     for size in (2, 4, 8):
         if size <= m:  # the first `size` leave no gap wider than about m / size ranks
@@ -202,13 +202,13 @@ def test_distinct_first_moves_each_repeated_row_behind_the_distinct_ones():
     cells = rng.integers(0, 2, size=(6, 3)).astype(float) * 2 - 1
     rows = cells[rng.integers(0, 6, size=50)]
     order = rng.permutation(1000)[:50]
-    got = nb.distinct_first(rows, order)
+    got = soft_knn.distinct_first(rows, order)
     seen, first, repeats = set(), [], []
     for position, row in zip(order, map(tuple, rows)):  # the oracle: a plain loop
         (repeats if row in seen else first).append(position)
         seen.add(row)
     np.testing.assert_array_equal(got, first + repeats)
-    assert nb.distinct_first(rows[:0], order[:0]).size == 0
+    assert soft_knn.distinct_first(rows[:0], order[:0]).size == 0
 
 
 @pytest.fixture(scope="module")
