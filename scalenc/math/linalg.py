@@ -279,7 +279,7 @@ def _by_cholesky(M, rhs, shifts):
 
 
 def _by_tridiagonal(M, rhs, shifts):
-    """(M + s I)⁻¹ rhs per shift s from one M = Q T Qᵀ, r > 1 (None where T + s I is not
+    """(M + s I)⁻¹ rhs per shift s from one M = Q T Qᵀ, r > 1 (NaN where T + s I is not
     positive definite). Q is ``sytrd``'s reflectors below the subdiagonal, a QR's of
     M's rows 2…r (as LAPACK's ``ormtr`` applies them)."""
     r, k = rhs.shape
@@ -293,17 +293,13 @@ def _by_tridiagonal(M, rhs, shifts):
         return c
 
     c = apply(b"T", np.array(rhs, order="F"))
-    solved = np.zeros((r, len(shifts) * k), order="F")
-    failed = []
+    solved = np.full((r, len(shifts) * k), np.nan, order="F")  # NaN where ptsv fails
     for i, shift in enumerate(shifts):
         *_, x, info = scipy.linalg.lapack.dptsv(d + shift, e, c)
-        if info:
-            failed.append(i)
-        else:
+        if not info:
             solved[:, i * k : (i + 1) * k] = x
-    solved = apply(b"N", solved)
-    for i in range(len(shifts)):
-        yield None if i in failed else solved[:, i * k : (i + 1) * k]
+    solved = apply(b"N", solved)  # Q acts on each column alone
+    return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))]
 
 
 def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
