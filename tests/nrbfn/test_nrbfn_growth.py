@@ -22,6 +22,7 @@ from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
 from scalenc.nrbfn.search import (
     CHEAP_WORK,
     GROWTH_START,
+    KERNELS,
     WIDTHS,
     Search,
     Trial,
@@ -138,12 +139,20 @@ def grown_sizes(path) -> int:
 
 def test_growth_stops_where_next_size_says(grown):
     n = grown_sizes(grown.basis_growth_)
-    errors, sizes = grown.basis_growth_["cv_error"][:n], list(grown.basis_growth_["r"][:n])
+    path = {key: value[:n] for key, value in grown.basis_growth_.items()}
     assert size_work(600, 600, 5, len(AUTO_ALPHA_GRID)) < CHEAP_WORK  # every size here is cheap
-    for tried in range(1, len(sizes)):  # each size was wanted by the sizes before it
-        assert next_size(errors[:tried], 0.0)
-    if sizes[-1] < 600:  # fewer than every candidate: the last sizes said stop
-        assert not next_size(errors, 0.0)
+    # the work of each size as Search.grow prices it: the first with its six kernels and
+    # nine λ, the others with the last best λ's neighbours (two at the grid's end)
+    lams = [len(AUTO_ALPHA_GRID)] + [
+        3 - (a in (AUTO_ALPHA_GRID[0], AUTO_ALPHA_GRID[-1])) for a in path["alpha"][:-1]
+    ]
+    works = [size_work(600, r, 5, k) for r, k in zip(path["r"], lams)]
+    works[0] *= len(WIDTHS) * len(KERNELS)
+    for tried in range(1, n):  # each size was wanted by the sizes before it
+        assert next_size(path["cv_error"][:tried], works[tried], sum(works[:tried]))
+    if path["r"][-1] < 600:  # fewer than every candidate: the last sizes said stop
+        after = size_work(600, min(600, 2 * path["r"][-1]), 5, 3)
+        assert not next_size(path["cv_error"], after, sum(works))
 
 
 def _errors(*percent):
@@ -151,27 +160,32 @@ def _errors(*percent):
 
 
 def test_next_size_after_a_gain_and_after_a_miss():
-    cheap, costly = 0.0, 2 * CHEAP_WORK
-    assert next_size(_errors(20.0), costly)  # one size: nothing to judge yet
-    # a miss (0.14 point worse than the best) after a gain: a cheap size is tried, not a costly one
-    assert next_size(_errors(20.29, 17.86, 18.0), cheap)
-    assert not next_size(_errors(20.29, 17.86, 18.0), costly)
+    costly = 2 * CHEAP_WORK
+    assert next_size(_errors(20.0), costly, 0.0)  # one size: nothing to judge yet
+    # a loss (0.14 point worse than the best) after a gain: a cheap size is tried when it
+    # costs at most SECOND_LOOK times the work spent (a cap just above a doubling), not
+    # a doubling after three sizes (3.5-4.7 times) nor a costly size
+    loss = _errors(20.29, 17.86, 18.0)
+    assert next_size(loss, 2.0, 1.0)
+    assert not next_size(loss, 4.0, 1.0)
+    assert not next_size(loss, costly, costly)
+    assert next_size(_errors(20.29, 17.86, 17.86), 4.0, 1.0)  # a tie: looked at again
     # two misses end even a cheap growth (0.06 point is a miss); a costly size needs a gain
-    assert not next_size(_errors(20.29, 17.86, 18.0, 17.80), cheap)
-    assert not next_size(_errors(20.0, 19.95), costly)
+    assert not next_size(_errors(20.29, 17.86, 18.0, 17.80), 1.0, 1.0)
+    assert not next_size(_errors(20.0, 19.95), costly, costly)
     # a miss then a gain: growth goes on, on the gain alone
-    assert next_size(_errors(20.29, 17.86, 18.0, 17.5), costly)
+    assert next_size(_errors(20.29, 17.86, 18.0, 17.5), costly, 1.0)
 
 
 def test_next_size_predicts_a_costly_size_from_the_last_two_gains():
     costly = 2 * CHEAP_WORK
     # sleep's path: gains 0.67, 0.79, 0.45, 0.19 point; 0.19·(0.19/0.45) = 0.08 < 0.1
     path = (25.96, 25.29, 24.50, 24.05, 23.86)
-    assert not next_size(_errors(*path), costly)
-    assert next_size(_errors(*path), 0.0)  # a cheap size is tried whatever the trend
+    assert not next_size(_errors(*path), costly, costly)
+    assert next_size(_errors(*path), 4.0, 1.0)  # a cheap size is tried whatever the trend
     # 0.45·min(1, 0.45/0.79) = 0.26 > 0.1; a growing gain predicts itself (ratio ≤ 1)
-    assert next_size(_errors(*path[:4]), costly)
-    assert next_size(_errors(30.0, 29.8, 29.5), costly)
+    assert next_size(_errors(*path[:4]), costly, costly)
+    assert next_size(_errors(30.0, 29.8, 29.5), costly, costly)
 
 
 def test_size_work_is_the_gram_and_the_held_out_factors():
