@@ -236,14 +236,10 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
     the solutions and those λ, for the caller to warn. Only the lower triangle of the
     C-ordered ``M`` is read.
 
-    From :data:`TRIDIAGONAL_LAMS` λ on, one factorisation serves them all, as an
-    eigendecomposition would: M = Q T Qᵀ (LAPACK ``sytrd``, T tridiagonal), then per λ
-    the tridiagonal T + λ' I (``ptsv``, O(r)) and one Q for every λ's solution. ``sytrd``
-    costs about five Cholesky factorisations on one thread (r = 128: 0.42 against
-    0.082 ms; 1 024: 115 against 20 ms), an eigendecomposition with its vectors about
-    twenty (9 λ at r = 128: 2.1 ms against Cholesky's 1.2): fewer λ are solved by a
-    Cholesky factorisation each, copied into one work array and factorised in place (at
-    r = 9 221 a fresh array per λ took 3 of connect_4's 28 s of factorisations).
+    From :data:`TRIDIAGONAL_LAMS` λ on, one M = Q T Qᵀ (``sytrd``: about five Cholesky
+    factorisations; an eigendecomposition costs twenty) serves every λ: a tridiagonal
+    solve each, one Q for all. Fewer λ: a Cholesky factorisation each, in one work array
+    (a fresh r×r array per λ took 3 of connect_4's 28 s of factorisations).
     """
     M = np.asarray(M, dtype=np.float64)
     shifts = [lam * float(np.diag(M).sum()) for lam in lams]

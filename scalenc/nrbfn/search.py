@@ -124,15 +124,11 @@ def next_size(errors, work: float, spent: float) -> bool:
       gains of 0.45 and 0.19 point at 1 024 and 2 048 rows predict 0.08; 4 096 rows
       bought 0.07 for four times the work);
     * after a size that did not improve, only when it is cheap and the size before
-      improved (one noisy size does not end a cheap growth; two do), and, where that size
-      erred more than the best before it, the next costs at most :data:`SECOND_LOOK`
-      times the work of the sizes tried (priced: a second look after a loss is worth at
-      most what the first looks cost). The second size and a cap just above a doubling
-      cost about twice the sizes before them (ringnorm's two Gaussians: 128 rows 6.17 %
-      held out, 256 rows 6.29, 1 024 rows 5.67); a doubling after the third size costs
-      3.5–4.7 times, and after a loss bought nothing on both halves of
-      ``benchmarks/defaults.py`` (a size after a tie did: phoneme 13.70 % at 256 and 512
-      rows, 12.45 at 2 048; ``benchmarks/README.md``, "nRBFN's search").
+      improved (one noisy size does not end a cheap growth; two do), and, after a loss
+      (an error above the best before), at most :data:`SECOND_LOOK` times the work spent:
+      a doubling after the third size costs 3.5–4.7 times, and after a loss bought
+      nothing on both halves of ``benchmarks/defaults.py`` (after a tie it did: phoneme
+      13.70 % held out at 256 and 512 rows, 12.45 at 2 048; ``benchmarks/README.md``).
     """
     errors = np.asarray(errors, dtype=float)
     if errors.size < 2:
@@ -163,14 +159,6 @@ def _neighbours(grid, alpha) -> tuple:
     """``alpha`` and its neighbours in ``grid``: the λ a larger basis is tried with."""
     at = list(grid).index(alpha)
     return tuple(grid[max(0, at - 1) : at + 2])
-
-
-def _on_grid(grid, lams, errors) -> np.ndarray:
-    """The held-out errors of ``lams`` placed on the whole ``grid`` (NaN where not tried)."""
-    out = np.full(len(grid), np.nan)
-    for lam, error in zip(lams, errors):
-        out[list(grid).index(lam)] = error
-    return out
 
 
 @dataclass(frozen=True)
@@ -208,7 +196,9 @@ class Trial:
 
     def on_grid(self, grid) -> np.ndarray:
         """The held-out errors placed on the whole ``grid`` (NaN where not tried)."""
-        return _on_grid(grid, self.lams, self.errors)
+        out = np.full(len(grid), np.nan)
+        out[[list(grid).index(lam) for lam in self.lams]] = self.errors
+        return out
 
 
 class Search:

@@ -1,11 +1,6 @@
-"""Algorithm 1 of Hu, Pan & Wu's nRBFN, soft-KNN, in plain NumPy — no dask here: the width
-σ of the neighbour weights, the confidence T of each candidate and the basis chosen from
-it (:func:`knn_sigma`, :func:`soft_knn_confidence`, :func:`select_basis`), and the order
-in which a grown basis takes the candidates (:func:`growth_order`, :func:`distinct_first`).
-The neighbours themselves come from the exact search of :mod:`scalenc.math.neighbors`;
-the network's block functions are in :mod:`scalenc.nrbfn.blocks`.
-
-Paper: "nRBFN and LRC from spectral graph theory" (shared/seeds/nrbfn-lrc-spectral-graph.txt).
+"""Soft-KNN, Algorithm 1 of Hu, Pan & Wu's nRBFN, in plain NumPy (no dask): σ of the
+neighbour weights, each candidate's confidence T, the basis chosen from it, and the order
+a grown basis takes the candidates in. The neighbours come from :mod:`scalenc.math.neighbors`.
 """
 
 from __future__ import annotations
@@ -14,13 +9,7 @@ import numpy as np
 
 from scalenc.math.sampling import row_hash
 
-__all__ = [
-    "knn_sigma",
-    "soft_knn_confidence",
-    "select_basis",
-    "growth_order",
-    "distinct_first",
-]
+__all__ = ["knn_sigma", "soft_knn_confidence", "select_basis", "growth_order", "distinct_first"]
 
 
 def knn_sigma(dist2: np.ndarray) -> float:
