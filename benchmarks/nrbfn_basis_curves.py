@@ -49,7 +49,7 @@ from scalenc import NRBFNClassifier  # noqa: E402
 from scalenc.math.linalg import ridge_solve  # noqa: E402
 from scalenc.math.neighbors import pairwise_sq_distances  # noqa: E402
 from scalenc.nrbfn import blocks as nb  # noqa: E402
-from scalenc.nrbfn import plan  # noqa: E402
+from scalenc.nrbfn import plan, soft_knn  # noqa: E402
 
 SIZES = [250, 500, 1000, 2000, 3000, 4000, 6000, 8000, 10000]
 PAPER_SETS = ("mnist", "usps", "isolet", "satimage")
@@ -154,7 +154,9 @@ def curve(name: str, sizes: list[int], pmlb_dir: Path | None, sim_rows: int) -> 
     )
     print("| r | test error % | Gram s | n·r² / soft-KNN work |\n|---:|---:|---:|---:|")
     for r in sorted({s for s in sizes if s < wanted} | {min(wanted, max(sizes))}):
-        pos = nb.select_basis(conf, codes[cand], model.confidence_threshold, K, max_basis=r)[0]
+        pos = soft_knn.select_basis(conf, codes[cand], model.confidence_threshold, K, max_basis=r)[
+            0
+        ]
         pred, gram = fit_basis(Xtr, codes, Xte, K, Xtr[cand[pos]])
         error = 100.0 * np.mean(pred != test_codes)
         ratio = float(n) * pos.size**2 / out["knn_work"]

@@ -186,7 +186,7 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
     # the network on a basis, as fit builds it; a PMLB table split and scaled as there
     from nrbfn_basis_curves import fit_basis, load
 
-    from scalenc.nrbfn import blocks as nb
+    from scalenc.nrbfn import soft_knn
 
     if name == "hard":
         Xtr, ytr, Xte, yte = hard_dataset(50000)
@@ -214,9 +214,13 @@ def basis_rules(name: str, sizes: list[int], pmlb_dir: str | None) -> None:
     for r in sizes:
         if r >= wanted.size:
             continue
-        least = nb.select_basis(conf, codes[cand], model.confidence_threshold, K, n_basis=r)[0]
-        spread = nb.select_basis(conf, codes[cand], model.confidence_threshold, K, max_basis=r)[0]
-        reserve = nb._least_confident_per_class(conf, codes[cand], K)
+        least = soft_knn.select_basis(conf, codes[cand], model.confidence_threshold, K, n_basis=r)[
+            0
+        ]
+        spread = soft_knn.select_basis(
+            conf, codes[cand], model.confidence_threshold, K, max_basis=r
+        )[0]
+        reserve = soft_knn._least_confident_per_class(conf, codes[cand], K)
         rest = np.setdiff1d(wanted, reserve)
         drawn = np.union1d(reserve, rng.choice(rest, r - reserve.size, replace=False))
         errors = [test_error(pos) for pos in (least, spread, drawn)]

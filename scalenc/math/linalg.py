@@ -229,38 +229,73 @@ def _symmetric_one_norm(lower: np.ndarray) -> float:
 
 def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
     """X* = B (M + λ tr(M) I)⁻¹ for every λ of ``lams`` (shape (len(lams),) + B's), for
-    cross-validation: a Cholesky factorisation per λ, as :func:`ridge_solve`, but without
-    its least-squares fallback (an SVD, 20–60 times a factorisation: tens of them made a
-    5-fold, 9-λ search on 1 400 rows take 20 s). A λ whose system is ill-conditioned keeps
-    its Cholesky solution; one whose factorisation fails gets zero weights (its held-out
-    error is then that of predicting one class). Returns the solutions and the λ of both
-    kinds, for the caller to warn.
+    cross-validation, without :func:`ridge_solve`'s least-squares fallback (an SVD, 20–60
+    times a factorisation: tens of them made a 5-fold, 9-λ search on 1 400 rows take 20 s).
+    A λ whose factorisation fails (M + λ' I not positive definite to working precision)
+    gets zero weights (its held-out error is then that of predicting one class). Returns
+    the solutions and those λ, for the caller to warn. Only the lower triangle of the
+    C-ordered ``M`` is read.
 
-    Only the lower triangle of the C-ordered ``M`` is read. Each λ's system is copied into
-    one work array, factorised in place: no other r×r array is formed (at r = 9 221 a
-    triangle copy and a fresh array per λ took 3 of connect_4's 28 s of factorisations).
+    From :data:`TRIDIAGONAL_LAMS` λ on, one M = Q T Qᵀ (``sytrd``: about five Cholesky
+    factorisations; an eigendecomposition costs twenty) serves every λ: a tridiagonal
+    solve each, one Q for all. Fewer λ: a Cholesky factorisation each, in one work array
+    (a fresh r×r array per λ took 3 of connect_4's 28 s of factorisations).
     """
     M = np.asarray(M, dtype=np.float64)
-    diagonal = np.diag(M).copy()
-    trace = float(diagonal.sum())
-    rhs = np.asarray(B, np.float64).T
+    shifts = [lam * float(np.diag(M).sum()) for lam in lams]
+    tridiagonal = len(lams) >= TRIDIAGONAL_LAMS and M.shape[0] > 1
+    path = _by_tridiagonal if tridiagonal else _by_cholesky
     out, problems = np.zeros((len(lams),) + np.shape(B)), []
+    with _solve_threads(M.shape[0]):
+        for i, solution in enumerate(path(M, np.asarray(B, np.float64).T, shifts)):
+            if solution is None or not np.isfinite(solution).all():
+                problems.append(lams[i])
+            else:
+                out[i] = solution.T
+    return out, problems
+
+
+#: λ from which :func:`ridge_path` reduces M to tridiagonal form once rather than
+#: factorising M + λ' I per λ (measured break-even: 6–7 λ at r = 128–512).
+TRIDIAGONAL_LAMS = 7
+
+
+def _by_cholesky(M, rhs, shifts):
+    """(M + s I)⁻¹ rhs per shift s, a Cholesky factorisation each (None where it fails)."""
     work = np.empty_like(M, order="C")
     on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
-    with _solve_threads(M.shape[0]):
-        for i, lam in enumerate(lams):
-            np.copyto(work, M)
-            np.add(diagonal, lam * trace, out=on_diagonal)
-            # the C-ordered lower triangle is the upper triangle of the Fortran-ordered
-            # transpose, which LAPACK factorises in place
-            factor, info = scipy.linalg.lapack.dpotrf(work.T, lower=0, clean=0, overwrite_a=1)
-            if info != 0:
-                problems.append(lam)
-                continue
-            out[i] = scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)[0].T
-            if not np.isfinite(out[i]).all():
-                out[i], _ = 0.0, problems.append(lam)
-    return out, problems
+    diagonal = np.diag(M).copy()
+    for shift in shifts:
+        np.copyto(work, M)
+        np.add(diagonal, shift, out=on_diagonal)
+        # the C-ordered lower triangle is the upper triangle of the Fortran-ordered
+        # transpose, which LAPACK factorises in place
+        factor, info = scipy.linalg.lapack.dpotrf(work.T, lower=0, clean=0, overwrite_a=1)
+        yield None if info else scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)[0]
+
+
+def _by_tridiagonal(M, rhs, shifts):
+    """(M + s I)⁻¹ rhs per shift s from one M = Q T Qᵀ, r > 1 (NaN where T + s I is not
+    positive definite). Q is ``sytrd``'s reflectors below the subdiagonal, a QR's of
+    M's rows 2…r (as LAPACK's ``ormtr`` applies them)."""
+    r, k = rhs.shape
+    lwork = int(scipy.linalg.lapack.dsytrd_lwork(r, lower=1)[0])
+    reduced, d, e, tau, _ = scipy.linalg.lapack.dsytrd(M, lower=1, lwork=lwork)
+    reflectors = reduced[1:, :-1]
+    ormqr = scipy.linalg.lapack.dormqr
+
+    def apply(trans, c):  # Qᵀ c or Q c, in place
+        c[1:] = ormqr(b"L", trans, reflectors, tau, c[1:], max(1, 64 * c.shape[1]))[0]
+        return c
+
+    c = apply(b"T", np.array(rhs, order="F"))
+    solved = np.full((r, len(shifts) * k), np.nan, order="F")  # NaN where ptsv fails
+    for i, shift in enumerate(shifts):
+        *_, x, info = scipy.linalg.lapack.dptsv(d + shift, e, c)
+        if not info:
+            solved[:, i * k : (i + 1) * k] = x
+    solved = apply(b"N", solved)  # Q acts on each column alone
+    return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))]
 
 
 def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:

@@ -98,11 +98,12 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
     By default (``n_basis="auto"``, ``alpha="auto"``, ``width="auto"``) the basis is
     *grown by what it buys on held-out rows*, the paper's own future work ("online basis
     learning"): steps 2–3 run on nested bases of 128, 256, 512, … candidates
-    (:func:`~scalenc.nrbfn.blocks.growth_order`: each class's least confident row, the
+    (:func:`~scalenc.nrbfn.soft_knn.growth_order`: each class's least confident row, the
     confidence rule's rows, then others at random), λ and σ's multiple chosen by
     cross-validation on each, while the held-out error falls by more than 0.1 point (a
     size costing more than about a second only when the last two gains predict that it
-    does: :func:`~scalenc.nrbfn.search.next_size`); memory is the hard cap.
+    does, one after a loss only when it costs at most three times the sizes before it:
+    :func:`~scalenc.nrbfn.search.next_size`); memory is the hard cap.
     ``alpha=1e-13, n_basis=None, width=1.0`` is the paper's protocol (Tables 2 and 4).
 
     Parameters

@@ -25,9 +25,8 @@ from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
 from scalenc.math.linalg import fold_gram, ridge_path
 from scalenc.math.sampling import fold_of
 from scalenc.math.xp import is_device_array
-from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
-from scalenc.nrbfn import plan
+from scalenc.nrbfn import plan, soft_knn
 from scalenc.nrbfn.regression import _warn_singular
 from scalenc.nrbfn.search import KERNELS, WIDTHS, Search, Trial, growth_sizes
 
@@ -264,10 +263,10 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     step's trials run by :class:`_Steps` (σ, the per-fold Grams of every kernel tried and
     their held-out errors, three passes).
 
-    The candidates in :func:`~scalenc.nrbfn.blocks.growth_order` (each class's least
+    The candidates in :func:`~scalenc.nrbfn.soft_knn.growth_order` (each class's least
     confident row, the confidence rule's rows spread over their ranks, then the others
     at random), each row equal to one before it moved after every distinct row
-    (:func:`~scalenc.nrbfn.blocks.distinct_first`: a basis of a table of few distinct
+    (:func:`~scalenc.nrbfn.soft_knn.distinct_first`: a basis of a table of few distinct
     rows holds every one of them); its prefixes of :func:`growth_sizes` rows are tried in
     turn. The size and λ with the least held-out error are kept (ties to the smaller),
     with that size's Gram: no pass is repeated. Each doubling does four times the Gram
@@ -346,10 +345,10 @@ class _Steps:
 
     @classmethod
     def of_candidates(cls, est, X, knn, fit_plan, seed, n_classes):
-        """The candidates in :func:`~scalenc.nrbfn.blocks.growth_order`, every distinct row
+        """The candidates in :func:`~scalenc.nrbfn.soft_knn.growth_order`, every distinct row
         before any repeat, gathered up to the cap; the sizes to try."""
         cand_index = knn["cand_index"]
-        order = nb.growth_order(
+        order = soft_knn.growth_order(
             knn["confidence"], knn["cand_codes"], cand_index, est.confidence_threshold,
             n_classes, seed,
         )  # fmt: skip
@@ -364,7 +363,7 @@ class _Steps:
         # of few distinct rows, a larger one adds repeats (in the normalised kernel a
         # repeated centre weighs its cell by its frequency, which held-out error may prefer)
         in_order = rows[np.searchsorted(index, cand_index[order[:top]])]
-        order = np.concatenate([nb.distinct_first(in_order, order[:top]), order[top:]])
+        order = np.concatenate([soft_knn.distinct_first(in_order, order[:top]), order[top:]])
         sizes = growth_sizes(n_classes, top, capped=top < order.size)
         return cls(est, fit_plan, seed, cand_index[order], index, rows, sizes, top < order.size)
 
@@ -507,8 +506,8 @@ def _soft_knn(est, X, codes, counts, seed, fit_plan, k, n_labeled) -> dict:
         candidates = passes.gather_rows(X, cand_index)
         (neighbors,) = compute(passes.kneighbors_pass(X, codes, candidates, cand_index, k))
     refuse_nonfinite(neighbors["nonfinite"])
-    knn_sigma = nb.knn_sigma(neighbors["dist2"])
-    confidence = nb.soft_knn_confidence(
+    knn_sigma = soft_knn.knn_sigma(neighbors["dist2"])
+    confidence = soft_knn.soft_knn_confidence(
         neighbors["dist2"], neighbors["label"], cand_codes, knn_sigma
     )
     return {
@@ -545,7 +544,7 @@ def _choose_basis(est, X, knn, fit_plan: plan.FitPlan, n_labeled: int) -> dict:
     cap = fit_plan.max_basis
     n_basis = est.n_basis if isinstance(est.n_basis, numbers.Integral) else None
     confidence, cand_index, cand_codes = knn["confidence"], knn["cand_index"], knn["cand_codes"]
-    positions, capped = nb.select_basis(
+    positions, capped = soft_knn.select_basis(
         confidence,
         cand_codes,
         est.confidence_threshold,

@@ -26,6 +26,7 @@ __all__ = [
     "GROWTH_TOLERANCE",
     "CAP_STEP",
     "CHEAP_WORK",
+    "SECOND_LOOK",
     "WIDTHS",
     "KERNELS",
     "WIDTH_MARGIN_Z",
@@ -54,6 +55,10 @@ CAP_STEP = 1.25
 #: noisy: on mfeat_fourier, 1 400 rows, 512 rows erred 0.14 point more than 256 where
 #: larger sizes erred less), and whatever the last gains predict. See :func:`next_size`.
 CHEAP_WORK = 2.0**34
+
+#: A size after one that erred more than the best before it is bought only when it costs
+#: at most this many times the work of the sizes tried (:func:`next_size`).
+SECOND_LOOK = 3.0
 
 #: ``width="auto"``: the multiples of the paper's σ tried on a grown basis's first size
 #: (the one with the least held-out error is kept as the basis grows; ties to the first).
@@ -103,9 +108,10 @@ def size_work(n_labeled: int, r: int, n_folds: int, n_alphas: int = 3) -> float:
     return float(n_labeled) * r * r + n_folds * n_alphas * float(r) ** 3 / 3
 
 
-def next_size(errors, work: float) -> bool:
+def next_size(errors, work: float, spent: float) -> bool:
     """Whether a grown basis tries its next size, given the held-out errors of the sizes
-    tried so far (in order) and the next size's :func:`size_work`.
+    tried so far (in order), the next size's :func:`size_work` and the work of the sizes
+    tried (``spent``, the first size's every kernel counted).
 
     A size improves when it beats the best error before it by more than
     :data:`GROWTH_TOLERANCE`; each size's gain is that difference. The next size is tried
@@ -118,7 +124,11 @@ def next_size(errors, work: float) -> bool:
       gains of 0.45 and 0.19 point at 1 024 and 2 048 rows predict 0.08; 4 096 rows
       bought 0.07 for four times the work);
     * after a size that did not improve, only when it is cheap and the size before
-      improved (one noisy size does not end a cheap growth; two do).
+      improved (one noisy size does not end a cheap growth; two do), and, after a loss
+      (an error above the best before), at most :data:`SECOND_LOOK` times the work spent:
+      a doubling after the third size costs 3.5–4.7 times, and after a loss bought
+      nothing on both halves of ``benchmarks/defaults.py`` (after a tie it did: phoneme
+      13.70 % held out at 256 and 512 rows, 12.45 at 2 048; ``benchmarks/README.md``).
     """
     errors = np.asarray(errors, dtype=float)
     if errors.size < 2:
@@ -128,7 +138,8 @@ def next_size(errors, work: float) -> bool:
     improved = gains > GROWTH_TOLERANCE
     cheap = work < CHEAP_WORK
     if not improved[-1]:
-        return bool(cheap and (gains.size == 1 or improved[-2]))
+        priced = errors[-1] <= best[-2] or work <= SECOND_LOOK * spent
+        return bool(cheap and (gains.size == 1 or improved[-2]) and priced)
     if cheap:
         return True
     last = gains[-1]
@@ -148,14 +159,6 @@ def _neighbours(grid, alpha) -> tuple:
     """``alpha`` and its neighbours in ``grid``: the λ a larger basis is tried with."""
     at = list(grid).index(alpha)
     return tuple(grid[max(0, at - 1) : at + 2])
-
-
-def _on_grid(grid, lams, errors) -> np.ndarray:
-    """The held-out errors of ``lams`` placed on the whole ``grid`` (NaN where not tried)."""
-    out = np.full(len(grid), np.nan)
-    for lam, error in zip(lams, errors):
-        out[list(grid).index(lam)] = error
-    return out
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,9 @@ class Trial:
 
     def on_grid(self, grid) -> np.ndarray:
         """The held-out errors placed on the whole ``grid`` (NaN where not tried)."""
-        return _on_grid(grid, self.lams, self.errors)
+        out = np.full(len(grid), np.nan)
+        out[[list(grid).index(lam) for lam in self.lams]] = self.errors
+        return out
 
 
 class Search:
@@ -243,9 +248,10 @@ class Search:
         """The sizes in turn, while :func:`next_size` buys the next (the first size with
         every kernel and width of ``widths``, λ over the grid; then the kept kernel and
         width, λ around the last best). Returns whether the rule stopped the growth."""
-        lams = self.grid
+        lams, spent = self.grid, 0.0
         for at, r in enumerate(sizes):
             trial, gram = self.step(r, widths, kinds, lams)
+            spent += len(widths) * len(kinds) * size_work(n_labeled, r, trial.n_folds, len(lams))
             widths, kinds = (trial.width,), (trial.normalize,)
             lams = _neighbours(self.grid, trial.alpha)
             if self.best is None or trial.error < self.best.error:
@@ -254,7 +260,7 @@ class Search:
             errors = [step.error for step in self.steps]
             if at + 1 < len(sizes):
                 work = size_work(n_labeled, sizes[at + 1], trial.n_folds, len(lams))
-                if not next_size(errors, work):
+                if not next_size(errors, work, spent):
                     return True
         return False
 

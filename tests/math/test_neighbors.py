@@ -12,7 +12,7 @@ from scalenc.engine.cluster import compute
 from scalenc.engine.passes import kneighbors_all_rows, kneighbors_pass
 from scalenc.math.neighbors import kneighbors_block, merge_neighbors, pairwise_sq_distances
 from scalenc.math.sampling import row_hash, stratified_sample
-from scalenc.nrbfn.blocks import knn_sigma, select_basis, soft_knn_confidence
+from scalenc.nrbfn.soft_knn import knn_sigma, select_basis, soft_knn_confidence
 
 
 def brute_knn(X, labeled, cand_index, k):

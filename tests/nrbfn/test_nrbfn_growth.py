@@ -17,11 +17,12 @@ from scalenc import NRBFNClassifier
 from scalenc.exceptions import BasisCappedWarning
 from scalenc.math.linalg import fold_gram, ridge_path, ridge_solve
 from scalenc.math.sampling import fold_of
-from scalenc.nrbfn import blocks as nb
+from scalenc.nrbfn import soft_knn
 from scalenc.nrbfn.estimator import AUTO_ALPHA_GRID
 from scalenc.nrbfn.search import (
     CHEAP_WORK,
     GROWTH_START,
+    KERNELS,
     WIDTHS,
     Search,
     Trial,
@@ -49,7 +50,7 @@ def test_growth_order_reserves_each_class_then_the_rule_then_the_rest():
     confidence = rng.random(200)
     labels = rng.integers(0, 4, 200)
     index = np.arange(200) * 3 + 1
-    order = nb.growth_order(confidence, labels, index, 0.5, 4, seed=1)
+    order = soft_knn.growth_order(confidence, labels, index, 0.5, 4, seed=1)
     assert np.array_equal(np.sort(order), np.arange(200))  # a permutation
     assert set(labels[order[:4]]) == {0, 1, 2, 3}  # every prefix of ≥ K rows has each class
     for k in range(4):  # each class's first is its least confident candidate
@@ -62,14 +63,14 @@ def test_growth_order_reserves_each_class_then_the_rule_then_the_rest():
     rule = confidence[order[4:]] < 0.5
     first_rest = np.argmin(rule) if not rule.all() else rule.size
     assert rule[:first_rest].all() and not rule[first_rest:].any()  # the rule's rows first
-    again = nb.growth_order(confidence, labels, index, 0.5, 4, seed=1)
-    other = nb.growth_order(confidence, labels, index, 0.5, 4, seed=2)
+    again = soft_knn.growth_order(confidence, labels, index, 0.5, 4, seed=1)
+    other = soft_knn.growth_order(confidence, labels, index, 0.5, 4, seed=2)
     assert np.array_equal(order, again) and not np.array_equal(order, other)
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 7, 64, 100, 1000])
 def test_nested_spread_prefixes_cover_the_ranks_evenly(m):
-    order = nb._nested_spread(m)
+    order = soft_knn._nested_spread(m)
     assert np.array_equal(np.sort(order), np.arange(m))
     for size in (2, 4, 8):
         if size <= m:  # the first `size` leave no gap wider than about m / size ranks
@@ -138,12 +139,20 @@ def grown_sizes(path) -> int:
 
 def test_growth_stops_where_next_size_says(grown):
     n = grown_sizes(grown.basis_growth_)
-    errors, sizes = grown.basis_growth_["cv_error"][:n], list(grown.basis_growth_["r"][:n])
+    path = {key: value[:n] for key, value in grown.basis_growth_.items()}
     assert size_work(600, 600, 5, len(AUTO_ALPHA_GRID)) < CHEAP_WORK  # every size here is cheap
-    for tried in range(1, len(sizes)):  # each size was wanted by the sizes before it
-        assert next_size(errors[:tried], 0.0)
-    if sizes[-1] < 600:  # fewer than every candidate: the last sizes said stop
-        assert not next_size(errors, 0.0)
+    # the work of each size as Search.grow prices it: the first with its six kernels and
+    # nine λ, the others with the last best λ's neighbours (two at the grid's end)
+    lams = [len(AUTO_ALPHA_GRID)] + [
+        3 - (a in (AUTO_ALPHA_GRID[0], AUTO_ALPHA_GRID[-1])) for a in path["alpha"][:-1]
+    ]
+    works = [size_work(600, r, 5, k) for r, k in zip(path["r"], lams)]
+    works[0] *= len(WIDTHS) * len(KERNELS)
+    for tried in range(1, n):  # each size was wanted by the sizes before it
+        assert next_size(path["cv_error"][:tried], works[tried], sum(works[:tried]))
+    if path["r"][-1] < 600:  # fewer than every candidate: the last sizes said stop
+        after = size_work(600, min(600, 2 * path["r"][-1]), 5, 3)
+        assert not next_size(path["cv_error"], after, sum(works))
 
 
 def _errors(*percent):
@@ -151,27 +160,32 @@ def _errors(*percent):
 
 
 def test_next_size_after_a_gain_and_after_a_miss():
-    cheap, costly = 0.0, 2 * CHEAP_WORK
-    assert next_size(_errors(20.0), costly)  # one size: nothing to judge yet
-    # a miss (0.14 point worse than the best) after a gain: a cheap size is tried, not a costly one
-    assert next_size(_errors(20.29, 17.86, 18.0), cheap)
-    assert not next_size(_errors(20.29, 17.86, 18.0), costly)
+    costly = 2 * CHEAP_WORK
+    assert next_size(_errors(20.0), costly, 0.0)  # one size: nothing to judge yet
+    # a loss (0.14 point worse than the best) after a gain: a cheap size is tried when it
+    # costs at most SECOND_LOOK times the work spent (a cap just above a doubling), not
+    # a doubling after three sizes (3.5-4.7 times) nor a costly size
+    loss = _errors(20.29, 17.86, 18.0)
+    assert next_size(loss, 2.0, 1.0)
+    assert not next_size(loss, 4.0, 1.0)
+    assert not next_size(loss, costly, costly)
+    assert next_size(_errors(20.29, 17.86, 17.86), 4.0, 1.0)  # a tie: looked at again
     # two misses end even a cheap growth (0.06 point is a miss); a costly size needs a gain
-    assert not next_size(_errors(20.29, 17.86, 18.0, 17.80), cheap)
-    assert not next_size(_errors(20.0, 19.95), costly)
+    assert not next_size(_errors(20.29, 17.86, 18.0, 17.80), 1.0, 1.0)
+    assert not next_size(_errors(20.0, 19.95), costly, costly)
     # a miss then a gain: growth goes on, on the gain alone
-    assert next_size(_errors(20.29, 17.86, 18.0, 17.5), costly)
+    assert next_size(_errors(20.29, 17.86, 18.0, 17.5), costly, 1.0)
 
 
 def test_next_size_predicts_a_costly_size_from_the_last_two_gains():
     costly = 2 * CHEAP_WORK
     # sleep's path: gains 0.67, 0.79, 0.45, 0.19 point; 0.19·(0.19/0.45) = 0.08 < 0.1
     path = (25.96, 25.29, 24.50, 24.05, 23.86)
-    assert not next_size(_errors(*path), costly)
-    assert next_size(_errors(*path), 0.0)  # a cheap size is tried whatever the trend
+    assert not next_size(_errors(*path), costly, costly)
+    assert next_size(_errors(*path), 4.0, 1.0)  # a cheap size is tried whatever the trend
     # 0.45·min(1, 0.45/0.79) = 0.26 > 0.1; a growing gain predicts itself (ratio ≤ 1)
-    assert next_size(_errors(*path[:4]), costly)
-    assert next_size(_errors(30.0, 29.8, 29.5), costly)
+    assert next_size(_errors(*path[:4]), costly, costly)
+    assert next_size(_errors(30.0, 29.8, 29.5), costly, costly)
 
 
 def test_size_work_is_the_gram_and_the_held_out_factors():
@@ -202,13 +216,13 @@ def test_distinct_first_moves_each_repeated_row_behind_the_distinct_ones():
     cells = rng.integers(0, 2, size=(6, 3)).astype(float) * 2 - 1
     rows = cells[rng.integers(0, 6, size=50)]
     order = rng.permutation(1000)[:50]
-    got = nb.distinct_first(rows, order)
+    got = soft_knn.distinct_first(rows, order)
     seen, first, repeats = set(), [], []
     for position, row in zip(order, map(tuple, rows)):  # the oracle: a plain loop
         (repeats if row in seen else first).append(position)
         seen.add(row)
     np.testing.assert_array_equal(got, first + repeats)
-    assert nb.distinct_first(rows[:0], order[:0]).size == 0
+    assert soft_knn.distinct_first(rows[:0], order[:0]).size == 0
 
 
 @pytest.fixture(scope="module")
@@ -298,19 +312,22 @@ def test_small_and_odd_data_get_a_fit(case):
         assert (m.predict(X[:3]) == 2).all()
 
 
-def test_ridge_path_equals_ridge_solve_per_alpha():
+@pytest.mark.parametrize("n_lams", [3, 9])  # by Cholesky per λ, and by one sytrd
+def test_ridge_path_equals_ridge_solve_per_alpha(n_lams):
     rng = np.random.default_rng(0)
     A = rng.random((400, 60))
     M, B = np.tril(A.T @ A), rng.random((3, 60))
-    lams = (1e-1, 1e-4, 1e-9)
+    lams = (1e-1, 1e-4, 1e-9, 1e-2, 1e-3, 1e-5, 1e-7, 1e-11, 1e-13)[:n_lams]
     W, problems = ridge_path(M, B, lams)
-    for i, lam in enumerate(lams):
+    for i, lam in enumerate(lams[:3]):
         np.testing.assert_allclose(W[i], ridge_solve(M, B, lam)[0], rtol=1e-8, atol=1e-10)
     assert problems == []
     v = np.arange(1.0, 6.0)
     singular = np.tril(np.outer(v, v))  # rank 1: at λ = 0 no factorisation, zero weights
-    W, problems = ridge_path(singular, np.ones((2, 5)), (0.0, 1e-3))
+    lams = (0.0, 1e-3) + (1e-1,) * (n_lams - 2)
+    W, problems = ridge_path(singular, np.ones((2, 5)), lams)
     assert problems == [0.0] and not W[0].any() and W[1].any()
+    np.testing.assert_allclose(W[1], ridge_solve(singular, np.ones((2, 5)), 1e-3)[0], rtol=1e-9)
 
 
 @pytest.mark.parametrize("keep", [None, "every third out", "none out"])

@@ -19,7 +19,7 @@ import pytest
 from conftest import shared_dataset
 
 from scalenc import NRBFNClassifier
-from scalenc.nrbfn.blocks import select_basis
+from scalenc.nrbfn.soft_knn import select_basis
 
 
 def basis_oracle(T, Y, t, n_classes):
