@@ -667,6 +667,7 @@ def test_mnist_subsample_ensemble():
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:The CCDR graph of the subsample has:UserWarning")
 @pytest.mark.filterwarnings("ignore:The within-class scatter is zero:UserWarning")
+@pytest.mark.filterwarnings("ignore:CCDRClassifier predicts .* of its labeled subsample rows right")
 @parametrize_with_checks(
     [CCDR(n_components=2), CCDRClassifier(n_components=2)],
     expected_failed_checks=expected_failed_checks,
