@@ -2,9 +2,10 @@
 
 Estimators never create clients. They call :func:`compute`, which uses whatever scheduler
 is active: a ``distributed.Client`` if one is the default, else ``dask.config``'s
-scheduler (threads by default). Under an in-process scheduler BLAS is limited to one
-thread per Dask worker thread — two BLAS threads under two Dask threads made the kernel
-pass three times slower on a 2-core machine. Distributed workers started by a nanny
+scheduler (threads by default; a computation over one row block runs on the calling
+thread). Under an in-process scheduler BLAS is limited to one thread per Dask worker
+thread — two BLAS threads under two Dask threads made the kernel pass three times
+slower on a 2-core machine. Distributed workers started by a nanny
 already get ``OMP_NUM_THREADS=1`` and friends from Dask.
 
 :func:`connect` is how a program (the ``scalenc`` command, a script, a notebook) chooses
@@ -27,6 +28,7 @@ from concurrent.futures import CancelledError
 import dask
 from dask._task_spec import DataNode, convert_legacy_graph
 from dask.base import is_dask_collection
+from dask.callbacks import Callback
 from dask.system import CPU_COUNT
 
 from scalenc.engine.reads import note_computation
@@ -76,8 +78,9 @@ _LISTED_WORKERS = 5  # workers described one by one in the paused-workers messag
 def _one_block(collections):
     """The graph of ``collections`` (converted to Dask's task specs) when it computes one
     row block: at most :data:`ONE_BLOCK_NODES` nodes, every array key's block index 0. A
-    thread pool has nothing to run at once there. None otherwise."""
-    if not all(is_dask_collection(c) for c in collections):
+    thread pool has nothing to run at once there. None otherwise, and while local
+    callbacks are registered (a command's progress), which Dask's scheduler calls."""
+    if Callback.active or not all(is_dask_collection(c) for c in collections):
         return None
     if sum(len(c.__dask_graph__()) for c in collections) > ONE_BLOCK_NODES:
         return None
@@ -255,6 +258,12 @@ def no_workers_timeout() -> float | None:
 
 def compute(*collections, **kwargs):
     """``dask.compute`` on the active scheduler, pinning BLAS to one thread in-process.
+
+    On Dask's threads in this process, a computation over one row block (a small
+    in-memory array's pass or output) runs its tasks on the calling thread instead: the
+    pool's hand-offs, graph optimisation and ordering cost 2–4 ms a computation and have
+    nothing to run at once there (a progress bar's callbacks, when registered, keep it on
+    Dask's scheduler).
 
     On a distributed cluster, a worker lost mid-computation is survived: the scheduler
     recomputes its tasks elsewhere, and data scalenc scattered to the cluster (large
