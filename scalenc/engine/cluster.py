@@ -27,8 +27,9 @@ from concurrent.futures import CancelledError
 
 import dask
 from dask._task_spec import DataNode, convert_legacy_graph
-from dask.base import is_dask_collection
+from dask.array import Array
 from dask.callbacks import Callback
+from dask.delayed import Delayed
 from dask.system import CPU_COUNT
 
 from scalenc.engine.reads import note_computation
@@ -79,8 +80,10 @@ def _one_block(collections):
     """The graph of ``collections`` (converted to Dask's task specs) when it computes one
     row block: at most :data:`ONE_BLOCK_NODES` nodes, every array key's block index 0. A
     thread pool has nothing to run at once there. None otherwise, and while local
-    callbacks are registered (a command's progress), which Dask's scheduler calls."""
-    if Callback.active or not all(is_dask_collection(c) for c in collections):
+    callbacks are registered (a command's progress), which Dask's scheduler calls, and
+    for collections other than arrays and delayed values (a DataFrame's graph is its
+    optimised expression's)."""
+    if Callback.active or not all(isinstance(c, (Array, Delayed)) for c in collections):
         return None
     if sum(len(c.__dask_graph__()) for c in collections) > ONE_BLOCK_NODES:
         return None
