@@ -6,9 +6,11 @@ and ``EncoderClassifier()`` (its default: the sampled kernel choice for large n)
 best of two, and prints their wall and CPU seconds (``time.process_time``: this process,
 all its threads) side by side with the ratios, the default's stages and plan; with
 ``--exact`` also ``choice_sample=None`` (the exact rule), whose kernel the default must
-choose. Then iris: ``EncoderClassifier()``'s fit + predict against scikit-learn's
-``LinearDiscriminantAnalysis`` (median of five). Targets: ≤ 4×, ≤ 2.5×, ≤ 2× at n = 1 M;
-iris ≤ 10×. The machine's load (``os.getloadavg``) is printed with each shape.
+choose. Iris first: ``EncoderClassifier()``'s fit + predict against scikit-learn's
+``LinearDiscriminantAnalysis`` (median of five; after the 1 M-row fits OpenBLAS's
+threads spin for about 0.1 s after their last product, and iris's runs fell in it: 14–16
+ms CPU instead of 6.5). Targets: ≤ 4×, ≤ 2.5×, ≤ 2× at n = 1 M; iris ≤ 10×. The
+machine's load (``os.getloadavg``) is printed with each shape.
 
     python benchmarks/encoder_ratios.py --rows 1000000
     python benchmarks/encoder_ratios.py --rows 200000 --shapes 16x100 --exact
@@ -98,11 +100,11 @@ def main() -> None:
     parser.add_argument("--no-iris", action="store_true")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if not args.no_iris:
+        iris_ratio()
     for shape in args.shapes:
         p, K = (int(v) for v in shape.split("x"))
         shape_ratios(args.rows, p, K, args.exact)
-    if not args.no_iris:
-        iris_ratio()
 
 
 if __name__ == "__main__":

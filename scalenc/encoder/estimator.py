@@ -119,9 +119,10 @@ class EncoderClassifier(
     cache_embedding : bool or "auto", default="auto"
         With several kernels, True keeps the stacked embedding Z (n × M·K) from pass 2 for
         pass 3, so the kernels are evaluated once: written block by block to temporary
-        ``.npy`` files (in Dask's ``temporary-directory``) for local schedulers, persisted
-        (and spilled) on the workers of a distributed cluster. False evaluates the kernels
-        again in pass 3 (a third read of X) and stores nothing. ``"auto"`` chooses after
+        ``.npy`` files (in Dask's ``temporary-directory``; a Z of at most 1 MiB is kept in
+        memory) for local schedulers, persisted (and spilled) on the workers of a
+        distributed cluster (:class:`scalenc.engine.reduce.RowCache`). False evaluates
+        the kernels again in pass 3 (a third read of X) and stores nothing. ``"auto"`` chooses after
         pass 1 by measured costs: writing and reading back M·K·8 bytes per row, against
         pass 1's own time plus the kernels timed on a sample block
         (:mod:`scalenc.encoder.plan`); Z is cached when it is smaller than X or the

@@ -2,9 +2,10 @@
 
 Estimators never create clients. They call :func:`compute`, which uses whatever scheduler
 is active: a ``distributed.Client`` if one is the default, else ``dask.config``'s
-scheduler (threads by default). Under an in-process scheduler BLAS is limited to one
-thread per Dask worker thread — two BLAS threads under two Dask threads made the kernel
-pass three times slower on a 2-core machine. Distributed workers started by a nanny
+scheduler (threads by default; a computation over one row block runs on the calling
+thread). Under an in-process scheduler BLAS is limited to one thread per Dask worker
+thread — two BLAS threads under two Dask threads made the kernel pass three times
+slower on a 2-core machine. Distributed workers started by a nanny
 already get ``OMP_NUM_THREADS=1`` and friends from Dask.
 
 :func:`connect` is how a program (the ``scalenc`` command, a script, a notebook) chooses
@@ -25,6 +26,10 @@ from collections.abc import Mapping
 from concurrent.futures import CancelledError
 
 import dask
+from dask._task_spec import DataNode, convert_legacy_graph
+from dask.array import Array
+from dask.callbacks import Callback
+from dask.delayed import Delayed
 from dask.system import CPU_COUNT
 
 from scalenc.engine.reads import note_computation
@@ -41,6 +46,7 @@ __all__ = [
     "no_workers_timeout",
     "active_client",
     "uses_distributed",
+    "in_process",
     "blas_single_thread",
     "lost_dependencies",
 ]
@@ -56,6 +62,9 @@ logger = logging.getLogger(__name__)
 #: :func:`no_workers_timeout`).
 NO_WORKERS_TIMEOUT = 300.0
 NO_WORKERS_CONFIG = "scalenc.no-workers-timeout"
+#: A computation of at most this many graph nodes is looked at for one row block
+#: (:func:`compute`); larger ones go to Dask's scheduler unexamined.
+ONE_BLOCK_NODES = 16
 #: Times a computation is submitted again after a worker died with the last copy of
 #: data scalenc scattered (sent again first, see ``scalenc.engine.resend.rescatter_lost``).
 RESCATTER_ATTEMPTS = 3
@@ -65,6 +74,49 @@ _LISTED_WORKERS = 5  # workers described one by one in the paused-workers messag
 
 
 # --- running computations ------------------------------------------------------------
+
+
+def _one_block(collections):
+    """The graph of ``collections`` (converted to Dask's task specs) when it computes one
+    row block: at most :data:`ONE_BLOCK_NODES` nodes, every array key's block index 0. A
+    thread pool has nothing to run at once there. None otherwise, and while local
+    callbacks are registered (a command's progress), which Dask's scheduler calls, and
+    for collections other than arrays and delayed values (a DataFrame's graph is its
+    optimised expression's)."""
+    if Callback.active or not all(isinstance(c, (Array, Delayed)) for c in collections):
+        return None
+    if sum(len(c.__dask_graph__()) for c in collections) > ONE_BLOCK_NODES:
+        return None
+    graph = {}
+    for c in collections:
+        graph.update(c.__dask_graph__())
+    if any(isinstance(key, tuple) and any(key[1:]) for key in graph):
+        return None
+    return convert_legacy_graph(graph)
+
+
+def _run_here(collections, graph):
+    """Compute ``collections`` by running ``graph``'s tasks on this thread as their inputs
+    are ready (Dask's synchronous scheduler without its graph optimisation and ordering:
+    2–4 ms a computation), each result finalised as ``dask.compute`` does."""
+    done = {key: node() for key, node in graph.items() if isinstance(node, DataNode)}
+    waiting = [key for key in graph if key not in done]
+    while waiting:
+        ready = [key for key in waiting if graph[key].dependencies <= done.keys()]
+        for key in ready:
+            done[key] = graph[key](done)
+        waiting = [key for key in waiting if key not in done]
+    results = []
+    for c in collections:
+        finalize, args = c.__dask_postcompute__()
+        results.append(finalize(_take(c.__dask_keys__(), done), *args))
+    return tuple(results)
+
+
+def _take(keys, cache):
+    if isinstance(keys, list):
+        return [_take(k, cache) for k in keys]
+    return cache[keys]
 
 
 def active_client():
@@ -143,6 +195,13 @@ def task_threads() -> tuple[int, int]:
     return int(dask.config.get("num_workers", None) or CPU_COUNT), 1
 
 
+def in_process() -> bool:
+    """True when computations run in this process: on Dask's threads or its synchronous
+    scheduler."""
+    scheduler = dask.config.get("scheduler", None)
+    return scheduler in ("sync", "synchronous", "single-threaded") or _threaded_in_process()
+
+
 def _threaded_in_process() -> bool:
     """True when the computation will run on Dask's thread pool in this process."""
     scheduler = dask.config.get("scheduler", None)
@@ -203,6 +262,12 @@ def no_workers_timeout() -> float | None:
 def compute(*collections, **kwargs):
     """``dask.compute`` on the active scheduler, pinning BLAS to one thread in-process.
 
+    On Dask's threads in this process, a computation over one row block (a small
+    in-memory array's pass or output) runs its tasks on the calling thread instead: the
+    pool's hand-offs, graph optimisation and ordering cost 2–4 ms a computation and have
+    nothing to run at once there (a progress bar's callbacks, when registered, keep it on
+    Dask's scheduler).
+
     On a distributed cluster, a worker lost mid-computation is survived: the scheduler
     recomputes its tasks elsewhere, and data scalenc scattered to the cluster (large
     model arrays, NumPy row blocks), which Dask cannot compute again and of which its
@@ -233,6 +298,9 @@ def compute(*collections, **kwargs):
     note_computation(collections)
     if _threaded_in_process():
         with blas_single_thread():
+            graph = None if kwargs else _one_block(collections)
+            if graph is not None:  # one row block: no pool, no graph optimisation
+                return _run_here(collections, graph)
             return dask.compute(*collections, **kwargs)
     if not uses_distributed():
         return dask.compute(*collections, **kwargs)

@@ -40,6 +40,7 @@ from scalenc.engine import checkpoint
 from scalenc.engine.blocksize import BlockWork, churn_sized
 from scalenc.engine.cluster import (
     active_client,
+    in_process,
     no_workers_message,
     no_workers_timeout,
     uses_distributed,
@@ -79,6 +80,11 @@ SPLIT_EVERY_KEY = "scalenc.split-every"
 #: basis, CCDR's subsample solutions, the folds' networks) is sent to the workers once with
 #: ``Client.scatter`` instead of travelling inside every task graph (see :func:`_shared`).
 SCATTER_BYTES = 1_000_000
+
+#: A :class:`RowCache` of at most this many bytes keeps its blocks in this process's
+#: memory (local schedulers): writing, reading back and removing files cost more (iris's
+#: three-kernel embedding, 10.8 kB: about 3 ms of its 15 ms fit).
+MEMORY_CACHE_BYTES = 2**20
 
 
 def fan_in(split_every: int | None = None) -> int:
@@ -413,7 +419,9 @@ def reduce_rows(
         on_device=on_device,
         **_shared(kwargs),
     )
-    partials = list(blocks.to_delayed(optimize_graph=True).ravel())
+    # one row block in this process runs as it is (engine.cluster.compute): nothing to fuse
+    fuse = X.numblocks[0] > 1 or not in_process()
+    partials = list(blocks.to_delayed(optimize_graph=fuse).ravel())
     if plan is None:
         result = tree_reduce(partials, combine, split_every=split_every)
         if on_device:
@@ -485,11 +493,16 @@ def keep_on_workers(arr: da.Array, *, local_bytes: float = 0.0) -> da.Array:
     On a distributed cluster, persisted on the workers. On a local scheduler (threads,
     sync), persisted in this process's memory when its bytes are at most ``local_bytes``
     and its values are numbers (an object array's bytes are its pointers, not its
-    strings); otherwise ``arr`` itself, read again by each pass. Nothing comes to the
-    client on a cluster.
+    strings); otherwise ``arr`` itself, read again by each pass (as it is when its blocks
+    are in memory already). Nothing comes to the client on a cluster.
     """
     if uses_distributed():
         return active_client().persist(arr)
+    graph = arr.__dask_graph__()
+    if len(graph) == arr.npartitions and all(
+        isinstance(node, (np.ndarray, DataNode)) for node in graph.values()
+    ):
+        return arr  # its blocks are in memory already (a NumPy array's, or persisted)
     if arr.dtype.kind in "biuf" and 0 < arr.nbytes <= local_bytes:
         return arr.persist()
     return arr
@@ -500,20 +513,23 @@ class RowCache:
 
     On a distributed cluster the blocks are persisted on the workers (which spill them to
     their disks under memory pressure). With an in-process or multiprocessing scheduler
-    the first pass writes each block through to a ``.npy`` file in a temporary directory
-    (in Dask's ``temporary-directory``) as it computes it, and later passes read the files
-    back memory-mapped (a block the first pass did not compute, because a resumed fit read
-    its partial from a checkpoint, is computed from the source). The write happens inside
-    the block's own task, so the first pass
-    computes every block once (a separate store of the same lazy array would be
-    optimised into a second graph that recomputes it), and blocks of any row chunking
-    are kept as they are. Nothing goes through the client. Use as a context manager; the
-    temporary files are removed on exit.
+    the first pass keeps each block as it computes it: an array of at most
+    :data:`MEMORY_CACHE_BYTES` in this process's memory (Dask's threads or its
+    synchronous scheduler), a larger one (or one of worker processes) written through to a
+    ``.npy`` file in a temporary directory (in Dask's ``temporary-directory``) that later
+    passes read back memory-mapped. A block the first pass did not compute, because a
+    resumed fit read its partial from a checkpoint, is computed from the source. The
+    keeping happens inside the block's own task, so the first pass computes every block
+    once (a separate store of the same lazy array would be optimised into a second graph
+    that recomputes it), and blocks of any row chunking are kept as they are. Nothing goes
+    through the client. Use as a context manager; the blocks and temporary files are
+    dropped on exit.
     """
 
     def __init__(self, arr: da.Array):
         self._source = arr
         self._path = None
+        self._blocks = None
         self._persisted = None
         self.distributed = uses_distributed()
 
@@ -521,6 +537,8 @@ class RowCache:
         if self.distributed:
             note_computation([self._source])  # the persist reads it now
             self._persisted = active_client().persist(self._source)
+        elif in_process() and self._source.nbytes <= MEMORY_CACHE_BYTES:
+            self._blocks = _Blocks()
         else:
             root = dask.config.get("temporary-directory", None)
             self._path = tempfile.mkdtemp(prefix="scalenc-cache-", dir=root)
@@ -531,8 +549,8 @@ class RowCache:
         if self.distributed:
             return self._persisted
         return self._source.map_blocks(
-            _write_through,
-            directory=self._path,
+            _keep_block,
+            store=self._blocks if self._blocks is not None else self._path,
             dtype=self._source.dtype,
             meta=self._source._meta,
         )
@@ -542,11 +560,12 @@ class RowCache:
         if self.distributed:
             return self._persisted
         src = self._source
-        name = f"scalenc-cached-{tokenize(src, self._path)}"
+        name = f"scalenc-cached-{tokenize(src, self._path or id(self._blocks))}"
         graph, missing = {}, False
         for index in np.ndindex(*src.numblocks):
-            path = _block_file(self._path, index)
-            if os.path.exists(path):
+            if self._blocks is not None and index in self._blocks.by_index:
+                graph[(name, *index)] = self._blocks.by_index[index]
+            elif self._blocks is None and os.path.exists(path := _block_file(self._path, index)):
                 graph[(name, *index)] = (_read_back, path)
             else:  # not computed by the first pass (a resumed fit read its partial back)
                 graph[(name, *index)] = (src.name, *index)
@@ -560,18 +579,31 @@ class RowCache:
         )
 
     def __exit__(self, *exc):
-        self._persisted = None
+        self._persisted = self._blocks = None
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
+
+
+class _Blocks:
+    """A row cache's blocks in this process's memory, by block index."""
+
+    def __init__(self):
+        self.by_index = {}
+
+    def __dask_tokenize__(self):
+        return ("scalenc-row-cache", id(self))
 
 
 def _block_file(directory: str, index) -> str:
     return f"{directory}/block-{'-'.join(map(str, index))}.npy"
 
 
-def _write_through(block, *, directory, block_info=None):
-    path = _block_file(directory, block_info[0]["chunk-location"])
-    np.save(path, to_host(block), allow_pickle=False)
+def _keep_block(block, *, store, block_info=None):
+    index = block_info[0]["chunk-location"]
+    if isinstance(store, _Blocks):
+        store.by_index[index] = block
+    else:
+        np.save(_block_file(store, index), to_host(block), allow_pickle=False)
     return block
 
 

@@ -1,5 +1,7 @@
 """The streaming layer: tree reductions, row offsets, block maps."""
 
+import threading
+
 import dask
 import dask.array as da
 import numpy as np
@@ -119,6 +121,22 @@ def _copies_in_graph(collection, value: np.ndarray) -> int:
     )
 
 
+def _thread(X, *, row_start):
+    return np.array([threading.get_ident()])
+
+
+def test_one_row_block_runs_on_the_calling_thread():
+    """A computation over one row block runs here, without Dask's pool; over two blocks,
+    on the pool; and the labels already in memory are not persisted again."""
+    y = da.from_array(np.arange(6), chunks=3)
+    for rows, here in ((6, True), (3, False)):
+        X = da.from_array(np.ones((6, 2)), chunks=(rows, 2))
+        (ident,) = compute(passes.reduce_rows(_thread, X, combine=np.minimum))
+        assert (int(ident[0]) == threading.get_ident()) is here
+        np.testing.assert_array_equal(compute(X.sum(axis=1))[0], [2.0] * 6)
+    assert passes.keep_on_workers(y, local_bytes=1e6) is y
+
+
 def test_map_rows_puts_array_arguments_in_the_graph_once():
     X = da.ones((40, 3), chunks=(5, 3))  # 8 blocks
     w = np.random.default_rng(4).normal(size=3)
@@ -139,10 +157,16 @@ def _counted_square(block):
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
-def test_row_cache_computes_each_block_once_and_keeps_irregular_chunks(scheduler, tmp_path):
-    """The first pass writes each block through as it computes it: one computation per
-    block (a separate store would be optimised into a second graph that recomputes it),
-    and irregular row chunks are cached as they are."""
+@pytest.mark.parametrize("store", ["memory", "files"])
+def test_row_cache_computes_each_block_once_and_keeps_irregular_chunks(
+    scheduler, store, tmp_path, monkeypatch
+):
+    """The first pass keeps each block as it computes it: one computation per block (a
+    separate store would be optimised into a second graph that recomputes it), and
+    irregular row chunks are cached as they are; a small array in memory, a larger one
+    in files."""
+    if store == "files":
+        monkeypatch.setattr("scalenc.engine.reduce.MEMORY_CACHE_BYTES", 0)
     X = np.arange(230.0).reshape(115, 2)
     Xd = da.from_array(X, chunks=((40, 7, 60, 8), 2))
     source = Xd.map_blocks(_counted_square, dtype=float)
@@ -151,6 +175,7 @@ def test_row_cache_computes_each_block_once_and_keeps_irregular_chunks(scheduler
         with passes.RowCache(source) as cache:
             total = compute(cache.first_pass_input().sum(axis=0))[0]
             np.testing.assert_array_equal(total, (X * X).sum(axis=0))
+            assert len(list(tmp_path.iterdir())) == (store == "files")
             cached = cache.cached()
             assert cached.chunks == Xd.chunks
             np.testing.assert_array_equal(compute(cached)[0], X * X)
