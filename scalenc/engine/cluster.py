@@ -197,7 +197,19 @@ def task_threads() -> tuple[int, int]:
 
 def in_process() -> bool:
     """True when computations run in this process: on Dask's threads or its synchronous
-    scheduler."""
+    scheduler.
+
+    Examples
+    --------
+    >>> import dask
+    >>> from scalenc.engine.cluster import in_process
+    >>> with dask.config.set(scheduler="sync"):
+    ...     in_process()
+    True
+    >>> with dask.config.set(scheduler="processes"):
+    ...     in_process()
+    False
+    """
     scheduler = dask.config.get("scheduler", None)
     return scheduler in ("sync", "synchronous", "single-threaded") or _threaded_in_process()
 

@@ -347,15 +347,16 @@ def test_the_command_reports_each_resume_on_a_line_and_counts_the_attempts(clust
 def test_the_checkpoint_says_what_it_holds_and_what_is_left(tmp_path):
     """What a resume's line reports: finished passes, saved groups, and the blocks of the
     pass that was cut off that no saved group covers (tree of fan-in 2 over 5 blocks)."""
-    from scalenc.engine.checkpoint import CheckpointRun, _encode
+    from scalenc.engine.checkpoint import CheckpointRun
+    from scalenc.engine.checkpoint_files import encode
 
     run = CheckpointRun(tmp_path / "ck", {"x": 1}).open()
     assert run.saved() == frozenset()
     done = run.plan_pass("p1", 5, 2)
-    run.fs.pipe_file(done.result_path, _encode(1))
+    run.fs.pipe_file(done.result_path, encode(1))
     plan = run.plan_pass("p2", 5, 2)
     for level, index in [(1, 0), (0, 4)]:  # blocks 0-1 and block 4
-        run.fs.pipe_file(plan.node_path(level, index), _encode(1))
+        run.fs.pipe_file(plan.node_path(level, index), encode(1))
     run.fs.pipe_file(plan.node_path(0, 3) + ".tmp-1-abc", b"cut off")  # never counted
     saved = run.saved()
     assert saved == {"passes/p1/result", "passes/p2/node-1-0", "passes/p2/node-0-4"}
