@@ -269,10 +269,7 @@ def _grow(est, X, codes, counts, seed, knn, fit_plan, folds, n_folds, grid, stag
     (:func:`~scalenc.nrbfn.soft_knn.distinct_first`: a basis of a table of few distinct
     rows holds every one of them); its prefixes of :func:`growth_sizes` rows are tried in
     turn. The size and λ with the least held-out error are kept (ties to the smaller),
-    with that size's Gram: no pass is repeated. Each doubling does four times the Gram
-    work of the last, so the sizes tried cost about 4/3 of the kept size's Gram, or 16/3
-    with a size tried that did not pay (a cheap one, or one the gains before it
-    predicted would).
+    with that size's Gram.
     """
     n_labeled = int(counts.sum())
     with timed_stage(stage_times, "soft_knn"):

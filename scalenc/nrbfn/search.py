@@ -6,8 +6,9 @@ A :class:`Trial` is one basis size, σ multiple and kernel judged on held-out ro
 basis together (one σ pass, one Gram pass and one held-out pass serve them all) and keeps
 one of them by :meth:`Search.choose`. :class:`Search` plans the steps — the sizes tried
 (:func:`growth_sizes`) while :func:`next_size` says the next may pay (its price from
-:func:`size_work`), then the changes tried on the size before the kept one and then on the
-kept size (:meth:`Search.retry`: σ's next narrower multiple, the paper's kernel again) —
+:func:`size_work`; a costly last size bought once), then the changes tried on the size
+before the kept one and then on the kept size (:meth:`Search.retry`: σ's next narrower
+multiple, unless tried before a costly last size, and the paper's kernel again) —
 holds the records and the kept size's Gram, and writes ``basis_growth_`` from them
 (:meth:`Search.growth`). It runs no pass: ``run(r, kernels, lams, paper_sigma)``, given by
 :mod:`scalenc.nrbfn.network`, executes a step's trials.
@@ -40,10 +41,9 @@ __all__ = [
 #: data a few hundred centres fit are fitted with a few hundred.
 GROWTH_START = 128
 
-#: A grown basis doubles while its held-out error falls by more than this (a share of the
-#: labeled rows: 0.1 point). A relative tolerance as well (2 % of the error) stopped the
-#: growth early on the tune half of ``benchmarks/defaults.py``: mfeat_fourier at 512 rows,
-#: 15.7 % test error, where growing on gave 14.0 % (SVC 14.8 %); splice 17.0 → 14.9 %.
+#: A grown basis doubles while its held-out error falls by more than this (0.1 point). A
+#: relative tolerance as well (2 % of the error) stopped mfeat_fourier early (15.7 % test
+#: error at 512 rows, 14.0 % grown on; SVC 14.8 %).
 GROWTH_TOLERANCE = 1e-3
 
 #: A cap less than this many times the last doubling below it replaces that doubling
@@ -51,9 +51,9 @@ GROWTH_TOLERANCE = 1e-3
 CAP_STEP = 1.25
 
 #: Multiply-adds below which a size is cheap (about a second on two cores): a cheap size
-#: is tried after one that did not improve (on small data one size's held-out error is
-#: noisy: on mfeat_fourier, 1 400 rows, 512 rows erred 0.14 point more than 256 where
-#: larger sizes erred less), and whatever the last gains predict. See :func:`next_size`.
+#: is tried after one that did not improve (one size's held-out error is noisy on small
+#: data), whatever the last gains predict, and a costly last size is bought once
+#: (:meth:`Search.grow`). See :func:`next_size`.
 CHEAP_WORK = 2.0**34
 
 #: A size after one that erred more than the best before it is bought only when it costs
@@ -63,19 +63,16 @@ SECOND_LOOK = 3.0
 #: ``width="auto"``: the multiples of the paper's σ tried on a grown basis's first size
 #: (the one with the least held-out error is kept as the basis grows; ties to the first).
 #: Narrower kernels than the paper's mean distance fit data of few features better.
-#: Choosing again on later sizes (the last best and its neighbours, with ×2) was tried on
-#: the tune half of ``benchmarks/defaults.py`` and dropped: the extra choices followed
-#: noise (mfeat_karhunen 1.83 → 2.50 %, hypothyroid 2.74 → 3.16 %; mfeat_fourier's ×1 or
-#: ×2 was decided by one row of 1 400).
+#: Choosing again on every later size followed noise on the tune half of
+#: ``benchmarks/defaults.py`` (mfeat_karhunen 1.83 → 2.50 %, hypothyroid 2.74 → 3.16 %).
 WIDTHS = (1.0, 0.5, 0.25)
 
 #: ``normalize="auto"``: the kernels tried on a grown basis's first size, with each width
 #: of :data:`WIDTHS`: the paper's normalised W̃, then the plain Gaussian W, kept only where
 #: its held-out error is lower by :func:`width_margin` (the one kept as the basis grows).
-#: W̃ loses the kernel's mass, which tells a row far from the basis from one near it: on
-#: ring (two Gaussians of different spread, tune half of ``benchmarks/defaults.py``) the
-#: fit with W erred 1.89 % on the test rows, with W̃ 3.47 % (SVC 1.85 %), and on spambase
-#: 7.31 against 8.18 %; the other 40 sets of both halves kept W̃ (within the margin).
+#: W̃ loses the kernel's mass, which tells a row far from the basis from one near it
+#: (ring's test error with W 1.89 %, with W̃ 3.47 %; spambase 7.31 and 8.18 %); the other
+#: 40 sets of both halves of ``benchmarks/defaults.py`` kept W̃ (within the margin).
 KERNELS = (True, False)
 
 #: Standard errors by which σ's narrower multiple must beat the held-out error of the
@@ -88,9 +85,8 @@ def growth_sizes(n_classes: int, top: int, capped: bool = False) -> list[int]:
     class), doubled until ``top`` (the cap, or every candidate), which ends the list.
 
     When ``top`` is a cap (``capped``) less than :data:`CAP_STEP` times the last doubling
-    below it, the cap replaces that doubling: a last step of a few hundred rows costs a
-    whole size's Gram and held-out solves for little (letter: 8 192 rows, then the cap's
-    8 665, 0.01 point worse; MNIST before: 4 096, then 4 196)."""
+    below it, the cap replaces that doubling (letter: 8 192 rows, then the cap's 8 665,
+    0.01 point worse)."""
     r = min(top, max(GROWTH_START, 2 * n_classes))
     sizes = [r]
     while r < top:
@@ -114,21 +110,14 @@ def next_size(errors, work: float, spent: float) -> bool:
     tried (``spent``, the first size's every kernel counted).
 
     A size improves when it beats the best error before it by more than
-    :data:`GROWTH_TOLERANCE`; each size's gain is that difference. The next size is tried
-
-    * after a size that improved, when it is cheap (below :data:`CHEAP_WORK`) or the last
-      gains predict that it improves: the last gain times its ratio to the gain before
-      (at most 1, each doubling buying less than the last), or the last gain alone when
-      there is no earlier gain, exceeds the tolerance. Each doubling costs four times the
-      last, so a size the trend says cannot pay is not bought (on sleep, 74 000 rows,
-      gains of 0.45 and 0.19 point at 1 024 and 2 048 rows predict 0.08; 4 096 rows
-      bought 0.07 for four times the work);
-    * after a size that did not improve, only when it is cheap and the size before
-      improved (one noisy size does not end a cheap growth; two do), and, after a loss
-      (an error above the best before), at most :data:`SECOND_LOOK` times the work spent:
-      a doubling after the third size costs 3.5–4.7 times, and after a loss bought
-      nothing on both halves of ``benchmarks/defaults.py`` (after a tie it did: phoneme
-      13.70 % held out at 256 and 512 rows, 12.45 at 2 048; ``benchmarks/README.md``).
+    :data:`GROWTH_TOLERANCE` (its gain). The next size is tried after a size that
+    improved when it is cheap (:data:`CHEAP_WORK`) or the last gain, times its ratio to
+    the gain before (at most 1), still exceeds the tolerance: each doubling costs four
+    times the last (sleep, 74 000 rows: gains of 0.45 and 0.19 point predict 0.08; 4 096
+    rows bought 0.07). After a size that did not improve, only when it is cheap and the
+    size before improved, and after a loss (not a tie) at most :data:`SECOND_LOOK` times
+    ``spent`` (phoneme's tie at 256 and 512 rows went on to gain 1.3 points;
+    ``benchmarks/README.md``, "Third pass").
     """
     errors = np.asarray(errors, dtype=float)
     if errors.size < 2:
@@ -219,6 +208,7 @@ class Search:
         self.best: Trial | None = None
         self.kept = None
         self.first_widths: dict = {}  # each kernel's best width on the first size
+        self.narrowed = False  # σ's narrower multiple tried before the last size
 
     def step(self, r, widths, kinds, lams, paper_sigma=None):
         """The trials of size ``r`` for each kernel of ``kinds`` and width of ``widths``;
@@ -247,8 +237,13 @@ class Search:
     def grow(self, sizes, widths, kinds, n_labeled: int) -> bool:
         """The sizes in turn, while :func:`next_size` buys the next (the first size with
         every kernel and width of ``widths``, λ over the grid; then the kept kernel and
-        width, λ around the last best). Returns whether the rule stopped the growth."""
-        lams, spent = self.grid, 0.0
+        width, λ around the last best). Returns whether the rule stopped the growth.
+
+        A last size that is not cheap is bought once: σ's narrower multiple is tried on
+        the size before it first (:meth:`narrower_width`, ``width="auto"``), and where its
+        held-out factors outweigh its Gram it tries the λ before alone (one per fold),
+        unless it has a fold's training rows or more (there λ moves: yaleb32)."""
+        lams, spent, narrow = self.grid, 0.0, len(widths) > 1
         for at, r in enumerate(sizes):
             trial, gram = self.step(r, widths, kinds, lams)
             spent += len(widths) * len(kinds) * size_work(n_labeled, r, trial.n_folds, len(lams))
@@ -257,30 +252,28 @@ class Search:
             if self.best is None or trial.error < self.best.error:
                 self.best, self.kept = trial, gram
             del gram
-            errors = [step.error for step in self.steps]
-            if at + 1 < len(sizes):
-                work = size_work(n_labeled, sizes[at + 1], trial.n_folds, len(lams))
-                if not next_size(errors, work, spent):
-                    return True
+            if at + 1 == len(sizes):
+                break
+            work = size_work(n_labeled, sizes[at + 1], trial.n_folds, len(lams))
+            if not next_size([step.error for step in self.steps], work, spent):  # at 3 λ
+                return True
+            once, k = at + 2 == len(sizes) and work >= CHEAP_WORK, trial.n_folds
+            few = once and 1 < k * sizes[-1] / self.n_rows < k - 1  # k·3·r³/3 > n·r², r < n(k-1)/k
+            if once and narrow:
+                trial = self.narrower_width(trial)
+            widths = (trial.width,)
+            lams = (trial.alpha,) if few else _neighbours(self.grid, trial.alpha)
         return False
 
     def retry(self, width: float, normalize: bool, *, margin: bool) -> None:
         """A change of the kept trial's width or kernel, tried on the size before the kept
-        one (a quarter of the kept size's Gram) and, only if it does better there, on the
-        kept size, where it is kept if it does better again; else the kept size's Gram
-        (let go before that try: two of that size would double the fit's peak) is formed
-        again. ``margin``: better by :func:`width_margin` there and strictly better on the
-        kept size (σ's narrower multiple); else not worse in both (the paper's W̃). The
-        tries are steps of their own, in ``basis_growth_`` after the sizes."""
+        one (:meth:`_on_size_of`) and, only if it does better there, on the kept size,
+        where it is kept if it does better again (``margin``: strictly; else not worse);
+        else the kept size's Gram (let go before that try: two of that size would double
+        the fit's peak) is formed again. The tries are steps in ``basis_growth_``."""
         best = self.best
         at = next(i for i, step in enumerate(self.steps) if step.r == best.r)
-        if at == 0:
-            return
-        before = self.steps[at - 1]
-        lams = _neighbours(self.grid, before.alpha)
-        tried, _ = self.step(before.r, (width,), (normalize,), lams, before.sigma / before.width)
-        gap = width_margin(before.error, self.n_rows) if margin else 0.0
-        if not _better(tried.error, before.error - gap, strict=margin):
+        if at == 0 or self._on_size_of(self.steps[at - 1], width, normalize, margin)[0] is None:
             return
         self.kept = None
         lams, paper = _neighbours(self.grid, best.alpha), best.sigma / best.width
@@ -291,22 +284,38 @@ class Search:
         del gram
         _, self.kept = self.step(best.r, (best.width,), (best.normalize,), lams, paper)
 
-    def narrower_width(self) -> None:
-        """σ's next narrower multiple (:data:`WIDTHS`) tried by :meth:`retry` once the growth
-        stops: the width chosen on the first size is wider than larger bases want (krkopt:
-        ×1/2 on 128 rows, where ×1/4 erred 3 points more; on 4 096 rows ×1/4 erred 33.4 %
-        held out and 29.7 % on the test rows, ×1/2 39.0 and 38.4 %)."""
-        narrower = [w for w in WIDTHS if w < self.best.width]
-        if narrower:
-            self.retry(narrower[0], self.best.normalize, margin=True)
+    def narrower_width(self, trial: Trial | None = None) -> Trial | None:
+        """σ's next narrower multiple (:data:`WIDTHS`), tried once (larger bases want
+        narrower kernels: krkopt chose ×1/2 on 128 rows; on 4 096, ×1/4 erred 29.7 % on the
+        test rows, ×1/2 38.4 %): by :meth:`retry` once the growth stops, or on the size of
+        the growth's ``trial`` before a costly last size, returning the trial the growth
+        goes on from (the narrower one where it does better by :func:`width_margin`)."""
+        narrower = [w for w in WIDTHS if w < (trial or self.best).width]
+        if not narrower or self.narrowed:
+            return trial
+        if trial is None:
+            return self.retry(narrower[0], self.best.normalize, margin=True)
+        self.narrowed = True
+        tried, gram = self._on_size_of(trial, narrower[0], trial.normalize, True)
+        if tried is not None and tried.error < self.best.error:
+            self.best, self.kept = tried, gram
+        return tried or trial
+
+    def _on_size_of(self, before: Trial, width: float, normalize: bool, margin: bool):
+        """A change tried on ``before``'s basis (its paper σ, λ around its own): the trial
+        and its Gram where it does better (``margin``: by :func:`width_margin`, strictly;
+        else not worse), else (None, None)."""
+        lams = _neighbours(self.grid, before.alpha)
+        tried, gram = self.step(before.r, (width,), (normalize,), lams, before.sigma / before.width)
+        gap = width_margin(before.error, self.n_rows) if margin else 0.0
+        better = _better(tried.error, before.error - gap, strict=margin)
+        return (tried, gram) if better else (None, None)
 
     def paper_kernel_again(self) -> None:
         """The paper's W̃ (its own best width of the first size) tried by :meth:`retry` on
         a growth that kept the plain W: the kernel that wins on 128 rows need not win on
-        the kept size (shuttle: held out, W 0.56 % and W̃ 0.79 % on 128 rows, 0.39 and
-        0.34 % on 512; on the test rows 0.36 and 0.27 %). W needed the margin of
-        :func:`width_margin` on the first size only (spambase: W 7.05 % held out, W̃
-        7.70 %, on the test rows 7.31 and 8.18 %)."""
+        the kept size (shuttle, held out: W 0.56 % and W̃ 0.79 % on 128 rows, 0.39 and
+        0.34 % on 512). W needs the margin of :func:`width_margin` on the first size only."""
         if not self.best.normalize:
             self.retry(self.first_widths[True], True, margin=False)
 

@@ -509,6 +509,43 @@ def test_narrower_width_is_not_tried_on_the_first_size_or_below_the_narrowest():
         assert calls == [] and search.kept == kept
 
 
+@pytest.mark.parametrize(
+    "narrower, adopted, n_rows", [(0.395, False, 2_000), (0.30, True, 2_000), (0.30, True, 600)]
+)
+def test_a_costly_last_size_is_bought_once_at_the_width_and_lambda_of_the_size_before(
+    narrower, adopted, n_rows
+):
+    """Before a last size that is not cheap, σ's narrower multiple is tried on the size
+    before it (and not again after the growth); the last size is fitted once, at the
+    width that won, with one λ where its held-out factors outweigh its Gram and it has
+    fewer rows than a fold's training rows (else the λ around the size before's)."""
+    calls = []
+    errors = {(128, 1.0): 0.50, (128, 0.5): 0.55, (128, 0.25): 0.6, (256, 1.0): 0.40}
+    errors |= {(256, 0.5): narrower, (512, 1.0): 0.35, (512, 0.5): 0.28}
+
+    def run(r, kernels, lams, paper_sigma):
+        calls.append((r, kernels, lams, paper_sigma))
+        sigma = 2.0 if paper_sigma is None else paper_sigma
+        trials = [
+            Trial(r, w, sigma * w, kind, lams, np.full(len(lams), errors[r, w]), 5, n_rows)
+            for w, kind in kernels
+        ]
+        return trials, [f"gram {r} {w}" for w, _ in kernels]
+
+    search = Search(run, AUTO_ALPHA_GRID, n_rows)  # 5 × 512 > 2 000 held-out rows
+    assert not search.grow([128, 256, 512], (1.0, 0.5, 0.25), (True,), 100_000)
+    search.narrower_width()
+    width = 0.5 if adopted else 1.0
+    assert [(r, kernels) for r, kernels, _, _ in calls[1:]] == [
+        (256, ((1.0, True),)), (256, ((0.5, True),)), (512, ((width, True),))
+    ]  # fmt: skip
+    assert calls[2][3] == pytest.approx(2.0) and calls[3][3] is None  # 512 rows: own σ
+    before = search.steps[2 - (not adopted)].alpha
+    assert calls[3][2] == ((before,) if n_rows > 640 else calls[2][2])  # 512 ≥ 4/5 of 600
+    assert search.kept == f"gram 512 {width}" and search.best.width == width
+    assert list(search.growth()["r"]) == [128, 256, 256, 512]
+
+
 def test_width_margin_is_three_standard_errors_at_least_the_tolerance():
     from scalenc.nrbfn.search import GROWTH_TOLERANCE
 
