@@ -22,8 +22,9 @@ n = 1 000 000, the same Zarr stores, written under ``--workdir`` if missing):
      loop and the stacked output's writes;
    * ``stacked class moments`` (the K×K moments of every kernel's Z), ``LDA
      log-likelihoods`` (the scores and log-softmax of the cross-entropy pass);
-   * ``Z cache write`` (the ``.npy`` files of the cached embedding), ``Z cache read``
-     (their memory map, copied so that its page faults are counted here);
+   * ``Z cache write`` (the cached embedding's blocks kept: ``.npy`` files when Z is over
+     1 MiB, else in memory), ``Z cache read`` (the files' memory map, copied so that its
+     page faults are counted here; none for a Z kept in memory);
    * ``fit_plan``: the cache-or-recompute choice, which times a few small kernels itself;
    * ``other``: the rest of the fit's wall time (Dask's graph and scheduling, the
      partials' merges, the LDA solves, the labels' encoding).
@@ -159,8 +160,8 @@ def instrumented(timers: Timers):
           timers.wrap("stacked class moments", enc_blocks.stacked_class_moments))  # fmt: skip
     patch(enc_blocks, "stacked_log_likelihood",
           timers.wrap("LDA log-likelihoods", enc_blocks.stacked_log_likelihood))  # fmt: skip
-    patch(engine_reduce, "_write_through",
-          timers.wrap("Z cache write", engine_reduce._write_through))  # fmt: skip
+    patch(engine_reduce, "_keep_block",
+          timers.wrap("Z cache write", engine_reduce._keep_block))  # fmt: skip
     patch(engine_reduce, "_read_back", timers.wrap("Z cache read", _read_back_copied))
     original_plan = enc_estimator.fit_plan
 

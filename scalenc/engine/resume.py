@@ -211,12 +211,24 @@ def _task_of(exc) -> tuple | None:
     return key_split(key), tuple(key[1:])
 
 
+#: What a lost task that is not one row block's was doing, by its name.
+_TASK_KINDS = {
+    "load_node": "a read of a group the checkpoint saved",
+    "combine_node": "a merge of a pass's partials",
+}
+
+
 def _task_text(key) -> str:
-    """``"('timed_block-…', 4, 0) (row block 4)"``."""
+    """``"('timed_block-…', 4, 0) (row block 4)"``, ``"'load_node-…' (a read of a group
+    the checkpoint saved)"``."""
+    from dask.utils import key_split
+
     text = repr(key)
     if isinstance(key, tuple) and len(key) >= 2 and isinstance(key[1], int):
         if "block" in str(key[0]):
             text += f" (row block {key[1]})"
+    elif key_split(key) in _TASK_KINDS:
+        text += f" ({_TASK_KINDS[key_split(key)]})"
     return text
 
 

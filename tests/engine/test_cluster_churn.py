@@ -289,8 +289,13 @@ def test_a_block_that_kills_every_worker_it_runs_on_stops_without_a_loop(tmp_pat
     message = str(caught.value)
     assert "attempts, the last 3 of which saved nothing new in its checkpoint" in message
     # the fatal block is 4, but Dask's KilledWorker may name another task the dying
-    # worker held (CI once named row blocks 0 and 3): a row block is named
-    assert re.search(r"\(row block \d\) died", message), message
+    # worker held (CI once named row blocks 0 and 3; a loaded run, three reads of saved
+    # groups once the fit resumed): each is named by what it was doing
+    assert re.search(
+        r"\((row block \d|a read of a group the checkpoint saved|a merge of a pass's "
+        r"partials)\) died",
+        message,
+    ), message
     assert "each had a memory limit of 1 GB" in message and "dmesg" in message
     assert "The checkpoint keeps the work done" in message
     assert type(caught.value.__cause__).__name__ == "KilledWorker"
@@ -433,3 +438,17 @@ def test_a_resumed_attempt_saves_every_block_worth_its_write():
         with resume._saving_more(2):
             assert checkpoint_settings()["rule"][0] == resume.RESUMED_MIN_SECONDS == 0.0
         assert checkpoint_settings()["rule"][0] == 3.0
+
+
+def test_a_lost_task_is_named_by_what_it_was_doing():
+    """The tasks a dying worker may take down with the block that killed it, as the
+    error names them: a row block, a read of a saved group, a merge of partials."""
+    text = resume._task_text
+    assert text(("timed_block-0a1b2c", 4, 0)) == "('timed_block-0a1b2c', 4, 0) (row block 4)"
+    assert text("load_node-b80ae2a4-5b26-4785-946a-b8d9866c0a56") == (
+        "'load_node-b80ae2a4-5b26-4785-946a-b8d9866c0a56' (a read of a group the checkpoint saved)"
+    )
+    assert text("combine_node-29689814-1aee-40b4-beec-31745fb44c34").endswith(
+        "(a merge of a pass's partials)"
+    )
+    assert text("finalize-5f3a") == "'finalize-5f3a'"

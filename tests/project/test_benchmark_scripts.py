@@ -167,10 +167,10 @@ def test_encoder_profile_tiny(tmp_path):
     table prints, and the summary names the two largest components."""
     proc = _run(
         "encoder_profile.py",
-        "--rows", "3000",
+        "--rows", "20000",  # Z (20 000 × 9 float64) over 1 MiB: its cache is .npy files
         "--features", "8",
         "--classes", "3",
-        "--chunk-rows", "1000",
+        "--chunk-rows", "5000",
         "--repeats", "1",
         "--workdir", str(tmp_path / "work"),
         "--json", str(tmp_path / "profile.json"),
