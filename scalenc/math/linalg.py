@@ -42,6 +42,7 @@ __all__ = [
     "stacked_class_scores",
     "ridge_solve",
     "ridge_path",
+    "warn_singular",
     "fold_gram",
     "regression_diagnostics",
     "numerical_rank",
@@ -192,6 +193,21 @@ def ridge_solve(M: np.ndarray, B: np.ndarray, lam: float) -> tuple[np.ndarray, s
     """
     with _solve_threads(np.shape(M)[0]):
         return _ridge_solve(M, B, lam)
+
+
+def warn_singular(owner: str, alpha, detail: str) -> None:
+    """The :class:`~scalenc.exceptions.NumericalWarning` of a ridge solve that fell back
+    (:func:`ridge_solve`'s ``problem``): ``owner``'s regularised system is singular or
+    ill-conditioned at ``alpha``; it points at the user's call."""
+    from scalenc.math.labels import user_stacklevel
+
+    warnings.warn(
+        f"{owner}: the regularised system A Aᵀ + λ‖A‖²_F I is singular or ill-conditioned "
+        f"with alpha={alpha!r} ({detail}); the minimum-norm least-squares solution is used. "
+        "Increase alpha (e.g. alpha=1e-13 or larger) for a well-posed solve.",
+        NumericalWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _ridge_solve(M, B, lam):

@@ -46,13 +46,19 @@ from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.engine.folds import held_out, row_folds
 from scalenc.exceptions import BasisCappedWarning, DataWarning, InputError
-from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
+from scalenc.math.linalg import (
+    MAX_RANK_BASIS,
+    numerical_rank,
+    regression_diagnostics,
+    ridge_solve,
+    warn_singular,
+)
 from scalenc.nrbfn import blocks as nb
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan
 from scalenc.nrbfn.incremental import NetworkUpdatesMixin
 from scalenc.nrbfn.network import choose_alphas, fit_network, fixed_normalize, problem_of
-from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
+from scalenc.nrbfn.regression import _RegressionClassifier
 
 __all__ = [
     "NRBFNClassifier",
@@ -627,7 +633,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
             del net.gram, M, B
             models.append((net.basis, net.sigma, np.stack(weights)))
         if problems:
-            _warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
+            warn_singular(type(self).__name__, sorted(set(problems)), "in cross-validation")
         (errors,) = compute(
             nrbfn_passes.cv_error_refit_pass(
                 X,
@@ -655,7 +661,7 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
             self._gram_total = None
         self.weights_, problem = ridge_solve(M, B, lam)
         if problem:
-            _warn_singular(type(self).__name__, lam, problem)
+            warn_singular(type(self).__name__, lam, problem)
         diag = regression_diagnostics(M, B, self.weights_, gram["count"].sum())
         self.fitting_error_ = diag["fitting_error"]
         self.spectral_risk_ = diag["spectral_risk"]

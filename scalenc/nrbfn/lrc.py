@@ -25,10 +25,16 @@ from scalenc.engine.cluster import compute
 from scalenc.engine.memory import format_bytes
 from scalenc.engine.reduce import fan_in
 from scalenc.exceptions import MemoryBudgetError
-from scalenc.math.linalg import MAX_RANK_BASIS, numerical_rank, regression_diagnostics, ridge_solve
+from scalenc.math.linalg import (
+    MAX_RANK_BASIS,
+    numerical_rank,
+    regression_diagnostics,
+    ridge_solve,
+    warn_singular,
+)
 from scalenc.math.moments import merge_partials
 from scalenc.nrbfn import blocks as nb
-from scalenc.nrbfn.regression import _RegressionClassifier, _warn_singular
+from scalenc.nrbfn.regression import _RegressionClassifier
 
 __all__ = [
     "LRClassifier",
@@ -262,7 +268,7 @@ class LRClassifier(_RegressionClassifier):
     def _solve(self, gram, cross, n_rows):
         self.weights_, problem = ridge_solve(gram, cross, self.alpha)
         if problem:
-            _warn_singular(type(self).__name__, self.alpha, problem)
+            warn_singular(type(self).__name__, self.alpha, problem)
         diag = regression_diagnostics(gram, cross, self.weights_, n_rows)
         self.fitting_error_ = diag["fitting_error"]
         self.spectral_risk_ = diag["spectral_risk"]

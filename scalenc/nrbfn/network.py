@@ -22,12 +22,11 @@ from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
 from scalenc.engine.reduce import fan_in, from_numpy_rows
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
-from scalenc.math.linalg import fold_gram, ridge_path
+from scalenc.math.linalg import fold_gram, ridge_path, warn_singular
 from scalenc.math.sampling import fold_of
 from scalenc.math.xp import is_device_array
 from scalenc.nrbfn import passes as nrbfn_passes
 from scalenc.nrbfn import plan, soft_knn
-from scalenc.nrbfn.regression import _warn_singular
 from scalenc.nrbfn.search import KERNELS, WIDTHS, Search, Trial, growth_sizes
 
 __all__ = [
@@ -476,7 +475,7 @@ def _fold_weights(est, gram, grid, own, weights) -> None:
         del M_train
         problems.extend(singular)
     if problems:
-        _warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
+        warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
 
 
 def _fold_of_rows(index, folds, n_folds, seed) -> np.ndarray:

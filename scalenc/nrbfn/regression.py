@@ -4,8 +4,6 @@ probabilities, predictions) as lazy block maps of the fitted scores.
 
 from __future__ import annotations
 
-import warnings
-
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -15,7 +13,6 @@ from scalenc.base.estimator import (
     StreamingClassifierMixin,
     map_output,
 )
-from scalenc.exceptions import NumericalWarning
 from scalenc.nrbfn import blocks as nb
 
 # --- shared estimator plumbing -----------------------------------------------------------
@@ -132,13 +129,3 @@ class _RegressionClassifier(StreamingClassifierMixin, ClassifierMixin, BaseEstim
         """
         check_is_fitted(self, "classes_")
         return self._map(X, nb.predict_block, None, self.classes_.dtype, classes=self.classes_)
-
-
-def _warn_singular(owner, alpha, detail):
-    warnings.warn(
-        f"{owner}: the regularised system A Aᵀ + λ‖A‖²_F I is singular or ill-conditioned "
-        f"with alpha={alpha!r} ({detail}); the minimum-norm least-squares solution is used. "
-        "Increase alpha (e.g. alpha=1e-13 or larger) for a well-posed solve.",
-        NumericalWarning,
-        stacklevel=3,
-    )
