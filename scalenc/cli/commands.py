@@ -22,16 +22,13 @@ import dask
 import distributed  # noqa: F401 - loads its dask.config defaults before any config.set
 import numpy as np
 
-from scalenc.cli.errors import (
-    BadInput,
-)
+from scalenc.cli.errors import BadInput
 from scalenc.cli.graph import (
     check_fit_graph,
     check_label_sources,
     check_model_graph,
     graph_summary,
-    open_edges,
-    open_node_ids,
+    open_graph,
     open_node_labels,
     refuse_graph_model,
 )
@@ -60,9 +57,6 @@ __all__ = ["STEPS", "estimator_class", "redact"]
 
 
 log = logging.getLogger("scalenc.cli")
-
-
-# --- session: logging, scheduler, progress ------------------------------------------------
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -134,16 +128,14 @@ def _check_inputs(args) -> None:
         _check_exists(label_arg, "--labels")
 
 
-def _open_data(args, *, labels: bool, require_labels: bool = False):
+def _open_data(args, *, require_labels: bool = False):
     _check_inputs(args)
     check_label_sources(args)
-    label_arg = getattr(args, "labels", None) if labels else None
-    label_column = getattr(args, "label_column", None) if labels else None
     node_column = getattr(args, "node_column", None)
     X, y = load(
         args.data,
-        labels=label_arg,
-        label_column=label_column,
+        labels=getattr(args, "labels", None),
+        label_column=getattr(args, "label_column", None),
         feature_columns=_feature_columns(getattr(args, "feature_columns", None)),
         exclude_columns=(node_column,) if node_column else (),
         chunk_rows=args.chunk_rows,
@@ -151,8 +143,6 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
         storage_options=args.storage_option,
         device=getattr(args, "device", "cpu"),
     )
-    if not labels:
-        y = None
     if require_labels and y is None:
         raise BadInput(
             f"No labels for {args.data}: pass --labels PATH|NAME (Zarr/.npy), --label-column NAME "
@@ -169,6 +159,14 @@ def _open_data(args, *, labels: bool, require_labels: bool = False):
         "" if y is None else ", with labels",
     )
     return X, y
+
+
+def _labeled_inputs(args):
+    """(X, y) of ``fit`` and ``evaluate``: ``--data`` and its labels, or for a graph alone
+    (no ``--data``) X None and the nodes' labels."""
+    if args.data is None:
+        return None, open_node_labels(args)
+    return _open_data(args, require_labels=True)
 
 
 def _feature_types(X) -> str:
@@ -193,7 +191,7 @@ def _data_summary(args, X, y) -> dict:
     return out
 
 
-def _load_model(path: str, args=None):
+def _load_model(path: str, args):
     _check_exists(path, "--model")
     est = load_model(path, storage_options=args.storage_option)
     log.info("model %s: %s (checksums verified)", path, type(est).__name__)
@@ -206,18 +204,47 @@ def timed(fn, *args, **kwargs):
     return result, round(time.perf_counter() - t0, 4)
 
 
-def _write(session, label, arr, args, columns, data=None):
-    with session.progress(label, data, passes=1):
+def _write_output(args, session, est, X, graph, out, columns, kind, name) -> dict:
+    """``predict``/``embed``: ``out`` written block by block to ``--out``, and the
+    command's summary (``kind`` of output, ``name`` in its outputs)."""
+    command = args.command
+    with _counting_edges(graph) as edge_reads, session.progress(command, X, passes=1):
         path, seconds = timed(
             write_output,
-            arr,
+            out,
             args.out,
             format=args.out_format,
             columns=columns,
             overwrite=args.overwrite,
             storage_options=args.storage_option,
         )
-    log.info("%s: wrote %s (%s rows) in %.2fs", label, path, arr.shape[0], seconds)
+    log.info("%s: wrote %s (%s rows) in %.2fs", command, path, out.shape[0], seconds)
+    return {
+        "model": args.model,
+        "estimator": type(est).__name__,
+        "data": None if X is None else _data_summary(args, X, None),
+        **_graph_part(args, graph, out, edge_reads),
+        "output": {"path": path, "kind": kind, "columns": columns, "rows": int(out.shape[0])},
+        "passes": int(X is not None),
+        "timings": {f"{command}_seconds": seconds},
+        "outputs": {name: path},
+    }
+
+
+def _write_dataset(args, session, X, y, fmt: str, attrs: dict, data=None):
+    """``make-data``/``convert``: (X, y) written to ``--out``, its one pass."""
+    with session.progress(args.command, data, passes=1):
+        path, seconds = timed(
+            write_dataset,
+            X,
+            y,
+            args.out,
+            format=fmt,
+            attrs=attrs,
+            overwrite=args.overwrite,
+            storage_options=args.storage_option,
+        )
+    log.info("%s: wrote %s in %.2fs", args.command, path, seconds)
     return path, seconds
 
 
@@ -274,12 +301,8 @@ def cmd_fit(args, session) -> dict:
         est = _estimator_with(cls, params)
     _check_inputs(args)  # inputs before output conflicts
     _check_free(args.model_out, args.overwrite)
-    options = args.storage_option
-    if args.data is None:  # the graph alone: the nodes' labels
-        X, y = None, open_node_labels(args, options)
-    else:
-        X, y = _open_data(args, labels=True, require_labels=True)
-    graph = {"graph": open_edges(args, options, open_node_ids(args, options))} if args.edges else {}
+    X, y = _labeled_inputs(args)
+    graph = open_graph(args)
     if args.update:
         log.info("update %s (%s) with %s", args.update, cls.__name__, args.data)
     else:
@@ -294,13 +317,8 @@ def cmd_fit(args, session) -> dict:
     passes = getattr(est, "n_passes_", None)
     over = f", {plural(passes, 'pass', 'passes')} over the data" if passes else ""
     log.info("fit: done in %.2fs%s", fit_s, over)
-    path, save_s = timed(
-        save_model,
-        est,
-        args.model_out,
-        overwrite=args.overwrite,
-        storage_options=args.storage_option,
-    )
+    options = {"overwrite": args.overwrite, "storage_options": args.storage_option}
+    path, save_s = timed(save_model, est, args.model_out, **options)
     log.info("fit: model saved to %s", path)
     summary = {
         "method": args.method,
@@ -364,9 +382,8 @@ def _checkpoint_config(args) -> dict:
         config["scalenc.checkpoint.on-change"] = "restart"
     if getattr(args, "keep_checkpoint", False):
         config["scalenc.checkpoint.keep"] = True
-    options = args.storage_option
-    if options:
-        config["scalenc.checkpoint.storage-options"] = options
+    if args.storage_option:
+        config["scalenc.checkpoint.storage-options"] = args.storage_option
     return config
 
 
@@ -387,23 +404,8 @@ def cmd_predict(args, session) -> dict:
     columns = (
         [f"proba_{c}" for c in np.asarray(est.classes_).tolist()] if args.proba else ["prediction"]
     )
-    with _counting_edges(graph) as edge_reads:
-        path, seconds = _write(session, "predict", out, args, columns, X)
-    return {
-        "model": args.model,
-        "estimator": type(est).__name__,
-        "data": None if X is None else _data_summary(args, X, None),
-        **_graph_part(args, graph, out, edge_reads),
-        "output": {
-            "path": path,
-            "kind": "probabilities" if args.proba else "labels",
-            "columns": columns,
-            "rows": int(out.shape[0]),
-        },
-        "passes": int(X is not None),
-        "timings": {"predict_seconds": seconds},
-        "outputs": {"predictions": path},
-    }
+    kind = "probabilities" if args.proba else "labels"
+    return _write_output(args, session, est, X, graph, out, columns, kind, "predictions")
 
 
 def _output_inputs(args, est, command: str):
@@ -414,11 +416,8 @@ def _output_inputs(args, est, command: str):
     _check_inputs(args)  # inputs before output conflicts
     _check_out_format(args)
     _check_free(args.out, args.overwrite)
-    X = None if args.data is None else _open_data(args, labels=True)[0]
-    if not getattr(args, "edges", None):
-        return X, {}
-    options = args.storage_option
-    return X, {"graph": open_edges(args, options, open_node_ids(args, options))}
+    X = None if args.data is None else _open_data(args)[0]
+    return X, open_graph(args)
 
 
 def _counting_edges(graph: dict):
@@ -443,18 +442,7 @@ def cmd_embed(args, session) -> dict:
     X, graph = _output_inputs(args, est, "embed")
     Z = est.transform(X, **graph)
     columns = [f"z{j}" for j in range(Z.shape[1])]
-    with _counting_edges(graph) as edge_reads:
-        path, seconds = _write(session, "embed", Z, args, columns, X)
-    return {
-        "model": args.model,
-        "estimator": type(est).__name__,
-        "data": None if X is None else _data_summary(args, X, None),
-        **_graph_part(args, graph, Z, edge_reads),
-        "output": {"path": path, "kind": "embedding", "columns": columns, "rows": int(Z.shape[0])},
-        "passes": int(X is not None),
-        "timings": {"embed_seconds": seconds},
-        "outputs": {"embedding": path},
-    }
+    return _write_output(args, session, est, X, graph, Z, columns, "embedding", "embedding")
 
 
 def cmd_evaluate(args, session) -> dict:
@@ -463,14 +451,8 @@ def cmd_evaluate(args, session) -> dict:
         raise BadInput(f"{type(est).__name__} is a transformer; evaluate needs a classifier.")
     check_model_graph(args, est, "evaluate")
     _check_inputs(args)
-    options = args.storage_option
-    if args.data is None:  # a model fitted on the graph alone: the nodes' labels
-        X, y = None, open_node_labels(args, options)
-    else:
-        X, y = _open_data(args, labels=True, require_labels=True)
-    graph = {}
-    if getattr(args, "edges", None):
-        graph = {"graph": open_edges(args, options, open_node_ids(args, options))}
+    X, y = _labeled_inputs(args)
+    graph = open_graph(args)
     with session.progress("evaluate", X, passes=1), _counting_edges(graph) as edge_reads:
         scores = evaluate(est, X, y, **graph)
     log.info(
@@ -499,8 +481,7 @@ def cmd_evaluate(args, session) -> dict:
 
 def cmd_info(args, session) -> dict:
     _check_exists(args.model, "--model")
-    options = args.storage_option
-    meta = read_model_metadata(args.model, verify=True, storage_options=options)
+    meta = read_model_metadata(args.model, verify=True, storage_options=args.storage_option)
     est = _load_model(args.model, args)
     files = meta["files"]
     return {
@@ -549,18 +530,7 @@ def cmd_make_data(args, session) -> dict:
         "seed": args.seed,
         "generator": "scalenc.simulate.simulate",
     }
-    with session.progress("make-data", passes=1):  # the writes are its one pass
-        path, seconds = timed(
-            write_dataset,
-            X,
-            y,
-            args.out,
-            format=fmt,
-            attrs=attrs,
-            overwrite=args.overwrite,
-            storage_options=args.storage_option,
-        )
-    log.info("make-data: wrote %s in %.2fs", path, seconds)
+    path, seconds = _write_dataset(args, session, X, y, fmt, attrs)
     return {
         "setting": args.setting,
         "rows": args.n,
@@ -580,7 +550,7 @@ def cmd_convert(args, session) -> dict:
     _check_inputs(args)  # inputs before output conflicts
     fmt = _xy_format(args.out)
     _check_free(args.out, args.overwrite)
-    X, y = _open_data(args, labels=True)
+    X, y = _open_data(args)
     if isinstance(X, Table):
         raise BadInput(
             f"{args.data} has columns that are not numbers ({X.column_kinds()}): a Zarr "
@@ -588,18 +558,8 @@ def cmd_convert(args, session) -> dict:
             "or give the table itself to fit, predict and evaluate, which encode its "
             "categories."
         )
-    with session.progress("convert", X, passes=1):  # the writes are its one pass
-        path, seconds = timed(
-            write_dataset,
-            X,
-            y,
-            args.out,
-            format=fmt,
-            attrs={"source": redact([args.data])[0], "converted_by": "scalenc convert"},
-            overwrite=args.overwrite,
-            storage_options=args.storage_option,
-        )
-    log.info("convert: wrote %s in %.2fs", path, seconds)
+    attrs = {"source": redact([args.data])[0], "converted_by": "scalenc convert"}
+    path, seconds = _write_dataset(args, session, X, y, fmt, attrs, X)
     return {
         "data": _data_summary(args, X, y),
         "format": fmt,
@@ -622,13 +582,12 @@ def cmd_report(args, session) -> dict:
     _check_free(args.out, args.overwrite)
     est = _load_model(args.model, args)
     refuse_graph_model(args, est, "report")
-    options = args.storage_option
-    meta = read_model_metadata(args.model, verify=False, storage_options=options)
+    meta = read_model_metadata(args.model, verify=False, storage_options=args.storage_option)
     evaluation = embedding = emb_labels = data = None
     timings = {}
     passes = 0
     if args.data:
-        X, y = _open_data(args, labels=True)
+        X, y = _open_data(args)
         data = _data_summary(args, X, y)
         if y is not None and hasattr(est, "predict"):
             with session.progress("report/evaluate", X, passes=1):
@@ -651,12 +610,7 @@ def cmd_report(args, session) -> dict:
         data=describe_data(X, source=args.data) if args.data else None,
         model=args.model,
     )
-    path = write_text(
-        args.out,
-        page,
-        overwrite=args.overwrite,
-        storage_options=args.storage_option,
-    )
+    path = write_text(args.out, page, overwrite=args.overwrite, storage_options=args.storage_option)
     log.info("report: wrote %s (%d KB)", path, len(page) // 1024)
     return {
         "model": args.model,

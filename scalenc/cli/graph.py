@@ -26,7 +26,7 @@ __all__ = [
     "check_fit_graph",
     "check_model_graph",
     "refuse_graph_model",
-    "open_edges",
+    "open_graph",
     "open_node_labels",
     "open_node_ids",
     "check_label_sources",
@@ -205,15 +205,17 @@ def refuse_graph_model(args, est, command: str) -> None:
         )
 
 
-def open_edges(args, storage_options: dict, nodes=None) -> EdgeList:
-    """The edge list of ``--edges`` (only metadata is read: Parquet footers, array
-    headers), its columns as ``--edge-columns`` says, naming nodes by ``nodes`` (the ids
-    of :func:`open_node_ids`) when given."""
+def open_graph(args) -> dict:
+    """``graph=`` the edge list of ``--edges`` (only metadata is read: Parquet footers,
+    array headers), its columns as ``--edge-columns`` says, naming nodes by the ids of
+    ``--node-column`` (:func:`open_node_ids`) when given; empty without ``--edges``."""
+    if not getattr(args, "edges", None):
+        return {}
     edges = as_edge_list(
         args.edges,
         **edge_columns(args.edge_columns),
-        storage_options=storage_options,
-        nodes=nodes,
+        storage_options=args.storage_option,
+        nodes=open_node_ids(args),
     )
     log.info(
         "edges %s: %d edges, %s, %s",
@@ -222,7 +224,7 @@ def open_edges(args, storage_options: dict, nodes=None) -> EdgeList:
         "weighted" if edges.weights is not None else "unweighted",
         plural(edges.ids.numblocks[0], "edge block"),
     )
-    return edges
+    return {"graph": edges}
 
 
 def check_label_sources(args) -> None:
@@ -235,7 +237,7 @@ def check_label_sources(args) -> None:
         )
 
 
-def open_node_ids(args, storage_options: dict):
+def open_node_ids(args):
     """The node ids of ``--node-column`` (in memory, checked unique), from the ``--data``
     table or the ``--labels`` table of a graph alone; None without ``--node-column``."""
     column = getattr(args, "node_column", None)
@@ -249,25 +251,25 @@ def open_node_ids(args, storage_options: dict):
             f"--node-column {column} names a column of a table of the nodes: of --data, or "
             "for a graph alone of --labels with --label-column."
         )
-    (ids,) = load_columns(table, [column], storage_options=storage_options)
+    (ids,) = load_columns(table, [column], storage_options=args.storage_option)
     nodes = node_ids(ids)
     log.info("nodes: %d ids from column %r of %s", nodes.size, column, table)
     return nodes
 
 
-def open_node_labels(args, storage_options: dict):
+def open_node_labels(args):
     """The nodes' labels of ``--labels`` when the graph comes without ``--data``: an
     array, or the ``--label-column`` of a table."""
     if getattr(args, "label_column", None):
         if getattr(args, "node_column", None) == args.label_column:
             raise BadInput("--node-column and --label-column name the same column.")
-        (y,) = load_columns(args.labels, [args.label_column], storage_options=storage_options)
+        (y,) = load_columns(args.labels, [args.label_column], storage_options=args.storage_option)
         return y if args.chunk_rows is None else y.rechunk(args.chunk_rows)
     return load_labels(
         args.labels,
         chunk_rows=args.chunk_rows,
         allow_missing_chunks=getattr(args, "allow_missing_chunks", False),
-        storage_options=storage_options,
+        storage_options=args.storage_option,
     )
 
 
