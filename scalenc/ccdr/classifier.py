@@ -181,25 +181,6 @@ class CCDRClassifier(
         self.split_every = split_every
         self.checkpoint = checkpoint
 
-    def _ccdr_params(self):
-        names = (
-            "n_components",
-            "beta",
-            "n_neighbors",
-            "epsilon",
-            "subsample_size",
-            "n_subsamples",
-            "random_state",
-            "memory_limit",
-            "unlabeled",
-            "categorical",
-            "handle_unknown",
-            "handle_missing",
-            "chunk_rows",
-            "split_every",
-        )
-        return {name: getattr(self, name) for name in names}
-
     def fit(self, X, y):
         """Fit CCDR on (X, y), then the classifier on the embedded labeled rows.
 
@@ -268,7 +249,8 @@ class CCDRClassifier(
     def _transformer(self, result) -> CCDR:
         """The fitted :class:`CCDR` of this fit: ``result``, the classes, and the input
         encoding learned by this estimator (its ``transform`` encodes as this does)."""
-        ccdr = CCDR(**self._ccdr_params())
+        names = set(CCDR._get_param_names()) - {"checkpoint"}  # ccdr_ is not checkpointed
+        ccdr = CCDR(**{name: getattr(self, name) for name in names})
         ccdr._keep(result)
         ccdr.classes_ = self.classes_
         for name in ("feature_encoder_", "n_features_in_", "feature_names_in_"):
@@ -300,18 +282,24 @@ class CCDRClassifier(
             block = cb.linear_stats_block if self.classifier == "linear" else cb.lda_stats_block
             stats = block(sols[0].X, sols[0].codes, row_start=0, solutions=sols, n_classes=L)
         else:
-            (stats,) = compute(
-                passes.embedding_stats_pass(
-                    X,
-                    codes,
-                    self.classifier,
-                    self.ccdr_._solutions_task(),
-                    L,
-                    reference_rows=sum(int(s.indices.size) for s in sols),
-                )
-            )
+            stats = self._embedding_stats(X, codes, sum(int(s.indices.size) for s in sols))
         self._head_stats = stats
         return self._head_from(stats)
+
+    def _embedding_stats(self, X, codes, reference_rows: int | None = None):
+        """The head's statistics over the labeled rows of X, embedded with their labels
+        (one pass over X)."""
+        (stats,) = compute(
+            passes.embedding_stats_pass(
+                X,
+                codes,
+                self.classifier,
+                self.ccdr_._solutions_task(),
+                self.classes_.size,
+                reference_rows=reference_rows,
+            )
+        )
+        return stats
 
     def _head_from(self, stats):
         if self.classifier == "linear":
@@ -360,16 +348,7 @@ class CCDRClassifier(
 
     def _update(self, X, codes):
         """The batch's head statistics on the fixed embedding, merged with the model's."""
-        (batch,) = compute(
-            passes.embedding_stats_pass(
-                X,
-                codes,
-                self.classifier,
-                self.ccdr_._solutions_task(),
-                self.classes_.size,
-            )
-        )
-        self._head_stats = merge_partials(self._head_stats, batch)
+        self._head_stats = merge_partials(self._head_stats, self._embedding_stats(X, codes))
         self.head_ = self._head_from(self._head_stats)
 
     def _no_statistics_reason(self) -> str:

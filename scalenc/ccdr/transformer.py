@@ -10,7 +10,7 @@ passes and gives them the scikit-learn interface.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import dask
 import dask.array as da
@@ -295,22 +295,12 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _keep(self, result: CCDRFit) -> None:
         """The fitted attributes of a :class:`CCDRFit`: its solutions and its reference
-        subsample's embedding."""
-        self.solutions_ = result.solutions
-        self.n_components_ = result.n_components
-        self.intrinsic_dimension_ = result.intrinsic_dimension
-        self.centers_ = result.centers
-        self.eigenvalues_ = result.eigenvalues
-        self.embedding_ = result.embedding
-        self.subsample_indices_ = result.subsample_indices
-        self.epsilon_ = result.epsilon
-        self.rotations_ = result.rotations
+        subsample's embedding: each field as the attribute of its name and a trailing
+        underscore (``solutions`` → ``solutions_``)."""
+        for field in fields(result):
+            setattr(self, f"{field.name}_", getattr(result, field.name))
 
     # --- transform ----------------------------------------------------------------------
-
-    def _prepare(self, X):
-        check_is_fitted(self, "solutions_")
-        return prepare_input(self, X)
 
     def _solutions_task(self):
         return dask.delayed(tuple(self.solutions_), pure=True, traverse=False)
@@ -356,7 +346,8 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         >>> type(Z).__name__, np.allclose(Z.compute(), ccdr.transform(X))
         ('Array', True)
         """
-        Xd, is_dask = self._prepare(X)
+        check_is_fitted(self, "solutions_")
+        Xd, is_dask = prepare_input(self, X)
         dtype = Xd.dtype
         with_codes = y is not None
         if with_codes:
@@ -530,11 +521,11 @@ def _gather(est, X: da.Array, draws) -> dict:
 
 def _solve_all(est, draws, rows) -> list[cb.CCDRSolution]:
     solutions = []
-    for idx, codes in draws:  # client-side; one BLAS thread (see scalenc.engine.cluster)
-        pos = np.searchsorted(rows["index"], idx)
-        # "auto" is decided on the reference subsample; the others use its m (aligned)
-        m = solutions[0].eigenvalues.size if solutions else est.n_components
-        with blas_single_thread():
+    with blas_single_thread():  # client-side; one BLAS thread (see scalenc.engine.cluster)
+        for idx, codes in draws:
+            pos = np.searchsorted(rows["index"], idx)
+            # "auto" is decided on the reference subsample; the others use its m (aligned)
+            m = solutions[0].eigenvalues.size if solutions else est.n_components
             solutions.append(
                 cb.solve_ccdr(
                     rows["rows"][pos],
@@ -547,5 +538,4 @@ def _solve_all(est, draws, rows) -> list[cb.CCDRSolution]:
                     epsilon=est.epsilon,
                 )
             )
-    with blas_single_thread():
         return cb.align(solutions)
