@@ -68,9 +68,7 @@ def data_dir() -> Path:
 def _float_dtype(dtype: np.dtype, name: str) -> np.dtype:
     if dtype in (np.float32, np.float64):
         return np.dtype(dtype)
-    if np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.bool_):
-        return np.dtype(np.float64)
-    if np.issubdtype(dtype, np.floating):
+    if np.dtype(dtype).kind in "biuf":  # booleans, integers and other floats
         return np.dtype(np.float64)
     raise InputError(
         f"{name} must hold numbers; got dtype {dtype}. Convert it with "
@@ -140,15 +138,11 @@ def as_dask_array(
     if not isinstance(X, da.Array):
         if is_zarr_array(X):
             X = from_zarr(X, allow_missing_chunks=allow_missing_chunks)
-        elif is_device_array(X):  # a CuPy array: its blocks stay on the device
-            X = _check_device_array(X, name)
+        else:  # in memory; a CuPy array's blocks stay on the device
+            check = _check_device_array if is_device_array(X) else _check_in_memory
+            X = check(X, name)
             itemsize = host_dtype(X.dtype).itemsize
-            rows = chunk_rows or _auto_rows(X.shape[1], itemsize, X.shape[0])
-            X = from_numpy_rows(X, rows)
-        else:
-            X = _check_in_memory(X, name)
-            rows = chunk_rows or _auto_rows(X.shape[1], X.dtype.itemsize, X.shape[0])
-            X = from_numpy_rows(X, rows)
+            X = from_numpy_rows(X, chunk_rows or _auto_rows(X.shape[1], itemsize, X.shape[0]))
     if X.ndim != 2:
         raise InputError(
             f"{name} must be 2-D (rows, features); got shape {X.shape}. Reshape it, "
@@ -175,8 +169,7 @@ def _check_in_memory(X, name: str) -> np.ndarray:
     """In-memory input through scikit-learn's ``check_array`` (its messages for sparse,
     complex, object, empty and 1-D input); NaN/inf are counted in the first pass instead."""
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a pandas DataFrame
-        kinds = [getattr(dtype, "kind", "O") for dtype in X.dtypes]
-        readers.check_feature_columns(list(X.columns), kinds, "", f"the DataFrame {name}")
+        _check_frame_columns(X, name)
     if isinstance(X, np.memmap) or (
         isinstance(X, np.ndarray) and X.dtype in (np.float32, np.float64)
     ):
@@ -220,9 +213,14 @@ def _frame_to_array(frame, name: str, *, lengths: bool = True) -> da.Array:
     ``predict`` on a Dask DataFrame stays lazy. Non-numeric columns are refused by name.
     """
     if hasattr(frame, "columns"):
-        kinds = [getattr(dtype, "kind", "O") for dtype in frame.dtypes]
-        readers.check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
+        _check_frame_columns(frame, name)
     return frame.to_dask_array(lengths=True if lengths else None)
+
+
+def _check_frame_columns(frame, name: str) -> None:
+    """A DataFrame's (pandas or Dask) non-numeric columns refused by name."""
+    kinds = [getattr(dtype, "kind", "O") for dtype in frame.dtypes]
+    readers.check_feature_columns(list(frame.columns), kinds, "", f"the DataFrame {name}")
 
 
 def check_xy(
@@ -296,14 +294,11 @@ def check_xy(
             "row (-1 for unlabeled rows)."
         )
     X = as_dask_array(X, chunk_rows=chunk_rows, known_lengths=known_lengths or y is not None)
-    if X.shape[0] == 0:
-        raise InputError(
-            f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is required."
-        )
-    if X.shape[1] == 0:
-        raise InputError(
-            f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of 1 is required."
-        )
+    for size, what in zip(X.shape, ("sample", "feature")):
+        if size == 0:
+            raise InputError(
+                f"Found array with 0 {what}(s) (shape={X.shape}) while a minimum of 1 is required."
+            )
     if y is None:
         return X, None
     return X, as_dask_labels(y, X)
@@ -561,11 +556,6 @@ def _table_blocks(X: Table, chunk_rows: int | None) -> Table:
     return Table(X.frame, _even(n, chunk_rows or _auto_rows(p, np.dtype(np.float64).itemsize, n)))
 
 
-def _display(fs, path: str) -> str:
-    """A path as the user would write it: plain for the local file system, else a URL."""
-    return path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
-
-
 def _check_readable(fs, path: str, url: str) -> None:
     """Refuse a path that does not exist, naming the nearest part that does (a bucket name
     wrong?), or one the credentials may not read."""
@@ -582,7 +572,7 @@ def _check_readable(fs, path: str, url: str) -> None:
             "--storage-option KEY=VALUE, or the AWS_* environment variables)."
         ) from exc
     where = (
-        f"the nearest part that exists is {_display(fs, parent)!r}"
+        f"the nearest part that exists is {readers.display(fs, parent)!r}"
         if found
         else "no part of it exists (check the bucket or root name and the credentials)"
     )
@@ -604,7 +594,6 @@ def _open_labels(labels, storage_options=None):
 
 
 def _load_zarr(url: str, labels, storage_options=None):
-    spath = url
     node = readers.open_zarr(url, storage_options)
     if hasattr(node, "shape"):
         return node, None
@@ -612,19 +601,19 @@ def _load_zarr(url: str, labels, storage_options=None):
         keys = set(node.array_keys())
     except Exception as exc:  # an array's metadata in the group cannot be parsed
         raise DamagedDataError(
-            f"Cannot read the metadata of the arrays in the Zarr group {spath!r} "
+            f"Cannot read the metadata of the arrays in the Zarr group {url!r} "
             f"({type(exc).__name__}: {exc}). A zarr.json (or .zarray) file is damaged; "
             "restore it from a good copy or rewrite the store."
         ) from exc
     if "X" not in keys:
         raise InputError(
-            f"The Zarr group {spath!r} holds arrays {sorted(keys)}; scalenc reads features "
+            f"The Zarr group {url!r} holds arrays {sorted(keys)}; scalenc reads features "
             "from an array named 'X' (and labels from 'y'). Point --data at the array itself."
         )
     y = None
     if isinstance(labels, str) and not _looks_like_path(labels):
         if labels not in keys:
-            raise InputError(f"The Zarr group {spath!r} has no labels array {labels!r}.")
+            raise InputError(f"The Zarr group {url!r} has no labels array {labels!r}.")
         y = node[labels]
     elif labels is None and "y" in keys:
         y = node["y"]

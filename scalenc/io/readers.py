@@ -83,6 +83,11 @@ def _parquet_files(fs, root: str) -> list[str]:
     return sorted(f for f in fs.find(root) if f.endswith(".parquet"))
 
 
+def display(fs, path: str) -> str:
+    """A path as the user would write it: plain for the local file system, else a URL."""
+    return path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
+
+
 # --- columns -------------------------------------------------------------------------------
 
 
@@ -195,27 +200,57 @@ def _parquet_errors(fs, path: str, what: str):
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, OSError) and (type(exc) is not OSError or exc.errno is not None):
             raise
-        where = path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
         raise DamagedDataError(
-            f"Cannot read {what} of the Parquet file {where}: {str(exc).rstrip('.')}. The "
-            "file is damaged or not Parquet; restore it from a good copy or write it again."
+            f"Cannot read {what} of the Parquet file {display(fs, path)}: "
+            f"{str(exc).rstrip('.')}. The file is damaged or not Parquet; restore it from a "
+            "good copy or write it again."
         ) from None
 
 
-def _read_row_group(fs, path: str, index: int, columns: list[str]) -> np.ndarray:
+def _row_group_table(fs, path: str, index: int, columns: list[str]):
+    """The Arrow table of ``columns`` of one row group."""
     import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
 
     with _parquet_errors(fs, path, f"row group {index}"), fs.open(path, "rb") as fh:
-        table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
-    return np.column_stack([table.column(c).to_numpy(zero_copy_only=False) for c in columns])
+        return pq.ParquetFile(fh).read_row_group(index, columns=columns)
+
+
+def _read_row_group(fs, path: str, index: int, columns) -> np.ndarray:
+    """One row group's ``columns`` (a list) as a 2-D array, or its column ``columns`` (a
+    name) as a 1-D one."""
+    names = [columns] if isinstance(columns, str) else columns
+    table = _row_group_table(fs, path, index, names)
+    arrays = [table.column(c).to_numpy(zero_copy_only=False) for c in names]
+    return arrays[0] if isinstance(columns, str) else np.column_stack(arrays)
 
 
 def _read_row_group_frame(path: str, index: int, *, fs, columns: list[str]):
-    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
+    return _row_group_table(fs.fs, path, index, columns).to_pandas()
 
-    with _parquet_errors(fs.fs, path, f"row group {index}"), fs.fs.open(path, "rb") as fh:
-        table = pq.ParquetFile(fh).read_row_group(index, columns=columns)
-    return table.to_pandas()
+
+def _row_groups(footers) -> list[tuple[str, int, int]]:
+    """(file, row group, rows) of each row group that has rows, in the files' order."""
+    return [
+        (file, group, meta.row_group(group).num_rows)
+        for file, _, meta in footers
+        for group in range(meta.num_row_groups)
+        if meta.row_group(group).num_rows
+    ]
+
+
+def _row_group_array(fs, footers, columns, dtype, read: str, name: str) -> da.Array:
+    """``columns`` of every row group as one lazy Dask array, a block per row group read
+    by the workers (:func:`_read_row_group`; its tasks named ``read-{read}-…``, its
+    blocks ``{name}-…``)."""
+    blocks = []
+    for file, group, rows in _row_groups(footers):
+        token = source_token(fs, file, group, columns)
+        block = dask.delayed(_read_row_group, pure=True)(
+            fs, file, group, columns, dask_key_name=f"read-{read}-{token}"
+        )
+        shape = (rows,) if isinstance(columns, str) else (rows, len(columns))
+        blocks.append(da.from_delayed(block, shape=shape, dtype=dtype, name=f"{name}-{token}"))
+    return da.concatenate(blocks, axis=0)
 
 
 def _parquet_table(fs, footers, features, meta) -> Table:
@@ -223,37 +258,18 @@ def _parquet_table(fs, footers, features, meta) -> Table:
     partition per row group, read by the workers, with the rows from the footers."""
     import dask.dataframe as dd  # deferred: only tables with non-numeric columns need it
 
-    groups = [
-        (file, group)
-        for file, _, footer in footers
-        for group in range(footer.num_row_groups)
-        if footer.row_group(group).num_rows
-    ]
-    lengths = [
-        footer.row_group(group).num_rows
-        for _, _, footer in footers
-        for group in range(footer.num_row_groups)
-        if footer.row_group(group).num_rows
-    ]
+    files, groups, lengths = zip(*_row_groups(footers))
     frame = dd.from_map(
         _read_row_group_frame,
-        [file for file, _ in groups],
-        [group for _, group in groups],
+        list(files),
+        list(groups),
         args=None,
         meta=meta,
         enforce_metadata=False,
         fs=StableFileSystem(fs),
         columns=features,
     )
-    return Table(frame, lengths)
-
-
-def _read_labels_row_group(fs, path: str, index: int, column: str) -> np.ndarray:
-    import pyarrow.parquet as pq  # deferred: pyarrow is imported only for Parquet input
-
-    with _parquet_errors(fs, path, f"row group {index}"), fs.open(path, "rb") as fh:
-        table = pq.ParquetFile(fh).read_row_group(index, columns=[column])
-    return table.column(column).to_numpy(zero_copy_only=False)
+    return Table(frame, list(lengths))
 
 
 def _index_columns(schema) -> set[str]:
@@ -296,49 +312,20 @@ def read_parquet(
     index = _index_columns(schema)
     features = _select(names, index, label_column, feature_columns, source, exclude)
     meta = schema.empty_table().select(features).to_pandas()
-    table = None
     if any(column_kind(meta[c].dtype) != "numeric" for c in features):
         warn_label_like(features, label_column, source)
-        table = _parquet_table(fs, footers, features, meta)
+        X = _parquet_table(fs, footers, features, meta)
     else:
         kinds = [np.dtype(schema.field(c).type.to_pandas_dtype()).kind for c in features]
         check_feature_columns(features, kinds, label_column, source)
-    dtype = None
-    if table is None:
         dtype = np.result_type(*[schema.field(c).type.to_pandas_dtype() for c in features])
-    x_blocks, y_blocks = [], []
-    for file, _, meta in footers:
-        for group in range(meta.num_row_groups):
-            rows = meta.row_group(group).num_rows
-            if rows == 0:
-                continue
-            if table is None:
-                token = source_token(fs, file, group, features)
-                read = dask.delayed(_read_row_group, pure=True)(
-                    fs, file, group, features, dask_key_name=f"read-row-group-{token}"
-                )
-                x_blocks.append(
-                    da.from_delayed(
-                        read, shape=(rows, len(features)), dtype=dtype, name=f"rows-{token}"
-                    )
-                )
-            if label_column is not None:
-                y_dtype = schema.field(label_column).type.to_pandas_dtype()
-                token = source_token(fs, file, group, label_column)
-                labels = dask.delayed(_read_labels_row_group, pure=True)(
-                    fs, file, group, label_column, dask_key_name=f"read-labels-{token}"
-                )
-                y_blocks.append(
-                    da.from_delayed(
-                        labels,
-                        shape=(rows,),
-                        dtype=np.dtype(y_dtype) if y_dtype is not object else object,
-                        name=f"labels-{token}",
-                    )
-                )
-    X = da.concatenate(x_blocks, axis=0) if table is None else table
+        X = _row_group_array(fs, footers, features, dtype, "row-group", "rows")
     remember_columns(X, features)
-    y = da.concatenate(y_blocks, axis=0) if y_blocks else None
+    y = None
+    if label_column is not None and _row_groups(footers):
+        y_dtype = schema.field(label_column).type.to_pandas_dtype()
+        y_dtype = np.dtype(y_dtype) if y_dtype is not object else object
+        y = _row_group_array(fs, footers, label_column, y_dtype, "labels", "labels")
     return X, y
 
 
@@ -358,22 +345,7 @@ def read_parquet_columns(fs, path: str, pick, *, source=None) -> list[da.Array]:
     out = []
     for columns in pick(names):
         dtype = np.result_type(*[np.dtype(schema.field(c).type.to_pandas_dtype()) for c in columns])
-        blocks = []
-        for file, _, meta in footers:
-            for group in range(meta.num_row_groups):
-                rows = meta.row_group(group).num_rows
-                if rows == 0:
-                    continue
-                token = source_token(fs, file, group, columns)
-                read = dask.delayed(_read_row_group, pure=True)(
-                    fs, file, group, columns, dask_key_name=f"read-columns-{token}"
-                )
-                blocks.append(
-                    da.from_delayed(
-                        read, shape=(rows, len(columns)), dtype=dtype, name=f"columns-{token}"
-                    )
-                )
-        out.append(da.concatenate(blocks, axis=0))
+        out.append(_row_group_array(fs, footers, columns, dtype, "columns", "columns"))
     return out
 
 
@@ -404,7 +376,6 @@ def _numpy_errors(fs, path: str, kind: str):
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         if isinstance(exc, InputError) or (isinstance(exc, OSError) and exc.errno is not None):
             raise
-        where = path if "file" in np.atleast_1d(fs.protocol) else fs.unstrip_protocol(path)
         with fs.open(path, "rb") as fh:
             head = fh.read(len(_NUMPY_MAGIC[kind]))
         why = (
@@ -413,8 +384,8 @@ def _numpy_errors(fs, path: str, kind: str):
             else str(exc).rstrip(".")
         )
         raise DamagedDataError(
-            f"Cannot read {where} as {kind}: {why}. Restore it from a good copy or write it "
-            "again (numpy.save / numpy.savez)."
+            f"Cannot read {display(fs, path)} as {kind}: {why}. Restore it from a good copy "
+            "or write it again (numpy.save / numpy.savez)."
         ) from None
 
 
