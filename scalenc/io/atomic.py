@@ -28,7 +28,6 @@ import ctypes
 import errno
 import functools
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -38,7 +37,7 @@ import fsspec
 import numpy as np
 
 from scalenc.exceptions import IncompleteOutputError, OutputExistsError
-from scalenc.io.tempnames import backup_sibling, claim, temporary_sibling
+from scalenc.io.tempnames import backup_sibling, claim, remove, temporary_sibling
 
 __all__ = [
     "atomic_path",
@@ -68,14 +67,6 @@ _swap_hook: Callable[[str], None] | None = None
 
 def _exists_message(path: str) -> str:
     return f"{path} exists; pass overwrite=True (--overwrite) to replace it."
-
-
-def remove(path: str) -> None:
-    """Remove a file or a directory tree, if it exists."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.lexists(path):
-        os.unlink(path)
 
 
 @contextlib.contextmanager

@@ -47,17 +47,6 @@ def _output_format(path: str, fmt: str | None) -> str:
     )
 
 
-def _atomic_directory(path: str, overwrite: bool):
-    """Yield ``<path>.tmp-<host>-<pid>-<random>`` to write into; publish it at ``path``
-    atomically on success (:func:`scalenc.io.atomic.atomic_path`).
-
-    A failure (or an interrupt) removes the temporary directory with
-    :func:`_remove_settled`, so nothing that looks complete is left; an existing ``path`` is
-    replaced only with ``overwrite``, and holds its old or its new content at every instant.
-    """
-    return atomic_path(path, overwrite=overwrite, discard=_remove_settled)
-
-
 def _remove_settled(path: str, *, quiet_for: float = 0.3, timeout: float = 10.0) -> None:
     """Remove a directory and keep removing it until it stays gone for ``quiet_for`` s.
 
@@ -119,13 +108,14 @@ def _output_target(url: str, overwrite: bool, storage_options: dict | None):
     """Where to write an output: ``(location, fs)``, published atomically at the end.
 
     A local path (or ``file://``) is written beside itself and swapped in
-    (:func:`scalenc.io.atomic.atomic_path`; ``fs`` is None); any other fsspec URL under a
+    (:func:`scalenc.io.atomic.atomic_path`; ``fs`` is None; a failure removes the
+    temporary directory with :func:`_remove_settled`); any other fsspec URL under a
     temporary prefix published with a completion marker
     (:func:`scalenc.io.atomic.atomic_prefix`). No local folder is created for a URL.
     """
     fs, fs_path = readers.filesystem(url, storage_options)
     if "file" in np.atleast_1d(fs.protocol):
-        with _atomic_directory(fs_path, overwrite) as tmp:
+        with atomic_path(fs_path, overwrite=overwrite, discard=_remove_settled) as tmp:
             yield tmp, None
     else:
         with atomic_prefix(fs, fs_path, overwrite=overwrite, url=url) as tmp_url:
@@ -216,15 +206,7 @@ def write_output(
     cols = columns or (["value"] if arr.ndim == 1 else [f"c{j}" for j in range(n_cols)])
     if fmt == "parquet" and len(cols) != n_cols:
         raise InputError(f"{len(cols)} column names for {n_cols} output columns.")
-    with _output_target(spath, overwrite, storage_options) as (tmp, fs):
-        if fmt == "zarr":
-            options = {"storage_options": storage_options} if fs is not None else {}
-            compute(_zarr_ready(arr).to_zarr(tmp, compute=False, **options))
-        else:
-            if fs is None:
-                os.makedirs(tmp)
-            compute(*_parquet_writes([arr], cols, _fs_path(fs, tmp), fs))
-    return spath
+    return _write({None: arr}, cols, spath, fmt, overwrite, storage_options)
 
 
 def write_dataset(
@@ -300,29 +282,37 @@ def write_dataset(
     [0, 1, 0, 1]
     >>> shutil.rmtree(folder)
     """
-    import zarr
-
     spath = os.fspath(path).rstrip("/")
     fmt = _output_format(spath, format)
     if not isinstance(X, da.Array):
         X = as_dask_array(X)  # NumPy, a Zarr array or a DataFrame, in row blocks
-    if y is not None:
-        y = as_dask_labels(y, X)
-    with _output_target(spath, overwrite, storage_options) as (tmp, fs):
+    parts = {"X": X} if y is None else {"X": X, "y": as_dask_labels(y, X)}
+    cols = [f"x{j}" for j in range(X.shape[1])] + (["y"] if y is not None else [])
+    return _write(parts, cols, spath, fmt, overwrite, storage_options, attrs or {})
+
+
+def _write(parts: dict, columns, path: str, fmt: str, overwrite, storage_options, attrs=None):
+    """The row-aligned arrays ``parts`` written at ``path`` atomically, block by block:
+    Zarr components by their keys (None: the root array), with ``attrs`` on the group
+    when given; or Parquet ``columns``, one file per row block."""
+    with _output_target(path, overwrite, storage_options) as (tmp, fs):
         if fmt == "zarr":
+            import zarr
+
             options = {"storage_options": storage_options} if fs is not None else {}
-            writes = [X.to_zarr(tmp, component="X", compute=False, **options)]
-            if y is not None:
-                writes.append(_zarr_ready(y).to_zarr(tmp, component="y", compute=False, **options))
-            compute(*writes)
-            zarr.open_group(tmp, mode="r+", **options).attrs.update(attrs or {})
+            compute(
+                *[
+                    _zarr_ready(arr).to_zarr(tmp, component=name, compute=False, **options)
+                    for name, arr in parts.items()
+                ]
+            )
+            if attrs is not None:
+                zarr.open_group(tmp, mode="r+", **options).attrs.update(attrs)
         else:
             if fs is None:
                 os.makedirs(tmp)
-            cols = [f"x{j}" for j in range(X.shape[1])] + (["y"] if y is not None else [])
-            arrays = [X] + ([y] if y is not None else [])
-            compute(*_parquet_writes(arrays, cols, _fs_path(fs, tmp), fs))
-    return spath
+            compute(*_parquet_writes(list(parts.values()), columns, _fs_path(fs, tmp), fs))
+    return path
 
 
 def _fs_path(fs, location: str) -> str:

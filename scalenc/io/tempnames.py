@@ -25,6 +25,7 @@ __all__ = [
     "backup_sibling",
     "repair_abandoned",
     "claim",
+    "remove",
 ]
 
 
@@ -60,11 +61,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
+def remove(path) -> None:
+    """Remove a file or a directory tree, if it exists."""
+    if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
+    elif os.path.lexists(path):
+        os.unlink(path)
 
 
 def _abandoned(target: Path, kind: str) -> list[Path]:
@@ -95,12 +97,12 @@ def repair_abandoned(path) -> list[str]:
             try:
                 os.rename(backup, target)
             except OSError:  # another writer published meanwhile: the backup is stale
-                _remove(backup)
+                remove(backup)
         else:
-            _remove(backup)
+            remove(backup)
         handled.append(str(backup))
     for temporary in _abandoned(target, TEMPORARY):
-        _remove(temporary)
+        remove(temporary)
         handled.append(str(temporary))
     return handled
 
