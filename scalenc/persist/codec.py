@@ -11,9 +11,9 @@ import re
 import numpy as np
 import scipy.sparse as sp
 
-from scalenc.encoder.kernels import CallableKernel
+from scalenc.encoder.kernels import KERNELS, CallableKernel
 from scalenc.exceptions import ModelFileError
-from scalenc.persist.types import ALLOWED_TYPES, allowed_class, kernel_names, type_name
+from scalenc.persist.types import ALLOWED_TYPES, allowed_class, type_name
 
 ARRAY_DIR = "arrays"
 _JSON_SCALARS = (str, bool, int, float, type(None))
@@ -43,10 +43,10 @@ class Writer:
             if not all(isinstance(k, str) for k in value):
                 raise self._refuse(where, value, "a dict with non-string keys")
             return {"__dict__": {k: self.encode(v, f"{where}.{k}") for k, v in value.items()}}
-        if _is_sparse(value):
+        if type(value).__module__.startswith("scipy.sparse") and sp.issparse(value):
             csr = value.tocsr()
             return {
-                "__csr__": "array" if _is_sparse_array(value) else "matrix",
+                "__csr__": "array" if isinstance(value, sp.sparray) else "matrix",
                 "shape": list(csr.shape),
                 "data": self._array(csr.data, f"{where}.data"),
                 "indices": self._array(csr.indices, f"{where}.indices"),
@@ -111,7 +111,7 @@ class Writer:
             hint = (
                 " A model with a user callable kernel cannot be saved as a safe model file "
                 "(loading it would have to run code); use a named kernel "
-                f"{sorted(kernel_names())}, or pickle/joblib the estimator instead."
+                f"{sorted(KERNELS)}, or pickle/joblib the estimator instead."
             )
         elif type(value).__module__.startswith("dask"):
             hint = (
@@ -122,19 +122,6 @@ class Writer:
         return ModelFileError(
             f"Cannot save {where}: it is {what}, which a scalenc model file cannot hold.{hint}"
         )
-
-
-def _is_sparse(value) -> bool:
-    module = type(value).__module__
-    if not module.startswith("scipy.sparse"):
-        return False
-
-    return sp.issparse(value)
-
-
-def _is_sparse_array(value) -> bool:
-
-    return isinstance(value, sp.sparray)
 
 
 class Reader:

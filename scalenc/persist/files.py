@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from scalenc import __version__
 from scalenc.exceptions import ModelFileError
-from scalenc.io.atomic import atomic_path, atomic_prefix, check_complete
+from scalenc.io.atomic import atomic_path, atomic_prefix, check_complete, fsync_directory
 from scalenc.persist.codec import ARRAY_DIR, Reader, Writer
 from scalenc.persist.shapes import check_shapes
 from scalenc.persist.types import ALLOWED_TYPES, type_name
@@ -60,15 +60,6 @@ def _schema_version(tree: dict) -> int:
     return max([1] + [version for key, version in _ADDED_IN.items() if key in state])
 
 
-# --- encoding ------------------------------------------------------------------------
-
-
-# --- decoding ------------------------------------------------------------------------
-
-
-# --- files ---------------------------------------------------------------------------
-
-
 def _sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -95,19 +86,6 @@ def _versions() -> dict[str, str]:
         except ImportError:  # pragma: no cover - all are dependencies
             pass
     return out
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 def _summary(est) -> dict:
@@ -251,7 +229,7 @@ def _write_model(writer, doc: dict, target: Path, *, overwrite: bool) -> None:
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(tmp / ARRAY_DIR)
+        fsync_directory(tmp / ARRAY_DIR)
 
 
 def read_model_metadata(directory, *, verify: bool = True, storage_options=None) -> dict:

@@ -173,10 +173,8 @@ class Array:
             return
         if self.number and isinstance(value, numbers.Real) and not isinstance(value, bool):
             return
-        expected = f"shape {scope.show(self.shape)}"
-        if self.kinds:
-            expected += f" and {_KINDS[self.kinds]}"
         if not isinstance(value, np.ndarray):
+            expected = _expected(self, scope)
             raise scope.refuse(
                 path, f"is a {type(value).__name__}; expected an array of {expected}"
             )
@@ -207,14 +205,17 @@ def _check_shape(shape, dtype, rule, path: str, scope: _Scope) -> None:
         fits = fits and scope.fits(dim, actual, f"{path}.shape[{axis}]")
     if fits and (not rule.kinds or dtype.kind in rule.kinds):
         return
-    want = f"shape {scope.show(expected)}"
-    if rule.kinds:
-        want += f" and {_KINDS[rule.kinds]}"
     raise scope.refuse(
         path,
-        f"has shape {_shape_text(shape)} and dtype {dtype}; expected {want}"
+        f"has shape {_shape_text(shape)} and dtype {dtype}; expected {_expected(rule, scope)}"
         f"{scope.because(expected)}",
     )
+
+
+def _expected(rule, scope: _Scope) -> str:
+    """What ``rule`` expects: its shape, known sizes as numbers, and its dtype kinds."""
+    shape = f"shape {scope.show(rule.shape)}"
+    return f"{shape} and {_KINDS[rule.kinds]}" if rule.kinds else shape
 
 
 @dataclass(frozen=True)

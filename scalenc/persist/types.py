@@ -4,42 +4,23 @@ own code moves), and where each lives now.
 
 from __future__ import annotations
 
+import dataclasses
+
+from sklearn.base import BaseEstimator
+
 from scalenc.ccdr import CCDR, CCDRClassifier
 from scalenc.ccdr.blocks import CCDRSolution, KNNHead, LDAHead, LinearHead
 from scalenc.encoder import EncoderClassifier
-from scalenc.encoder.kernels import KERNELS, Euclidean, Gaussian, Linear, Spearman
+from scalenc.encoder.kernels import Euclidean, Gaussian, Linear, Spearman
 from scalenc.exceptions import ModelFileError
 from scalenc.io.tables import FeatureEncoder
 from scalenc.math.linalg import LDAModel
 from scalenc.nrbfn import LRClassifier, NRBFNClassifier
 
-#: The types a model file may name, by the name files use, with what each is rebuilt as.
+#: The types a model file may name, by the name files use, and where each lives now.
 #: Nothing else is ever rebuilt. The names are the module paths of scalenc 0.1.0.dev0 and
 #: stay as they are when the code moves, so that files written before a move still load
-#: (``tests/persist/test_persist_old_files.py``); :data:`_TYPES` says where each type lives now.
-ALLOWED_TYPES: dict[str, str] = {
-    # estimators (rebuilt with their __init__, which only stores parameters)
-    "scalenc.encoder.EncoderClassifier": "estimator",
-    "scalenc.nrbfn.NRBFNClassifier": "estimator",
-    "scalenc.nrbfn.LRClassifier": "estimator",
-    "scalenc.ccdr.CCDR": "estimator",
-    "scalenc.ccdr.CCDRClassifier": "estimator",
-    # frozen dataclasses holding arrays and numbers
-    "scalenc.linalg.LDAModel": "dataclass",
-    "scalenc.kernels.Linear": "dataclass",
-    "scalenc.kernels.Euclidean": "dataclass",
-    "scalenc.kernels.Spearman": "dataclass",
-    "scalenc.kernels.Gaussian": "dataclass",
-    "scalenc._ccdr_blocks.CCDRSolution": "dataclass",
-    "scalenc.io.tables.FeatureEncoder": "dataclass",
-    # small private helper objects: rebuilt without calling __init__, attributes restored
-    "scalenc._ccdr_blocks.LinearHead": "object",
-    "scalenc._ccdr_blocks.LDAHead": "object",
-    "scalenc._ccdr_blocks.KNNHead": "object",
-}
-
-
-#: Where each type of :data:`ALLOWED_TYPES` lives now.
+#: (``tests/persist/test_persist_old_files.py``).
 _TYPES: dict[str, type] = {
     "scalenc.encoder.EncoderClassifier": EncoderClassifier,
     "scalenc.nrbfn.NRBFNClassifier": NRBFNClassifier,
@@ -58,6 +39,19 @@ _TYPES: dict[str, type] = {
     "scalenc._ccdr_blocks.KNNHead": KNNHead,
 }
 
+#: The types of :data:`_TYPES` by name, with what each is rebuilt as: ``"estimator"``
+#: (with its __init__, which only stores parameters), ``"dataclass"`` (frozen, holding
+#: arrays and numbers) or ``"object"`` (a small helper, rebuilt without calling __init__,
+#: its attributes restored).
+ALLOWED_TYPES: dict[str, str] = {
+    name: "estimator"
+    if issubclass(cls, BaseEstimator)
+    else "dataclass"
+    if dataclasses.is_dataclass(cls)
+    else "object"
+    for name, cls in _TYPES.items()
+}
+
 
 _NAMES: dict[type, str] = {cls: name for name, cls in _TYPES.items()}
 
@@ -65,10 +59,6 @@ _NAMES: dict[type, str] = {cls: name for name, cls in _TYPES.items()}
 def type_name(obj_type: type) -> str:
     """The name a model file gives ``obj_type`` (:data:`ALLOWED_TYPES`), else its own."""
     return _NAMES.get(obj_type, f"{obj_type.__module__}.{obj_type.__qualname__}")
-
-
-def kernel_names():
-    return KERNELS
 
 
 def allowed_class(name, kind: str, where: str) -> type:
