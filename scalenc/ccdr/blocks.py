@@ -39,12 +39,7 @@ import scipy.sparse as sp
 
 from scalenc.exceptions import GraphWarning, InputError
 from scalenc.math.distances import ranking_dtype, row_sq_norms
-from scalenc.math.linalg import (
-    graph_eigenvectors,
-    lda_from_moments,
-    lda_log_proba,
-    procrustes,
-)
+from scalenc.math.linalg import graph_eigenvectors, lda_from_moments, lda_log_proba, procrustes
 from scalenc.math.moments import check_finite, class_moments
 from scalenc.math.neighbors import nearest
 from scalenc.math.softmax import log_softmax

@@ -12,9 +12,7 @@ from dask.delayed import Delayed
 
 from scalenc.ccdr import blocks as _ccdr_blocks
 from scalenc.engine.blocksize import BlockWork
-from scalenc.engine.reduce import (
-    reduce_rows,
-)
+from scalenc.engine.reduce import reduce_rows
 from scalenc.math import sampling as _sampling
 
 __all__ = [

@@ -14,20 +14,13 @@ import distributed  # noqa: F401 - loads its dask.config defaults before any con
 
 from scalenc import __version__
 from scalenc.cli.commands import STEPS, redact
-from scalenc.cli.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_COMPUTE,
-    EXIT_OK,
-    CLIError,
-)
+from scalenc.cli.errors import EXIT_BAD_INPUT, EXIT_COMPUTE, EXIT_OK, CLIError
 from scalenc.cli.outcome import error_dict, exit_code
 from scalenc.cli.run import StepFailed, cmd_run
 from scalenc.cli.session import Session, one_line_warnings, setup_logging
 from scalenc.cli.summary import to_json, to_text
 from scalenc.io.atomic import write_text
-from scalenc.report import (
-    jsonable,
-)
+from scalenc.report import jsonable
 
 log = logging.getLogger("scalenc.cli")
 

@@ -153,18 +153,10 @@ def _resolve(value, workdir: Path):
     return str(workdir / value)
 
 
-def _option_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
-
-
-def _positional_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
-    return [a for a in parser._actions if not a.option_strings]
-
-
 def step_argv(step: Step, parser: argparse.ArgumentParser, defaults: dict) -> list[str]:
     """The command-line arguments equivalent to a step's table, for the command's parser."""
-    actions = _option_actions(parser)
-    positionals = {a.dest: a for a in _positional_actions(parser)}
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    positionals = {a.dest: a for a in parser._actions if not a.option_strings}
     options = {k: v for k, v in defaults.items() if k in actions}
     options.update(step.options)
     argv: list[str] = []

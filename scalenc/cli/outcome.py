@@ -21,9 +21,7 @@ from scalenc.engine.cluster import ClusterUnavailableError
 from scalenc.exceptions import MissingDeviceDependency
 from scalenc.io.atomic import published
 from scalenc.persist import ModelFileError
-from scalenc.report import (
-    MissingPlotDependency,
-)
+from scalenc.report import MissingPlotDependency
 
 #: Exceptions that mean the input is wrong (exit code 2), not the computation.
 BAD_INPUT_ERRORS = (

@@ -34,6 +34,7 @@ from typing import TextIO
 
 from dask.callbacks import Callback
 
+from scalenc.cli.summary import plural
 from scalenc.engine import reads as reads_module
 from scalenc.exceptions import InputError
 
@@ -63,10 +64,6 @@ def stage(name: str):
         _STAGES.remove(name)
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 def _key_name(key) -> str:
     return key[0] if isinstance(key, tuple) else key
 
@@ -86,7 +83,7 @@ def data_layers(data) -> frozenset:
     return frozenset(_key_name(k) for k in graph)
 
 
-def choose_mode(mode: str, stream: TextIO, client=None) -> str:
+def choose_mode(mode: str, stream: TextIO) -> str:
     """Resolve ``"auto"``: a bar on a terminal, lines otherwise."""
     if mode not in MODES:
         raise InputError(f"Unknown progress mode {mode!r}; choose one of {list(MODES)}.")
@@ -205,10 +202,9 @@ class _Display:
         frac = min(1.0, done / total) if total else 0.0
         filled = int(round(frac * self.width))
         bar = "#" * filled + "-" * (self.width - filled)
-        counts = f"{done}/{_plural(total, 'task')}" if total else _plural(done, "task")
         tail = status or self.eta(done, total, now)
         text = (
-            f"{self.label}: {self.what} [{bar}] {frac:4.0%} {counts} "
+            f"{self.label}: {self.what} [{bar}] {frac:4.0%} {_tasks(done, total)} "
             f"{_fmt_seconds(now - self._start)}{' ' + tail if tail else ''}"
         )
         self.stream.write("\r" + text.ljust(self._drawn))
@@ -218,16 +214,21 @@ class _Display:
     def _line(self, done, total, status):
         now = time.monotonic()
         pct = f" {min(1.0, done / total):.0%}" if total else ""
-        counts = f"{done}/{_plural(total, 'task')}" if total else _plural(done, "task")
         if status:
             tail = f" {status}"
         else:
             eta = self.eta(done, total, now)
             tail = f" {_fmt_seconds(now - self._start)}{', ' + eta if eta else ''}"
         stamp = time.strftime("%H:%M:%S")
-        self.stream.write(f"{stamp} scalenc {self.label}: {self.what}{pct} ({counts}){tail}\n")
+        text = f"{stamp} scalenc {self.label}: {self.what}{pct} ({_tasks(done, total)}){tail}"
+        self.stream.write(text + "\n")
         self.stream.flush()
         self._printed = True
+
+
+def _tasks(done: int, total: int | None) -> str:
+    """``3/10 tasks``, or ``3 tasks`` when the total is not known."""
+    return f"{done}/{plural(total, 'task')}" if total else plural(done, "task")
 
 
 class _LocalCallback(Callback):
@@ -241,12 +242,8 @@ class _LocalCallback(Callback):
         self.done = 0
 
     def _start_state(self, dsk, state):
-        self.total = (
-            len(state["waiting"])
-            + len(state["ready"])
-            + len(state["running"])
-            + len(state["finished"])
-            + len(state["cache"])
+        self.total = sum(
+            len(state[name]) for name in ("waiting", "ready", "running", "finished", "cache")
         )
         self.done = len(state["cache"])
         reads = any(_key_name(k) in self.layers for k in dsk) if self.layers else None
@@ -260,21 +257,15 @@ class _LocalCallback(Callback):
         self.display.finish(self.done, self.total, errored)
 
 
-def _scheduler_counts(dask_scheduler=None, layers=()) -> tuple[int, int, bool]:
-    """(tasks still to run, tasks in memory, whether a task of ``layers`` is among them)
-    on a distributed scheduler."""
-    pending = 0
-    memory = 0
-    reads = False
+def _scheduler_counts(dask_scheduler=None, layers=()) -> tuple[int, bool]:
+    """(tasks still to run, whether a task of ``layers`` is among them or those in
+    memory) on a distributed scheduler."""
+    pending, reads = 0, False
     for key, ts in dask_scheduler.tasks.items():
-        if ts.state in ("waiting", "processing", "queued", "no-worker"):
-            pending += 1
-        elif ts.state == "memory":
-            memory += 1
-        else:
-            continue
-        reads = reads or _key_name(key) in layers
-    return pending, memory, reads
+        if ts.state in ("waiting", "processing", "queued", "no-worker", "memory"):
+            pending += ts.state != "memory"
+            reads = reads or _key_name(key) in layers
+    return pending, reads
 
 
 class _DistributedPoller:
@@ -303,9 +294,7 @@ class _DistributedPoller:
     def _run(self):
         while not self._stop.wait(self.poll):
             try:
-                pending, _, reads = self.client.run_on_scheduler(
-                    _scheduler_counts, layers=self.layers
-                )
+                pending, reads = self.client.run_on_scheduler(_scheduler_counts, layers=self.layers)
             except Exception:  # scheduler without scalenc installed, or shutting down
                 return
             if pending and not self.busy:
@@ -357,7 +346,7 @@ class Progress:
         counted: bool = False,
     ):
         self.stream = stream if stream is not None else sys.stderr
-        self.mode = choose_mode(mode, self.stream, client)
+        self.mode = choose_mode(mode, self.stream)
         self.display = _Display(label, self.mode, self.stream, interval, passes, counted)
         self.client = client
         self.layers = data_layers(data)

@@ -8,9 +8,7 @@ import logging
 import os
 
 from scalenc.cli.commands import STEPS, timed
-from scalenc.cli.errors import (
-    BadInput,
-)
+from scalenc.cli.errors import BadInput
 from scalenc.cli.jobs import read_job, step_argv
 from scalenc.cli.outcome import error_dict
 from scalenc.cli.parser import build_parser

@@ -19,9 +19,7 @@ import logging
 import sys
 import warnings
 
-from scalenc.cli.errors import (
-    BadInput,
-)
+from scalenc.cli.errors import BadInput
 from scalenc.cli.progress import Progress, choose_mode
 from scalenc.engine.cluster import ClusterUnavailableError
 from scalenc.engine.connect import connect
@@ -112,32 +110,28 @@ def interrupted(exc: BaseException) -> bool:
 @contextlib.contextmanager
 def _connect(address, scheduler_file, n_workers, timeout, tls_dir):
     """scalenc.connect, with its failures mapped to exit codes 2 (bad setting) and 3."""
-    stack = contextlib.ExitStack()
-    try:
-        client = stack.enter_context(
-            connect(
-                address,
-                scheduler_file=scheduler_file,
-                n_workers=n_workers,
-                security=tls_dir,
-                timeout=timeout,
-                quiet=True,
+    with contextlib.ExitStack() as stack:  # a failed connect is closed as it raises
+        try:
+            client = stack.enter_context(
+                connect(
+                    address,
+                    scheduler_file=scheduler_file,
+                    n_workers=n_workers,
+                    security=tls_dir,
+                    timeout=timeout,
+                    quiet=True,
+                )
             )
-        )
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        stack.close()
-        raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
-    except ClusterUnavailableError:
-        stack.close()
-        raise
-    except Exception as exc:
-        stack.close()
-        raise ClusterUnavailableError(
-            f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
-            f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
-            "scheduler is running, or drop --scheduler to run on local threads."
-        ) from exc
-    with stack:
+        except (ValueError, TypeError, FileNotFoundError) as exc:
+            raise BadInput(f"Bad scheduler setting {address or scheduler_file!r}: {exc}") from exc
+        except ClusterUnavailableError:
+            raise
+        except Exception as exc:
+            raise ClusterUnavailableError(
+                f"Cannot reach the Dask scheduler at {address or scheduler_file!r} within "
+                f"{timeout:g}s ({type(exc).__name__}: {exc}). Check the address and that the "
+                "scheduler is running, or drop --scheduler to run on local threads."
+            ) from exc
         yield client
 
 

@@ -17,11 +17,7 @@ from dask.system import CPU_COUNT
 from sklearn.utils import check_array
 
 from scalenc.engine.reduce import from_numpy_rows
-from scalenc.exceptions import (
-    InputError,
-    InputNotFoundError,
-    InputPermissionError,
-)
+from scalenc.exceptions import InputError, InputNotFoundError, InputPermissionError
 from scalenc.io import readers, tables
 from scalenc.io.atomic import check_complete
 from scalenc.io.devices import to_device

@@ -81,11 +81,7 @@ def describe_model(est) -> dict:
             continue
         if type(value).__module__.startswith("scalenc.") and hasattr(value, "get_params"):
             out[key] = describe_model(value)
-        elif isinstance(value, np.ndarray) and value.size > 20:
-            out[key] = {"shape": list(value.shape), "dtype": str(value.dtype)}
-        elif isinstance(value, list) and len(value) > 20:
-            out[key] = {"length": len(value)}
-        else:
+        else:  # arrays and lists of more than 20 items summarised
             out[key] = jsonable(value, max_items=20)
     if "kernels_" in out and hasattr(est, "cross_entropy_"):
         # with a graph, the candidates are the embeddings compared, by name
