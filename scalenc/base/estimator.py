@@ -405,14 +405,7 @@ def _update_input(estimator, X, y, wanted):
             f"{_no_statistics_reason(estimator)}); fit it again on all the data."
         )
     estimator._check_params()
-    X = check_feature_names_of(estimator, X, reset=False)
-    X = _encode_input(estimator, X, known_lengths=True)  # labels align by rows
-    Xd, y = check_xy(
-        X, y, chunk_rows=getattr(estimator, "chunk_rows", None), estimator=estimator,
-        require_y=True,
-    )  # fmt: skip
-    check_n_features(estimator, Xd)
-    return _impute_input(estimator, Xd), y
+    return _checked_input(estimator, X, y, require_y=True)
 
 
 def _no_statistics_reason(estimator) -> str:
@@ -512,19 +505,23 @@ def prepare_fit(estimator, X, y, *, find_classes: bool = True):
     return X, encode_labels(y, classes, marker)
 
 
-def _encode_input(estimator, X, *, known_lengths: bool = False):
-    """X with a table's columns encoded as in ``fit`` (nothing else changed)."""
+def _checked_input(estimator, X, y=None, *, require_y: bool = False):
+    """(X, y) of a fitted estimator as its ``fit`` saw them, as aligned row-chunked Dask
+    arrays: X's columns taken by name in the fit's order and a table's encoded as in
+    ``fit`` (its partitions' rows counted when there are labels to align), the fitted
+    number of features checked, missing values of an array imputed as ``fit`` learned."""
     encoder = getattr(estimator, "feature_encoder_", None)
+    X = check_feature_names_of(estimator, X, reset=False)
     if encoder is not None and encoder.categorical:
-        return tables.encode_features(X, encoder, known_lengths=known_lengths)
-    return X
-
-
-def _impute_input(estimator, Xd: da.Array) -> da.Array:
-    encoder = getattr(estimator, "feature_encoder_", None)
+        X = tables.encode_features(X, encoder, known_lengths=y is not None)
+    Xd, y = check_xy(
+        X, y, chunk_rows=getattr(estimator, "chunk_rows", None), estimator=estimator,
+        require_y=require_y, known_lengths=y is not None,
+    )  # fmt: skip
+    check_n_features(estimator, Xd)
     if encoder is not None and not encoder.categorical and encoder.handle_missing == "impute":
-        return tables.fill_array(Xd, encoder)
-    return Xd
+        Xd = tables.fill_array(Xd, encoder)
+    return Xd, y
 
 
 def prepare_input(estimator, X) -> tuple[da.Array, bool]:
@@ -534,12 +531,9 @@ def prepare_input(estimator, X) -> tuple[da.Array, bool]:
     lazy table (then the output stays lazy)."""
     is_dask = isinstance(X, (da.Array, tables.Table)) or is_dask_frame(X)
     if not _INPUT_PREPARED.get():
-        X = check_feature_names_of(estimator, X, reset=False)
-        X = _encode_input(estimator, X)
+        return _checked_input(estimator, X)[0], is_dask
     Xd, _ = check_xy(X, chunk_rows=getattr(estimator, "chunk_rows", None), known_lengths=False)
     check_n_features(estimator, Xd)
-    if not _INPUT_PREPARED.get():
-        Xd = _impute_input(estimator, Xd)
     return Xd, is_dask
 
 
@@ -607,10 +601,7 @@ class StreamingClassifierMixin:
             pred = np.asarray(compute(pred)[0] if isinstance(pred, da.Array) else pred)
             weights = None if sample_weight is None else np.asarray(sample_weight)[keep]
             return float(np.average(pred[keep] == y_arr[keep], weights=weights))
-        X = check_feature_names_of(self, X, reset=False)
-        X = _encode_input(self, X, known_lengths=True)  # labels align by rows
-        Xd, yd = check_xy(X, y, chunk_rows=getattr(self, "chunk_rows", None))
-        Xd = _impute_input(self, Xd)
+        Xd, yd = _checked_input(self, X, y)
         codes = encode_labels(yd, self.classes_, unlabeled_marker(self))
         token = _INPUT_PREPARED.set(True)  # X's names were checked and encoded above
         try:

@@ -110,8 +110,6 @@ def document_table_parameters(cls):
     """Class decorator: the table parameters' and the checkpoint's documentation in place
     of the docstring's ``{table parameters}`` and ``{checkpoint parameter}`` lines (one
     text for every estimator)."""
-    if cls.__doc__ and _TABLE_TOKEN in cls.__doc__:
-        cls.__doc__ = cls.__doc__.replace(_TABLE_TOKEN, _TABLE_DOC)
-    if cls.__doc__ and _CHECKPOINT_TOKEN in cls.__doc__:
-        cls.__doc__ = cls.__doc__.replace(_CHECKPOINT_TOKEN, _CHECKPOINT_DOC)
+    for token, text in ((_TABLE_TOKEN, _TABLE_DOC), (_CHECKPOINT_TOKEN, _CHECKPOINT_DOC)):
+        cls.__doc__ = cls.__doc__ and cls.__doc__.replace(token, text)
     return cls

@@ -362,10 +362,7 @@ class CCDR(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             with_codes=with_codes,
             out_dtype=dtype,
         )
-        if is_dask:
-            return out
-        (result,) = compute(out)
-        return result
+        return out if is_dask else compute(out)[0]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

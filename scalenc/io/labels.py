@@ -57,7 +57,8 @@ def as_dask_labels(
         y = _frame_labels(y)
     if isinstance(y, da.Array) and not isinstance(y._meta, np.ndarray):
         y = to_device(y, "cpu")  # labels are few: classes and codes live on the host
-    if not isinstance(y, da.Array):
+    lazy = isinstance(y, da.Array)
+    if not lazy:
         if hasattr(y, "to_numpy"):
             y = y.to_numpy()
         y = to_host(y) if is_device_array(y) else np.asarray(y)
@@ -68,17 +69,11 @@ def as_dask_labels(
                 f"{name} should be a 1d array (one label per row); got shape {y.shape}. "
                 "Multi-output labels are not supported."
             )
-        if y.shape[0] != X.shape[0]:
-            raise InputError(
-                f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
-                "pass one label per row (use -1 for unlabeled rows)."
-            )
-        return from_numpy_rows(y, X.chunks[0])
-    if y.ndim == 2 and y.shape[1] == 1:
+    elif y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
         raise InputError(f"{name} must be 1-D (one label per row); got shape {y.shape}.")
-    if any(np.isnan(c) for c in y.chunks[0]):
+    if lazy and any(np.isnan(c) for c in y.chunks[0]):
         raise InputError(
             f"{name} has unknown chunk sizes {y.chunks[0]}; call {name}.compute_chunk_sizes()."
         )
@@ -87,9 +82,9 @@ def as_dask_labels(
             f"X has {X.shape[0]} rows but {name} has {y.shape[0]} labels; "
             "pass one label per row (use -1 for unlabeled rows)."
         )
-    if y.chunks[0] != X.chunks[0]:
-        y = y.rechunk({0: X.chunks[0]})
-    return y
+    if not lazy:
+        return from_numpy_rows(y, X.chunks[0])
+    return y if y.chunks[0] == X.chunks[0] else y.rechunk({0: X.chunks[0]})
 
 
 def encode_labels(y: da.Array, classes: np.ndarray, marker=UNLABELED) -> da.Array:

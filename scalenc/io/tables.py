@@ -346,7 +346,6 @@ def frame_statistics(frame, numeric, categorical, *, limit: int = MAX_CATEGORIES
     and each categorical column's value counts (at most ``limit + 1`` values kept: enough
     to tell that a column has too many) and missing entries."""
     values = _numeric_values(frame, numeric)
-    missing = np.isnan(values)
     counts = []
     cat_missing = np.zeros(len(categorical), dtype=np.int64)
     for j, name in enumerate(categorical):
@@ -357,9 +356,7 @@ def frame_statistics(frame, numeric, categorical, *, limit: int = MAX_CATEGORIES
         counts.append({_plain(v): int(c) for v, c in list(tally.items())[: limit + 1]})
     return {
         "rows": len(frame),
-        "sum": np.where(missing, 0.0, values).sum(axis=0),
-        "count": (~missing).sum(axis=0),
-        "missing": missing.sum(axis=0),
+        **_column_sums_block(values),
         "values": counts,
         "cat_missing": cat_missing,
         "limit": limit,
@@ -433,7 +430,8 @@ def encode_frame(frame, encoder: FeatureEncoder) -> np.ndarray:
     return out
 
 
-def _column_sums_block(X, *, row_start):
+def _column_sums_block(X, *, row_start=0):
+    """Each column's sum and count of the values present, and its missing values."""
     missing = np.isnan(X)
     return {
         "sum": np.where(missing, 0.0, X).sum(axis=0, dtype=np.float64),
@@ -455,7 +453,7 @@ def _frame_of(X):
         return X.frame, X.lengths
     if not is_frame(X):
         return None, None
-    return X, (None if hasattr(X, "npartitions") else (len(X),))
+    return X, ((len(X),) if in_memory(X) else None)
 
 
 def in_memory(frame) -> bool:
