@@ -253,19 +253,15 @@ def build_parser() -> _Parser:
     return parser
 
 
-def _command(
-    sub, name: str, parents: list, help: str, description: str | None = None, help_action=None
-):
-    """The sub-parser of one command, with the exit codes as its epilog."""
-    return sub.add_parser(
-        name,
-        parents=parents,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=EPILOG,
-        help=help,
-        description=description,
-        help_action=help_action,
-    )
+def _command(sub, name: str, parents: list, *, model: bool = False, **kwargs):
+    """The sub-parser of one command (``kwargs``: its help, description, help action),
+    with the exit codes as its epilog; ``model``: a command of a model directory
+    (``--model DIR``)."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(name, parents=parents, formatter_class=formatter, epilog=EPILOG, **kwargs)
+    if model:
+        p.add_argument("--model", required=True, metavar="DIR")
+    return p
 
 
 # --- option groups shared by several commands --------------------------------------------
@@ -583,14 +579,14 @@ def _add_predict(sub, name):
         ],
         help="write predicted labels (or --proba) block by block",
         description="Predict every row of --data (every node of --edges) with --model.",
+        model=True,
     )
-    p.add_argument("--model", required=True, metavar="DIR")
     p.add_argument("--proba", action="store_true", help="class probabilities instead of labels")
     return p
 
 
 def _add_embed(sub, name):
-    p = _command(
+    return _command(
         sub,
         name,
         [
@@ -602,13 +598,12 @@ def _add_embed(sub, name):
         ],
         help="write the embedding (transform) block by block",
         description="Embed every row of --data (every node of --edges) with --model's transform.",
+        model=True,
     )
-    p.add_argument("--model", required=True, metavar="DIR")
-    return p
 
 
 def _add_evaluate(sub, name):
-    p = _command(
+    return _command(
         sub,
         name,
         [
@@ -622,17 +617,13 @@ def _add_evaluate(sub, name):
         ],
         help="accuracy, per-class report and confusion matrix",
         description="Score --model on labelled --data (the labeled nodes of --edges) in one pass.",
+        model=True,
     )
-    p.add_argument("--model", required=True, metavar="DIR")
-    return p
 
 
 def _add_info(sub, name):
-    p = _command(
-        sub, name, [_common_options()], help="describe a model directory (checksums verified)"
-    )
-    p.add_argument("--model", required=True, metavar="DIR")
-    return p
+    help = "describe a model directory (checksums verified)"
+    return _command(sub, name, [_common_options()], help=help, model=True)
 
 
 def _add_make_data(sub, name):
@@ -677,8 +668,8 @@ def _add_report(sub, name):
         name,
         [_common_options()],
         help="a self-contained HTML report with plots (needs matplotlib)",
+        model=True,
     )
-    p.add_argument("--model", required=True, metavar="DIR")
     p.add_argument(
         "--data", metavar="PATH", help="labelled data: adds scores and a confusion matrix"
     )

@@ -266,14 +266,7 @@ def _plot_confusion(evaluation, Figure, canvas):
     if matrix.size <= 400:
         top = matrix.max() if matrix.size else 0
         for (i, j), v in np.ndenumerate(matrix):
-            ax.text(
-                j,
-                i,
-                str(v),
-                ha="center",
-                va="center",
-                fontsize=7,
-                color="white" if v > top / 2 else "black",
-            )
+            colour = "white" if v > top / 2 else "black"
+            ax.text(j, i, str(v), ha="center", va="center", fontsize=7, color=colour)
     ax.set_title(f"Confusion matrix (accuracy {evaluation['accuracy']:.4f})")
     return "Confusion matrix", _png(fig, canvas)
