@@ -69,7 +69,7 @@ JOB_KEYS = {
     "progress_interval",
     "defaults",
 }
-PATH_OPTIONS = {"data", "edges", "model", "model_out", "out", "checkpoint", "update"}
+PATH_OPTIONS = {"data", "edges", "model", "model_out", "out", "checkpoint", "update", "json"}
 #: Step options that may stand in [job] itself, as defaults for every step.
 DEFAULT_SHORTHANDS = {"overwrite", "chunk_rows", "storage_option"}
 
@@ -137,8 +137,6 @@ def read_job(path) -> Job:
             options[key] = _resolve(options[key], workdir)
         if isinstance(options.get("labels"), str) and _looks_like_path(options["labels"]):
             options["labels"] = _resolve(options["labels"], workdir)
-        if isinstance(options.get("json"), str):
-            options["json"] = _resolve(options["json"], workdir)
         steps.append(Step(i, command, options))
     return Job(path=path, workdir=workdir, settings=settings, defaults=defaults, steps=steps)
 

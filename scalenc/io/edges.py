@@ -264,18 +264,16 @@ def _column(name, columns, role: str):
 def _from_frame(frame, source, target, weight, chunk_edges) -> EdgeList:
     columns = list(frame.columns)
     picked = [_column(source, columns, "source"), _column(target, columns, "target")]
-    if is_dask_frame(frame):
-        ids = frame[picked].to_dask_array(lengths=True)
-        w = None if weight is None else frame[_column(weight, columns, "weight")]
-        w = None if w is None else w.to_dask_array(lengths=True)
-    else:
-        rows = _rows(len(frame), chunk_edges)
-        ids = da.from_array(frame[picked].to_numpy(), chunks=(rows, 2))
-        w = None
-        if weight is not None:
-            w = da.from_array(frame[_column(weight, columns, "weight")].to_numpy(), chunks=rows)
-    ids = _check_ids(ids)
-    return EdgeList(ids, None if w is None else _check_weights(w, ids))
+    lazy = is_dask_frame(frame)
+    rows = None if lazy else _rows(len(frame), chunk_edges)
+
+    def array(part):  # a Dask frame's partitions, or in-memory columns in blocks of rows
+        return part.to_dask_array(lengths=True) if lazy else da.from_array(part.to_numpy(), rows)
+
+    ids = _check_ids(array(frame[picked]))
+    if weight is None:
+        return EdgeList(ids)
+    return EdgeList(ids, _check_weights(array(frame[_column(weight, columns, "weight")]), ids))
 
 
 def _from_array(edges, source, target, weight, chunk_edges) -> EdgeList:

@@ -117,13 +117,9 @@ def confusion_summary(
         recall = np.where(support > 0, tp / support, 0.0)
         f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
     labeled = int(support.sum()) + unknown
+    scores = {"precision": precision, "recall": recall, "f1": f1}
     per_class = {
-        str(c): {
-            "precision": float(precision[i]),
-            "recall": float(recall[i]),
-            "f1": float(f1[i]),
-            "support": int(support[i]),
-        }
+        str(c): {**{k: float(v[i]) for k, v in scores.items()}, "support": int(support[i])}
         for i, c in enumerate(np.asarray(classes).tolist())
     }
     weights = support / support.sum() if support.sum() else np.zeros_like(support, dtype=float)
@@ -132,16 +128,8 @@ def confusion_summary(
         "accuracy": float(tp.sum() / labeled) if labeled else None,
         "balanced_accuracy": float(recall[present].mean()) if present.any() else None,
         "per_class": per_class,
-        "macro_avg": {
-            "precision": float(precision.mean()),
-            "recall": float(recall.mean()),
-            "f1": float(f1.mean()),
-        },
-        "weighted_avg": {
-            "precision": float(weights @ precision),
-            "recall": float(weights @ recall),
-            "f1": float(weights @ f1),
-        },
+        "macro_avg": {k: float(v.mean()) for k, v in scores.items()},
+        "weighted_avg": {k: float(weights @ v) for k, v in scores.items()},
         "classes": jsonable(np.asarray(classes), max_items=10**6),
         "confusion_matrix": matrix.tolist(),
         "labeled_rows": labeled,
