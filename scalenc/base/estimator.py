@@ -334,31 +334,26 @@ def update_streaming(estimator, X, y, classes=None):
     since ``fit`` (or since the first call that started the model).
     """
     with split_every_set(getattr(estimator, "split_every", None)):
-        return _update(estimator, X, y, classes)
-
-
-def _update(estimator, X, y, classes):
-    """:func:`update_streaming`'s steps, under the estimator's fan-in."""
-    wanted = None if classes is None else sorted_classes(classes)
-    first = not hasattr(estimator, "classes_")
-    if first and not hasattr(estimator, "_start_updates"):
-        return _fit_first_batch(estimator, X, y, wanted)
-    if first:
-        Xd, y = _start_updates(estimator, X, y, wanted)
-    else:
-        Xd, y = _update_input(estimator, X, y, wanted)
-    codes = encode_labels(y, estimator.classes_, unlabeled_marker(estimator))
-    estimator.stage_times_ = {}
-    with counting_passes(Xd) as count:
-        try:
-            estimator._update(Xd, codes)
-        except BaseException:
-            if first:  # the model is not started: the next call starts it again
-                del estimator.classes_
-            raise
-    estimator.n_passes_ = count.passes
-    estimator.n_updates_ = 0 if first else getattr(estimator, "n_updates_", 0) + 1
-    return estimator
+        wanted = None if classes is None else sorted_classes(classes)
+        first = not hasattr(estimator, "classes_")
+        if first and not hasattr(estimator, "_start_updates"):
+            return _fit_first_batch(estimator, X, y, wanted)
+        if first:
+            Xd, y = _start_updates(estimator, X, y, wanted)
+        else:
+            Xd, y = _update_input(estimator, X, y, wanted)
+        codes = encode_labels(y, estimator.classes_, unlabeled_marker(estimator))
+        estimator.stage_times_ = {}
+        with counting_passes(Xd) as count:
+            try:
+                estimator._update(Xd, codes)
+            except BaseException:
+                if first:  # the model is not started: the next call starts it again
+                    del estimator.classes_
+                raise
+        estimator.n_passes_ = count.passes
+        estimator.n_updates_ = 0 if first else getattr(estimator, "n_updates_", 0) + 1
+        return estimator
 
 
 def _fit_first_batch(estimator, X, y, wanted):

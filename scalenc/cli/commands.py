@@ -597,8 +597,7 @@ def cmd_report(args, session) -> dict:
         if hasattr(est, "transform") and hasattr(getattr(est, "ccdr_", est), "eigenvalues_"):
             with session.progress("report/sample", X, passes=1):
                 (xs, ys), timings["sample_seconds"] = timed(sample_rows, X, y, n=args.sample)
-                embedding = est.transform(xs)
-                emb_labels = ys
+                embedding, emb_labels = est.transform(xs), ys
             passes += 1
     page, timings["render_seconds"] = timed(
         build_report,
