@@ -480,9 +480,8 @@ def cmd_evaluate(args, session) -> dict:
 
 
 def cmd_info(args, session) -> dict:
-    _check_exists(args.model, "--model")
-    meta = read_model_metadata(args.model, verify=True, storage_options=args.storage_option)
-    est = _load_model(args.model, args)
+    est = _load_model(args.model, args)  # its metadata and every array file verified
+    meta = read_model_metadata(args.model, verify=False, storage_options=args.storage_option)
     files = meta["files"]
     return {
         "model": args.model,

@@ -90,10 +90,8 @@ def _write_parquet_block(blocks, path: str, columns: list[str], fs=None) -> int:
     import pyarrow as pa  # deferred: pyarrow is imported only for Parquet output
     import pyarrow.parquet as pq
 
-    arrays = []
-    for block in blocks:
-        block = np.asarray(block)
-        arrays.extend([block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])])
+    blocks = [np.asarray(block) for block in blocks]  # a 2-D block: one array per column
+    arrays = [column for block in blocks for column in ([block] if block.ndim == 1 else block.T)]
     table = pa.table(dict(zip(columns, arrays)))
     if fs is None:
         pq.write_table(table, path)
