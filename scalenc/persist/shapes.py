@@ -160,41 +160,28 @@ def _get(obj, name: str):
 
 @dataclass(frozen=True)
 class Array:
-    """An ndarray of ``shape`` (sizes by name, ``"m+1"``, or None: any) whose dtype kind is
-    one of ``kinds`` (``"f"`` float, ``"iu"`` integer; empty: any)."""
+    """An ndarray (with ``sparse``, a SciPy sparse matrix) of ``shape`` (sizes by name,
+    ``"m+1"``, or None: any) whose dtype kind is one of ``kinds`` (``"f"`` float, ``"iu"``
+    integer; empty: any)."""
 
     shape: tuple
     kinds: str = ""
     nullable: bool = False  # None stands for it
     number: bool = False  # a plain number stands for it (a running total not yet started)
+    sparse: bool = False
 
     def check(self, value, path: str, scope: _Scope) -> None:
         if value is None and self.nullable:
             return
         if self.number and isinstance(value, numbers.Real) and not isinstance(value, bool):
             return
-        if not isinstance(value, np.ndarray):
-            expected = _expected(self, scope)
-            raise scope.refuse(
-                path, f"is a {type(value).__name__}; expected an array of {expected}"
+        if not (sp.issparse(value) if self.sparse else isinstance(value, np.ndarray)):
+            expected = (
+                f"a sparse matrix of shape {scope.show(self.shape)}"
+                if self.sparse
+                else f"an array of {_expected(self, scope)}"
             )
-        _check_shape(value.shape, value.dtype, self, path, scope)
-
-
-@dataclass(frozen=True)
-class Sparse:
-    """A SciPy sparse matrix of ``shape``, its values of a dtype kind in ``kinds``."""
-
-    shape: tuple
-    kinds: str = ""
-
-    def check(self, value, path: str, scope: _Scope) -> None:
-        if not sp.issparse(value):
-            raise scope.refuse(
-                path,
-                f"is a {type(value).__name__}; expected a sparse matrix of shape "
-                f"{scope.show(self.shape)}",
-            )
+            raise scope.refuse(path, f"is a {type(value).__name__}; expected {expected}")
         _check_shape(value.shape, value.dtype, self, path, scope)
 
 
@@ -547,7 +534,7 @@ RULES: dict[type, Table] = {
             "centers": Array(("K", "m"), _F),
             "embedding": Array(("n", "m"), _F),
             "eigenvalues": Array(("m",), _F),
-            "W": Sparse(("n", "n"), _F),
+            "W": Array(("n", "n"), _F, sparse=True),
             "rotation": Array(("m", "m"), _F),
             "info": Fields({"intrinsic_dimension": Array(("K",), _F, nullable=True)}),
         }
