@@ -61,6 +61,7 @@ from scalenc.encoder import blocks
 from scalenc.encoder.blocks import choose_kernel, stacked_class_moments, stacked_row_losses
 from scalenc.encoder.kernels import embed
 from scalenc.exceptions import NumericalWarning
+from scalenc.math.buffers import scratch
 from scalenc.math.linalg import (
     LDAModel,
     blas_threads,
@@ -168,8 +169,8 @@ class SampleChoice:
     cross_entropy: np.ndarray
     #: The kernels the rule cannot choose, as far as the sample shows.
     dropped: set
-    #: Each kernel's V for pass 2's bounds (:func:`whitening`).
-    whiten: list
+    #: V for pass 2's bounds (:func:`whitening`) of each kernel left, where two or more are.
+    whiten: dict
 
 
 def scaled_moments(moments: dict, counts: np.ndarray) -> dict:
@@ -214,11 +215,11 @@ def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
     in_sample = np.bincount(codes[codes >= 0], minlength=K)
     if in_sample.min() < MIN_CLASS_ROWS:
         return None
-    Z = embed(kernels, rows, U)
-
-    # the sample's halves (even rows, odd rows), each copied once in row order; every
-    # row's moments merged from theirs (Chan's update), not computed a second time
-    halves = [(np.ascontiguousarray(Z[h::2]), codes[h::2]) for h in (0, 1)]
+    # the sample's halves (even rows, odd rows), written by the embedding as it goes:
+    # no copy of them; every row's moments merged from theirs (Chan's update), not
+    # computed a second time
+    Z = embed(kernels, rows, U, out=Halves(rows.shape[0], M * K))
+    halves = [(Z.halves[h], codes[h::2]) for h in (0, 1)]
     half_stats = [stacked_class_moments(*at, M, K) for at in halves]
 
     def fitted(stats):
@@ -241,8 +242,48 @@ def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
     upper = scale * (held.sum(axis=1) + CHOICE_Z * held.std(axis=1) * spread)
     lower, upper = lower * (1 - LDA_MARGIN), np.maximum(upper, lower) * (1 + LDA_MARGIN)
     dropped = excluded_within(lower, upper, range(M), min_improvement=min_improvement)
-    whiten = [whitening(Z[:, m * K : (m + 1) * K]) for m in range(M)]
+    left = [m for m in range(M) if m not in dropped]
+    # pass 2's V, only where it bounds two or more kernels' c_m
+    whiten = {m: whitening(Z.columns(m * K, (m + 1) * K)) for m in left if len(left) > 1}
     return SampleChoice(m_rows, moments, models, scale * own.sum(axis=1), dropped, whiten)
+
+
+class Halves:
+    """A (rows × ``width``) float64 array held as its two halves, its even rows and its odd
+    rows (``halves``, each C-contiguous), written and read by row tiles: ``Z[rows, cols]
+    = tile`` (as :func:`~scalenc.encoder.kernels.embed` writes) and ``Z[start:stop]``,
+    the tile's rows in order in a per-thread column-major buffer (the layout of
+    :func:`~scalenc.encoder.kernels.embed`'s arrays: the same values in the same tiles)."""
+
+    def __init__(self, rows: int, width: int):
+        self.halves = tuple(np.empty(((rows + 1 - h) // 2, width)) for h in (0, 1))
+        self.shape = (rows, width)
+
+    def _parts(self, rows: slice):
+        """Each half, the tile's rows in it and their rows of the half."""
+        start, stop, _ = rows.indices(self.shape[0])
+        for h, half in enumerate(self.halves):
+            first = start + (h - start) % 2  # the tile's first row of this half
+            yield half, slice(first - start, None, 2), slice(first // 2, (stop - h + 1) // 2)
+
+    def __setitem__(self, key: tuple, tile: np.ndarray) -> None:
+        rows, cols = key
+        for half, mine, at in self._parts(rows):
+            half[at, cols] = tile[mine]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(self.shape[0])
+        tile = scratch("choice.halves", (self.shape[1], stop - start), np.float64).T
+        for half, mine, at in self._parts(rows):
+            tile[mine] = half[at]
+        return tile
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        """Columns ``start:stop`` of every row, in order (a new array)."""
+        out = np.empty((self.shape[0], stop - start))
+        for h, half in enumerate(self.halves):
+            out[h::2] = half[:, start:stop]
+        return out
 
 
 def whitening(Z) -> np.ndarray:

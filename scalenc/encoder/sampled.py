@@ -45,7 +45,7 @@ class SampledFitMixin:
         z_moments, self.lda_models_ = list(screen.moments), list(screen.models)
         self._set_cross_entropy(screen.cross_entropy, "sample")
         several = len(left) > 1  # pass 2 also gives c_m under the sample's LDAs
-        whiten = [screen.whiten[m] for m in left]
+        whiten = [screen.whiten[m] for m in left] if several else None
         if not several and self._linear_from_scatter(self.kernels_[left[0]], X.shape[1]):
             stats, models, loss = self._linear_statistics(X, codes)
         else:

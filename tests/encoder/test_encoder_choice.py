@@ -18,6 +18,7 @@ from scalenc import EncoderClassifier, load_model, save_model
 from scalenc.encoder import choice
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import choose_kernel
+from scalenc.encoder.kernels import embed
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.math.sampling import row_hash
@@ -116,10 +117,14 @@ def _benchmark_like():
 
 
 def _first_look(X, y, kernels, U, rows):
-    """What a sample of ``rows`` says (its LDAs, and the whitening of pass 2's bounds)."""
-    return choice.sample_choice(
+    """What a sample of ``rows`` says (its LDAs), with the whitening of pass 2's bounds
+    for every kernel (the sample gives it for the kernels it leaves, two or more)."""
+    first = choice.sample_choice(
         X[rows], y[rows], kernels, U, np.bincount(y[y >= 0]), tol=1e-4, min_improvement=0.3
     )
+    Z, K = embed(kernels, X[rows], U), U.shape[0]
+    first.whiten = [choice.whitening(Z[:, m * K : (m + 1) * K]) for m in range(len(kernels))]
+    return first
 
 
 def _loss_sums_oracle(Z, codes, coef, intercept, whiten, n_kernels):
@@ -248,14 +253,7 @@ def test_pass_two_decides_where_its_bounds_do_in_two_passes(monkeypatch):
     """Nearly separable classes, no kernel dropped by the sample: pass 2's bounds tell
     them apart, and the fit is the rule's choice over every row with the exact model, in
     two passes over X."""
-    real = choice.sample_choice
-
-    def first_look_drops_nothing(*args, **kwargs):
-        out = real(*args, **kwargs)
-        out.dropped = set()
-        return out
-
-    monkeypatch.setattr(choice, "sample_choice", first_look_drops_nothing)
+    monkeypatch.setattr(choice, "CHOICE_Z", 1e6)  # brackets so wide the sample drops none
     X, y = _benchmark_like()
     Xd, reads = counted(X, 25_000)
     model = EncoderClassifier(choice_sample=65_536).fit(Xd, y)
