@@ -53,6 +53,7 @@ those pass 2 decided among, and those compared with their exact LDAs over every 
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,7 +193,9 @@ def _lda(moments: dict, tol: float) -> LDAModel:
         return lda_from_moments(moments["n"], moments["mean"], moments["scatter"], tol=tol)
 
 
-def sample_choice(rows, codes, kernels, U, counts, *, tol: float, min_improvement: float):
+def sample_choice(
+    rows, codes, kernels, U, counts, *, tol: float, min_improvement: float, threads: int = 1
+):
     """Every kernel's LDA and cross-entropy estimated on the sample's ``rows`` (with class
     ``codes``), and the kernels it drops; None when a class has fewer than
     :data:`MIN_CLASS_ROWS` rows in the sample or an estimate is not finite.
@@ -203,13 +206,16 @@ def sample_choice(rows, codes, kernels, U, counts, *, tol: float, min_improvemen
     It runs on one BLAS thread, as a pass's block tasks do
     (:func:`scalenc.engine.cluster.compute`): its products are row tiles of a few
     hundred rows, and two BLAS threads made it take 34 s instead of 2.0 s (65 536 rows,
-    p = 16, K = 100, three kernels; two cores at load 6).
+    p = 16, K = 100, three kernels; two cores at load 6). With ``threads`` > 1 the two
+    halves' moments, and the rows' three sets of losses, are computed side by side on
+    that many threads (the same values).
     """
-    with blas_threads(1):
-        return _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement)
+    with blas_threads(1), ThreadPoolExecutor(max(threads, 1)) as pool:
+        run = pool.map if threads > 1 else map
+        return _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement, run)
 
 
-def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
+def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement, run):
     K, M = U.shape[0], len(kernels)
     codes = np.asarray(codes)
     in_sample = np.bincount(codes[codes >= 0], minlength=K)
@@ -220,19 +226,22 @@ def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
     # computed a second time
     Z = embed(kernels, rows, U, out=Halves(rows.shape[0], M * K))
     halves = [(Z.halves[h], codes[h::2]) for h in (0, 1)]
-    half_stats = [stacked_class_moments(*at, M, K) for at in halves]
+    half_stats = list(run(lambda at: stacked_class_moments(*at, M, K), halves))
 
     def fitted(stats):
         scaled = [scaled_moments(m, counts) for m in stats]
         return scaled, [_lda(m, tol) for m in scaled]
 
-    def losses_of(models, Z, codes):
+    def losses_of(job):
+        models, Z, codes = job
         return stacked_row_losses(Z, codes, *stacked_class_scores(models, K), M)
 
     moments, models = fitted(merge_moment_tuples(*half_stats))
-    own = losses_of(models, Z, codes)  # in-sample: optimistic
     half_models = [fitted(half_stats[1 - h])[1] for h in (0, 1)]
-    held = np.hstack([losses_of(half_models[h], *halves[h]) for h in (0, 1)])
+    # in-sample (optimistic), then each half under the other's LDA (held out)
+    jobs = [(models, Z, codes)] + [(half_models[h], *halves[h]) for h in (0, 1)]
+    own, *held = run(losses_of, jobs)
+    held = np.hstack(held)
     if not (np.isfinite(own).all() and np.isfinite(held).all()):
         return None
     m_rows, n_rows = own.shape[1], float(np.sum(counts))

@@ -9,6 +9,7 @@ from scalenc.base.estimator import fit_stage, unlabeled_marker
 from scalenc.encoder import choice
 from scalenc.encoder.blocks import linear_embedding_moments
 from scalenc.encoder.kernels import Linear
+from scalenc.engine.cluster import task_threads
 from scalenc.math.labels import encode
 
 __all__ = ["SampledFitMixin"]
@@ -36,6 +37,7 @@ class SampledFitMixin:
                 self.class_counts_,
                 tol=self.tol,
                 min_improvement=self.min_improvement,
+                threads=min(2, task_threads()[0]),
             )
         if screen is None:  # a class too rare in the sample: every row decides
             z_moments = self._finish_fit(X, codes, None)
