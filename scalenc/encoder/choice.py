@@ -60,7 +60,7 @@ import numpy as np
 
 from scalenc.encoder import blocks
 from scalenc.encoder.blocks import choose_kernel, stacked_class_moments, stacked_row_losses
-from scalenc.encoder.kernels import embed
+from scalenc.encoder.kernels import embed, embed_tile_rows
 from scalenc.exceptions import NumericalWarning
 from scalenc.math.buffers import scratch
 from scalenc.math.linalg import (
@@ -224,7 +224,10 @@ def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement, run):
     # the sample's halves (even rows, odd rows), written by the embedding as it goes:
     # no copy of them; every row's moments merged from theirs (Chan's update), not
     # computed a second time
-    Z = embed(kernels, rows, U, out=Halves(rows.shape[0], M * K))
+    Z, step = Halves(rows.shape[0], M * K), embed_tile_rows(rows.shape[1])
+    split = min(rows.shape[0], -(-rows.shape[0] // (2 * step)) * step)  # whole tiles each
+    spans = [(a, b) for a, b in ((0, split), (split, rows.shape[0])) if b > a]
+    list(run(lambda at: embed(kernels, rows[at[0] : at[1]], U, out=Z.part(*at)), spans))
     halves = [(Z.halves[h], codes[h::2]) for h in (0, 1)]
     half_stats = list(run(lambda at: stacked_class_moments(*at, M, K), halves))
 
@@ -264,13 +267,17 @@ class Halves:
     the tile's rows in order in a per-thread column-major buffer (the layout of
     :func:`~scalenc.encoder.kernels.embed`'s arrays: the same values in the same tiles)."""
 
-    def __init__(self, rows: int, width: int):
-        self.halves = tuple(np.empty(((rows + 1 - h) // 2, width)) for h in (0, 1))
-        self.shape = (rows, width)
+    def __init__(self, rows: int, width: int, halves=None, start: int = 0):
+        self.halves = halves or tuple(np.empty(((rows + 1 - h) // 2, width)) for h in (0, 1))
+        self.shape, self.start = (rows, width), start
+
+    def part(self, start: int, stop: int) -> Halves:
+        """Rows ``start:stop`` of this array, written and read in it."""
+        return Halves(stop - start, self.shape[1], self.halves, self.start + start)
 
     def _parts(self, rows: slice):
         """Each half, the tile's rows in it and their rows of the half."""
-        start, stop, _ = rows.indices(self.shape[0])
+        start, stop = (self.start + at for at in rows.indices(self.shape[0])[:2])
         for h, half in enumerate(self.halves):
             first = start + (h - start) % 2  # the tile's first row of this half
             yield half, slice(first - start, None, 2), slice(first // 2, (stop - h + 1) // 2)
@@ -288,7 +295,7 @@ class Halves:
         return tile
 
     def columns(self, start: int, stop: int) -> np.ndarray:
-        """Columns ``start:stop`` of every row, in order (a new array)."""
+        """Columns ``start:stop`` of every row, in order (a new array; the whole array's)."""
         out = np.empty((self.shape[0], stop - start))
         for h, half in enumerate(self.halves):
             out[h::2] = half[:, start:stop]
