@@ -206,9 +206,9 @@ def sample_choice(
     It runs on one BLAS thread, as a pass's block tasks do
     (:func:`scalenc.engine.cluster.compute`): its products are row tiles of a few
     hundred rows, and two BLAS threads made it take 34 s instead of 2.0 s (65 536 rows,
-    p = 16, K = 100, three kernels; two cores at load 6). With ``threads`` > 1 the two
-    halves' moments, and the rows' three sets of losses, are computed side by side on
-    that many threads (the same values).
+    p = 16, K = 100, three kernels; two cores at load 6). With ``threads`` > 1 the
+    embedding's tiles (two runs of whole tiles), the two halves' moments and the rows'
+    three sets of losses are computed side by side on that many threads (the same values).
     """
     with blas_threads(1), ThreadPoolExecutor(max(threads, 1)) as pool:
         run = pool.map if threads > 1 else map
