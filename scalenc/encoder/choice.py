@@ -81,6 +81,7 @@ __all__ = [
     "sample_plan",
     "SampleChoice",
     "sample_choice",
+    "Halves",
     "whitening",
     "cross_entropy_bounds",
     "excluded_within",
