@@ -53,14 +53,16 @@ those pass 2 decided among, and those compared with their exact LDAs over every 
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from scalenc.encoder import blocks
 from scalenc.encoder.blocks import choose_kernel, stacked_class_moments, stacked_row_losses
-from scalenc.encoder.kernels import embed
+from scalenc.encoder.kernels import embed, embed_tile_rows
 from scalenc.exceptions import NumericalWarning
+from scalenc.math.buffers import scratch
 from scalenc.math.linalg import (
     LDAModel,
     blas_threads,
@@ -79,6 +81,7 @@ __all__ = [
     "sample_plan",
     "SampleChoice",
     "sample_choice",
+    "Halves",
     "whitening",
     "cross_entropy_bounds",
     "excluded_within",
@@ -168,8 +171,8 @@ class SampleChoice:
     cross_entropy: np.ndarray
     #: The kernels the rule cannot choose, as far as the sample shows.
     dropped: set
-    #: Each kernel's V for pass 2's bounds (:func:`whitening`).
-    whiten: list
+    #: V for pass 2's bounds (:func:`whitening`) of each kernel left, where two or more are.
+    whiten: dict
 
 
 def scaled_moments(moments: dict, counts: np.ndarray) -> dict:
@@ -191,7 +194,9 @@ def _lda(moments: dict, tol: float) -> LDAModel:
         return lda_from_moments(moments["n"], moments["mean"], moments["scatter"], tol=tol)
 
 
-def sample_choice(rows, codes, kernels, U, counts, *, tol: float, min_improvement: float):
+def sample_choice(
+    rows, codes, kernels, U, counts, *, tol: float, min_improvement: float, threads: int = 1
+):
     """Every kernel's LDA and cross-entropy estimated on the sample's ``rows`` (with class
     ``codes``), and the kernels it drops; None when a class has fewer than
     :data:`MIN_CLASS_ROWS` rows in the sample or an estimate is not finite.
@@ -202,36 +207,45 @@ def sample_choice(rows, codes, kernels, U, counts, *, tol: float, min_improvemen
     It runs on one BLAS thread, as a pass's block tasks do
     (:func:`scalenc.engine.cluster.compute`): its products are row tiles of a few
     hundred rows, and two BLAS threads made it take 34 s instead of 2.0 s (65 536 rows,
-    p = 16, K = 100, three kernels; two cores at load 6).
+    p = 16, K = 100, three kernels; two cores at load 6). With ``threads`` > 1 the
+    embedding's tiles (two runs of whole tiles), the two halves' moments and the rows'
+    three sets of losses are computed side by side on that many threads (the same values).
     """
-    with blas_threads(1):
-        return _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement)
+    with blas_threads(1), ThreadPoolExecutor(max(threads, 1)) as pool:
+        run = pool.map if threads > 1 else map
+        return _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement, run)
 
 
-def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
+def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement, run):
     K, M = U.shape[0], len(kernels)
     codes = np.asarray(codes)
     in_sample = np.bincount(codes[codes >= 0], minlength=K)
     if in_sample.min() < MIN_CLASS_ROWS:
         return None
-    Z = embed(kernels, rows, U)
-
-    # the sample's halves (even rows, odd rows), each copied once in row order; every
-    # row's moments merged from theirs (Chan's update), not computed a second time
-    halves = [(np.ascontiguousarray(Z[h::2]), codes[h::2]) for h in (0, 1)]
-    half_stats = [stacked_class_moments(*at, M, K) for at in halves]
+    # the sample's halves (even rows, odd rows), written by the embedding as it goes:
+    # no copy of them; every row's moments merged from theirs (Chan's update), not
+    # computed a second time
+    Z, step = Halves(rows.shape[0], M * K), embed_tile_rows(rows.shape[1])
+    split = min(rows.shape[0], -(-rows.shape[0] // (2 * step)) * step)  # whole tiles each
+    spans = [(a, b) for a, b in ((0, split), (split, rows.shape[0])) if b > a]
+    list(run(lambda at: embed(kernels, rows[at[0] : at[1]], U, out=Z.part(*at)), spans))
+    halves = [(Z.halves[h], codes[h::2]) for h in (0, 1)]
+    half_stats = list(run(lambda at: stacked_class_moments(*at, M, K), halves))
 
     def fitted(stats):
         scaled = [scaled_moments(m, counts) for m in stats]
         return scaled, [_lda(m, tol) for m in scaled]
 
-    def losses_of(models, Z, codes):
+    def losses_of(job):
+        models, Z, codes = job
         return stacked_row_losses(Z, codes, *stacked_class_scores(models, K), M)
 
     moments, models = fitted(merge_moment_tuples(*half_stats))
-    own = losses_of(models, Z, codes)  # in-sample: optimistic
     half_models = [fitted(half_stats[1 - h])[1] for h in (0, 1)]
-    held = np.hstack([losses_of(half_models[h], *halves[h]) for h in (0, 1)])
+    # in-sample (optimistic), then each half under the other's LDA (held out)
+    jobs = [(models, Z, codes)] + [(half_models[h], *halves[h]) for h in (0, 1)]
+    own, *held = run(losses_of, jobs)
+    held = np.hstack(held)
     if not (np.isfinite(own).all() and np.isfinite(held).all()):
         return None
     m_rows, n_rows = own.shape[1], float(np.sum(counts))
@@ -241,8 +255,52 @@ def _sample_choice(rows, codes, kernels, U, counts, tol, min_improvement):
     upper = scale * (held.sum(axis=1) + CHOICE_Z * held.std(axis=1) * spread)
     lower, upper = lower * (1 - LDA_MARGIN), np.maximum(upper, lower) * (1 + LDA_MARGIN)
     dropped = excluded_within(lower, upper, range(M), min_improvement=min_improvement)
-    whiten = [whitening(Z[:, m * K : (m + 1) * K]) for m in range(M)]
+    left = [m for m in range(M) if m not in dropped]
+    # pass 2's V, only where it bounds two or more kernels' c_m
+    whiten = {m: whitening(Z.columns(m * K, (m + 1) * K)) for m in left if len(left) > 1}
     return SampleChoice(m_rows, moments, models, scale * own.sum(axis=1), dropped, whiten)
+
+
+class Halves:
+    """A (rows × ``width``) float64 array held as its two halves, its even rows and its odd
+    rows (``halves``, each C-contiguous), written and read by row tiles: ``Z[rows, cols]
+    = tile`` (as :func:`~scalenc.encoder.kernels.embed` writes) and ``Z[start:stop]``,
+    the tile's rows in order in a per-thread column-major buffer (the layout of
+    :func:`~scalenc.encoder.kernels.embed`'s arrays: the same values in the same tiles)."""
+
+    def __init__(self, rows: int, width: int, halves=None, start: int = 0):
+        self.halves = halves or tuple(np.empty(((rows + 1 - h) // 2, width)) for h in (0, 1))
+        self.shape, self.start = (rows, width), start
+
+    def part(self, start: int, stop: int) -> Halves:
+        """Rows ``start:stop`` of this array, written and read in it."""
+        return Halves(stop - start, self.shape[1], self.halves, self.start + start)
+
+    def _parts(self, rows: slice):
+        """Each half, the tile's rows in it and their rows of the half."""
+        start, stop = (self.start + at for at in rows.indices(self.shape[0])[:2])
+        for h, half in enumerate(self.halves):
+            first = start + (h - start) % 2  # the tile's first row of this half
+            yield half, slice(first - start, None, 2), slice(first // 2, (stop - h + 1) // 2)
+
+    def __setitem__(self, key: tuple, tile: np.ndarray) -> None:
+        rows, cols = key
+        for half, mine, at in self._parts(rows):
+            half[at, cols] = tile[mine]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(self.shape[0])
+        tile = scratch("choice.halves", (self.shape[1], stop - start), np.float64).T
+        for half, mine, at in self._parts(rows):
+            tile[mine] = half[at]
+        return tile
+
+    def columns(self, start: int, stop: int) -> np.ndarray:
+        """Columns ``start:stop`` of every row, in order (a new array; the whole array's)."""
+        out = np.empty((self.shape[0], stop - start))
+        for h, half in enumerate(self.halves):
+            out[h::2] = half[:, start:stop]
+        return out
 
 
 def whitening(Z) -> np.ndarray:

@@ -3,12 +3,12 @@
 Z = A W (:mod:`scalenc.encoder.graph_blocks` has the formula and GraphEmd's options) is
 built as a lazy Dask array with the node blocks of the labels: every edge block's task
 turns its edges into sparse contributions grouped by node block, each node block folds
-the contributions of the edge blocks into its running sum, ``split_every`` edge blocks a
-step, and is then finished on its own (self-loops, row normalisation). Neither the edges
-nor the n × K embedding is ever in one task: a task holds one edge block, or one node
-block's (rows × K) sum and the sparse parts it merges — so memory does not grow with the
-number of edges. The class codes of all n nodes (one to four bytes each) travel to every
-edge task, as one task's output shared by the edge tasks on a worker, and with the
+the contributions of the edge blocks into its running sum, the configured fan-in of edge
+blocks a step, and is then finished on its own (self-loops, row normalisation). Neither
+the edges nor the n × K embedding is ever in one task: a task holds one edge block, or
+one node block's (rows × K) sum and the sparse parts it merges — so memory does not grow
+with the number of edges. The class codes of all n nodes (one to four bytes each) travel
+to every edge task, as one task's output shared by the edge tasks on a worker, and with the
 Laplacian the n degrees' d^−½ (eight bytes each): that is O(n) bytes per worker, never
 O(nK), and nothing n-sized reaches the client.
 """
@@ -130,8 +130,8 @@ def _node_lookup(node_ids: np.ndarray) -> NodeLookup:
 def _node_sums(parts, bounds, width: int) -> list:
     """Each node block's sum of the edge blocks' parts, as a Delayed (rows × width).
 
-    A fold over groups of ``split_every`` edge blocks (the reductions' configured fan-in,
-    :func:`scalenc.engine.reduce.fan_in`), not a tree: a node block's sum is
+    A fold over groups of edge blocks, as many as the reductions' configured fan-in
+    (:func:`scalenc.engine.reduce.fan_in`), not a tree: a node block's sum is
     dense (rows × width × 8 bytes; with 10⁶ nodes and 10 classes all node blocks' sums
     weigh as much as the sparse parts of 2·10⁷ edges), so a tree of fan-in s would hold
     up to (s − 1) × its depth of them per node block, more as the edges grow. Each step
@@ -142,7 +142,7 @@ def _node_sums(parts, bounds, width: int) -> list:
     block's parts. So the pass holds the running sums and the parts of about one group,
     whatever the number of edge blocks.
     """
-    split_every = fan_in()
+    fan = fan_in()
     n_blocks = len(bounds) - 1
     steps = [
         dask.delayed(
@@ -151,8 +151,8 @@ def _node_sums(parts, bounds, width: int) -> list:
         for j in range(n_blocks)
     ]
     sums, done = [None] * n_blocks, None
-    for start in range(0, len(parts), split_every):
-        group = parts[start : start + split_every]
+    for start in range(0, len(parts), fan):
+        group = parts[start : start + fan]
         sums = [steps[j](total, *(p[j] for p in group), after=done) for j, total in enumerate(sums)]
         done = dask.delayed(_all_done, pure=True)(*sums)
     return sums
@@ -219,7 +219,7 @@ def graph_embedding(
     the codes once per node block plus once for the edge tasks. Memory per task: one edge
     block and its contributions (4 bytes each unweighted, 12 weighted; about two per
     edge), or one node block's running sum (rows × width × 8 bytes) with the parts of
-    ``split_every`` edge blocks it adds (the configured fan-in); per worker, the n class
+    the edge blocks it adds (as many as the configured fan-in); per worker, the n class
     codes (and with the
     Laplacian n float64 scales) shared by its edge tasks. None of it grows with the number
     of edges. Nothing n-sized is computed on the client.

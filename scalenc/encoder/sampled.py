@@ -9,6 +9,7 @@ from scalenc.base.estimator import fit_stage, unlabeled_marker
 from scalenc.encoder import choice
 from scalenc.encoder.blocks import linear_embedding_moments
 from scalenc.encoder.kernels import Linear
+from scalenc.engine.cluster import task_threads
 from scalenc.math.labels import encode
 
 __all__ = ["SampledFitMixin"]
@@ -36,6 +37,7 @@ class SampledFitMixin:
                 self.class_counts_,
                 tol=self.tol,
                 min_improvement=self.min_improvement,
+                threads=min(2, task_threads()[0]),
             )
         if screen is None:  # a class too rare in the sample: every row decides
             z_moments = self._finish_fit(X, codes, None)
@@ -45,7 +47,7 @@ class SampledFitMixin:
         z_moments, self.lda_models_ = list(screen.moments), list(screen.models)
         self._set_cross_entropy(screen.cross_entropy, "sample")
         several = len(left) > 1  # pass 2 also gives c_m under the sample's LDAs
-        whiten = [screen.whiten[m] for m in left]
+        whiten = [screen.whiten[m] for m in left] if several else None
         if not several and self._linear_from_scatter(self.kernels_[left[0]], X.shape[1]):
             stats, models, loss = self._linear_statistics(X, codes)
         else:

@@ -18,6 +18,7 @@ from scalenc import EncoderClassifier, load_model, save_model
 from scalenc.encoder import choice
 from scalenc.encoder import passes as encoder_passes
 from scalenc.encoder.blocks import choose_kernel
+from scalenc.encoder.kernels import embed, get_kernel
 from scalenc.engine import passes
 from scalenc.engine.cluster import compute
 from scalenc.math.sampling import row_hash
@@ -116,10 +117,14 @@ def _benchmark_like():
 
 
 def _first_look(X, y, kernels, U, rows):
-    """What a sample of ``rows`` says (its LDAs, and the whitening of pass 2's bounds)."""
-    return choice.sample_choice(
+    """What a sample of ``rows`` says (its LDAs), with the whitening of pass 2's bounds
+    for every kernel (the sample gives it for the kernels it leaves, two or more)."""
+    first = choice.sample_choice(
         X[rows], y[rows], kernels, U, np.bincount(y[y >= 0]), tol=1e-4, min_improvement=0.3
     )
+    Z, K = embed(kernels, X[rows], U), U.shape[0]
+    first.whiten = [choice.whitening(Z[:, m * K : (m + 1) * K]) for m in range(len(kernels))]
+    return first
 
 
 def _loss_sums_oracle(Z, codes, coef, intercept, whiten, n_kernels):
@@ -248,14 +253,7 @@ def test_pass_two_decides_where_its_bounds_do_in_two_passes(monkeypatch):
     """Nearly separable classes, no kernel dropped by the sample: pass 2's bounds tell
     them apart, and the fit is the rule's choice over every row with the exact model, in
     two passes over X."""
-    real = choice.sample_choice
-
-    def first_look_drops_nothing(*args, **kwargs):
-        out = real(*args, **kwargs)
-        out.dropped = set()
-        return out
-
-    monkeypatch.setattr(choice, "sample_choice", first_look_drops_nothing)
+    monkeypatch.setattr(choice, "CHOICE_Z", 1e6)  # brackets so wide the sample drops none
     X, y = _benchmark_like()
     Xd, reads = counted(X, 25_000)
     model = EncoderClassifier(choice_sample=65_536).fit(Xd, y)
@@ -308,6 +306,53 @@ def test_excluded_within_keeps_what_the_bounds_cannot_tell_apart():
     # between two kernels that both qualify, the smaller c wins unless the bounds overlap
     assert out([100.0, 40, 60], [100.0, 41, 61], range(3), min_improvement=0.3) == {0, 2}
     assert out([100.0, 40, 40.5], [100.0, 41, 41.5], range(3), min_improvement=0.3) == {0}
+
+
+@pytest.mark.parametrize("n", [999, 1000])
+def test_the_sample_halves_hold_its_embedding_row_for_row(n):
+    """The sample's embedding held as its halves: even rows in one, odd in the other, as
+    written whole or by parts, and its row tiles and columns read back in order."""
+    rng = np.random.default_rng(0)
+    X, U = rng.normal(size=(n, 5)), rng.normal(size=(3, 5))
+    Z = embed([get_kernel(k) for k in ("linear", "euclidean", "spearman")], X, U)
+    whole, parts = choice.Halves(n, 9), choice.Halves(n, 9)
+    whole[:, :] = Z
+    for start, stop in ((0, 301), (301, 302), (302, n)):
+        parts.part(start, stop)[: stop - start, 2:9] = Z[start:stop, 2:9]
+        parts.part(start, stop)[:, :2] = Z[start:stop, :2]
+    for held in (whole, parts):
+        for h in (0, 1):
+            np.testing.assert_array_equal(held.halves[h], Z[h::2])
+        for start, stop in ((0, 300), (301, 700), (n - 5, n), (7, 8)):
+            np.testing.assert_array_equal(held[start:stop], Z[start:stop])
+        np.testing.assert_array_equal(held.columns(3, 6), Z[:, 3:6])
+
+
+def test_the_sample_on_two_threads_says_the_same(monkeypatch):
+    """Its embedding's tiles, halves' moments and row losses side by side: the same values."""
+    monkeypatch.setattr(choice, "CHOICE_Z", 1e6)  # none dropped: every kernel's whitening
+    X, y = _clear_blobs()
+    X, y = X[:3001], y[:3001]
+    U = np.stack([X[y == k].mean(axis=0) for k in range(y.max() + 1)])
+    kernels = [get_kernel(k) for k in ("linear", "euclidean", "spearman")]
+    look = [
+        choice.sample_choice(
+            X,
+            y,
+            kernels,
+            U,
+            np.bincount(y[y >= 0]) * 10,
+            tol=1e-4,
+            min_improvement=0.3,
+            threads=threads,
+        )  # fmt: skip
+        for threads in (1, 2)
+    ]
+    assert look[0].dropped == look[1].dropped == set() and len(look[1].whiten) == 3
+    np.testing.assert_array_equal(look[0].cross_entropy, look[1].cross_entropy)
+    for m, V in look[0].whiten.items():
+        np.testing.assert_array_equal(V, look[1].whiten[m])
+        np.testing.assert_array_equal(look[0].models[m].coef, look[1].models[m].coef)
 
 
 def test_sample_and_results_do_not_depend_on_chunking():
