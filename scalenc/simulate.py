@@ -35,12 +35,7 @@ import numpy as np
 
 from scalenc.exceptions import InputError
 
-__all__ = [
-    "SETTINGS",
-    "TILE",
-    "simulate",
-    "simulate_rows",
-]
+__all__ = ["SETTINGS", "TILE", "simulate", "simulate_rows"]
 
 
 TILE = 1024

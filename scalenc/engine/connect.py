@@ -22,12 +22,7 @@ from scalenc.exceptions import (
     MissingDeviceDependency,
 )
 
-__all__ = [
-    "ENV_SCHEDULER",
-    "ENV_SCHEDULER_FILE",
-    "connect",
-    "make_security",
-]
+__all__ = ["ENV_SCHEDULER", "ENV_SCHEDULER_FILE", "connect", "make_security"]
 
 
 ENV_SCHEDULER = "SCALENC_SCHEDULER"

@@ -35,13 +35,7 @@ from dask.delayed import Delayed
 
 from scalenc.engine.blocksize import NEIGHBOR_PAIR_WORK, BlockWork
 from scalenc.engine.cluster import compute
-from scalenc.engine.reduce import (
-    RowCache,
-    keep_on_workers,
-    map_rows,
-    reduce_rows,
-    tree_reduce,
-)
+from scalenc.engine.reduce import RowCache, keep_on_workers, map_rows, reduce_rows, tree_reduce
 from scalenc.math import labels
 from scalenc.math import sampling as _sampling
 from scalenc.math.labels import confusion_counts

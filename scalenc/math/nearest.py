@@ -20,12 +20,7 @@ import copy
 import numpy as np
 
 from scalenc.math.buffers import gather, host_scratch, scratch, scratch_take
-from scalenc.math.distances import (
-    GATHER_ELEMENTS,
-    duplicate_rank,
-    row_sq_norms,
-    score_bound,
-)
+from scalenc.math.distances import GATHER_ELEMENTS, duplicate_rank, row_sq_norms, score_bound
 from scalenc.math.xp import (
     argpartition_rows,
     device_of,

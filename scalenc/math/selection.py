@@ -18,18 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalenc.math.buffers import arange, gather, scratch, scratch_take
-from scalenc.math.distances import (
-    GATHER_ELEMENTS,
-    duplicate_rank,
-    score_bound,
-)
-from scalenc.math.xp import (
-    device_of,
-    lexsort_rows,
-    namespace,
-    tile_elements,
-    to_host,
-)
+from scalenc.math.distances import GATHER_ELEMENTS, duplicate_rank, score_bound
+from scalenc.math.xp import device_of, lexsort_rows, namespace, tile_elements, to_host
 
 __all__ = [
     "TILE_ELEMENTS",
