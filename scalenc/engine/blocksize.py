@@ -141,11 +141,7 @@ def target_seconds() -> float | None:
 
 
 def split_rows(
-    chunks: Sequence[int],
-    work: BlockWork,
-    *,
-    target: float = TARGET_SECONDS,
-    rate: float = RATE,
+    chunks: Sequence[int], work: BlockWork, *, target: float = TARGET_SECONDS, rate: float = RATE
 ) -> tuple[int, ...]:
     """Row chunks with each of ``chunks`` cut into the fewest equal pieces (sizes differ
     by at most one row) whose estimated seconds (rows · ``work.per_row`` / ``rate``) are

@@ -382,10 +382,7 @@ def _announce(client, quiet: bool) -> None:
     link = client.dashboard_link
     logger.info("Dask scheduler %s, dashboard %s", address_of(client), link)
     if not quiet:
-        print(
-            f"scalenc: Dask scheduler {address_of(client)}; dashboard {link}",
-            file=sys.stderr,
-        )
+        print(f"scalenc: Dask scheduler {address_of(client)}; dashboard {link}", file=sys.stderr)
 
 
 def _wait_for_workers(client, n_workers, timeout, where) -> None:

@@ -206,12 +206,7 @@ def class_counts_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
 
     One pass over y (not X), merged in a tree; each partial holds O(K) numbers.
     """
-    return reduce_rows(
-        _class_counts_block,
-        y,
-        combine=labels.merge_class_counts,
-        marker=marker,
-    )
+    return reduce_rows(_class_counts_block, y, combine=labels.merge_class_counts, marker=marker)
 
 
 def find_classes(y: da.Array, *, marker=labels.UNLABELED) -> np.ndarray:
@@ -234,11 +229,7 @@ def _confusion_block(pred, y, *, row_start, classes, marker=labels.UNLABELED):
 
 
 def confusion_pass(
-    pred: da.Array,
-    y: da.Array,
-    classes: np.ndarray,
-    *,
-    marker=labels.UNLABELED,
+    pred: da.Array, y: da.Array, classes: np.ndarray, *, marker=labels.UNLABELED
 ) -> Delayed:
     """Confusion counts of lazy predictions against y
     (:func:`scalenc.math.labels.confusion_counts`), summed in a tree: one pass over
@@ -283,13 +274,7 @@ def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: 
 
 
 def kneighbors_pass(
-    X,
-    codes,
-    candidates,
-    candidate_index,
-    n_neighbors: int,
-    *,
-    split_every: int | None = None,
+    X, codes, candidates, candidate_index, n_neighbors: int, *, split_every: int | None = None
 ):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
