@@ -9,7 +9,7 @@ Dask graphs. Each function returns a Delayed (computed by the caller, which coun
 pass) unless its docstring says otherwise.
 
 Labels and evaluation
-    :func:`classes_pass` / :func:`class_counts_pass` / :func:`find_classes`,
+    :func:`class_counts_pass` / :func:`find_classes`,
     :func:`label_counts_pass`, :func:`confusion_pass`.
 Class moments
     :func:`class_moments_pass`, and :func:`labeled_moments_pass` (the encoder's pass 1,
@@ -49,7 +49,6 @@ __all__ = [
     "map_rows",
     "keep_on_workers",
     "RowCache",
-    "classes_pass",
     "class_counts_pass",
     "find_classes",
     "label_counts_pass",
@@ -186,22 +185,13 @@ def labeled_moments_pass(
     )
 
 
-def _classes_block(y, *, row_start, marker=labels.UNLABELED):
-    return labels.labeled_unique(y, marker)
-
-
-def classes_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
-    """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
-    out): one pass over y (not X), merged in a tree."""
-    return reduce_rows(_classes_block, y, combine=labels.union, marker=marker)
-
-
 def _class_counts_block(y, *, row_start, marker=labels.UNLABELED):
     return labels.class_counts(y, marker)
 
 
 def class_counts_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
-    """:func:`classes_pass` with the rows of each class and the rows labeled ``marker``:
+    """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
+    out), the rows of each class and the rows labeled ``marker``:
     ``{"classes", "counts", "marker_rows"}`` (:func:`scalenc.math.labels.class_counts`).
 
     One pass over y (not X), merged in a tree; each partial holds O(K) numbers.
@@ -243,15 +233,13 @@ def confusion_pass(
 _NEIGHBOR_BYTES = 24
 
 
-def _label_counts_block(codes, *, row_start, n_classes):
-    return _sampling.label_counts_block(codes, row_start=row_start, n_classes=n_classes)
-
-
 def label_counts_pass(
     codes: da.Array, n_classes: int, *, split_every: int | None = None
 ) -> Delayed:
     """Labeled rows per class (K,), one pass over the class codes (not X)."""
-    return reduce_rows(_label_counts_block, codes, n_classes=n_classes, split_every=split_every)
+    return reduce_rows(
+        _sampling.label_counts_block, codes, n_classes=n_classes, split_every=split_every
+    )
 
 
 def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int | None = None):
