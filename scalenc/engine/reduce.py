@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 import dask
 import dask.array as da
 import numpy as np
+from dask._task_spec import DataNode
 from dask.base import is_dask_collection, tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
@@ -45,16 +46,11 @@ from scalenc.engine.cluster import (
     no_workers_timeout,
     uses_distributed,
 )
+from scalenc.engine.reads import note_computation, note_reader
+from scalenc.engine.resend import SCATTERED, remember_scattered
 from scalenc.exceptions import ClusterUnavailableError, InputError
 from scalenc.math.moments import combine_partials
 from scalenc.math.xp import host_tree, is_device_array, to_host
-
-try:
-    from dask._task_spec import DataNode
-except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
-    DataNode = ()
-from scalenc.engine.reads import note_computation, note_reader
-from scalenc.engine.resend import SCATTERED, remember_scattered
 
 __all__ = [
     "from_numpy_rows",
