@@ -118,31 +118,23 @@ def _class_moments_on_host(X, codes, n_classes, *, scatter, sqnorm, check_finite
     n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
     all_labeled = bool(labeled.all())
     if scatter and np.asarray(X).dtype == np.float32:
-        out = _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite)
-        return out
+        return _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite)
     if scatter:
         # one float64 copy of the labeled rows, centred in place at their block mean m;
         # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
         indicator = onehot(codes, n_classes)
+        if not all_labeled:
+            indicator = indicator[:, labeled]
         centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
-        sums = (
-            np.asarray(indicator[:, labeled] @ centred)
-            if not all_labeled
-            else np.asarray(indicator @ centred)
-        )
+        sums = np.asarray(indicator @ centred)
         total = n.sum()
         block_mean = sums.sum(axis=0) / total if total else np.zeros(centred.shape[1])
         sums -= np.outer(n, block_mean)  # class sums of the centred rows
         centred -= block_mean
-        shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
-        mean = shifted + block_mean
-        out_scatter = matmul(np, centred.T, centred) - (shifted * n[:, None]).T @ shifted
-        out = {"n": n, "mean": np.where(n[:, None] > 0, mean, 0.0), "scatter": out_scatter}
+        out = moments_about(n, block_mean, sums, matmul(np, centred.T, centred))
         if sqnorm:
             centred += block_mean
-            out["sqnorm"] = (indicator[:, labeled] if not all_labeled else indicator) @ np.einsum(
-                "ij,ij->i", centred, centred
-            )
+            out["sqnorm"] = indicator @ np.einsum("ij,ij->i", centred, centred)
         if check_finite:
             out["all_finite"] = False
         return out
