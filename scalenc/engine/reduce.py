@@ -209,27 +209,20 @@ def _shared(kwargs: dict) -> dict:
 _NOT_A_VALUE = object()
 
 
-def _share(value, client, scatter: bool | None = None):
-    """``value`` as the graph refers to it: scattered to the cluster when ``scatter`` (None:
-    when it is larger than :data:`SCATTER_BYTES`), else embedded once."""
-    if client is not None and scatter is not False:
-        literal = _literal(value)
-        big = literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES
-        if literal is not _NOT_A_VALUE and (scatter or big):
-            key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
-            future = SCATTERED.get(key)
-            if future is None or future.status != "finished":
-                # a fresh key each time: a value released with its last graph may be
-                # forgotten by the scheduler after a new scatter under its old key arrives
-                future = _scatter(client, literal)
-                SCATTERED[key] = future
-            return future
-    return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
-
-
-def _scatter(client, value):
-    """``value`` on every worker, as a Future (:func:`scatter_values`)."""
-    (future,) = scatter_values(client, [value], broadcast=True)
+def _share(value, client, scatter: bool):
+    """``value`` as the graph refers to it: with ``scatter``, a Future of it on every
+    worker of ``client``'s cluster (:func:`scatter_values`; a plain value, see
+    :func:`_literal`), else embedded once."""
+    if not scatter:
+        return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
+    literal = _literal(value)
+    key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
+    future = SCATTERED.get(key)
+    if future is None or future.status != "finished":
+        # a fresh key each time: a value released with its last graph may be
+        # forgotten by the scheduler after a new scatter under its old key arrives
+        (future,) = scatter_values(client, [literal], broadcast=True)
+        SCATTERED[key] = future
     return future
 
 
