@@ -264,17 +264,10 @@ def _pair_on_host(rows_i, index_i, labels_i, rows_j, index_j, labels_j, n_neighb
 
 def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Merge k-NN partials of several blocks: the k nearest of their union (associative)."""
-    k = parts[0]["dist2"].shape[1]
-    dist2, index, label = (
-        np.concatenate([p[key] for p in parts], axis=1) for key in ("dist2", "index", "label")
-    )
-    dist2, index, label = _sorted_k(dist2, index, label, k)
-    return {
-        "dist2": dist2,
-        "index": index,
-        "label": label,
-        "nonfinite": sum(int(p["nonfinite"]) for p in parts),
-    }
+    keys = ("dist2", "index", "label")
+    joined = (np.concatenate([p[key] for p in parts], axis=1) for key in keys)
+    nearest_k = _sorted_k(*joined, parts[0]["dist2"].shape[1])
+    return {**dict(zip(keys, nearest_k)), "nonfinite": sum(int(p["nonfinite"]) for p in parts)}
 
 
 def nearest(
@@ -328,8 +321,7 @@ def _nearest_on_host(xp, Q, R, k, exclude, dtype):
     :data:`~scalenc.math.selection.TILE_ELEMENTS` scores in a reused buffer, the k
     smallest of each row by :func:`~scalenc.math.selection.smallest_k`."""
     c, b = Q.shape[0], R.shape[0]
-    pos_out = np.full((c, k), -1, dtype=np.int64)
-    d2_out = np.full((c, k), np.inf)
+    pos_out, d2_out = no_neighbors(np, c, k, R)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
     search = Search(np.asarray(Q), np.asarray(R), q_norms, r_norms, k, dtype)
     with np.errstate(over="ignore"):  # rows beyond the ranking precision rank last (inf)
