@@ -252,11 +252,10 @@ def connect(
         return
     sec = make_security(security)
     if address in ("local", "local-cuda"):
-        start = _local_cluster if address == "local" else _local_cuda_cluster
-        where = "a LocalCluster" if address == "local" else "a LocalCUDACluster"
-        with start(n_workers, threads_per_worker, memory_limit, sec) as cluster:
-            with _client(cluster, sec, timeout, quiet, where=where) as client:
-                yield client
+        cluster = _local_cluster(address, n_workers, threads_per_worker, memory_limit, sec)
+        where = f"a {type(cluster).__name__}"
+        with cluster, _client(cluster, sec, timeout, quiet, where=where) as client:
+            yield client
         return
     if threads_per_worker is not None or memory_limit is not None:
         raise InputError(
@@ -283,47 +282,33 @@ def connect(
         yield client
 
 
-@contextlib.contextmanager
-def _local_cluster(n_workers, threads_per_worker, memory_limit, security):
-    from distributed import LocalCluster
-
+def _local_cluster(address, n_workers, threads_per_worker, memory_limit, security):
+    """A LocalCluster of worker processes on 127.0.0.1 (``"local"``), or dask-cuda's
+    LocalCUDACluster there (``"local-cuda"``: one worker process per GPU)."""
     kwargs = {"memory_limit": memory_limit} if memory_limit is not None else {}
     if security is not None:
         kwargs.update(security=security, protocol="tls://")
-    with LocalCluster(
-        n_workers=n_workers,
+    if address == "local":
+        from distributed import LocalCluster as Cluster
+
+        kwargs.update(n_workers=n_workers, processes=True)
+    else:
+        try:
+            from dask_cuda import LocalCUDACluster as Cluster
+        except ImportError as error:
+            raise MissingDeviceDependency(
+                "connect('local-cuda') needs dask-cuda and CuPy: pip install 'scalenc[gpu]'."
+            ) from error
+        threads_per_worker = threads_per_worker or 1
+        if n_workers is not None:
+            kwargs["n_workers"] = n_workers
+    return Cluster(
         threads_per_worker=threads_per_worker,
-        processes=True,
         host=LOOPBACK,
         dashboard_address=f"{LOOPBACK}:0",
         silence_logs=logging.WARNING,
         **kwargs,
-    ) as cluster:
-        yield cluster
-
-
-@contextlib.contextmanager
-def _local_cuda_cluster(n_workers, threads_per_worker, memory_limit, security):
-    """dask-cuda's LocalCUDACluster on 127.0.0.1: one worker process per GPU."""
-    try:
-        from dask_cuda import LocalCUDACluster
-    except ImportError as error:
-        raise MissingDeviceDependency(
-            "connect('local-cuda') needs dask-cuda and CuPy: pip install 'scalenc[gpu]'."
-        ) from error
-    kwargs = {"memory_limit": memory_limit} if memory_limit is not None else {}
-    if security is not None:
-        kwargs.update(security=security, protocol="tls://")
-    if n_workers is not None:
-        kwargs["n_workers"] = n_workers
-    with LocalCUDACluster(
-        threads_per_worker=threads_per_worker or 1,
-        host=LOOPBACK,
-        dashboard_address=f"{LOOPBACK}:0",
-        silence_logs=logging.WARNING,
-        **kwargs,
-    ) as cluster:
-        yield cluster
+    )
 
 
 def _security_from_config(address: str):
@@ -347,7 +332,7 @@ def _client(target, security, timeout, quiet, *, where):
     try:
         client = Client(target, security=security, timeout=timeout, set_as_default=True)
     except Exception as exc:  # OSError, TimeoutError, TypeError (TLS), CommClosedError…
-        raise ClusterUnavailableError(_refusal_message(where, exc, security, timeout)) from exc
+        raise ClusterUnavailableError(_refusal_message(where, exc, timeout)) from exc
     try:
         _announce(client, quiet)
         with client.as_current():
@@ -357,7 +342,7 @@ def _client(target, security, timeout, quiet, *, where):
             client.close(timeout=min(timeout, 10))
 
 
-def _refusal_message(where: str, exc: BaseException, security, timeout) -> str:
+def _refusal_message(where: str, exc: BaseException, timeout) -> str:
     text = f"{type(exc).__name__}: {exc}"
     head = f"Cannot use the Dask scheduler at {where}: {text}."
     if "TLS" in str(exc) or "certificate" in str(exc) or "ssl" in text.lower():
