@@ -72,13 +72,7 @@ def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
 
 
 def class_moments_pass(
-    X: da.Array,
-    codes: da.Array,
-    n_classes: int,
-    *,
-    scatter: bool = False,
-    sqnorm: bool = False,
-    split_every: int | None = None,
+    X: da.Array, codes: da.Array, n_classes: int, *, scatter: bool = False, sqnorm: bool = False
 ) -> Delayed:
     """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
 
@@ -86,13 +80,7 @@ def class_moments_pass(
     Memory per task: one block plus O(Kp) (O(p²) with ``scatter``).
     """
     return reduce_rows(
-        _moments_block,
-        X,
-        codes,
-        n_classes=n_classes,
-        scatter=scatter,
-        sqnorm=sqnorm,
-        split_every=split_every,
+        _moments_block, X, codes, n_classes=n_classes, scatter=scatter, sqnorm=sqnorm
     )
 
 
@@ -233,16 +221,12 @@ def confusion_pass(
 _NEIGHBOR_BYTES = 24
 
 
-def label_counts_pass(
-    codes: da.Array, n_classes: int, *, split_every: int | None = None
-) -> Delayed:
+def label_counts_pass(codes: da.Array, n_classes: int) -> Delayed:
     """Labeled rows per class (K,), one pass over the class codes (not X)."""
-    return reduce_rows(
-        _sampling.label_counts_block, codes, n_classes=n_classes, split_every=split_every
-    )
+    return reduce_rows(_sampling.label_counts_block, codes, n_classes=n_classes)
 
 
-def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int | None = None):
+def stratified_sample_pass(codes, counts, size: int, seed: int):
     """:func:`scalenc.math.sampling.stratified_sample` from Dask labels in one pass over them:
     each block keeps its smallest hashes per class, merged in a tree; only the sample
     reaches the client.
@@ -257,13 +241,10 @@ def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: 
         combine=_sampling.KeepSmallest(shares),
         shares=shares,
         seed=seed,
-        split_every=split_every,
     )
 
 
-def kneighbors_pass(
-    X, codes, candidates, candidate_index, n_neighbors: int, *, split_every: int | None = None
-):
+def kneighbors_pass(X, codes, candidates, candidate_index, n_neighbors: int):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
     ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
@@ -281,7 +262,6 @@ def kneighbors_pass(
         candidate_index=candidate_index,
         n_neighbors=n_neighbors,
         combine=merge_neighbors,
-        split_every=split_every,
         work=work,
     )
 
@@ -296,7 +276,7 @@ def neighbors_work(n_candidates: int, n_features: int, n_neighbors: int) -> Bloc
     )
 
 
-def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None = None) -> list:
+def kneighbors_all_rows(X, codes, n_neighbors: int) -> list:
     """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
 
     For row blocks i < j one task computes both directions from one product
@@ -343,11 +323,7 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None =
             partials[i].append(to_i)
             partials[j].append(to_j)
     return [
-        (
-            tree_reduce(partials[i], merge_neighbors, split_every=split_every),
-            labeled[i][1],
-            labeled[i][2],
-        )
+        (tree_reduce(partials[i], merge_neighbors), labeled[i][1], labeled[i][2])
         for i in range(n_b)
     ]
 
