@@ -291,40 +291,26 @@ def kneighbors_all_rows(X, codes, n_neighbors: int) -> list:
     2n²p. Memory per task: two blocks, one distance tile and O(b k); each block stays in
     memory until its pairs are done (O(n p) in all: the exact mode is for moderate n).
     """
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int).tolist()
     xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()
     rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
     pair = dask.delayed(kneighbors_pair, pure=True, nout=2)
     block = dask.delayed(kneighbors_block, pure=True)
-    n_b = len(xs)
+    n_b, k = len(xs), n_neighbors
     partials: list[list] = [[] for _ in range(n_b)]
-    labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
-    for i in range(n_b):
-        partials[i].append(
-            block(
-                xs[i],
-                cs[i],
-                row_start=int(starts[i]),
-                candidates=labeled[i][0],
-                candidate_index=labeled[i][1],
-                n_neighbors=n_neighbors,
-            )
-        )
+    labeled = [rows_of(xs[i], cs[i], starts[i]) for i in range(n_b)]
+    for i, (rows, index, _) in enumerate(labeled):
+        kwargs = {"candidates": rows, "candidate_index": index, "n_neighbors": k}
+        partials[i].append(block(xs[i], cs[i], row_start=starts[i], **kwargs))
         for j in range(i + 1, n_b):
             to_i, to_j = pair(
-                xs[i],
-                cs[i],
-                xs[j],
-                cs[j],
-                start_i=int(starts[i]),
-                start_j=int(starts[j]),
-                n_neighbors=n_neighbors,
+                xs[i], cs[i], xs[j], cs[j], start_i=starts[i], start_j=starts[j], n_neighbors=k
             )
             partials[i].append(to_i)
             partials[j].append(to_j)
     return [
-        (tree_reduce(partials[i], merge_neighbors), labeled[i][1], labeled[i][2])
-        for i in range(n_b)
+        (tree_reduce(p, merge_neighbors), index, kept)
+        for p, (_, index, kept) in zip(partials, labeled)
     ]
 
 
