@@ -32,7 +32,7 @@ import dask
 import dask.array as da
 import numpy as np
 from dask._task_spec import DataNode
-from dask.base import is_dask_collection, tokenize
+from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayBlockIdDep, ArraySliceDep
@@ -46,7 +46,7 @@ from scalenc.engine.cluster import (
     no_workers_timeout,
     uses_distributed,
 )
-from scalenc.engine.reads import note_computation, note_reader
+from scalenc.engine.reads import dask_collections, note_computation, note_reader
 from scalenc.engine.resend import SCATTERED, remember_scattered
 from scalenc.exceptions import ClusterUnavailableError, InputError
 from scalenc.math.moments import combine_partials
@@ -293,17 +293,7 @@ def _literal(value):
         if len(graph) == 1 and isinstance(node, DataNode):
             return node.value
         return _NOT_A_VALUE
-    return _NOT_A_VALUE if _holds_collection(value) else value
-
-
-def _holds_collection(value) -> bool:
-    if is_dask_collection(value):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(_holds_collection(v) for v in value)
-    if isinstance(value, dict):
-        return any(_holds_collection(v) for v in value.values())
-    return False
+    return _NOT_A_VALUE if any(True for _ in dask_collections([value])) else value
 
 
 def _value_key(value) -> str:
