@@ -465,11 +465,8 @@ class CheckpointRun:
             "path": self.url,
             "resumed": self.resumed,
             "attempts": self.attempts,
-            "passes_reused": self.reused["passes"],
-            "groups_reused": self.reused["groups"],
-            "blocks_reused": self.reused["blocks"],
-            "passes_computed": self.computed["passes"],
-            "blocks_computed": self.computed["blocks"],
+            **{f"{what}_reused": count for what, count in self.reused.items()},
+            **{f"{what}_computed": count for what, count in self.computed.items()},
             "passes_not_checkpointed": self.unkeyed,
         }
 
