@@ -125,13 +125,6 @@ def make_security(security):
     )
 
 
-def _scheduler_from_env(address, scheduler_file):
-    if address is None and scheduler_file is None:
-        address = os.environ.get(ENV_SCHEDULER) or None
-        scheduler_file = os.environ.get(ENV_SCHEDULER_FILE) or None
-    return address, scheduler_file
-
-
 def _read_scheduler_file(path) -> str:
     path = Path(path)
     if not path.is_file():
@@ -243,7 +236,9 @@ def connect(
     ...         print(client.dashboard_link)
     ...         model = scalenc.NRBFNClassifier().fit(X, y)
     """
-    address, scheduler_file = _scheduler_from_env(address, scheduler_file)
+    if address is None and scheduler_file is None:
+        address = os.environ.get(ENV_SCHEDULER) or None
+        scheduler_file = os.environ.get(ENV_SCHEDULER_FILE) or None
     if scheduler_file is not None and address is not None:
         raise InputError("Pass either a scheduler address or a scheduler file, not both.")
     if scheduler_file is None and address in (None, "threads", "threading"):
