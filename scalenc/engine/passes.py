@@ -92,9 +92,7 @@ def _labeled_moments_block(
     counted = labels.class_counts(y, marker)
     classes = counted["classes"]
     codes = labels.encode(y, classes, marker=marker)
-    moments = _moments_block(
-        X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
-    )
+    moments = checked_class_moments(X, codes, classes.size, scatter=scatter, sqnorm=sqnorm)
     out = {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
     if sample is not None:
         rate, size, seed = sample
@@ -158,9 +156,7 @@ def labeled_moments_pass(
     Each block keeps at most ``size`` rows, and the merges hold about ``rate · n`` rows:
     the sample's memory, not X's.
     """
-    combine = _merge_labeled
-    if sample is not None:
-        combine = functools.partial(_merge_labeled, sample_size=sample[1])
+    combine = functools.partial(_merge_labeled, sample_size=None if sample is None else sample[1])
     return reduce_rows(
         _labeled_moments_block,
         X,
