@@ -599,17 +599,9 @@ def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) ->
     holds it (:data:`SCATTER_BYTES`).
     """
     dtype = np.dtype(dtype)
-    kwargs = _shared(kwargs)
-    if n_out is None:
-        meta = _output_meta(X, (0,), dtype)
-        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=meta, **kwargs)
-    return X.map_blocks(
-        func,
-        chunks=(X.chunks[0], (n_out,)),
-        dtype=dtype,
-        meta=_output_meta(X, (0, n_out), dtype),
-        **kwargs,
-    )
+    shape = {"drop_axis": 1} if n_out is None else {"chunks": (X.chunks[0], (n_out,))}
+    meta = _output_meta(X, (0,) if n_out is None else (0, n_out), dtype)
+    return X.map_blocks(func, dtype=dtype, meta=meta, **shape, **_shared(kwargs))
 
 
 def _output_meta(X: da.Array, shape: tuple, dtype: np.dtype):
