@@ -258,19 +258,14 @@ def connect(
             "cluster's workers set them with `dask worker --nthreads ... --memory-limit ...`."
         )
     if hasattr(address, "scheduler_address"):  # a cluster object the caller started
-        cluster = address
-        sec = sec if sec is not None else getattr(cluster, "security", None)
-        with _client(cluster, sec, timeout, quiet, where=type(cluster).__name__) as client:
-            _wait_for_workers(client, n_workers, timeout, type(cluster).__name__)
-            yield client
-        return
-    if scheduler_file is not None:
+        where = type(address).__name__
+        sec = sec if sec is not None else getattr(address, "security", None)
+    elif scheduler_file is not None:
         address = _read_scheduler_file(scheduler_file)
         where = f"{address} (from {os.fspath(scheduler_file)})"
     else:
-        address = _check_address(address)
-        where = address
-    if address.startswith("tls://") and sec is None:
+        address = where = _check_address(address)
+    if isinstance(address, str) and address.startswith("tls://") and sec is None:
         sec = _security_from_config(address)
     with _client(address, sec, timeout, quiet, where=where) as client:
         _wait_for_workers(client, n_workers, timeout, where)
