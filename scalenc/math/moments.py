@@ -498,7 +498,7 @@ def magnitude_limit(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).max))
 
 
-def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
+def check_magnitude(X: np.ndarray) -> None:
     """Refuse a block holding a finite value too large for its dtype's statistics
     (:func:`magnitude_limit`), naming the column and the value."""
     xp = namespace(X)
@@ -510,7 +510,7 @@ def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
     limit = magnitude_limit(peaks.dtype)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", peaks.dtype)
+        raise too_large(column, f"holds {peaks[column]:.3g}", peaks.dtype)
 
 
 def too_large(column: int, what: str, dtype) -> InputError:
