@@ -26,6 +26,7 @@ import numbers
 import os
 import sys
 import warnings
+from collections import Counter
 
 import numpy as np
 
@@ -215,9 +216,7 @@ def class_counts(values, marker=UNLABELED) -> dict:
         labeled = values[~unlabeled] if unlabeled.any() else values.ravel()
         marker_rows = int(unlabeled.sum() - unlabeled_mask(values[unlabeled], np.nan).sum())
     if labeled.dtype.kind == "O":
-        tally: dict = {}
-        for value in labeled.tolist():
-            tally[value] = tally.get(value, 0) + 1
+        tally = Counter(labeled.tolist())
         classes = np.array(sorted(tally, key=_sort_key), dtype=object)
         counts = np.array([tally[value] for value in classes.tolist()], dtype=np.int64)
     elif (span := _table_span(labeled)) is not None:  # integers of a small range: no sort

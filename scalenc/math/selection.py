@@ -347,10 +347,7 @@ def smallest_k(score, k, search: Search, offset=0):
     """
     c, b = score.shape
     sample = _sample_size(b, k)
-    if sample:
-        tau = _kth_smallest(score[:, :sample], k, axis=1)
-    else:
-        tau = np.full(c, np.inf, dtype=score.dtype)
+    tau = _kth_smallest(score[:, :sample], k, axis=1) if sample else np.full(c, np.inf, score.dtype)
     if search.delta is None:  # exact scores: equal scores are equal distances
         bound, head = tau, sample or b
     else:
