@@ -189,13 +189,8 @@ def _shared(kwargs: dict) -> dict:
     (:func:`scalenc.engine.resend.rescatter_lost`).
     """
     client = active_client() if uses_distributed() else None
-    if client is None:
-        return {key: _share(value, None, False) for key, value in kwargs.items()}
-    sizes = {}
-    for key, value in kwargs.items():
-        literal = _literal(value)
-        if literal is not _NOT_A_VALUE:
-            sizes[key] = checkpoint.nbytes_of(literal)
+    literals = {} if client is None else {key: _literal(value) for key, value in kwargs.items()}
+    sizes = {k: checkpoint.nbytes_of(v) for k, v in literals.items() if v is not _NOT_A_VALUE}
     # each value over the threshold, then the largest others while together they are over
     # it (nRBFN's basis and its folds' weights, each under a megabyte, made a graph of 1.1 MB)
     rest, scattered = sum(sizes.values()), set()
