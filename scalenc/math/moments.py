@@ -21,6 +21,8 @@ small results (K×d, d×d) come back to NumPy for the merges, which only ever se
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -409,17 +411,13 @@ def merge_moments(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[st
     return out
 
 
-def _is_moments(obj) -> bool:
-    return isinstance(obj, dict) and "n" in obj and "mean" in obj
-
-
 def merge_partials(a, b):
     """Merge two partials of any pass.
 
     Class-moment dicts (keys ``n`` and ``mean``) merge by :func:`merge_moments`; other
     dicts, tuples and lists merge key by key; arrays and numbers are summed.
     """
-    if _is_moments(a):
+    if isinstance(a, dict) and "n" in a and "mean" in a:
         return merge_moments(a, b)
     if isinstance(a, dict):
         return {key: merge_partials(a[key], b[key]) for key in a}
@@ -430,10 +428,7 @@ def merge_partials(a, b):
 
 def combine_partials(*partials):
     """Merge any number of partials (one node of a tree reduction)."""
-    out = partials[0]
-    for part in partials[1:]:
-        out = merge_partials(out, part)
-    return out
+    return functools.reduce(merge_partials, partials)
 
 
 def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
@@ -457,15 +452,11 @@ def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
     if out is None:
         with np.errstate(over="ignore", invalid="ignore"):
             out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
-    if not all_finite and not nonfinite and not _all_finite(out):
+    if not all_finite and not nonfinite and not all(np.isfinite(v).all() for v in out.values()):
         check_magnitude(X)  # finite values whose products overflowed: name them
     out["nonfinite"] = nonfinite
     out["rows"] = X.shape[0]
     return out
-
-
-def _all_finite(stats: dict) -> bool:
-    return all(np.isfinite(value).all() for value in stats.values())
 
 
 def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
