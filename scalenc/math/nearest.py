@@ -87,12 +87,6 @@ class _Reference:
         return self._ranks
 
 
-def _rounding_bound(q_norms, ref: _Reference):
-    """δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r
-    (:func:`score_bound`), an array of ``q_norms``' library."""
-    return like(ref.xp, score_bound(q_norms, ref.max_norm2, ref.p, ref.dtype), q_norms)
-
-
 def _exact_d2(Q64, q_norms, ref: _Reference, cols):
     """‖q‖² + ‖r‖² − 2 q·r in float64 (clipped at 0) for the reference rows ``cols`` of
     each query (c×w, −1 = none → inf); the (rows, w, p) gathers go in slices of at most
@@ -264,7 +258,8 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     c = Q.shape[0]
     s = ref.size
     q_norms = row_sq_norms(Q, copy=False)
-    delta = _rounding_bound(q_norms, ref)
+    # δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r
+    delta = like(xp, score_bound(q_norms, ref.max_norm2, ref.p, ref.dtype), q_norms)
     limit = float(np.finfo(ref.dtype).max) / 8
     if ref.dtype != np.float64 and not (float(xp.max(q_norms)) + ref.max_norm2) * 4 < limit:
         return nearest_exact(Q, ref.rows, k, exclude)  # beyond the ranking range: float64

@@ -105,13 +105,6 @@ def _empty_neighbors(c: int, k: int) -> dict[str, np.ndarray]:
     }
 
 
-def _sorted_k(dist2, index, label, k):
-    """Keep the k smallest of each row by (distance, global index), in that order."""
-    order = np.lexsort((index, dist2), axis=-1)[:, :k]
-    take = np.take_along_axis
-    return take(dist2, order, 1), take(index, order, 1), take(label, order, 1)
-
-
 def _finite(A):
     """A with its NaN and inf entries set to 0 (A itself when it has none)."""
     xp = namespace(A)
@@ -263,11 +256,14 @@ def _pair_on_host(rows_i, index_i, labels_i, rows_j, index_j, labels_j, n_neighb
 
 
 def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Merge k-NN partials of several blocks: the k nearest of their union (associative)."""
-    keys = ("dist2", "index", "label")
-    joined = (np.concatenate([p[key] for p in parts], axis=1) for key in keys)
-    nearest_k = _sorted_k(*joined, parts[0]["dist2"].shape[1])
-    return {**dict(zip(keys, nearest_k)), "nonfinite": sum(int(p["nonfinite"]) for p in parts)}
+    """Merge k-NN partials of several blocks: the k nearest of their union (associative),
+    each row's k smallest by (distance, global index), in that order."""
+    joined = {
+        key: np.concatenate([p[key] for p in parts], axis=1) for key in ("dist2", "index", "label")
+    }
+    order = np.lexsort((joined["index"], joined["dist2"]), axis=-1)[:, : parts[0]["dist2"].shape[1]]
+    out = {key: np.take_along_axis(values, order, 1) for key, values in joined.items()}
+    return {**out, "nonfinite": sum(int(p["nonfinite"]) for p in parts)}
 
 
 def nearest(
