@@ -35,12 +35,7 @@ import numpy as np
 
 from scalenc.exceptions import InputError
 
-__all__ = [
-    "SETTINGS",
-    "TILE",
-    "simulate",
-    "simulate_rows",
-]
+__all__ = ["SETTINGS", "TILE", "simulate", "simulate_rows"]
 
 
 TILE = 1024
@@ -200,29 +195,16 @@ def simulate(
     itemsize = np.dtype(dtype).itemsize
     rows = chunk_rows or max(1, (64 * 2**20) // (n_features * itemsize))
     bounds = list(range(0, n, rows)) + [n]
-    Q = (
-        dask.delayed(transform_matrix)(n_features, random_state)
-        if setting.endswith("transformed")
-        else None
-    )
+    Q = None
+    if setting.endswith("transformed"):
+        Q = dask.delayed(transform_matrix)(n_features, random_state)
+    x_block, y_block = dask.delayed(_x_block, pure=True), dask.delayed(_labels_block, pure=True)
     x_blocks, y_blocks = [], []
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        x_blocks.append(
-            da.from_delayed(
-                dask.delayed(_x_block, pure=True)(
-                    setting, start, stop, n_features, n_classes, random_state, Q, np.dtype(dtype)
-                ),
-                shape=(stop - start, n_features),
-                dtype=dtype,
-            )
-        )
-        y_blocks.append(
-            da.from_delayed(
-                dask.delayed(_labels_block, pure=True)(start, stop, n_classes, random_state),
-                shape=(stop - start,),
-                dtype=np.int64,
-            )
-        )
+        x = x_block(setting, start, stop, n_features, n_classes, random_state, Q, np.dtype(dtype))
+        x_blocks.append(da.from_delayed(x, shape=(stop - start, n_features), dtype=dtype))
+        y = y_block(start, stop, n_classes, random_state)
+        y_blocks.append(da.from_delayed(y, shape=(stop - start,), dtype=np.int64))
     return da.concatenate(x_blocks), da.concatenate(y_blocks)
 
 

@@ -22,7 +22,6 @@ arguments have parsed, so ``scalenc --help`` and argument errors stay fast.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
@@ -236,16 +235,6 @@ def _report_interrupt(
         f"{stamp} scalenc error (exit {code}): {what} was interrupted by {signame}{when}.\n"
     )
     return code
-
-
-#: The parser's names, still importable from here, loaded on first use.
-_PARSER_NAMES = ("build_parser", "METHODS", "parse_value")
-
-
-def __getattr__(name: str):
-    if name in _PARSER_NAMES:
-        return getattr(importlib.import_module("scalenc.cli.parser"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

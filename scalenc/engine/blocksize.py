@@ -141,11 +141,7 @@ def target_seconds() -> float | None:
 
 
 def split_rows(
-    chunks: Sequence[int],
-    work: BlockWork,
-    *,
-    target: float = TARGET_SECONDS,
-    rate: float = RATE,
+    chunks: Sequence[int], work: BlockWork, *, target: float = TARGET_SECONDS, rate: float = RATE
 ) -> tuple[int, ...]:
     """Row chunks with each of ``chunks`` cut into the fewest equal pieces (sizes differ
     by at most one row) whose estimated seconds (rows · ``work.per_row`` / ``rate``) are
@@ -189,10 +185,7 @@ def churn_sized(X, aligned: Sequence, work: BlockWork | None):
     if rows == tuple(X.chunks[0]) or (work.allowed is not None and not work.allowed(rows)):
         return X, aligned
 
-    def split(arr):
-        if arr is None:
-            return None
-        # each piece a slice of one block: the task-based rechunk, never a shuffle
-        return arr.rechunk({0: rows}, method="tasks")
+    def split(arr):  # each piece a slice of one block: the task-based rechunk, never a shuffle
+        return None if arr is None else arr.rechunk({0: rows}, method="tasks")
 
     return split(X), tuple(split(arr) for arr in aligned)

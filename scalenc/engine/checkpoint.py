@@ -161,32 +161,34 @@ def _worth_writing(fs, nbytes: int, unsaved: float, rule: tuple[float, float]) -
     return unsaved >= min_seconds and nbytes / rate <= share * unsaved
 
 
-def _save(fs, path: str, partial) -> None:
+def _save(fs, path: str, partial, what: str = "A checkpoint file") -> bool:
+    """Write ``partial`` at ``path``; False, with a warning naming ``what``, where the write
+    failed: a failed save loses nothing but the save."""
     start = time.perf_counter()
-    data = encode(partial)
-    write_file(fs, path, data)
-    elapsed = max(time.perf_counter() - start, 1e-6)
-    if len(data) >= _RATE_SAMPLE_BYTES:  # small writes measure latency, not the rate
-        local = is_local(fs)
-        _WRITE_RATE[local] = 0.5 * _WRITE_RATE[local] + 0.5 * (len(data) / elapsed)
-
-
-def _save_if_worth(partial, unsaved: float, fs, path: str, rule) -> float:
-    """Save ``partial`` when its unsaved seconds are worth the write; the seconds left
-    unsaved. A failed save loses nothing but the save."""
-    if not _worth_writing(fs, nbytes_of(partial), unsaved, rule):
-        return unsaved
     try:
-        _save(fs, path, partial)
-        return 0.0
+        data = encode(partial)
+        write_file(fs, path, data)
     except Exception as exc:
         warnings.warn(
-            f"A checkpoint file could not be written at {path!r} "
+            f"{what} could not be written at {path!r} "
             f"({type(exc).__name__}: {exc}); the fit goes on without it.",
             CheckpointWarning,
             stacklevel=3,
         )
-        return unsaved
+        return False
+    elapsed = max(time.perf_counter() - start, 1e-6)
+    if len(data) >= _RATE_SAMPLE_BYTES:  # small writes measure latency, not the rate
+        local = is_local(fs)
+        _WRITE_RATE[local] = 0.5 * _WRITE_RATE[local] + 0.5 * (len(data) / elapsed)
+    return True
+
+
+def _save_if_worth(partial, unsaved: float, fs, path: str, rule) -> float:
+    """Save ``partial`` when its unsaved seconds are worth the write; the seconds left
+    unsaved."""
+    if _worth_writing(fs, nbytes_of(partial), unsaved, rule) and _save(fs, path, partial):
+        return 0.0
+    return unsaved
 
 
 def timed_block(block_partial, save, block_id, *args, **kwargs) -> Timed:
@@ -228,15 +230,7 @@ def load_node(fs, path: str) -> Timed:
 
 def finish_pass(root: Timed, *, fs, path: str):
     """The pass's result, saved whole, then handed on as the plain partial."""
-    try:
-        _save(fs, path, root.partial)
-    except Exception as exc:
-        warnings.warn(
-            f"The checkpoint of a finished pass could not be written at {path!r} "
-            f"({type(exc).__name__}: {exc}); the fit goes on without it.",
-            CheckpointWarning,
-            stacklevel=2,
-        )
+    _save(fs, path, root.partial, "The checkpoint of a finished pass")
     return root.partial
 
 
@@ -471,11 +465,8 @@ class CheckpointRun:
             "path": self.url,
             "resumed": self.resumed,
             "attempts": self.attempts,
-            "passes_reused": self.reused["passes"],
-            "groups_reused": self.reused["groups"],
-            "blocks_reused": self.reused["blocks"],
-            "passes_computed": self.computed["passes"],
-            "blocks_computed": self.computed["blocks"],
+            **{f"{what}_reused": count for what, count in self.reused.items()},
+            **{f"{what}_computed": count for what, count in self.computed.items()},
             "passes_not_checkpointed": self.unkeyed,
         }
 

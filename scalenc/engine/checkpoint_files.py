@@ -88,13 +88,7 @@ _ALLOWED_GLOBALS = {
     ("copyreg", "_reconstructor"),
     ("builtins", "object"),
 }
-_NUMPY_GLOBALS = {
-    "_reconstruct",
-    "scalar",
-    "_frombuffer",
-    "ndarray",
-    "dtype",
-}
+_NUMPY_GLOBALS = {"_reconstruct", "scalar", "_frombuffer", "ndarray", "dtype"}
 
 
 class _RestrictedUnpickler(pickle.Unpickler):

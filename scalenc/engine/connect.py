@@ -22,12 +22,7 @@ from scalenc.exceptions import (
     MissingDeviceDependency,
 )
 
-__all__ = [
-    "ENV_SCHEDULER",
-    "ENV_SCHEDULER_FILE",
-    "connect",
-    "make_security",
-]
+__all__ = ["ENV_SCHEDULER", "ENV_SCHEDULER_FILE", "connect", "make_security"]
 
 
 ENV_SCHEDULER = "SCALENC_SCHEDULER"
@@ -128,13 +123,6 @@ def make_security(security):
         "security must be a distributed.security.Security, a dict of certificate files, or "
         f"a certificate directory; got {type(security).__name__}."
     )
-
-
-def _scheduler_from_env(address, scheduler_file):
-    if address is None and scheduler_file is None:
-        address = os.environ.get(ENV_SCHEDULER) or None
-        scheduler_file = os.environ.get(ENV_SCHEDULER_FILE) or None
-    return address, scheduler_file
 
 
 def _read_scheduler_file(path) -> str:
@@ -248,7 +236,9 @@ def connect(
     ...         print(client.dashboard_link)
     ...         model = scalenc.NRBFNClassifier().fit(X, y)
     """
-    address, scheduler_file = _scheduler_from_env(address, scheduler_file)
+    if address is None and scheduler_file is None:
+        address = os.environ.get(ENV_SCHEDULER) or None
+        scheduler_file = os.environ.get(ENV_SCHEDULER_FILE) or None
     if scheduler_file is not None and address is not None:
         raise InputError("Pass either a scheduler address or a scheduler file, not both.")
     if scheduler_file is None and address in (None, "threads", "threading"):
@@ -257,11 +247,10 @@ def connect(
         return
     sec = make_security(security)
     if address in ("local", "local-cuda"):
-        start = _local_cluster if address == "local" else _local_cuda_cluster
-        where = "a LocalCluster" if address == "local" else "a LocalCUDACluster"
-        with start(n_workers, threads_per_worker, memory_limit, sec) as cluster:
-            with _client(cluster, sec, timeout, quiet, where=where) as client:
-                yield client
+        cluster = _local_cluster(address, n_workers, threads_per_worker, memory_limit, sec)
+        where = f"a {type(cluster).__name__}"
+        with cluster, _client(cluster, sec, timeout, quiet, where=where) as client:
+            yield client
         return
     if threads_per_worker is not None or memory_limit is not None:
         raise InputError(
@@ -269,66 +258,47 @@ def connect(
             "cluster's workers set them with `dask worker --nthreads ... --memory-limit ...`."
         )
     if hasattr(address, "scheduler_address"):  # a cluster object the caller started
-        cluster = address
-        sec = sec if sec is not None else getattr(cluster, "security", None)
-        with _client(cluster, sec, timeout, quiet, where=type(cluster).__name__) as client:
-            _wait_for_workers(client, n_workers, timeout, type(cluster).__name__)
-            yield client
-        return
-    if scheduler_file is not None:
+        where = type(address).__name__
+        sec = sec if sec is not None else getattr(address, "security", None)
+    elif scheduler_file is not None:
         address = _read_scheduler_file(scheduler_file)
         where = f"{address} (from {os.fspath(scheduler_file)})"
     else:
-        address = _check_address(address)
-        where = address
-    if address.startswith("tls://") and sec is None:
+        address = where = _check_address(address)
+    if isinstance(address, str) and address.startswith("tls://") and sec is None:
         sec = _security_from_config(address)
     with _client(address, sec, timeout, quiet, where=where) as client:
         _wait_for_workers(client, n_workers, timeout, where)
         yield client
 
 
-@contextlib.contextmanager
-def _local_cluster(n_workers, threads_per_worker, memory_limit, security):
-    from distributed import LocalCluster
-
+def _local_cluster(address, n_workers, threads_per_worker, memory_limit, security):
+    """A LocalCluster of worker processes on 127.0.0.1 (``"local"``), or dask-cuda's
+    LocalCUDACluster there (``"local-cuda"``: one worker process per GPU)."""
     kwargs = {"memory_limit": memory_limit} if memory_limit is not None else {}
     if security is not None:
         kwargs.update(security=security, protocol="tls://")
-    with LocalCluster(
-        n_workers=n_workers,
+    if address == "local":
+        from distributed import LocalCluster as Cluster
+
+        kwargs.update(n_workers=n_workers, processes=True)
+    else:
+        try:
+            from dask_cuda import LocalCUDACluster as Cluster
+        except ImportError as error:
+            raise MissingDeviceDependency(
+                "connect('local-cuda') needs dask-cuda and CuPy: pip install 'scalenc[gpu]'."
+            ) from error
+        threads_per_worker = threads_per_worker or 1
+        if n_workers is not None:
+            kwargs["n_workers"] = n_workers
+    return Cluster(
         threads_per_worker=threads_per_worker,
-        processes=True,
         host=LOOPBACK,
         dashboard_address=f"{LOOPBACK}:0",
         silence_logs=logging.WARNING,
         **kwargs,
-    ) as cluster:
-        yield cluster
-
-
-@contextlib.contextmanager
-def _local_cuda_cluster(n_workers, threads_per_worker, memory_limit, security):
-    """dask-cuda's LocalCUDACluster on 127.0.0.1: one worker process per GPU."""
-    try:
-        from dask_cuda import LocalCUDACluster
-    except ImportError as error:
-        raise MissingDeviceDependency(
-            "connect('local-cuda') needs dask-cuda and CuPy: pip install 'scalenc[gpu]'."
-        ) from error
-    kwargs = {"memory_limit": memory_limit} if memory_limit is not None else {}
-    if security is not None:
-        kwargs.update(security=security, protocol="tls://")
-    if n_workers is not None:
-        kwargs["n_workers"] = n_workers
-    with LocalCUDACluster(
-        threads_per_worker=threads_per_worker or 1,
-        host=LOOPBACK,
-        dashboard_address=f"{LOOPBACK}:0",
-        silence_logs=logging.WARNING,
-        **kwargs,
-    ) as cluster:
-        yield cluster
+    )
 
 
 def _security_from_config(address: str):
@@ -352,7 +322,7 @@ def _client(target, security, timeout, quiet, *, where):
     try:
         client = Client(target, security=security, timeout=timeout, set_as_default=True)
     except Exception as exc:  # OSError, TimeoutError, TypeError (TLS), CommClosedError…
-        raise ClusterUnavailableError(_refusal_message(where, exc, security, timeout)) from exc
+        raise ClusterUnavailableError(_refusal_message(where, exc, timeout)) from exc
     try:
         _announce(client, quiet)
         with client.as_current():
@@ -362,7 +332,7 @@ def _client(target, security, timeout, quiet, *, where):
             client.close(timeout=min(timeout, 10))
 
 
-def _refusal_message(where: str, exc: BaseException, security, timeout) -> str:
+def _refusal_message(where: str, exc: BaseException, timeout) -> str:
     text = f"{type(exc).__name__}: {exc}"
     head = f"Cannot use the Dask scheduler at {where}: {text}."
     if "TLS" in str(exc) or "certificate" in str(exc) or "ssl" in text.lower():
@@ -387,10 +357,7 @@ def _announce(client, quiet: bool) -> None:
     link = client.dashboard_link
     logger.info("Dask scheduler %s, dashboard %s", address_of(client), link)
     if not quiet:
-        print(
-            f"scalenc: Dask scheduler {address_of(client)}; dashboard {link}",
-            file=sys.stderr,
-        )
+        print(f"scalenc: Dask scheduler {address_of(client)}; dashboard {link}", file=sys.stderr)
 
 
 def _wait_for_workers(client, n_workers, timeout, where) -> None:

@@ -83,10 +83,8 @@ def _partition(splits, cv, code_values, groups, owner):
     dummy = np.zeros((n, 0))
     for s, (train, test) in enumerate(splits.split(dummy, code_values, groups)):
         test, train = np.asarray(test), np.asarray(train)
-        held = np.zeros(n, dtype=bool)
-        held[test] = True
-        rest = np.zeros(n, dtype=bool)
-        rest[train] = True
+        held, rest = np.zeros((2, n), dtype=bool)
+        held[test], rest[train] = True, True
         overlap = (fold[test] >= 0) & labeled[test]
         if overlap.any() or not np.array_equal(rest & labeled, ~held & labeled):
             raise InputError(

@@ -9,12 +9,7 @@ import math
 
 from scalenc.engine.cluster import active_client, uses_distributed
 
-__all__ = [
-    "format_bytes",
-    "MEMORY_FRACTION",
-    "parse_memory_limit",
-    "memory_budget",
-]
+__all__ = ["format_bytes", "MEMORY_FRACTION", "parse_memory_limit", "memory_budget"]
 
 
 #: Fraction of the machine's available memory (``psutil.virtual_memory().available`` at

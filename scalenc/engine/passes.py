@@ -9,7 +9,7 @@ Dask graphs. Each function returns a Delayed (computed by the caller, which coun
 pass) unless its docstring says otherwise.
 
 Labels and evaluation
-    :func:`classes_pass` / :func:`class_counts_pass` / :func:`find_classes`,
+    :func:`class_counts_pass` / :func:`find_classes`,
     :func:`label_counts_pass`, :func:`confusion_pass`.
 Class moments
     :func:`class_moments_pass`, and :func:`labeled_moments_pass` (the encoder's pass 1,
@@ -35,13 +35,7 @@ from dask.delayed import Delayed
 
 from scalenc.engine.blocksize import NEIGHBOR_PAIR_WORK, BlockWork
 from scalenc.engine.cluster import compute
-from scalenc.engine.reduce import (
-    RowCache,
-    keep_on_workers,
-    map_rows,
-    reduce_rows,
-    tree_reduce,
-)
+from scalenc.engine.reduce import RowCache, keep_on_workers, map_rows, reduce_rows, tree_reduce
 from scalenc.math import labels
 from scalenc.math import sampling as _sampling
 from scalenc.math.labels import confusion_counts
@@ -55,7 +49,6 @@ __all__ = [
     "map_rows",
     "keep_on_workers",
     "RowCache",
-    "classes_pass",
     "class_counts_pass",
     "find_classes",
     "label_counts_pass",
@@ -79,13 +72,7 @@ def _moments_block(X, codes, *, row_start, n_classes, scatter, sqnorm):
 
 
 def class_moments_pass(
-    X: da.Array,
-    codes: da.Array,
-    n_classes: int,
-    *,
-    scatter: bool = False,
-    sqnorm: bool = False,
-    split_every: int | None = None,
+    X: da.Array, codes: da.Array, n_classes: int, *, scatter: bool = False, sqnorm: bool = False
 ) -> Delayed:
     """Class counts ``n`` (K,), means ``mean`` (K×p) and optionally the pooled scatter (p×p).
 
@@ -93,13 +80,7 @@ def class_moments_pass(
     Memory per task: one block plus O(Kp) (O(p²) with ``scatter``).
     """
     return reduce_rows(
-        _moments_block,
-        X,
-        codes,
-        n_classes=n_classes,
-        scatter=scatter,
-        sqnorm=sqnorm,
-        split_every=split_every,
+        _moments_block, X, codes, n_classes=n_classes, scatter=scatter, sqnorm=sqnorm
     )
 
 
@@ -111,9 +92,7 @@ def _labeled_moments_block(
     counted = labels.class_counts(y, marker)
     classes = counted["classes"]
     codes = labels.encode(y, classes, marker=marker)
-    moments = _moments_block(
-        X, codes, row_start=row_start, n_classes=classes.size, scatter=scatter, sqnorm=sqnorm
-    )
+    moments = checked_class_moments(X, codes, classes.size, scatter=scatter, sqnorm=sqnorm)
     out = {"classes": classes, "moments": moments, "marker_rows": counted["marker_rows"]}
     if sample is not None:
         rate, size, seed = sample
@@ -177,9 +156,7 @@ def labeled_moments_pass(
     Each block keeps at most ``size`` rows, and the merges hold about ``rate · n`` rows:
     the sample's memory, not X's.
     """
-    combine = _merge_labeled
-    if sample is not None:
-        combine = functools.partial(_merge_labeled, sample_size=sample[1])
+    combine = functools.partial(_merge_labeled, sample_size=None if sample is None else sample[1])
     return reduce_rows(
         _labeled_moments_block,
         X,
@@ -192,32 +169,18 @@ def labeled_moments_pass(
     )
 
 
-def _classes_block(y, *, row_start, marker=labels.UNLABELED):
-    return labels.labeled_unique(y, marker)
-
-
-def classes_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
-    """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
-    out): one pass over y (not X), merged in a tree."""
-    return reduce_rows(_classes_block, y, combine=labels.union, marker=marker)
-
-
 def _class_counts_block(y, *, row_start, marker=labels.UNLABELED):
     return labels.class_counts(y, marker)
 
 
 def class_counts_pass(y: da.Array, *, marker=labels.UNLABELED) -> Delayed:
-    """:func:`classes_pass` with the rows of each class and the rows labeled ``marker``:
+    """The sorted distinct labeled values of y (the unlabeled ``marker`` and None/NaN left
+    out), the rows of each class and the rows labeled ``marker``:
     ``{"classes", "counts", "marker_rows"}`` (:func:`scalenc.math.labels.class_counts`).
 
     One pass over y (not X), merged in a tree; each partial holds O(K) numbers.
     """
-    return reduce_rows(
-        _class_counts_block,
-        y,
-        combine=labels.merge_class_counts,
-        marker=marker,
-    )
+    return reduce_rows(_class_counts_block, y, combine=labels.merge_class_counts, marker=marker)
 
 
 def find_classes(y: da.Array, *, marker=labels.UNLABELED) -> np.ndarray:
@@ -240,11 +203,7 @@ def _confusion_block(pred, y, *, row_start, classes, marker=labels.UNLABELED):
 
 
 def confusion_pass(
-    pred: da.Array,
-    y: da.Array,
-    classes: np.ndarray,
-    *,
-    marker=labels.UNLABELED,
+    pred: da.Array, y: da.Array, classes: np.ndarray, *, marker=labels.UNLABELED
 ) -> Delayed:
     """Confusion counts of lazy predictions against y
     (:func:`scalenc.math.labels.confusion_counts`), summed in a tree: one pass over
@@ -258,18 +217,12 @@ def confusion_pass(
 _NEIGHBOR_BYTES = 24
 
 
-def _label_counts_block(codes, *, row_start, n_classes):
-    return _sampling.label_counts_block(codes, row_start=row_start, n_classes=n_classes)
-
-
-def label_counts_pass(
-    codes: da.Array, n_classes: int, *, split_every: int | None = None
-) -> Delayed:
+def label_counts_pass(codes: da.Array, n_classes: int) -> Delayed:
     """Labeled rows per class (K,), one pass over the class codes (not X)."""
-    return reduce_rows(_label_counts_block, codes, n_classes=n_classes, split_every=split_every)
+    return reduce_rows(_sampling.label_counts_block, codes, n_classes=n_classes)
 
 
-def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: int | None = None):
+def stratified_sample_pass(codes, counts, size: int, seed: int):
     """:func:`scalenc.math.sampling.stratified_sample` from Dask labels in one pass over them:
     each block keeps its smallest hashes per class, merged in a tree; only the sample
     reaches the client.
@@ -284,19 +237,10 @@ def stratified_sample_pass(codes, counts, size: int, seed: int, *, split_every: 
         combine=_sampling.KeepSmallest(shares),
         shares=shares,
         seed=seed,
-        split_every=split_every,
     )
 
 
-def kneighbors_pass(
-    X,
-    codes,
-    candidates,
-    candidate_index,
-    n_neighbors: int,
-    *,
-    split_every: int | None = None,
-):
+def kneighbors_pass(X, codes, candidates, candidate_index, n_neighbors: int):
     """One pass over X: the k nearest labeled rows (global indices) of every candidate.
 
     ``candidates`` and ``candidate_index`` may be NumPy arrays or Delayed objects (a row
@@ -314,7 +258,6 @@ def kneighbors_pass(
         candidate_index=candidate_index,
         n_neighbors=n_neighbors,
         combine=merge_neighbors,
-        split_every=split_every,
         work=work,
     )
 
@@ -329,7 +272,7 @@ def neighbors_work(n_candidates: int, n_features: int, n_neighbors: int) -> Bloc
     )
 
 
-def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None = None) -> list:
+def kneighbors_all_rows(X, codes, n_neighbors: int) -> list:
     """Exact k-NN of EVERY labeled row among all labeled rows, block pair by block pair.
 
     For row blocks i < j one task computes both directions from one product
@@ -344,44 +287,26 @@ def kneighbors_all_rows(X, codes, n_neighbors: int, *, split_every: int | None =
     2n²p. Memory per task: two blocks, one distance tile and O(b k); each block stays in
     memory until its pairs are done (O(n p) in all: the exact mode is for moderate n).
     """
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(int).tolist()
     xs, cs = X.to_delayed().ravel(), codes.to_delayed().ravel()
     rows_of = dask.delayed(labeled_rows, pure=True, nout=3)
     pair = dask.delayed(kneighbors_pair, pure=True, nout=2)
     block = dask.delayed(kneighbors_block, pure=True)
-    n_b = len(xs)
+    n_b, k = len(xs), n_neighbors
     partials: list[list] = [[] for _ in range(n_b)]
-    labeled = [rows_of(xs[i], cs[i], int(starts[i])) for i in range(n_b)]
-    for i in range(n_b):
-        partials[i].append(
-            block(
-                xs[i],
-                cs[i],
-                row_start=int(starts[i]),
-                candidates=labeled[i][0],
-                candidate_index=labeled[i][1],
-                n_neighbors=n_neighbors,
-            )
-        )
+    labeled = [rows_of(xs[i], cs[i], starts[i]) for i in range(n_b)]
+    for i, (rows, index, _) in enumerate(labeled):
+        kwargs = {"candidates": rows, "candidate_index": index, "n_neighbors": k}
+        partials[i].append(block(xs[i], cs[i], row_start=starts[i], **kwargs))
         for j in range(i + 1, n_b):
             to_i, to_j = pair(
-                xs[i],
-                cs[i],
-                xs[j],
-                cs[j],
-                start_i=int(starts[i]),
-                start_j=int(starts[j]),
-                n_neighbors=n_neighbors,
+                xs[i], cs[i], xs[j], cs[j], start_i=starts[i], start_j=starts[j], n_neighbors=k
             )
             partials[i].append(to_i)
             partials[j].append(to_j)
     return [
-        (
-            tree_reduce(partials[i], merge_neighbors, split_every=split_every),
-            labeled[i][1],
-            labeled[i][2],
-        )
-        for i in range(n_b)
+        (tree_reduce(p, merge_neighbors), index, kept)
+        for p, (_, index, kept) in zip(partials, labeled)
     ]
 
 

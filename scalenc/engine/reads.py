@@ -32,6 +32,7 @@ __all__ = [
     "latest",
     "passes_so_far",
     "note_read_back",
+    "dask_collections",
 ]
 
 
@@ -135,7 +136,7 @@ def note_computation(collections: Iterable) -> None:
     if not counts:
         _LATEST[0] = None
         return
-    collections = list(_dask_collections(collections))
+    collections = list(dask_collections(collections))
     for depth, count in enumerate(counts):
         if count.read_by(collections):
             count.passes += 1
@@ -168,13 +169,13 @@ def latest() -> Computation | None:
     return _LATEST[0]
 
 
-def _dask_collections(values) -> Iterator:
+def dask_collections(values) -> Iterator:
     """The Dask collections in ``values``, looking inside lists, tuples and dicts as
     ``dask.compute`` does."""
     for value in values:
         if is_dask_collection(value):
             yield value
         elif isinstance(value, (list, tuple, set)):
-            yield from _dask_collections(value)
+            yield from dask_collections(value)
         elif isinstance(value, dict):
-            yield from _dask_collections(value.values())
+            yield from dask_collections(value.values())

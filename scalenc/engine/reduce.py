@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 import dask
 import dask.array as da
 import numpy as np
-from dask.base import is_dask_collection, tokenize
+from dask._task_spec import DataNode
+from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.highlevelgraph import HighLevelGraph
 from dask.layers import ArrayBlockIdDep, ArraySliceDep
@@ -45,16 +46,11 @@ from scalenc.engine.cluster import (
     no_workers_timeout,
     uses_distributed,
 )
+from scalenc.engine.reads import dask_collections, note_computation, note_reader
+from scalenc.engine.resend import SCATTERED, remember_scattered
 from scalenc.exceptions import ClusterUnavailableError, InputError
 from scalenc.math.moments import combine_partials
 from scalenc.math.xp import host_tree, is_device_array, to_host
-
-try:
-    from dask._task_spec import DataNode
-except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
-    DataNode = ()
-from scalenc.engine.reads import note_computation, note_reader
-from scalenc.engine.resend import SCATTERED, remember_scattered
 
 __all__ = [
     "from_numpy_rows",
@@ -193,13 +189,8 @@ def _shared(kwargs: dict) -> dict:
     (:func:`scalenc.engine.resend.rescatter_lost`).
     """
     client = active_client() if uses_distributed() else None
-    if client is None:
-        return {key: _share(value, None, False) for key, value in kwargs.items()}
-    sizes = {}
-    for key, value in kwargs.items():
-        literal = _literal(value)
-        if literal is not _NOT_A_VALUE:
-            sizes[key] = checkpoint.nbytes_of(literal)
+    literals = {} if client is None else {key: _literal(value) for key, value in kwargs.items()}
+    sizes = {k: checkpoint.nbytes_of(v) for k, v in literals.items() if v is not _NOT_A_VALUE}
     # each value over the threshold, then the largest others while together they are over
     # it (nRBFN's basis and its folds' weights, each under a megabyte, made a graph of 1.1 MB)
     rest, scattered = sum(sizes.values()), set()
@@ -213,27 +204,20 @@ def _shared(kwargs: dict) -> dict:
 _NOT_A_VALUE = object()
 
 
-def _share(value, client, scatter: bool | None = None):
-    """``value`` as the graph refers to it: scattered to the cluster when ``scatter`` (None:
-    when it is larger than :data:`SCATTER_BYTES`), else embedded once."""
-    if client is not None and scatter is not False:
-        literal = _literal(value)
-        big = literal is not _NOT_A_VALUE and checkpoint.nbytes_of(literal) > SCATTER_BYTES
-        if literal is not _NOT_A_VALUE and (scatter or big):
-            key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
-            future = SCATTERED.get(key)
-            if future is None or future.status != "finished":
-                # a fresh key each time: a value released with its last graph may be
-                # forgotten by the scheduler after a new scatter under its old key arrives
-                future = _scatter(client, literal)
-                SCATTERED[key] = future
-            return future
-    return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
-
-
-def _scatter(client, value):
-    """``value`` on every worker, as a Future (:func:`scatter_values`)."""
-    (future,) = scatter_values(client, [value], broadcast=True)
+def _share(value, client, scatter: bool):
+    """``value`` as the graph refers to it: with ``scatter``, a Future of it on every
+    worker of ``client``'s cluster (:func:`scatter_values`; a plain value, see
+    :func:`_literal`), else embedded once."""
+    if not scatter:
+        return dask.delayed(value, pure=True) if isinstance(value, np.ndarray) else value
+    literal = _literal(value)
+    key = (client.id, value.key if isinstance(value, Delayed) else _value_key(literal))
+    future = SCATTERED.get(key)
+    if future is None or future.status != "finished":
+        # a fresh key each time: a value released with its last graph may be
+        # forgotten by the scheduler after a new scatter under its old key arrives
+        (future,) = scatter_values(client, [literal], broadcast=True)
+        SCATTERED[key] = future
     return future
 
 
@@ -304,17 +288,7 @@ def _literal(value):
         if len(graph) == 1 and isinstance(node, DataNode):
             return node.value
         return _NOT_A_VALUE
-    return _NOT_A_VALUE if _holds_collection(value) else value
-
-
-def _holds_collection(value) -> bool:
-    if is_dask_collection(value):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(_holds_collection(v) for v in value)
-    if isinstance(value, dict):
-        return any(_holds_collection(v) for v in value.values())
-    return False
+    return _NOT_A_VALUE if any(True for _ in dask_collections([value])) else value
 
 
 def _value_key(value) -> str:
@@ -620,17 +594,9 @@ def map_rows(func: Callable, X: da.Array, n_out: int | None, dtype, **kwargs) ->
     holds it (:data:`SCATTER_BYTES`).
     """
     dtype = np.dtype(dtype)
-    kwargs = _shared(kwargs)
-    if n_out is None:
-        meta = _output_meta(X, (0,), dtype)
-        return X.map_blocks(func, drop_axis=1, dtype=dtype, meta=meta, **kwargs)
-    return X.map_blocks(
-        func,
-        chunks=(X.chunks[0], (n_out,)),
-        dtype=dtype,
-        meta=_output_meta(X, (0, n_out), dtype),
-        **kwargs,
-    )
+    shape = {"drop_axis": 1} if n_out is None else {"chunks": (X.chunks[0], (n_out,))}
+    meta = _output_meta(X, (0,) if n_out is None else (0, n_out), dtype)
+    return X.map_blocks(func, dtype=dtype, meta=meta, **shape, **_shared(kwargs))
 
 
 def _output_meta(X: da.Array, shape: tuple, dtype: np.dtype):

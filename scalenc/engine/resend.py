@@ -8,12 +8,6 @@ from __future__ import annotations
 
 import weakref
 
-try:
-    from dask._task_spec import DataNode
-except ImportError:  # pragma: no cover - dask < 2024.12: delayed values stay in the graph
-    DataNode = ()
-
-
 #: Scattered values still referred to by a live graph: (client id, key) → Future.
 SCATTERED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 #: Every scattered Future still alive, by its key, and the plain value behind it with

@@ -274,14 +274,13 @@ def _memory_restarts(address: str, since: float) -> list[dict]:
         time.sleep(0.1)
 
 
-def _reconnected(timeout: float | None = None) -> bool:
+def _reconnected() -> bool:
     """Whether the client is connected to its scheduler again (it tries for its connect
     timeout after losing it)."""
     client = active_client()
     if client is None:
         return False
-    wait = timeout if timeout is not None else float(getattr(client, "_timeout", 30) or 30) + 5
-    deadline = time.monotonic() + wait
+    deadline = time.monotonic() + float(getattr(client, "_timeout", 30) or 30) + 5
     while client.status == "connecting" and time.monotonic() < deadline:
         time.sleep(0.1)
     return client.status == "running"

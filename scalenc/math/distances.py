@@ -82,18 +82,17 @@ def sq_distances_from_inner(
     return out
 
 
-def pairwise_sq_distances(A, B, *, tol_zero: bool = True):
+def pairwise_sq_distances(A, B):
     """‖a_i − b_j‖² (len(A)×len(B), float64, clipped at 0).
 
     The cross term ``A Bᵀ`` is a matrix product in the inputs' common precision (float32
-    data keeps BLAS at its float32 speed); row norms and the sum are float64. With
-    ``tol_zero``, values below the expansion's rounding error are set to 0
-    (:func:`sq_distances_from_inner`).
+    data keeps BLAS at its float32 speed); row norms and the sum are float64. Values below
+    the expansion's rounding error are set to 0 (:func:`sq_distances_from_inner`).
     """
     xp = namespace(A, B)
     dtype = ranking_dtype(xp, A.dtype, B.dtype)
     cross = like(xp, A, B, dtype) @ like(xp, B, A, dtype).T
-    eps = xp.finfo(dtype).eps if tol_zero else None
+    eps = xp.finfo(dtype).eps
     return sq_distances_from_inner(cross, row_sq_norms(A), row_sq_norms(B), zero_below=eps)
 
 

@@ -26,6 +26,7 @@ import numbers
 import os
 import sys
 import warnings
+from collections import Counter
 
 import numpy as np
 
@@ -105,23 +106,9 @@ def sorted_classes(values) -> np.ndarray:
     return np.unique(values)
 
 
-def _missing_mask(values: np.ndarray) -> np.ndarray:
-    """True where a label is None or NaN."""
-    if values.dtype.kind == "f":
-        return np.isnan(values)
-    if values.dtype.kind == "O":
-        out = np.fromiter(
-            (v is None or (isinstance(v, float) and np.isnan(v)) for v in values.ravel()),
-            dtype=bool,
-            count=values.size,
-        )
-        return out.reshape(values.shape)
-    return np.zeros(values.shape, dtype=bool)
-
-
 def refuse_missing(values: np.ndarray) -> None:
     """Refuse None/NaN labels where no label marks unlabeled rows (``marker=None``)."""
-    if _missing_mask(values).any():
+    if unlabeled_mask(values, np.nan).any():  # NaN as the marker: None/NaN alone
         raise InputError(
             "Input y contains None or NaN labels, and unlabeled=None says every row is "
             "labeled. Drop those rows, or pass unlabeled=-1 (the default) to treat "
@@ -227,11 +214,9 @@ def class_counts(values, marker=UNLABELED) -> dict:
     else:
         unlabeled = unlabeled_mask(values, marker)
         labeled = values[~unlabeled] if unlabeled.any() else values.ravel()
-        marker_rows = int(unlabeled.sum() - _missing_mask(values[unlabeled]).sum())
+        marker_rows = int(unlabeled.sum() - unlabeled_mask(values[unlabeled], np.nan).sum())
     if labeled.dtype.kind == "O":
-        tally: dict = {}
-        for value in labeled.tolist():
-            tally[value] = tally.get(value, 0) + 1
+        tally = Counter(labeled.tolist())
         classes = np.array(sorted(tally, key=_sort_key), dtype=object)
         counts = np.array([tally[value] for value in classes.tolist()], dtype=np.int64)
     elif (span := _table_span(labeled)) is not None:  # integers of a small range: no sort

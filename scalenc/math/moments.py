@@ -21,6 +21,8 @@ small results (K×d, d×d) come back to NumPy for the merges, which only ever se
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -118,31 +120,23 @@ def _class_moments_on_host(X, codes, n_classes, *, scatter, sqnorm, check_finite
     n = np.bincount(codes[labeled], minlength=n_classes).astype(np.float64)
     all_labeled = bool(labeled.all())
     if scatter and np.asarray(X).dtype == np.float32:
-        out = _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite)
-        return out
+        return _float32_moments(X, codes, n, labeled, all_labeled, sqnorm, check_finite)
     if scatter:
         # one float64 copy of the labeled rows, centred in place at their block mean m;
         # S_w = Cᵀ C − Σ_k n_k (μ_k − m)(μ_k − m)ᵀ avoids gathering μ_{y_i} for every row
         indicator = onehot(codes, n_classes)
+        if not all_labeled:
+            indicator = indicator[:, labeled]
         centred = np.array(X if all_labeled else X[labeled], dtype=np.float64, copy=True)
-        sums = (
-            np.asarray(indicator[:, labeled] @ centred)
-            if not all_labeled
-            else np.asarray(indicator @ centred)
-        )
+        sums = np.asarray(indicator @ centred)
         total = n.sum()
         block_mean = sums.sum(axis=0) / total if total else np.zeros(centred.shape[1])
         sums -= np.outer(n, block_mean)  # class sums of the centred rows
         centred -= block_mean
-        shifted = np.divide(sums, n[:, None], out=np.zeros_like(sums), where=n[:, None] > 0)
-        mean = shifted + block_mean
-        out_scatter = matmul(np, centred.T, centred) - (shifted * n[:, None]).T @ shifted
-        out = {"n": n, "mean": np.where(n[:, None] > 0, mean, 0.0), "scatter": out_scatter}
+        out = moments_about(n, block_mean, sums, matmul(np, centred.T, centred))
         if sqnorm:
             centred += block_mean
-            out["sqnorm"] = (indicator[:, labeled] if not all_labeled else indicator) @ np.einsum(
-                "ij,ij->i", centred, centred
-            )
+            out["sqnorm"] = indicator @ np.einsum("ij,ij->i", centred, centred)
         if check_finite:
             out["all_finite"] = False
         return out
@@ -417,17 +411,13 @@ def merge_moments(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[st
     return out
 
 
-def _is_moments(obj) -> bool:
-    return isinstance(obj, dict) and "n" in obj and "mean" in obj
-
-
 def merge_partials(a, b):
     """Merge two partials of any pass.
 
     Class-moment dicts (keys ``n`` and ``mean``) merge by :func:`merge_moments`; other
     dicts, tuples and lists merge key by key; arrays and numbers are summed.
     """
-    if _is_moments(a):
+    if isinstance(a, dict) and "n" in a and "mean" in a:
         return merge_moments(a, b)
     if isinstance(a, dict):
         return {key: merge_partials(a[key], b[key]) for key in a}
@@ -438,10 +428,7 @@ def merge_partials(a, b):
 
 def combine_partials(*partials):
     """Merge any number of partials (one node of a tree reduction)."""
-    out = partials[0]
-    for part in partials[1:]:
-        out = merge_partials(out, part)
-    return out
+    return functools.reduce(merge_partials, partials)
 
 
 def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
@@ -465,15 +452,11 @@ def checked_class_moments(X, codes, n_classes, *, scatter, sqnorm) -> dict:
     if out is None:
         with np.errstate(over="ignore", invalid="ignore"):
             out = class_moments(X, codes, n_classes, scatter=scatter, sqnorm=sqnorm)
-    if not all_finite and not nonfinite and not _all_finite(out):
+    if not all_finite and not nonfinite and not all(np.isfinite(v).all() for v in out.values()):
         check_magnitude(X)  # finite values whose products overflowed: name them
     out["nonfinite"] = nonfinite
     out["rows"] = X.shape[0]
     return out
-
-
-def _all_finite(stats: dict) -> bool:
-    return all(np.isfinite(value).all() for value in stats.values())
 
 
 def merge_moment_tuples(a: tuple, b: tuple) -> tuple:
@@ -506,7 +489,7 @@ def magnitude_limit(dtype) -> float:
     return float(np.sqrt(np.finfo(dtype).max))
 
 
-def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
+def check_magnitude(X: np.ndarray) -> None:
     """Refuse a block holding a finite value too large for its dtype's statistics
     (:func:`magnitude_limit`), naming the column and the value."""
     xp = namespace(X)
@@ -518,7 +501,7 @@ def check_magnitude(X: np.ndarray, *, column_offset: int = 0) -> None:
     limit = magnitude_limit(peaks.dtype)
     if np.any(peaks > limit):
         column = int(np.argmax(peaks))
-        raise too_large(column + column_offset, f"holds {peaks[column]:.3g}", peaks.dtype)
+        raise too_large(column, f"holds {peaks[column]:.3g}", peaks.dtype)
 
 
 def too_large(column: int, what: str, dtype) -> InputError:

@@ -20,12 +20,8 @@ import copy
 import numpy as np
 
 from scalenc.math.buffers import gather, host_scratch, scratch, scratch_take
-from scalenc.math.distances import (
-    GATHER_ELEMENTS,
-    duplicate_rank,
-    row_sq_norms,
-    score_bound,
-)
+from scalenc.math.distances import GATHER_ELEMENTS, duplicate_rank, row_sq_norms, score_bound
+from scalenc.math.selection import no_neighbors
 from scalenc.math.xp import (
     argpartition_rows,
     device_of,
@@ -89,12 +85,6 @@ class _Reference:
         if self._ranks is None:
             self._ranks = duplicate_rank(self.rows)
         return self._ranks
-
-
-def _rounding_bound(q_norms, ref: _Reference):
-    """δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r
-    (:func:`score_bound`), an array of ``q_norms``' library."""
-    return like(ref.xp, score_bound(q_norms, ref.max_norm2, ref.p, ref.dtype), q_norms)
 
 
 def _exact_d2(Q64, q_norms, ref: _Reference, cols):
@@ -238,11 +228,6 @@ def _doubt_survivors_on_device(score, P, J, thr, ref: _Reference, k):
     return xp.where(xp.take_along_axis(below, cols, axis=1), cols, -1)
 
 
-def _float64_order(xp, exact, keys, k):
-    """Positions of the k smallest (``exact``, ``keys``) of each row, in that order."""
-    return lexsort_rows(xp, exact, keys)[:, :k]
-
-
 def _scores(xp, Q, ref: _Reference, buffer):
     """The ranking scores ‖r‖² − 2 q·r of a query tile (c×s): one product of [Q, 1] with
     ``scores_t``, into ``buffer`` for NumPy."""
@@ -273,7 +258,8 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
     c = Q.shape[0]
     s = ref.size
     q_norms = row_sq_norms(Q, copy=False)
-    delta = _rounding_bound(q_norms, ref)
+    # δ per query: |(‖q‖² + ranking score) − the float64 expansion| ≤ δ for every r
+    delta = like(xp, score_bound(q_norms, ref.max_norm2, ref.p, ref.dtype), q_norms)
     limit = float(np.finfo(ref.dtype).max) / 8
     if ref.dtype != np.float64 and not (float(xp.max(q_norms)) + ref.max_norm2) * 4 < limit:
         return nearest_exact(Q, ref.rows, k, exclude)  # beyond the ranking range: float64
@@ -302,7 +288,7 @@ def _nearest_exact_tile(Q, k, ref: _Reference, buffer, exclude=None):
         thr = xp.clip(thr, max=float(np.finfo(ref.dtype).max))  # +inf never survives
         cols = _doubt_survivors(_rows_of(xp, score, doubt), P[doubt], J[doubt], thr, ref, k)
         exact = _exact_d2(xp.astype(Q[doubt], xp.float64), q_norms[doubt], ref, cols)
-        redo = _float64_order(xp, exact, xp.where(cols >= 0, cols, s), k)
+        redo = lexsort_rows(xp, exact, xp.where(cols >= 0, cols, s))[:, :k]  # by (d2, position)
         pos[doubt] = xp.take_along_axis(cols, redo, axis=1)
         d2[doubt] = xp.take_along_axis(exact, redo, axis=1)
     return pos, xp.where(pos < 0, xp.inf, d2)
@@ -316,8 +302,7 @@ def nearest_exact(Q, R, k, exclude=None, dtype=None):
     ref = ref.on(xp, Q)
     c, s = Q.shape[0], ref.size
     k_in = min(k, s)
-    pos_out = xp.full((c, k), -1, dtype=xp.int64, device=device_of(Q))
-    d2_out = xp.full((c, k), xp.inf, dtype=xp.float64, device=device_of(Q))
+    pos_out, d2_out = no_neighbors(xp, c, k, Q)
     if c == 0 or s == 0:
         return pos_out, d2_out
     tile = min(c, max(1, tile_elements(xp, EXACT_TILE_ELEMENTS) // s))

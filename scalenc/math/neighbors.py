@@ -105,13 +105,6 @@ def _empty_neighbors(c: int, k: int) -> dict[str, np.ndarray]:
     }
 
 
-def _sorted_k(dist2, index, label, k):
-    """Keep the k smallest of each row by (distance, global index), in that order."""
-    order = np.lexsort((index, dist2), axis=-1)[:, :k]
-    take = np.take_along_axis
-    return take(dist2, order, 1), take(index, order, 1), take(label, order, 1)
-
-
 def _finite(A):
     """A with its NaN and inf entries set to 0 (A itself when it has none)."""
     xp = namespace(A)
@@ -263,18 +256,14 @@ def _pair_on_host(rows_i, index_i, labels_i, rows_j, index_j, labels_j, n_neighb
 
 
 def merge_neighbors(*parts: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Merge k-NN partials of several blocks: the k nearest of their union (associative)."""
-    k = parts[0]["dist2"].shape[1]
-    dist2, index, label = (
-        np.concatenate([p[key] for p in parts], axis=1) for key in ("dist2", "index", "label")
-    )
-    dist2, index, label = _sorted_k(dist2, index, label, k)
-    return {
-        "dist2": dist2,
-        "index": index,
-        "label": label,
-        "nonfinite": sum(int(p["nonfinite"]) for p in parts),
+    """Merge k-NN partials of several blocks: the k nearest of their union (associative),
+    each row's k smallest by (distance, global index), in that order."""
+    joined = {
+        key: np.concatenate([p[key] for p in parts], axis=1) for key in ("dist2", "index", "label")
     }
+    order = np.lexsort((joined["index"], joined["dist2"]), axis=-1)[:, : parts[0]["dist2"].shape[1]]
+    out = {key: np.take_along_axis(values, order, 1) for key, values in joined.items()}
+    return {**out, "nonfinite": sum(int(p["nonfinite"]) for p in parts)}
 
 
 def nearest(
@@ -328,8 +317,7 @@ def _nearest_on_host(xp, Q, R, k, exclude, dtype):
     :data:`~scalenc.math.selection.TILE_ELEMENTS` scores in a reused buffer, the k
     smallest of each row by :func:`~scalenc.math.selection.smallest_k`."""
     c, b = Q.shape[0], R.shape[0]
-    pos_out = np.full((c, k), -1, dtype=np.int64)
-    d2_out = np.full((c, k), np.inf)
+    pos_out, d2_out = no_neighbors(np, c, k, R)
     q_norms, r_norms = row_sq_norms(Q), row_sq_norms(R)
     search = Search(np.asarray(Q), np.asarray(R), q_norms, r_norms, k, dtype)
     with np.errstate(over="ignore"):  # rows beyond the ranking precision rank last (inf)

@@ -12,23 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from scalenc.math import selection
-from scalenc.math.distances import (
-    row_sq_norms,
-    score_bound,
-)
+from scalenc.math.distances import row_sq_norms, score_bound
 from scalenc.math.selection import few_copies, in_order, no_neighbors, pair_distances
-from scalenc.math.xp import (
-    argpartition_rows,
-    device_of,
-    like,
-    tile_elements,
-)
+from scalenc.math.xp import argpartition_rows, device_of, like, tile_elements
 
-__all__ = [
-    "DEVICE_SLACK",
-    "DEVICE_GROUP",
-    "nearest_on_device",
-]
+__all__ = ["DEVICE_SLACK", "DEVICE_GROUP", "nearest_on_device"]
 
 
 #: Scores per query that a device's search selects beyond the k smallest

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalenc.math.xp import host_dtype, host_rows, namespace
+from scalenc.math.moments import count_nonfinite
+from scalenc.math.xp import host_rows
 
 __all__ = [
     "fold_of",
@@ -230,11 +231,7 @@ def gather_block(X, *, row_start, wanted, nonfinite: bool = False):
     index = wanted[lo:hi]
     out = {"index": index, "rows": host_rows(X, index - row_start)}  # rows leave a device
     if nonfinite:
-        xp = namespace(X)
-        size = X.shape[0] * X.shape[1]
-        floating = host_dtype(X.dtype).kind == "f"
-        bad = int(size - int(xp.count_nonzero(xp.isfinite(X)))) if floating else 0
-        out["nonfinite"] = np.array([bad])
+        out["nonfinite"] = np.array([count_nonfinite(X)])
     return out
 
 

@@ -18,18 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from scalenc.math.buffers import arange, gather, scratch, scratch_take
-from scalenc.math.distances import (
-    GATHER_ELEMENTS,
-    duplicate_rank,
-    score_bound,
-)
-from scalenc.math.xp import (
-    device_of,
-    lexsort_rows,
-    namespace,
-    tile_elements,
-    to_host,
-)
+from scalenc.math.distances import GATHER_ELEMENTS, duplicate_rank, score_bound
+from scalenc.math.xp import device_of, lexsort_rows, namespace, tile_elements, to_host
 
 __all__ = [
     "TILE_ELEMENTS",
@@ -357,10 +347,7 @@ def smallest_k(score, k, search: Search, offset=0):
     """
     c, b = score.shape
     sample = _sample_size(b, k)
-    if sample:
-        tau = _kth_smallest(score[:, :sample], k, axis=1)
-    else:
-        tau = np.full(c, np.inf, dtype=score.dtype)
+    tau = _kth_smallest(score[:, :sample], k, axis=1) if sample else np.full(c, np.inf, score.dtype)
     if search.delta is None:  # exact scores: equal scores are equal distances
         bound, head = tau, sample or b
     else:

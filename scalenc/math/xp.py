@@ -56,14 +56,9 @@ DEVICE_TILE_ELEMENTS = 2**25
 def namespace(*arrays: Any):
     """The namespace of the arrays: ``numpy`` itself when every array is NumPy (or a
     Python scalar, or None), else the array API namespace of the non-NumPy ones."""
-    others = [a for a in arrays if a is not None and not _is_host(a)]
-    if not others:
-        return np
-    return array_api_compat.array_namespace(*others)
-
-
-def _is_host(a) -> bool:
-    return isinstance(a, (np.ndarray, np.generic, int, float, bool, complex))
+    host = (np.ndarray, np.generic, int, float, bool, complex)
+    others = [a for a in arrays if a is not None and not isinstance(a, host)]
+    return array_api_compat.array_namespace(*others) if others else np
 
 
 def is_device_array(a) -> bool:
@@ -95,13 +90,10 @@ def to_host(a) -> np.ndarray:
     if array_api_compat.is_cupy_array(a):
         return a.get()
     if array_api_compat.is_array_api_obj(a):
-        return np.from_dlpack(array_api_compat.to_device(a, "cpu") if _dlpack_needs_move(a) else a)
+        device = getattr(a, "__dlpack_device__", None)
+        moved = device is not None and device()[0] != 1  # 1 is DLPack's kDLCPU
+        return np.from_dlpack(array_api_compat.to_device(a, "cpu") if moved else a)
     return np.asarray(a)
-
-
-def _dlpack_needs_move(a) -> bool:
-    device = getattr(a, "__dlpack_device__", None)
-    return device is not None and device()[0] != 1  # 1 is DLPack's kDLCPU
 
 
 def host_tree(value):

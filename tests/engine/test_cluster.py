@@ -38,7 +38,7 @@ from conftest import make_blobs
 
 import scalenc
 from scalenc import CCDR, CCDRClassifier, EncoderClassifier, LRClassifier, NRBFNClassifier
-from scalenc.cli.app import build_parser
+from scalenc.cli import build_parser
 from scalenc.cli.jobs import read_job, step_argv
 from scalenc.engine.cluster import ClusterUnavailableError, active_client
 from scalenc.engine.connect import make_security

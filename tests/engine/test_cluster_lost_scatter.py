@@ -73,7 +73,7 @@ def test_a_lost_scattered_value_is_sent_again(amm):
     X = np.arange(400.0).reshape(40, 10)
     cluster, client = _cluster(amm)
     try:
-        future = _share(weights, client)
+        future = _share(weights, client, True)
         assert type(future).__name__ == "Future"
         # the manager keeps one copy; without it, both workers keep theirs
         holders = _holders(client, future, want=1 if amm else 2)

@@ -302,7 +302,8 @@ def test_a_pass_reads_each_block_of_x_and_y_once():
     X = np.arange(400.0).reshape(100, 4)
     Xd, x_reads = counted(X, (10, 40, 25, 25))
     yd, y_reads = counted(np.arange(100) % 3, (10, 40, 25, 25))
-    result = passes.class_moments_pass(Xd, encode_labels(yd, np.arange(3)), 3, split_every=2)
+    with dask.config.set({"scalenc.split-every": 2}):
+        result = passes.class_moments_pass(Xd, encode_labels(yd, np.arange(3)), 3)
     with TaskLog() as tasks:
         (m,) = compute(result)
     np.testing.assert_array_equal(m["n"], [34, 33, 33])

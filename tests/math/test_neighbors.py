@@ -31,7 +31,8 @@ def test_pass_equals_brute_force(chunks):
     k = 9
     Xd = da.from_array(X, chunks=(chunks, -1))
     codes = da.from_array(np.where(y >= 0, y, -1), chunks=(chunks,))
-    (nb,) = compute(kneighbors_pass(Xd, codes, X[cand_index], cand_index, k, split_every=2))
+    with dask.config.set({"scalenc.split-every": 2}):
+        (nb,) = compute(kneighbors_pass(Xd, codes, X[cand_index], cand_index, k))
     d2, order = brute_knn(X, y >= 0, cand_index, k)
     np.testing.assert_array_equal(nb["index"], order)
     np.testing.assert_allclose(nb["dist2"], d2, rtol=1e-10)
@@ -158,7 +159,8 @@ def test_all_rows_by_block_pairs_equals_brute_force(chunks):
     X, y = make_blobs(180, 5, 3, seed=4, unlabeled=0.1)
     Xd = da.from_array(X, chunks=(chunks, -1))
     codes = da.from_array(y, chunks=(chunks,))
-    (results,) = compute(kneighbors_all_rows(Xd, codes, 6, split_every=2))
+    with dask.config.set({"scalenc.split-every": 2}):
+        (results,) = compute(kneighbors_all_rows(Xd, codes, 6))
     index = np.concatenate([r[1] for r in results])
     found = np.concatenate([r[0]["index"] for r in results])
     dist2 = np.concatenate([r[0]["dist2"] for r in results])
@@ -186,13 +188,15 @@ def test_ties_are_broken_by_row_index_exactly(monkeypatch, chunks, tiles):
     y = rng.integers(-1, 2, 180)
     Xd = da.from_array(X, chunks=(chunks, -1))
     codes = da.from_array(y, chunks=(chunks,))
-    (results,) = compute(kneighbors_all_rows(Xd, codes, 7, split_every=2))
+    with dask.config.set({"scalenc.split-every": 2}):
+        (results,) = compute(kneighbors_all_rows(Xd, codes, 7))
     index = np.concatenate([r[1] for r in results])
     d2, order = brute_knn(X, y >= 0, index, 7)
     np.testing.assert_array_equal(np.concatenate([r[0]["index"] for r in results]), order)
     np.testing.assert_array_equal(np.concatenate([r[0]["dist2"] for r in results]), d2)
     cand = index[::5]
-    (nb,) = compute(kneighbors_pass(Xd, codes, X[cand], cand, 7, split_every=3))
+    with dask.config.set({"scalenc.split-every": 3}):
+        (nb,) = compute(kneighbors_pass(Xd, codes, X[cand], cand, 7))
     d2, order = brute_knn(X, y >= 0, cand, 7)
     np.testing.assert_array_equal(nb["index"], order)
     np.testing.assert_array_equal(nb["dist2"], d2)
@@ -209,10 +213,12 @@ def test_stratified_sample_pass_draws_the_in_memory_sample_from_dask_labels(chun
     rng = np.random.default_rng(5)
     codes = rng.choice([-1, 0, 1, 2], p=[0.2, 0.5, 0.2, 0.1], size=1000)
     cd = da.from_array(codes, chunks=chunks)
-    (counts,) = compute(label_counts_pass(cd, n_classes=3, split_every=2))
+    with dask.config.set({"scalenc.split-every": 2}):
+        (counts,) = compute(label_counts_pass(cd, n_classes=3))
     np.testing.assert_array_equal(counts, np.bincount(codes[codes >= 0], minlength=3))
     for size in (3, 50, 799):
-        (drawn,) = compute(stratified_sample_pass(cd, counts, size, seed=4, split_every=2))
+        with dask.config.set({"scalenc.split-every": 2}):
+            (drawn,) = compute(stratified_sample_pass(cd, counts, size, seed=4))
         order = np.argsort(drawn["index"])
         expected = stratified_sample(codes, size, 3, seed=4)
         np.testing.assert_array_equal(drawn["index"][order], expected)
@@ -367,8 +373,8 @@ def test_rows_repeated_thousands_of_times_keep_few_survivors(monkeypatch):
     y = rng.integers(-1, 3, 6000)
     Xd = da.from_array(X, chunks=((2500, 2000, 1500), -1))
     codes = da.from_array(y, chunks=((2500, 2000, 1500),))
-    with dask.config.set(scheduler="sync"):
-        (results,) = compute(kneighbors_all_rows(Xd, codes, 7, split_every=2))
+    with dask.config.set({"scheduler": "sync", "scalenc.split-every": 2}):
+        (results,) = compute(kneighbors_all_rows(Xd, codes, 7))
     index = np.concatenate([r[1] for r in results])
     d2, order = brute_knn(X, y >= 0, index, 7)
     np.testing.assert_array_equal(np.concatenate([r[0]["index"] for r in results]), order)
