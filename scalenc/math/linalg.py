@@ -243,7 +243,7 @@ def _symmetric_one_norm(lower: np.ndarray) -> float:
     return float((rows + cols - np.abs(np.diag(lower))).max()) if r else 0.0
 
 
-def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
+def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False) -> tuple:
     """X* = B (M + λ tr(M) I)⁻¹ for every λ of ``lams`` (shape (len(lams),) + B's), for
     cross-validation, without :func:`ridge_solve`'s least-squares fallback (an SVD, 20–60
     times a factorisation: tens of them made a 5-fold, 9-λ search on 1 400 rows take 20 s).
@@ -256,19 +256,30 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
     factorisations; an eigendecomposition costs twenty) serves every λ: a tridiagonal
     solve each, one Q for all. Fewer λ: a Cholesky factorisation each, in one work array
     (a fresh r×r array per λ took 3 of connect_4's 28 s of factorisations).
+
+    ``rotate``: the solutions are left in Q's coordinates, Y with X* = Y Qᵀ, and Q is
+    returned as well (the identity on the Cholesky path): a caller that scores rows Φ
+    forms Φ Q once for every λ, rather than Q applied to every λ's K×r solution (K r²
+    each; with 1 000 classes most of a fit's time).
     """
     M = np.asarray(M, dtype=np.float64)
     shifts = [lam * float(np.diag(M).sum()) for lam in lams]
     tridiagonal = len(lams) >= TRIDIAGONAL_LAMS and M.shape[0] > 1
-    path = _by_tridiagonal if tridiagonal else _by_cholesky
-    out, problems = np.zeros((len(lams),) + np.shape(B)), []
+    out, problems, Q = np.zeros((len(lams),) + np.shape(B)), [], None
     with _solve_threads(M.shape[0]):
-        for i, solution in enumerate(path(M, np.asarray(B, np.float64).T, shifts)):
+        rhs = np.asarray(B, np.float64).T
+        if tridiagonal:
+            solutions, Q = _by_tridiagonal(M, rhs, shifts, rotate)
+        else:
+            solutions = _by_cholesky(M, rhs, shifts)
+        for i, solution in enumerate(solutions):
             if solution is None or not np.isfinite(solution).all():
                 problems.append(lams[i])
             else:
                 out[i] = solution.T
-    return out, problems
+    if not rotate:
+        return out, problems
+    return out, problems, np.eye(M.shape[0]) if Q is None else Q
 
 
 #: λ from which :func:`ridge_path` reduces M to tridiagonal form once rather than
@@ -290,10 +301,11 @@ def _by_cholesky(M, rhs, shifts):
         yield None if info else scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)[0]
 
 
-def _by_tridiagonal(M, rhs, shifts):
+def _by_tridiagonal(M, rhs, shifts, rotate=False):
     """(M + s I)⁻¹ rhs per shift s from one M = Q T Qᵀ, r > 1 (NaN where T + s I is not
-    positive definite). Q is ``sytrd``'s reflectors below the subdiagonal, a QR's of
-    M's rows 2…r (as LAPACK's ``ormtr`` applies them)."""
+    positive definite), and None; with ``rotate``, Qᵀ of each and Q (formed from its
+    reflectors). Q is ``sytrd``'s reflectors below the subdiagonal, a QR's of M's rows
+    2…r (as LAPACK's ``ormtr`` applies them)."""
     r, k = rhs.shape
     lwork = int(scipy.linalg.lapack.dsytrd_lwork(r, lower=1)[0])
     reduced, d, e, tau, _ = scipy.linalg.lapack.dsytrd(M, lower=1, lwork=lwork)
@@ -310,8 +322,14 @@ def _by_tridiagonal(M, rhs, shifts):
         *_, x, info = scipy.linalg.lapack.dptsv(d + shift, e, c)
         if not info:
             solved[:, i * k : (i + 1) * k] = x
-    solved = apply(b"N", solved)  # Q acts on each column alone
-    return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))]
+    Q = None
+    if rotate:
+        Q = np.zeros((r, r))
+        Q[0, 0] = 1.0
+        Q[1:, 1:] = scipy.linalg.lapack.dorgqr(reflectors, tau, lwork=max(1, 64 * r))[0]
+    else:
+        solved = apply(b"N", solved)  # Q acts on each column alone
+    return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))], Q
 
 
 def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:

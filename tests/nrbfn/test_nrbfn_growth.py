@@ -322,12 +322,32 @@ def test_ridge_path_equals_ridge_solve_per_alpha(n_lams):
     for i, lam in enumerate(lams[:3]):
         np.testing.assert_allclose(W[i], ridge_solve(M, B, lam)[0], rtol=1e-8, atol=1e-10)
     assert problems == []
+    Y, _, Q = ridge_path(M, B, lams, rotate=True)  # X* = Y Qᵀ, Q orthogonal (I per λ)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(60), atol=1e-12)
+    np.testing.assert_allclose(Y @ Q.T, W, rtol=1e-8, atol=1e-10)
     v = np.arange(1.0, 6.0)
     singular = np.tril(np.outer(v, v))  # rank 1: at λ = 0 no factorisation, zero weights
     lams = (0.0, 1e-3) + (1e-1,) * (n_lams - 2)
     W, problems = ridge_path(singular, np.ones((2, 5)), lams)
     assert problems == [0.0] and not W[0].any() and W[1].any()
     np.testing.assert_allclose(W[1], ridge_solve(singular, np.ones((2, 5)), 1e-3)[0], rtol=1e-9)
+
+
+def test_many_classes_score_held_out_rows_in_the_tridiagonal_factors_coordinates():
+    """20 classes, 9 λ: each fold's weights stay in its Q's coordinates and the held-out
+    rows' kernel is multiplied by Q (``network._rotates``); the errors equal the oracle's."""
+    from sklearn.model_selection import KFold
+
+    from scalenc.math.linalg import blas_threads
+    from scalenc.nrbfn.network import _rotates
+
+    X, y = make_blobs(120, 3, 20, seed=3, sep=2.0)
+    cv = KFold(3, shuffle=True, random_state=0)
+    m = NRBFNClassifier(n_neighbors=5, alpha=AUTO_ALPHA_GRID, cv=cv, n_basis=None).fit(X, y)
+    assert _rotates(3, m.basis_.shape[0], len(AUTO_ALPHA_GRID), 20, 120)
+    with blas_threads(1):  # 27 small inverses: threads cost seconds on a busy machine
+        expected = _brute_force_cv(X, y, m.basis_, m.sigma_, AUTO_ALPHA_GRID, list(cv.split(X)))
+    np.testing.assert_array_equal(m.cv_error_, expected)
 
 
 @pytest.mark.parametrize("keep", [None, "every third out", "none out"])
