@@ -243,7 +243,9 @@ def _symmetric_one_norm(lower: np.ndarray) -> float:
     return float((rows + cols - np.abs(np.diag(lower))).max()) if r else 0.0
 
 
-def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False) -> tuple:
+def ridge_path(
+    M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False, overwrite: bool = False
+) -> tuple:
     """X* = B (M + λ tr(M) I)⁻¹ for every λ of ``lams`` (shape (len(lams),) + B's), for
     cross-validation, without :func:`ridge_solve`'s least-squares fallback (an SVD, 20–60
     times a factorisation: tens of them made a 5-fold, 9-λ search on 1 400 rows take 20 s).
@@ -260,7 +262,8 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False) -> t
     ``rotate``: the solutions are left in Q's coordinates, Y with X* = Y Qᵀ, and Q is
     returned as well (the identity on the Cholesky path): a caller that scores rows Φ
     forms Φ Q once for every λ, rather than Q applied to every λ's K×r solution (K r²
-    each; with 1 000 classes most of a fit's time).
+    each; with 1 000 classes most of a fit's time). ``overwrite``: the Cholesky path
+    factorises in M's own array (C-ordered), which it leaves undefined.
     """
     M = np.asarray(M, dtype=np.float64)
     shifts = [lam * float(np.diag(M).sum()) for lam in lams]
@@ -271,7 +274,7 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False) -> t
         if tridiagonal:
             solutions, Q = _by_tridiagonal(M, rhs, shifts, rotate)
         else:
-            solutions = _by_cholesky(M, rhs, shifts)
+            solutions = _by_cholesky(M, rhs, shifts, overwrite)
         for i, solution in enumerate(solutions):
             if solution is None or not np.isfinite(solution).all():
                 problems.append(lams[i])
@@ -287,18 +290,37 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False) -> t
 TRIDIAGONAL_LAMS = 7
 
 
-def _by_cholesky(M, rhs, shifts):
-    """(M + s I)⁻¹ rhs per shift s, a Cholesky factorisation each (None where it fails)."""
-    work = np.empty_like(M, order="C")
-    on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
+def _by_cholesky(M, rhs, shifts, overwrite=False):
+    """(M + s I)⁻¹ rhs per shift s, a Cholesky factorisation each (None where it fails),
+    in one work array; ``overwrite``: in M itself, whose lower triangle waits in its
+    upper one (which nothing reads) between shifts: no r×r array beside M."""
     diagonal = np.diag(M).copy()
-    for shift in shifts:
-        np.copyto(work, M)
+    work = M if overwrite else np.empty_like(M, order="C")
+    on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
+    for i, shift in enumerate(shifts):
+        if not overwrite:
+            np.copyto(work, M)
+        elif len(shifts) > 1:
+            _mirror_lower(work, back=i > 0)
         np.add(diagonal, shift, out=on_diagonal)
         # the C-ordered lower triangle is the upper triangle of the Fortran-ordered
         # transpose, which LAPACK factorises in place
         factor, info = scipy.linalg.lapack.dpotrf(work.T, lower=0, clean=0, overwrite_a=1)
         yield None if info else scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)[0]
+
+
+def _mirror_lower(M: np.ndarray, back: bool = False) -> None:
+    """The strict lower triangle of the C-ordered M copied to its upper one, in strips
+    of rows (``back``: the upper triangle copied back down)."""
+    r = M.shape[0]
+    for a in range(0, r, STRIP_ROWS):
+        b = min(r, a + STRIP_ROWS)
+        square = M[a:b, a:b]
+        lower, upper = np.tril_indices(b - a, -1)
+        if back:
+            M[b:, a:b], square[lower, upper] = M[a:b, b:].T, square[upper, lower]
+        else:
+            M[a:b, b:], square[upper, lower] = M[b:, a:b].T, square[lower, upper]
 
 
 def _by_tridiagonal(M, rhs, shifts, rotate=False):
@@ -332,22 +354,27 @@ def _by_tridiagonal(M, rhs, shifts, rotate=False):
     return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))], Q
 
 
-def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+def fold_gram(
+    total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None, *, in_place: bool = False
+) -> np.ndarray:
     """``total − part`` on the rows and columns ``keep`` (all when None), lower triangle
     only (the upper is left unset): a cross-validation fold's training Gram from the Gram
     of every row and the fold's own, for :func:`ridge_path`. Formed in strips of rows,
-    so no r×r temporary beside the result."""
+    so no r×r temporary beside the result; ``in_place``: over the C-ordered ``part``
+    (each strip read before it is written; the rows it writes lie before those it reads
+    next), the result a view of its first k² elements."""
     r = total.shape[0]
     keep = np.arange(r) if keep is None else np.asarray(keep)
-    out = np.empty((keep.size, keep.size))
-    for a in range(0, keep.size, STRIP_ROWS):
-        b = min(keep.size, a + STRIP_ROWS)
+    k = keep.size
+    out = np.ndarray((k, k), buffer=part) if in_place else np.empty((k, k))
+    for a in range(0, k, STRIP_ROWS):
+        b = min(k, a + STRIP_ROWS)
         at = np.ix_(keep[a:b], keep[:b])  # the strip's part of the lower triangle alone
         np.subtract(total[at], part[at], out=out[a:b, :b])
     return out
 
 
-#: Rows of a strip of :func:`fold_gram` and :func:`_symmetric_one_norm`.
+#: Rows of a strip of :func:`fold_gram`, :func:`_mirror_lower` and :func:`_symmetric_one_norm`.
 STRIP_ROWS = 256
 
 

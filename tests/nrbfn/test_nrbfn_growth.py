@@ -370,6 +370,9 @@ def test_fold_gram_is_the_difference_on_kept_rows_and_ridge_path_reads_its_lower
     for i, lam in enumerate(lams):
         np.testing.assert_allclose(W[i], ridge_solve(oracle, B, lam)[0], rtol=1e-7, atol=1e-9)
     assert problems == []
+    over = fold_gram(total, part.copy(), keep, in_place=True)  # over the fold's own Gram
+    np.testing.assert_array_equal(np.tril(over), np.tril(got))
+    np.testing.assert_array_equal(ridge_path(over, B, lams, overwrite=True)[0], W)
 
 
 @pytest.mark.parametrize("r", [1, 5, 256, 600])
