@@ -99,7 +99,7 @@ def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int):
         n_neighbors=n_neighbors,
         block_rows=[int(c) for c in X.chunks[0]],
         threads=threads,
-        split_every=fan_in(),
+        fan_in=fan_in(),
         distributed=uses_distributed(),
     )
 
@@ -630,7 +630,8 @@ def _warn_grown_capped(est, fit_plan: plan.FitPlan, path: dict) -> None:
         f"max_basis={est.max_basis}"
         if est.max_basis != "auto"
         else f"the memory budget ({fit_plan.budget_source}; max_basis='auto' = "
-        f"{fit_plan.max_basis}, at most MAX_AUTO_BASIS={plan.MAX_AUTO_BASIS})"
+        f"{fit_plan.max_basis}, at most MAX_AUTO_BASIS={plan.MAX_AUTO_BASIS} and what "
+        f"GROWN_BYTES={format_bytes(plan.GROWN_BYTES)} holds)"
     )
     warnings.warn(
         f"The grown basis stopped at {path['r'][-1]} rows, the most that {source} allows, "
