@@ -243,9 +243,7 @@ def _symmetric_one_norm(lower: np.ndarray) -> float:
     return float((rows + cols - np.abs(np.diag(lower))).max()) if r else 0.0
 
 
-def ridge_path(
-    M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False, overwrite: bool = False
-) -> tuple:
+def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False, refill=None):
     """X* = B (M + λ tr(M) I)⁻¹ for every λ of ``lams`` (shape (len(lams),) + B's), for
     cross-validation, without :func:`ridge_solve`'s least-squares fallback (an SVD, 20–60
     times a factorisation: tens of them made a 5-fold, 9-λ search on 1 400 rows take 20 s).
@@ -262,8 +260,8 @@ def ridge_path(
     ``rotate``: the solutions are left in Q's coordinates, Y with X* = Y Qᵀ, and Q is
     returned as well (the identity on the Cholesky path): a caller that scores rows Φ
     forms Φ Q once for every λ, rather than Q applied to every λ's K×r solution (K r²
-    each; with 1 000 classes most of a fit's time). ``overwrite``: the Cholesky path
-    factorises in M's own array (C-ordered), which it leaves undefined.
+    each; with 1 000 classes most of a fit's time). ``refill``: a function that writes M
+    into its own array again; the Cholesky path then factorises there (no work array).
     """
     M = np.asarray(M, dtype=np.float64)
     shifts = [lam * float(np.diag(M).sum()) for lam in lams]
@@ -274,7 +272,7 @@ def ridge_path(
         if tridiagonal:
             solutions, Q = _by_tridiagonal(M, rhs, shifts, rotate)
         else:
-            solutions = _by_cholesky(M, rhs, shifts, overwrite)
+            solutions = _by_cholesky(M, rhs, shifts, refill)
         for i, solution in enumerate(solutions):
             if solution is None or not np.isfinite(solution).all():
                 problems.append(lams[i])
@@ -290,37 +288,22 @@ def ridge_path(
 TRIDIAGONAL_LAMS = 7
 
 
-def _by_cholesky(M, rhs, shifts, overwrite=False):
+def _by_cholesky(M, rhs, shifts, refill=None):
     """(M + s I)⁻¹ rhs per shift s, a Cholesky factorisation each (None where it fails),
-    in one work array; ``overwrite``: in M itself, whose lower triangle waits in its
-    upper one (which nothing reads) between shifts: no r×r array beside M."""
+    in one work array, or in M itself, ``refill``-ed before each shift after the first."""
     diagonal = np.diag(M).copy()
-    work = M if overwrite else np.empty_like(M, order="C")
+    work = M if refill else np.empty_like(M, order="C")
     on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
     for i, shift in enumerate(shifts):
-        if not overwrite:
+        if refill is None:
             np.copyto(work, M)
-        elif len(shifts) > 1:
-            _mirror_lower(work, back=i > 0)
+        elif i:
+            refill()
         np.add(diagonal, shift, out=on_diagonal)
         # the C-ordered lower triangle is the upper triangle of the Fortran-ordered
         # transpose, which LAPACK factorises in place
         factor, info = scipy.linalg.lapack.dpotrf(work.T, lower=0, clean=0, overwrite_a=1)
         yield None if info else scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)[0]
-
-
-def _mirror_lower(M: np.ndarray, back: bool = False) -> None:
-    """The strict lower triangle of the C-ordered M copied to its upper one, in strips
-    of rows (``back``: the upper triangle copied back down)."""
-    r = M.shape[0]
-    for a in range(0, r, STRIP_ROWS):
-        b = min(r, a + STRIP_ROWS)
-        square = M[a:b, a:b]
-        lower, upper = np.tril_indices(b - a, -1)
-        if back:
-            M[b:, a:b], square[lower, upper] = M[a:b, b:].T, square[upper, lower]
-        else:
-            M[a:b, b:], square[upper, lower] = M[b:, a:b].T, square[lower, upper]
 
 
 def _by_tridiagonal(M, rhs, shifts, rotate=False):
@@ -354,19 +337,17 @@ def _by_tridiagonal(M, rhs, shifts, rotate=False):
     return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))], Q
 
 
-def fold_gram(
-    total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None, *, in_place: bool = False
-) -> np.ndarray:
+def fold_gram(total: np.ndarray, part: np.ndarray, keep=None, *, out=None) -> np.ndarray:
     """``total − part`` on the rows and columns ``keep`` (all when None), lower triangle
     only (the upper is left unset): a cross-validation fold's training Gram from the Gram
     of every row and the fold's own, for :func:`ridge_path`. Formed in strips of rows,
-    so no r×r temporary beside the result; ``in_place``: over the C-ordered ``part``
-    (each strip read before it is written; the rows it writes lie before those it reads
-    next), the result a view of its first k² elements."""
+    so no r×r temporary beside the result, which is the first k² elements of ``out``
+    (a C-ordered array; a new one when None) as k×k: the upper triangle's pages of a
+    fresh ``out`` are never touched."""
     r = total.shape[0]
     keep = np.arange(r) if keep is None else np.asarray(keep)
     k = keep.size
-    out = np.ndarray((k, k), buffer=part) if in_place else np.empty((k, k))
+    out = np.empty((k, k)) if out is None else np.ndarray((k, k), buffer=out)
     for a in range(0, k, STRIP_ROWS):
         b = min(k, a + STRIP_ROWS)
         at = np.ix_(keep[a:b], keep[:b])  # the strip's part of the lower triangle alone
@@ -374,7 +355,7 @@ def fold_gram(
     return out
 
 
-#: Rows of a strip of :func:`fold_gram`, :func:`_mirror_lower` and :func:`_symmetric_one_norm`.
+#: Rows of a strip of :func:`fold_gram` and :func:`_symmetric_one_norm`.
 STRIP_ROWS = 256
 
 

@@ -8,6 +8,7 @@ the basis re-chosen on each fold's training rows (``cv_refit_basis``); it return
 
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 import warnings
@@ -486,25 +487,21 @@ def _fold_weights(est, gram, grid, own, weights, rotations=None) -> None:
     (n_folds, r, r)), fold f's weights Y on its first columns and its Q on the rows of the
     basis rows it keeps: X* = Y Qᵀ (:func:`~scalenc.math.linalg.ridge_path`'s ``rotate``).
 
-    Each fold's training Gram is formed, and factorised, over the fold's own Gram, and
-    ``gram`` then holds the sums of its folds alone (what the final solve reads): with
-    n_folds r×r Grams, one more r×r array is alive (their sum), where a training Gram, a
-    factor and the folds kept to the end made three more (letter at the cap, r = 9 172:
-    2.0 GB)."""
-    n_folds = gram["M"].shape[0]
+    One array holds a fold's training Gram, formed again for each λ and factorised in
+    place; ``gram`` then holds its folds' sums alone, what the final solve reads."""
+    n_folds, r = gram["M"].shape[:2]
     M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
-    problems = []
+    work, problems = np.empty(r * r), []
     for f in range(n_folds):
         # the basis rows of fold f leave its model (all rows stay without a grown basis)
-        keep = np.arange(M_all.shape[0]) if own is None else np.flatnonzero(own != f)
-        M_train = fold_gram(M_all, gram["M"][f], keep, in_place=True)
+        keep = np.arange(r) if own is None else np.flatnonzero(own != f)
+        form = functools.partial(fold_gram, M_all, gram["M"][f], keep, out=work)
         B_train = B_all[:, keep] - gram["B"][f][:, keep]
         if rotations is None:
-            weights[f][..., keep], singular = ridge_path(M_train, B_train, grid, overwrite=True)
+            weights[f][..., keep], singular = ridge_path(form(), B_train, grid, refill=form)
         else:
-            solved, singular, Q = ridge_path(M_train, B_train, grid, rotate=True, overwrite=True)
+            solved, singular, Q = ridge_path(form(), B_train, grid, rotate=True, refill=form)
             weights[f][..., : keep.size], rotations[f][keep, : keep.size] = solved, Q
-        del M_train
         problems.extend(singular)
     gram.update(M=M_all[None], B=B_all[None], count=gram["count"].sum(keepdims=True))
     if problems:

@@ -25,6 +25,7 @@ workers' memory limit, the machine's available memory) and passes it in, and
 
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -275,11 +276,9 @@ def largest_basis(problem: Problem, budget: dict, n_folds: int = 1, per_fold: bo
 
 def grown_basis(problem: Problem, n_folds: int) -> int:
     """The largest r whose solves (:func:`solve_bytes`) take at most :data:`GROWN_BYTES`."""
-    lo, hi, limit = 1, problem.n_labeled + 1, {"worker": GROWN_BYTES, "client": GROWN_BYTES}
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(solve_bytes(problem, mid, n_folds), limit) else (lo, mid)
-    return lo
+    sizes = range(1, problem.n_labeled + 1)  # the bytes grow with r
+    bytes_of = lambda r: solve_bytes(problem, r, n_folds)["client"]  # noqa: E731
+    return max(1, bisect.bisect_right(sizes, GROWN_BYTES, key=bytes_of))
 
 
 def cost_basis(problem: Problem, n_candidates: int | None) -> int:
