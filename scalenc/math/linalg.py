@@ -257,11 +257,9 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False, refi
     solve each, one Q for all. Fewer λ: a Cholesky factorisation each, in one work array
     (a fresh r×r array per λ took 3 of connect_4's 28 s of factorisations).
 
-    ``rotate``: the solutions are left in Q's coordinates, Y with X* = Y Qᵀ, and Q is
-    returned as well (the identity on the Cholesky path): a caller that scores rows Φ
-    forms Φ Q once for every λ, rather than Q applied to every λ's K×r solution (K r²
-    each; with 1 000 classes most of a fit's time). ``refill``: a function that writes M
-    into its own array again; the Cholesky path then factorises there (no work array).
+    ``rotate``: Y with X* = Y Qᵀ, and Q (the identity on the Cholesky path): a caller
+    scoring rows Φ forms Φ Q once, not Q times each λ's K×r solution. ``refill``: a
+    function writing M into its array again; the Cholesky path then factorises there.
     """
     M = np.asarray(M, dtype=np.float64)
     shifts = [lam * float(np.diag(M).sum()) for lam in lams]
@@ -341,9 +339,8 @@ def fold_gram(total: np.ndarray, part: np.ndarray, keep=None, *, out=None) -> np
     """``total − part`` on the rows and columns ``keep`` (all when None), lower triangle
     only (the upper is left unset): a cross-validation fold's training Gram from the Gram
     of every row and the fold's own, for :func:`ridge_path`. Formed in strips of rows,
-    so no r×r temporary beside the result, which is the first k² elements of ``out``
-    (a C-ordered array; a new one when None) as k×k: the upper triangle's pages of a
-    fresh ``out`` are never touched."""
+    so no r×r temporary beside the result: ``out``'s first k² elements as k×k (a new
+    array when None; the pages of its upper triangle are not touched)."""
     r = total.shape[0]
     keep = np.arange(r) if keep is None else np.asarray(keep)
     k = keep.size

@@ -218,12 +218,8 @@ def _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_
                 gram["M"][:, f], gram["B"][:, f] = part["M"][:, 0], part["B"][:, 0]
                 gram["count"][f] = part["count"][0]
                 del part
-    if n_kernels == 1:  # views: no r×r copy
-        return [{"M": gram["M"][0], "B": gram["B"][0], "count": gram["count"]}]
-    return [
-        {"M": gram["M"][v].copy(), "B": gram["B"][v].copy(), "count": gram["count"]}
-        for v in range(n_kernels)
-    ]
+    # views: no r×r copy (the held-out solves replace each by its folds' sum)
+    return [{"M": M, "B": B, "count": gram["count"]} for M, B in zip(gram["M"], gram["B"])]
 
 
 def _together(fit_plan: plan.FitPlan, r: int, n_kernels: int, n_folds: int, n_alphas: int):
@@ -442,10 +438,9 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     each labeled row scored by its own fold's weights, every kernel in one pass. The
     basis is not refitted per fold. Returns (λ, error rates) per kernel.
 
-    Where :func:`_rotates` says so (many classes), the weights stay in the coordinates of
-    each fold's tridiagonal factor Q (:func:`~scalenc.math.linalg.ridge_path`'s
-    ``rotate``) and the pass scores a held-out row's kernel times Q: one r×r product per
-    row, not Q applied to each λ's K×r weights (with 1 000 classes, 63 of a fit's 195 s).
+    Where :func:`_rotates` says so (many classes), the weights stay in each fold's Q
+    coordinates (:func:`~scalenc.math.linalg.ridge_path`'s ``rotate``) and the pass
+    multiplies a row's kernel by Q once for every λ.
 
     With ``own``, the folds of the basis rows (a grown basis), fold f's model also leaves
     out the basis rows that lie in fold f — the block of the Gram without their rows and
@@ -458,34 +453,29 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     n_folds, (K, r) = grams[0]["M"].shape[0], grams[0]["B"].shape[1:]
     weights = np.zeros((len(kernels), n_folds, len(grid), K, r))
     rotate = _rotates(n_folds, r, len(grid), K, n_labeled)
-    rotations = np.zeros((len(kernels), n_folds, r, r)) if rotate else [None] * len(kernels)
-    for gram, out, rotation in zip(grams, weights, rotations):
-        _fold_weights(est, gram, grid, own, out, rotation)
-    (counts,) = compute(
-        nrbfn_passes.cv_error_pass(
-            X, codes, basis, kernels, weights, seed, folds=folds,
-            rotations=rotations if rotate else None,
-        )
-    )  # fmt: skip
+    rotations = np.zeros((len(kernels), n_folds, r, r)) if rotate else None
+    for v, gram in enumerate(grams):
+        _fold_weights(est, gram, grid, own, weights[v], rotate and rotations[v])
+    pass_ = nrbfn_passes.cv_error_pass
+    (counts,) = compute(pass_(X, codes, basis, kernels, weights, seed, folds, rotations))
     return [(grid[int(np.argmin(errors))], errors) for errors in counts / n_labeled]
 
 
 def _rotates(n_folds: int, r: int, n_alphas: int, K: int, n_rows: int) -> bool:
-    """Whether the held-out weights stay in each fold's Q coordinates: where the solves
-    reduce M to tridiagonal form (:data:`~scalenc.math.linalg.TRIDIAGONAL_LAMS`) and Q
-    formed per fold (4/3 r³) and applied to every row's kernel (2 r² a row) cost less
-    than Q applied to each λ's K×r weights (2 r² n_alphas K a fold)."""
+    """Whether the held-out weights stay in Q's coordinates: on the tridiagonal path, where
+    Q formed (4/3 r³ a fold) and applied to each row (2 r²) costs less than Q applied to
+    each λ's K×r weights (2 r² n_alphas K a fold)."""
     if n_alphas < TRIDIAGONAL_LAMS or r < 2:
         return False
     return n_folds * 4 / 3 * r + 2 * n_rows < 2 * n_folds * n_alphas * K
 
 
-def _fold_weights(est, gram, grid, own, weights, rotations=None) -> None:
+def _fold_weights(est, gram, grid, own, weights, rotations=False) -> None:
     """X* of every fold and λ into the zeros ``weights`` (n_folds, n_alphas, K, r): fold
     f's from the Gram of all rows minus its own, without the basis rows in fold f where
-    ``own`` gives their folds (zero weights for those). With ``rotations`` (zeros,
-    (n_folds, r, r)), fold f's weights Y on its first columns and its Q on the rows of the
-    basis rows it keeps: X* = Y Qᵀ (:func:`~scalenc.math.linalg.ridge_path`'s ``rotate``).
+    ``own`` gives their folds (zero weights for those). With ``rotations`` (zeros, (n_folds,
+    r, r); else False), fold f's weights Y on its first columns and its Q on the rows of
+    the basis rows it keeps: X* = Y Qᵀ (:func:`~scalenc.math.linalg.ridge_path`'s ``rotate``).
 
     One array holds a fold's training Gram, formed again for each λ and factorised in
     place; ``gram`` then holds its folds' sums alone, what the final solve reads."""
@@ -497,7 +487,7 @@ def _fold_weights(est, gram, grid, own, weights, rotations=None) -> None:
         keep = np.arange(r) if own is None else np.flatnonzero(own != f)
         form = functools.partial(fold_gram, M_all, gram["M"][f], keep, out=work)
         B_train = B_all[:, keep] - gram["B"][f][:, keep]
-        if rotations is None:
+        if rotations is False:
             weights[f][..., keep], singular = ridge_path(form(), B_train, grid, refill=form)
         else:
             solved, singular, Q = ridge_path(form(), B_train, grid, rotate=True, refill=form)

@@ -91,7 +91,6 @@ def cv_error_pass(
     kernels: tuple,
     weights: np.ndarray,
     seed: int,
-    *,
     folds: da.Array | None = None,
     rotations: np.ndarray | None = None,
 ) -> Delayed:

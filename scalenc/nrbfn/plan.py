@@ -96,11 +96,11 @@ GRAM_WORK_SHARE = 1.0
 #: cost bound's 3265).
 FREE_GRAM_WORK = 1e12
 
-#: Most bytes the solves of a grown basis (``n_basis="auto"``, ``max_basis="auto"``) may
-#: take, whatever the budget (:func:`grown_basis`): with 5 folds r ≤ 7 900, and a default
-#: fit of a table under 100 000 rows peaks under 4 GB (letter, 14 000 rows,
-#: peaked at 6.15 GB with r = 9 172 from a quarter of 24 GB; 8 192 rows erred as little).
-GROWN_BYTES = 3_500_000_000
+#: Most bytes the solves of a grown basis (``max_basis="auto"``) take whatever the budget
+#: (:func:`grown_basis`): 5 folds, r ≤ 7 300; a default fit of a table under 100 000 rows
+#: peaks under 4 GB (letter peaked at 6.15 GB with a quarter of 24 GB's r = 9 172, and at
+#: 4.3 GB with r = 7 868 and its folds' Grams fully in memory).
+GROWN_BYTES = 3_000_000_000
 
 #: Fewest candidates of an ``"auto"`` sample (when the exact search is not affordable):
 #: at least this many, and at least twice the largest basis, so that the basis is chosen
@@ -130,9 +130,7 @@ class Problem:
     n_neighbors: int
     block_rows: list = field(default_factory=list)
     threads: int = 1
-    #: the reductions' fan-in (:func:`scalenc.engine.reduce.fan_in`: the estimators'
-    #: ``split_every``)
-    fan_in: int = 8
+    fan_in: int = 8  # the reductions' (engine.reduce.fan_in: the estimators' split_every)
     distributed: bool = False
 
     @property
