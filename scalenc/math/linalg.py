@@ -243,7 +243,7 @@ def _symmetric_one_norm(lower: np.ndarray) -> float:
     return float((rows + cols - np.abs(np.diag(lower))).max()) if r else 0.0
 
 
-def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
+def ridge_path(M: np.ndarray, B: np.ndarray, lams, *, rotate: bool = False, refill=None):
     """X* = B (M + λ tr(M) I)⁻¹ for every λ of ``lams`` (shape (len(lams),) + B's), for
     cross-validation, without :func:`ridge_solve`'s least-squares fallback (an SVD, 20–60
     times a factorisation: tens of them made a 5-fold, 9-λ search on 1 400 rows take 20 s).
@@ -256,19 +256,29 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
     factorisations; an eigendecomposition costs twenty) serves every λ: a tridiagonal
     solve each, one Q for all. Fewer λ: a Cholesky factorisation each, in one work array
     (a fresh r×r array per λ took 3 of connect_4's 28 s of factorisations).
+
+    ``rotate``: Y with X* = Y Qᵀ, and Q (the identity on the Cholesky path): a caller
+    scoring rows Φ forms Φ Q once, not Q times each λ's K×r solution. ``refill``: a
+    function writing M into its array again; the Cholesky path then factorises there.
     """
     M = np.asarray(M, dtype=np.float64)
     shifts = [lam * float(np.diag(M).sum()) for lam in lams]
     tridiagonal = len(lams) >= TRIDIAGONAL_LAMS and M.shape[0] > 1
-    path = _by_tridiagonal if tridiagonal else _by_cholesky
-    out, problems = np.zeros((len(lams),) + np.shape(B)), []
+    out, problems, Q = np.zeros((len(lams),) + np.shape(B)), [], None
     with _solve_threads(M.shape[0]):
-        for i, solution in enumerate(path(M, np.asarray(B, np.float64).T, shifts)):
+        rhs = np.asarray(B, np.float64).T
+        if tridiagonal:
+            solutions, Q = _by_tridiagonal(M, rhs, shifts, rotate)
+        else:
+            solutions = _by_cholesky(M, rhs, shifts, refill)
+        for i, solution in enumerate(solutions):
             if solution is None or not np.isfinite(solution).all():
                 problems.append(lams[i])
             else:
                 out[i] = solution.T
-    return out, problems
+    if not rotate:
+        return out, problems
+    return out, problems, np.eye(M.shape[0]) if Q is None else Q
 
 
 #: λ from which :func:`ridge_path` reduces M to tridiagonal form once rather than
@@ -276,13 +286,17 @@ def ridge_path(M: np.ndarray, B: np.ndarray, lams) -> tuple[np.ndarray, list]:
 TRIDIAGONAL_LAMS = 7
 
 
-def _by_cholesky(M, rhs, shifts):
-    """(M + s I)⁻¹ rhs per shift s, a Cholesky factorisation each (None where it fails)."""
-    work = np.empty_like(M, order="C")
-    on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
+def _by_cholesky(M, rhs, shifts, refill=None):
+    """(M + s I)⁻¹ rhs per shift s, a Cholesky factorisation each (None where it fails),
+    in one work array, or in M itself, ``refill``-ed before each shift after the first."""
     diagonal = np.diag(M).copy()
-    for shift in shifts:
-        np.copyto(work, M)
+    work = M if refill else np.empty_like(M, order="C")
+    on_diagonal = work.reshape(-1)[:: M.shape[0] + 1]  # a view: an index per λ took 1/3
+    for i, shift in enumerate(shifts):
+        if refill is None:
+            np.copyto(work, M)
+        elif i:
+            refill()
         np.add(diagonal, shift, out=on_diagonal)
         # the C-ordered lower triangle is the upper triangle of the Fortran-ordered
         # transpose, which LAPACK factorises in place
@@ -290,10 +304,11 @@ def _by_cholesky(M, rhs, shifts):
         yield None if info else scipy.linalg.lapack.dpotrs(factor, rhs, lower=0)[0]
 
 
-def _by_tridiagonal(M, rhs, shifts):
+def _by_tridiagonal(M, rhs, shifts, rotate=False):
     """(M + s I)⁻¹ rhs per shift s from one M = Q T Qᵀ, r > 1 (NaN where T + s I is not
-    positive definite). Q is ``sytrd``'s reflectors below the subdiagonal, a QR's of
-    M's rows 2…r (as LAPACK's ``ormtr`` applies them)."""
+    positive definite), and None; with ``rotate``, Qᵀ of each and Q (formed from its
+    reflectors). Q is ``sytrd``'s reflectors below the subdiagonal, a QR's of M's rows
+    2…r (as LAPACK's ``ormtr`` applies them)."""
     r, k = rhs.shape
     lwork = int(scipy.linalg.lapack.dsytrd_lwork(r, lower=1)[0])
     reduced, d, e, tau, _ = scipy.linalg.lapack.dsytrd(M, lower=1, lwork=lwork)
@@ -310,20 +325,28 @@ def _by_tridiagonal(M, rhs, shifts):
         *_, x, info = scipy.linalg.lapack.dptsv(d + shift, e, c)
         if not info:
             solved[:, i * k : (i + 1) * k] = x
-    solved = apply(b"N", solved)  # Q acts on each column alone
-    return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))]
+    Q = None
+    if rotate:
+        Q = np.zeros((r, r))
+        Q[0, 0] = 1.0
+        Q[1:, 1:] = scipy.linalg.lapack.dorgqr(reflectors, tau, lwork=max(1, 64 * r))[0]
+    else:
+        solved = apply(b"N", solved)  # Q acts on each column alone
+    return [solved[:, i * k : (i + 1) * k] for i in range(len(shifts))], Q
 
 
-def fold_gram(total: np.ndarray, part: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+def fold_gram(total: np.ndarray, part: np.ndarray, keep=None, *, out=None) -> np.ndarray:
     """``total − part`` on the rows and columns ``keep`` (all when None), lower triangle
     only (the upper is left unset): a cross-validation fold's training Gram from the Gram
     of every row and the fold's own, for :func:`ridge_path`. Formed in strips of rows,
-    so no r×r temporary beside the result."""
+    so no r×r temporary beside the result: ``out``'s first k² elements as k×k (a new
+    array when None; the pages of its upper triangle are not touched)."""
     r = total.shape[0]
     keep = np.arange(r) if keep is None else np.asarray(keep)
-    out = np.empty((keep.size, keep.size))
-    for a in range(0, keep.size, STRIP_ROWS):
-        b = min(keep.size, a + STRIP_ROWS)
+    k = keep.size
+    out = np.empty((k, k)) if out is None else np.ndarray((k, k), buffer=out)
+    for a in range(0, k, STRIP_ROWS):
+        b = min(k, a + STRIP_ROWS)
         at = np.ix_(keep[a:b], keep[:b])  # the strip's part of the lower triangle alone
         np.subtract(total[at], part[at], out=out[a:b, :b])
     return out

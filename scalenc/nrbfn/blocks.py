@@ -429,13 +429,17 @@ def sum_gram_partials(*partials):
     return total
 
 
-def cv_error_block(X, codes, folds=None, *, row_start, basis, kernels, weights, seed):
+def cv_error_block(
+    X, codes, folds=None, *, row_start, basis, kernels, weights, seed, rotations=None
+):  # fmt: skip
     """Misclassified labeled rows per kernel and λ, each row scored by its own fold's
     model: (n_kernels, n_alphas).
 
     ``kernels`` as in :func:`gram_block`; ``weights`` has shape (n_kernels, n_folds,
-    n_alphas, K, r): ``weights[v, f]`` the v-th kernel's X* solved without fold f. Folds
-    as in :func:`gram_block`; the kernels of one σ share their products.
+    n_alphas, K, r): ``weights[v, f]`` the v-th kernel's X* solved without fold f, or,
+    with ``rotations`` (n_kernels, n_folds, r, r), Y of X* = Y Qᵀ, Q = ``rotations[v, f]``
+    (the rows' kernel is multiplied by Q once for every λ). Folds as in
+    :func:`gram_block`; the kernels of one σ share their products.
     """
     rows, index, labels = labeled_rows(X, codes, row_start)
     n_folds, n_alphas = weights.shape[1:3]
@@ -446,6 +450,7 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, kernels, weights, 
     folds = _folds_of_block(to_host(index), codes, folds, n_folds, seed)
     labels = like(xp, to_host(labels), rows)
     weights_d = like(xp, weights, rows)
+    rotations_d = None if rotations is None else like(xp, rotations, rows)
     for sigma, members in _by_width(kernels):
         normalizes = tuple(normalize for _, normalize in members)
         for start, stop, Ws in kernel_tiles(rows, basis, sigma, normalizes):
@@ -455,6 +460,8 @@ def cv_error_block(X, codes, folds=None, *, row_start, basis, kernels, weights, 
                 held = xp.take(tile_labels, mine)
                 for (v, _), Wt in zip(members, Ws):
                     Wf = xp.take(Wt, mine, axis=0)
+                    if rotations_d is not None:
+                        Wf = Wf @ rotations_d[v, int(f), ...]
                     scores = xp.reshape(
                         xp.reshape(weights_d[v, int(f), ...], (-1, weights.shape[-1])) @ Wf.T,
                         (n_alphas, -1, Wf.shape[0]),

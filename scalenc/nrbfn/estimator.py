@@ -180,7 +180,8 @@ class NRBFNClassifier(NetworkUpdatesMixin, _RegressionClassifier):
         confident rows: 0.2–0.65 point lower error at the same r on Connect-4 and fars,
         within noise on adult and a simulated problem).
         ``"auto"``: for a grown basis (``n_basis="auto"``), the largest r whose Gram pass
-        and solve fit the memory budget, at most :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS`;
+        and solve fit the memory budget, at most :data:`~scalenc.nrbfn.plan.MAX_AUTO_BASIS`
+        and the r whose solves take :data:`~scalenc.nrbfn.plan.GROWN_BYTES` (3 GB);
         for the confidence rule, the smaller of two bounds. Memory: the largest r whose
         Gram pass (r×r float64 partials alive in the tree of fan-in ``split_every``, per fold when
         cross-validating, or one pass per fold where those do not fit) and solve fit the

@@ -8,6 +8,7 @@ the basis re-chosen on each fold's training rows (``cv_refit_basis``); it return
 
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 import warnings
@@ -22,7 +23,7 @@ from scalenc.engine.cluster import compute, task_threads, uses_distributed
 from scalenc.engine.memory import format_bytes
 from scalenc.engine.reduce import fan_in, from_numpy_rows
 from scalenc.exceptions import BasisCappedWarning, InputError, MemoryBudgetError
-from scalenc.math.linalg import fold_gram, ridge_path, warn_singular
+from scalenc.math.linalg import TRIDIAGONAL_LAMS, fold_gram, ridge_path, warn_singular
 from scalenc.math.sampling import fold_of
 from scalenc.math.xp import is_device_array
 from scalenc.nrbfn import passes as nrbfn_passes
@@ -99,7 +100,7 @@ def problem_of(X: da.Array, n_labeled: int, n_classes: int, n_neighbors: int):
         n_neighbors=n_neighbors,
         block_rows=[int(c) for c in X.chunks[0]],
         threads=threads,
-        split_every=fan_in(),
+        fan_in=fan_in(),
         distributed=uses_distributed(),
     )
 
@@ -217,12 +218,8 @@ def _grams(est, X, codes, basis, kernels, seed, folds, n_folds, fit_plan, stage_
                 gram["M"][:, f], gram["B"][:, f] = part["M"][:, 0], part["B"][:, 0]
                 gram["count"][f] = part["count"][0]
                 del part
-    if n_kernels == 1:  # views: no r×r copy
-        return [{"M": gram["M"][0], "B": gram["B"][0], "count": gram["count"]}]
-    return [
-        {"M": gram["M"][v].copy(), "B": gram["B"][v].copy(), "count": gram["count"]}
-        for v in range(n_kernels)
-    ]
+    # views: no r×r copy (the held-out solves replace each by its folds' sum)
+    return [{"M": M, "B": B, "count": gram["count"]} for M, B in zip(gram["M"], gram["B"])]
 
 
 def _together(fit_plan: plan.FitPlan, r: int, n_kernels: int, n_folds: int, n_alphas: int):
@@ -441,6 +438,10 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     each labeled row scored by its own fold's weights, every kernel in one pass. The
     basis is not refitted per fold. Returns (λ, error rates) per kernel.
 
+    Where :func:`_rotates` says so (many classes), the weights stay in each fold's Q
+    coordinates (:func:`~scalenc.math.linalg.ridge_path`'s ``rotate``) and the pass
+    multiplies a row's kernel by Q once for every λ.
+
     With ``own``, the folds of the basis rows (a grown basis), fold f's model also leaves
     out the basis rows that lie in fold f — the block of the Gram without their rows and
     columns — so that no held-out row is scored by a model with a centre on itself, as no
@@ -451,29 +452,48 @@ def choose_alphas(est, X, codes, grams, basis, kernels, grid, seed, folds, n_lab
     """
     n_folds, (K, r) = grams[0]["M"].shape[0], grams[0]["B"].shape[1:]
     weights = np.zeros((len(kernels), n_folds, len(grid), K, r))
-    for gram, out in zip(grams, weights):
-        _fold_weights(est, gram, grid, own, out)
-    (counts,) = compute(
-        nrbfn_passes.cv_error_pass(X, codes, basis, kernels, weights, seed, folds=folds)
-    )
+    rotate = _rotates(n_folds, r, len(grid), K, n_labeled)
+    rotations = np.zeros((len(kernels), n_folds, r, r)) if rotate else None
+    for v, gram in enumerate(grams):
+        _fold_weights(est, gram, grid, own, weights[v], rotate and rotations[v])
+    pass_ = nrbfn_passes.cv_error_pass
+    (counts,) = compute(pass_(X, codes, basis, kernels, weights, seed, folds, rotations))
     return [(grid[int(np.argmin(errors))], errors) for errors in counts / n_labeled]
 
 
-def _fold_weights(est, gram, grid, own, weights) -> None:
+def _rotates(n_folds: int, r: int, n_alphas: int, K: int, n_rows: int) -> bool:
+    """Whether the held-out weights stay in Q's coordinates: on the tridiagonal path, where
+    Q formed (4/3 r³ a fold) and applied to each row (2 r²) costs less than Q applied to
+    each λ's K×r weights (2 r² n_alphas K a fold)."""
+    if n_alphas < TRIDIAGONAL_LAMS or r < 2:
+        return False
+    return n_folds * 4 / 3 * r + 2 * n_rows < 2 * n_folds * n_alphas * K
+
+
+def _fold_weights(est, gram, grid, own, weights, rotations=False) -> None:
     """X* of every fold and λ into the zeros ``weights`` (n_folds, n_alphas, K, r): fold
     f's from the Gram of all rows minus its own, without the basis rows in fold f where
-    ``own`` gives their folds (zero weights for those)."""
-    n_folds = gram["M"].shape[0]
+    ``own`` gives their folds (zero weights for those). With ``rotations`` (zeros, (n_folds,
+    r, r); else False), fold f's weights Y on its first columns and its Q on the rows of
+    the basis rows it keeps: X* = Y Qᵀ (:func:`~scalenc.math.linalg.ridge_path`'s ``rotate``).
+
+    One array holds a fold's training Gram, formed again for each λ and factorised in
+    place; ``gram`` then holds its folds' sums alone, what the final solve reads."""
+    n_folds, r = gram["M"].shape[:2]
     M_all, B_all = gram["M"].sum(axis=0), gram["B"].sum(axis=0)
-    problems = []
+    work, problems = np.empty(r * r), []
     for f in range(n_folds):
         # the basis rows of fold f leave its model (all rows stay without a grown basis)
-        keep = np.arange(M_all.shape[0]) if own is None else np.flatnonzero(own != f)
-        M_train = fold_gram(M_all, gram["M"][f], keep)
+        keep = np.arange(r) if own is None else np.flatnonzero(own != f)
+        form = functools.partial(fold_gram, M_all, gram["M"][f], keep, out=work)
         B_train = B_all[:, keep] - gram["B"][f][:, keep]
-        weights[f][..., keep], singular = ridge_path(M_train, B_train, grid)
-        del M_train
+        if rotations is False:
+            weights[f][..., keep], singular = ridge_path(form(), B_train, grid, refill=form)
+        else:
+            solved, singular, Q = ridge_path(form(), B_train, grid, rotate=True, refill=form)
+            weights[f][..., : keep.size], rotations[f][keep, : keep.size] = solved, Q
         problems.extend(singular)
+    gram.update(M=M_all[None], B=B_all[None], count=gram["count"].sum(keepdims=True))
     if problems:
         warn_singular(type(est).__name__, sorted(set(problems)), "in cross-validation")
 
@@ -597,7 +617,8 @@ def _warn_grown_capped(est, fit_plan: plan.FitPlan, path: dict) -> None:
         f"max_basis={est.max_basis}"
         if est.max_basis != "auto"
         else f"the memory budget ({fit_plan.budget_source}; max_basis='auto' = "
-        f"{fit_plan.max_basis}, at most MAX_AUTO_BASIS={plan.MAX_AUTO_BASIS})"
+        f"{fit_plan.max_basis}, at most MAX_AUTO_BASIS={plan.MAX_AUTO_BASIS} and what "
+        f"GROWN_BYTES={format_bytes(plan.GROWN_BYTES)} holds)"
     )
     warnings.warn(
         f"The grown basis stopped at {path['r'][-1]} rows, the most that {source} allows, "

@@ -91,14 +91,17 @@ def cv_error_pass(
     kernels: tuple,
     weights: np.ndarray,
     seed: int,
-    *,
     folds: da.Array | None = None,
+    rotations: np.ndarray | None = None,
 ) -> Delayed:
     """Misclassified labeled rows per λ for each of ``kernels`` ((σ, normalize) pairs,
     ``weights[v]`` the v-th's X* per fold and λ, shape (n_kernels, n_folds, n_alphas, K,
-    r)), each row scored by its own fold's model (:func:`scalenc.nrbfn.blocks.cv_error_block`;
-    folds as in :func:`gram_pass`), in one pass: (n_kernels, n_alphas)."""
+    r), in the coordinates of ``rotations[v]`` per fold where given), each row scored by
+    its own fold's model (:func:`scalenc.nrbfn.blocks.cv_error_block`; folds as in
+    :func:`gram_pass`), in one pass: (n_kernels, n_alphas)."""
     scores = float(np.prod(weights.shape[2:])) * len(kernels)
+    if rotations is not None:
+        scores += float(weights.shape[-1]) ** 2 * len(kernels)
     return reduce_rows(
         _nrbfn_blocks.cv_error_block,
         X,
@@ -108,6 +111,7 @@ def cv_error_pass(
         kernels=tuple(kernels),
         weights=weights,
         seed=seed,
+        rotations=rotations,
         work=BlockWork.pairs(len(kernels) * basis.shape[0], X.shape[1], extra=scores),
     )
 

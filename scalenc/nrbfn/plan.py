@@ -25,6 +25,7 @@ workers' memory limit, the machine's available memory) and passes it in, and
 
 from __future__ import annotations
 
+import bisect
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ __all__ = [
     "MIN_CANDIDATES",
     "GRAM_WORK_SHARE",
     "FREE_GRAM_WORK",
+    "GROWN_BYTES",
+    "grown_basis",
     "cost_basis",
     "Problem",
     "knn_exact_bytes",
@@ -93,6 +96,12 @@ GRAM_WORK_SHARE = 1.0
 #: cost bound's 3265).
 FREE_GRAM_WORK = 1e12
 
+#: Most bytes the solves of a grown basis (``max_basis="auto"``) take whatever the budget
+#: (:func:`grown_basis`): 5 folds, r ≤ 7 300; a default fit of a table under 100 000 rows
+#: peaks under 4 GB (letter peaked at 6.15 GB with a quarter of 24 GB's r = 9 172, and at
+#: 4.3 GB with r = 7 868 and its folds' Grams fully in memory).
+GROWN_BYTES = 3_000_000_000
+
 #: Fewest candidates of an ``"auto"`` sample (when the exact search is not affordable):
 #: at least this many, and at least twice the largest basis, so that the basis is chosen
 #: among candidates and not simply all of them.
@@ -121,7 +130,7 @@ class Problem:
     n_neighbors: int
     block_rows: list = field(default_factory=list)
     threads: int = 1
-    split_every: int = 8
+    fan_in: int = 8  # the reductions' (engine.reduce.fan_in: the estimators' split_every)
     distributed: bool = False
 
     @property
@@ -163,7 +172,7 @@ def knn_sample_bytes(problem: Problem, n_candidates: int) -> dict:
     c, p, k = n_candidates, problem.n_features, problem.n_neighbors
     candidates = c * p * 8
     partial = c * k * _NEIGHBOR_BYTES
-    alive = min(problem.n_blocks, problem.split_every + problem.threads)
+    alive = min(problem.n_blocks, problem.fan_in + problem.threads)
     tile = 2 * 8 * min(selection.TILE_ELEMENTS, c * problem.max_block)
     worker = candidates + problem.threads * tile + alive * partial
     client = candidates + 2 * partial + 5 * 8 * c
@@ -178,7 +187,7 @@ def _gram_partial(r: int, n_classes: int, n_folds: int) -> int:
 
 def gram_bytes(problem: Problem, r: int, n_folds: int = 1, per_fold: bool = False) -> dict:
     """The Gram pass: the r×r partials (``n_folds`` of them per block) alive at once in the
-    tree reduction of fan-in ``split_every`` — each running task's, the finished ones
+    tree reduction of fan-in ``fan_in`` — each running task's, the finished ones
     waiting for their merge and the merge's output — plus each thread's W̃ tile, strip
     product and kernel products.
 
@@ -191,7 +200,7 @@ def gram_bytes(problem: Problem, r: int, n_folds: int = 1, per_fold: bool = Fals
         out["flops"] = one["flops"]
         return out
     partial = _gram_partial(r, problem.n_classes, n_folds)
-    n_b, t, s = problem.n_blocks, problem.threads, problem.split_every
+    n_b, t, s = problem.n_blocks, problem.threads, problem.fan_in
     if problem.distributed:
         alive = min(n_b, t) + (s + 1 if n_b > 1 else 0)
     else:
@@ -210,11 +219,13 @@ def gram_bytes(problem: Problem, r: int, n_folds: int = 1, per_fold: bool = Fals
 
 
 def solve_bytes(problem: Problem, r: int, n_folds: int = 1) -> dict:
-    """The solve on the client: the Gram pass's result, the summed Gram when there are
-    folds, a held-out Gram per fold in turn, the factorised system and the ridge solve's
-    work array (and the rank's pivoted Cholesky for small r)."""
+    """The solves on the client: with folds, the Gram pass's n_folds Grams, their sum
+    (each fold's training Gram is formed and factorised over the fold's own Gram) and one
+    more r×r array (a kept Gram of the size before, or the tridiagonal reduction's copy);
+    the final solve's system beside the Gram it reads (and the rank's pivoted Cholesky
+    for small r); K×r right-hand sides and weights."""
     square = 8 * r * r
-    copies = n_folds + 2 + (2 if n_folds > 1 else 0)
+    copies = n_folds + 2 if n_folds > 1 else 2
     client = copies * square + 8 * n_folds * problem.n_classes * r * 4
     out = _per_process(problem, 0, client)
     out["flops"] = r**3 / 3.0
@@ -259,6 +270,13 @@ def largest_basis(problem: Problem, budget: dict, n_folds: int = 1, per_fold: bo
         else:
             hi = mid
     return lo
+
+
+def grown_basis(problem: Problem, n_folds: int) -> int:
+    """The largest r whose solves (:func:`solve_bytes`) take at most :data:`GROWN_BYTES`."""
+    sizes = range(1, problem.n_labeled + 1)  # the bytes grow with r
+    bytes_of = lambda r: solve_bytes(problem, r, n_folds)["client"]  # noqa: E731
+    return max(1, bisect.bisect_right(sizes, GROWN_BYTES, key=bytes_of))
 
 
 def cost_basis(problem: Problem, n_candidates: int | None) -> int:
@@ -370,7 +388,7 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
             f"{owner} cannot fit in the memory budget of {fmt(budget['client'])}"
             f" ({source}): even the smallest basis (one row per class, r={K}) needs "
             f"about {fmt(max(need.values()))} for the Gram pass{folds_note} (per-thread "
-            f"tiles, split_every={problem.split_every} partials). "
+            f"tiles, split_every={problem.fan_in} partials). "
             f"{limit_hint.capitalize()}, or lower split_every or chunk_rows."
         )
     for name in ("n_basis", "max_basis"):
@@ -390,6 +408,8 @@ def plan_fit(params: dict, owner: str, problem: Problem, budget: dict, source: s
     elif cap == "auto":
         cap = min(r_fit, MAX_AUTO_BASIS)
         cap_source = "memory" if r_fit <= MAX_AUTO_BASIS else "MAX_AUTO_BASIS"
+        if growing and grown_basis(problem, n_folds) < cap:
+            cap, cap_source = max(K, grown_basis(problem, n_folds)), "GROWN_BYTES"
     elif cap is None and growing:  # a grown basis stops where memory does
         cap, cap_source = r_fit, "memory"
     # a grown basis's candidates: twice the cap of one Gram pass, not of the per-fold passes

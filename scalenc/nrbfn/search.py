@@ -268,21 +268,18 @@ class Search:
     def retry(self, width: float, normalize: bool, *, margin: bool) -> None:
         """A change of the kept trial's width or kernel, tried on the size before the kept
         one (:meth:`_on_size_of`) and, only if it does better there, on the kept size,
-        where it is kept if it does better again (``margin``: strictly; else not worse);
-        else the kept size's Gram (let go before that try: two of that size would double
-        the fit's peak) is formed again. The tries are steps in ``basis_growth_``."""
+        where it is kept if it does better again (``margin``: strictly; else not worse).
+        The kept Gram, its folds' sum once its held-out errors are scored (one r×r array
+        beside the try's folds), is held through the try: it was formed again, a Gram
+        pass and held-out solves. The tries are steps in ``basis_growth_``."""
         best = self.best
         at = next(i for i, step in enumerate(self.steps) if step.r == best.r)
         if at == 0 or self._on_size_of(self.steps[at - 1], width, normalize, margin)[0] is None:
             return
-        self.kept = None
         lams, paper = _neighbours(self.grid, best.alpha), best.sigma / best.width
         tried, gram = self.step(best.r, (width,), (normalize,), lams, paper)
         if _better(tried.error, best.error, strict=margin):
             self.best, self.kept = tried, gram
-            return
-        del gram
-        _, self.kept = self.step(best.r, (best.width,), (best.normalize,), lams, paper)
 
     def narrower_width(self, trial: Trial | None = None) -> Trial | None:
         """σ's next narrower multiple (:data:`WIDTHS`), tried once (larger bases want

@@ -999,6 +999,25 @@ def test_scores_memory_is_a_tile_not_the_block():
     assert peak < 80e6, f"{peak / 1e6:.0f} MB traced"
 
 
+def test_a_grown_basis_is_capped_by_the_bytes_of_its_solves():
+    """A grown basis stops where its solves take GROWN_BYTES, whatever a larger budget
+    allows (letter's 14 000 rows: r = 7 282, not the 10 000 of a 6.1 GB budget); the
+    confidence rule's basis keeps the budget's cap."""
+    from scalenc.nrbfn import plan as P
+
+    problem = P.Problem(14_000, 14_000, 16, 8, 26, 20, [14_000], 2, 8, False)
+    budget = {"worker": 6_100_000_000, "client": 6_100_000_000}
+    params = dict(n_basis="auto", max_basis="auto", n_candidates="auto", memory_limit=None,
+                  split_every=8)  # fmt: skip
+    fit_plan = P.plan_fit(params, "NRBFN", problem, budget, "test", 5)
+    r = fit_plan.max_basis
+    assert fit_plan.cap_source == "GROWN_BYTES" and r == P.grown_basis(problem, 5) == 7282
+    assert P.solve_bytes(problem, r, 5)["client"] <= P.GROWN_BYTES
+    assert P.solve_bytes(problem, r + 1, 5)["client"] > P.GROWN_BYTES
+    rule = P.plan_fit({**params, "n_basis": None}, "NRBFN", problem, budget, "test", 5)
+    assert rule.max_basis > r and rule.cap_source != "GROWN_BYTES"
+
+
 def test_a_grown_basis_samples_candidates_for_the_one_pass_cap():
     """The soft-KNN candidates of a grown basis are twice the basis that one Gram pass
     allows, not the larger one that per-fold passes allow: the search is most of a large
