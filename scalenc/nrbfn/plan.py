@@ -98,8 +98,9 @@ FREE_GRAM_WORK = 1e12
 
 #: Most bytes the solves of a grown basis (``max_basis="auto"``) take whatever the budget
 #: (:func:`grown_basis`): 5 folds, r ≤ 7 300; a default fit of a table under 100 000 rows
-#: peaks under 4 GB (letter peaked at 6.15 GB with a quarter of 24 GB's r = 9 172, and at
-#: 4.3 GB with r = 7 868 and its folds' Grams fully in memory).
+#: peaks near 4 GB (letter 3.8 GB, krkopt 4.0 GB, connect_4 4.3 GB with its data and
+#: predict; letter peaked at 6.15 GB with a quarter of 24 GB's r = 9 172). krkopt, whose
+#: held-out error still falls there, erred 1.0 point more (``benchmarks/README.md``).
 GROWN_BYTES = 3_000_000_000
 
 #: Fewest candidates of an ``"auto"`` sample (when the exact search is not affordable):
